@@ -1,0 +1,121 @@
+//! What every command-line tool shares: loading a source file, reporting
+//! diagnostics, and the exit-code contract of DESIGN.md section 5.
+
+use et_grammar::diag::{render_all, Diagnostic};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Exit codes (DESIGN.md section 5).
+pub mod exit {
+    pub const OK: i32 = 0;
+    /// `check` found a configuration whose outputs differ from the framework's.
+    pub const CHECK_FAILED: i32 = 1;
+    /// The user's input is wrong.
+    pub const USER: i32 = 2;
+    /// A requested backend or framework is not available.
+    pub const UNAVAILABLE: i32 = 3;
+    /// A bug in eintup.
+    pub const INTERNAL: i32 = 70;
+}
+
+/// A source file held in memory for the whole compilation, so diagnostics
+/// from any stage can quote it.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub path: PathBuf,
+    /// Name used in diagnostics (the path as the user wrote it).
+    pub name: String,
+    pub text: String,
+}
+
+impl Source {
+    pub fn load(path: &Path) -> Result<Source, Failure> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| Failure::user(format!("{name}: error: cannot read file: {e}")))?;
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok(Source { path: path.to_path_buf(), name, text }),
+            Err(e) => {
+                let valid = e.utf8_error().valid_up_to();
+                let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                let src = Source { path: path.to_path_buf(), name, text };
+                let at = src.text.char_indices().nth(String::from_utf8_lossy(&e.as_bytes()[..valid]).chars().count());
+                let at = at.map_or(valid, |(i, _)| i);
+                let d = Diagnostic::error("E0010", "the file is not valid UTF-8")
+                    .at(et_grammar::Span::new(at, at + 1), "invalid byte sequence here");
+                Err(src.failure(vec![d]))
+            }
+        }
+    }
+
+    pub fn from_string(name: &str, text: &str) -> Source {
+        Source { path: PathBuf::from(name), name: name.to_string(), text: text.to_string() }
+    }
+
+    /// Renders diagnostics against this file as a user error.
+    pub fn failure(&self, diags: Vec<Diagnostic>) -> Failure {
+        Failure::User(render_all(&diags, &self.name, &self.text))
+    }
+}
+
+/// Why a command did not succeed; each kind maps to one exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// Wrong input: rendered message, exit 2.
+    User(String),
+    /// Backend or framework missing: one-line reason, exit 3.
+    Unavailable(String),
+    /// `check` found invalid rows (the table was already printed), exit 1.
+    CheckFailed,
+    /// A bug: exit 70.
+    Internal(String),
+}
+
+impl Failure {
+    pub fn user(msg: impl Into<String>) -> Failure {
+        Failure::User(msg.into())
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Failure::User(_) => exit::USER,
+            Failure::Unavailable(_) => exit::UNAVAILABLE,
+            Failure::CheckFailed => exit::CHECK_FAILED,
+            Failure::Internal(_) => exit::INTERNAL,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::User(m) => write!(f, "{}", m.trim_end()),
+            Failure::Unavailable(m) => write!(f, "error: {}", m.trim_end()),
+            Failure::CheckFailed => write!(f, "check failed: some configurations differ from the framework"),
+            Failure::Internal(m) => write!(f, "internal compiler error: {}\nthis is a bug in eintup; please report it", m.trim_end()),
+        }
+    }
+}
+
+/// Runs a tool's body, turning failures and panics into the exit-code
+/// contract. A panic is a bug and is reported as an internal error (70),
+/// never as a Rust backtrace.
+pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindSafe) -> ! {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("internal compiler error: {msg}{loc}\nthis is a bug in eintup; please report it");
+    }));
+    let code = match std::panic::catch_unwind(body) {
+        Ok(Ok(())) => exit::OK,
+        Ok(Err(f)) => {
+            if !matches!(f, Failure::CheckFailed) {
+                eprintln!("{f}");
+            }
+            f.exit_code()
+        }
+        Err(_) => exit::INTERNAL,
+    };
+    std::process::exit(code)
+}

@@ -1,0 +1,9 @@
+//! The Einsum Tuple compiler: everything between the AST and the backends.
+//!
+//! Levels (DESIGN.md section 3): AST (crate `et-grammar`) -> `et` dialect ->
+//! `loop` dialect -> LLVM IR -> PTX. This crate also holds the reference
+//! interpreter and the two command-line tools, `etopt` and `eintup`.
+
+pub mod driver;
+
+pub use et_grammar as grammar;

@@ -1,0 +1,215 @@
+//! The abstract syntax tree of a `.et` file: exactly what was written, every
+//! node with its byte span. Semantic meaning is assigned later (compiler
+//! crate, `sema`); nothing here knows about ranks or dims.
+
+use crate::span::Span;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// A whole file, its sections in the order LANGUAGE.md section 2 fixes.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct File {
+    pub program: Vec<Stmt>,
+    pub call: Option<Call>,
+    pub outputs: Option<Outputs>,
+    pub constraints: Vec<Constraint>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssignOp {
+    /// `=`: reset each reached cell once, then accumulate.
+    Assign,
+    /// `+=`: accumulate without reset.
+    AddAssign,
+}
+
+impl AssignOp {
+    pub fn text(self) -> &'static str {
+        match self {
+            AssignOp::Assign => "=",
+            AssignOp::AddAssign => "+=",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    pub lhs: Access,
+    pub op: AssignOp,
+    pub rhs: Expr,
+    pub span: Span,
+}
+
+/// `name[arg, ...]`: an array read or write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    pub array: Ident,
+    pub indices: Vec<IndexArg>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexArg {
+    Expr(Expr),
+    /// `:` — the slot whose stored vector is used as an index tuple.
+    Slice(Span),
+}
+
+impl IndexArg {
+    pub fn span(&self) -> Span {
+        match self {
+            IndexArg::Expr(e) => e.span,
+            IndexArg::Slice(s) => *s,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    /// `/`: true division (FLOAT result).
+    Div,
+    /// `//`: floor division.
+    FloorDiv,
+    /// `//^`: ceiling division.
+    CeilDiv,
+    /// `%`: floor modulo.
+    Mod,
+}
+
+impl BinOp {
+    pub fn text(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::FloorDiv => "//",
+            BinOp::CeilDiv => "//^",
+            BinOp::Mod => "%",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    Int,
+    Float,
+}
+
+impl ElemType {
+    pub fn text(self) -> &'static str {
+        match self {
+            ElemType::Int => "INT",
+            ElemType::Float => "FLOAT",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+/// One expression grammar serves index expressions, right-hand sides and
+/// constraint expressions; which forms are legal where is decided by `sema`
+/// (so the user gets "not allowed in an index" rather than a parse error).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int(i64),
+    Float(f64),
+    /// An eintup used as a value (index position) — or a misplaced name.
+    Name(Ident),
+    /// `DIMS(a, b, ...)`: concatenated dims, a static tuple.
+    Dims(Vec<Ident>),
+    /// `DIMS(a, ...)[t]`: component `t` of a static vector (right-hand side).
+    DimsAt(Vec<Ident>, Box<Expr>),
+    /// `RANK(a, b, ...)`: sum of ranks, a static scalar.
+    Rank(Vec<Ident>),
+    /// `FLAT(e1, ..., ek)`: row-major position inside `DIMS(e1, ..., ek)`.
+    Flat(Vec<Expr>),
+    Access(Access),
+    Random { lo: Box<Expr>, hi: Box<Expr>, ty: ElemType, ty_span: Span },
+    Neg(Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+}
+
+/// `tf.nn.convolution(input=x, strides=DIMS(stride), padding=L('SAME'))`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// Dotted function name, e.g. `["tf", "nn", "convolution"]`.
+    pub func: Vec<Ident>,
+    pub args: Vec<CallArg>,
+    pub span: Span,
+}
+
+impl Call {
+    pub fn func_name(&self) -> String {
+        self.func.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(".")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallArg {
+    pub keyword: Option<Ident>,
+    pub value: CallValue,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallValue {
+    /// An array of the program, passed by name.
+    Array(Ident),
+    /// `DIMS(..)`: a list of ints.
+    Dims(Vec<Ident>),
+    /// `RANK(..)`: an int.
+    Rank(Vec<Ident>),
+    /// `L(literal)`, or a bare literal.
+    Literal(Literal),
+    /// `TENSOR(DIMS(..))`: a constant int tensor.
+    Tensor(Vec<Ident>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Literal {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    /// A bare word such as `True`, `False` or `None`.
+    Word(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outputs {
+    pub names: Vec<Ident>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConstraintSubject {
+    Rank,
+    Dims,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConstraintRel {
+    /// `IN [lo, hi]`, inclusive.
+    In { lo: i64, hi: i64, span: Span },
+    /// `= expr`.
+    Eq(Expr),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Constraint {
+    pub subject: ConstraintSubject,
+    pub target: Ident,
+    pub rel: ConstraintRel,
+    pub span: Span,
+}

@@ -1,0 +1,225 @@
+//! From source text to [`File`]: lex, parse each logical line with the
+//! lalrpop grammar, then group the lines into sections and check their order.
+//!
+//! Lines are parsed independently, so one syntax error does not hide the
+//! errors of later lines.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::{lex, LexError, LexErrorKind, Spanned, Tok};
+use crate::span::Span;
+use lalrpop_util::ParseError;
+
+/// One parsed logical line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Line {
+    Stmt(Stmt),
+    Call(Call),
+    Outputs(Outputs),
+    Constraint(Constraint),
+}
+
+/// Builds a binary expression node (used by the grammar's actions).
+pub(crate) fn bin(op: BinOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
+    Expr { kind: ExprKind::Binary(op, Box::new(a), Box::new(b)), span: Span::new(l, r) }
+}
+
+/// A parse error raised by a grammar action.
+pub(crate) fn custom(span: Span, message: String) -> ParseError<usize, Tok, LexError> {
+    ParseError::User { error: LexError { kind: LexErrorKind::Custom(message), span } }
+}
+
+/// `L(lit)` is a literal argument; any other wrapper is an error.
+pub(crate) fn wrapper_literal(f: Ident, lit: Literal) -> Result<CallValue, ParseError<usize, Tok, LexError>> {
+    if f.name == "L" {
+        Ok(CallValue::Literal(lit))
+    } else {
+        Err(custom(f.span, format!("unknown call-argument wrapper `{}(..)`; expected `L(literal)` or `TENSOR(DIMS(..))`", f.name)))
+    }
+}
+
+/// Parses a whole `.et` file. On failure returns every diagnostic found.
+pub fn parse_file(source: &str) -> Result<File, Vec<Diagnostic>> {
+    let (tokens, lex_errors) = lex(source);
+    let mut diags: Vec<Diagnostic> = lex_errors.iter().map(lex_diagnostic).collect();
+    let mut lines = Vec::new();
+    for line in split_lines(&tokens) {
+        // A line with a lexical error has already been reported; parsing it
+        // again would only add a confusing second error.
+        let (lo, hi) = (line[0].0, line[line.len() - 1].2);
+        if lex_errors.iter().any(|e| e.span.start >= lo && e.span.start <= hi) {
+            continue;
+        }
+        let parser = crate::et::LineParser::new();
+        match parser.parse(line.iter().cloned().map(Ok::<Spanned, LexError>)) {
+            Ok(l) => lines.push(l),
+            Err(e) => diags.push(parse_diagnostic(e, source)),
+        }
+    }
+    let file = group_sections(lines, &mut diags);
+    if diags.is_empty() {
+        Ok(file)
+    } else {
+        diags.sort_by_key(|d| d.primary_span().map(|s| s.start));
+        Err(diags)
+    }
+}
+
+/// Parses a single expression (used by tools and tests).
+pub fn parse_expr(source: &str) -> Result<Expr, Vec<Diagnostic>> {
+    let (mut tokens, lex_errors) = lex(source);
+    if !lex_errors.is_empty() {
+        return Err(lex_errors.iter().map(lex_diagnostic).collect());
+    }
+    if matches!(tokens.last(), Some((_, Tok::Newline, _))) {
+        tokens.pop();
+    }
+    crate::et::ExprParser::new()
+        .parse(tokens.into_iter().map(Ok::<Spanned, LexError>))
+        .map_err(|e| vec![parse_diagnostic(e, source)])
+}
+
+fn split_lines(tokens: &[Spanned]) -> Vec<&[Spanned]> {
+    tokens.split_inclusive(|t| t.1 == Tok::Newline).filter(|l| l.len() > 1).collect()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Section {
+    Program,
+    Call,
+    Outputs,
+    Constraints,
+}
+
+impl Section {
+    fn name(self) -> &'static str {
+        match self {
+            Section::Program => "program statement",
+            Section::Call => "framework call",
+            Section::Outputs => "outputs list",
+            Section::Constraints => "constraint",
+        }
+    }
+}
+
+/// Sections are recognised by content and must come in the order
+/// program, call, outputs, constraints (LANGUAGE.md section 2).
+fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
+    let mut file = File::default();
+    let mut last: Option<(Section, Span)> = None;
+    for line in lines {
+        let (section, span) = match &line {
+            Line::Stmt(s) => (Section::Program, s.span),
+            Line::Call(c) => (Section::Call, c.span),
+            Line::Outputs(o) => (Section::Outputs, o.span),
+            Line::Constraint(c) => (Section::Constraints, c.span),
+        };
+        if let Some((prev, prev_span)) = last {
+            let repeated_single = prev == section && matches!(section, Section::Call | Section::Outputs);
+            if section < prev || repeated_single {
+                let msg = if repeated_single {
+                    format!("a second {} (a file has at most one)", section.name())
+                } else {
+                    format!("{} after a {}", section.name(), prev.name())
+                };
+                diags.push(
+                    Diagnostic::error("E0008", msg)
+                        .at(span, "out of order")
+                        .also(prev_span, format!("the {} is here", prev.name()))
+                        .note("sections come in the order: program, framework call, outputs, constraints"),
+                );
+                continue;
+            }
+        }
+        last = Some((section, span));
+        match line {
+            Line::Stmt(s) => file.program.push(s),
+            Line::Call(c) => file.call = Some(c),
+            Line::Outputs(o) => file.outputs = Some(o),
+            Line::Constraint(c) => file.constraints.push(c),
+        }
+    }
+    if file.program.is_empty() && diags.is_empty() {
+        diags.push(Diagnostic::error("E0009", "the file has no program statements").note(
+            "a program is one or more lines like `y[i] = x[i]`; see LANGUAGE.md section 2",
+        ));
+    }
+    file
+}
+
+fn lex_diagnostic(e: &LexError) -> Diagnostic {
+    match &e.kind {
+        LexErrorKind::UnexpectedChar(c) => Diagnostic::error("E0001", format!("unexpected character {c:?}"))
+            .at(e.span, "not part of the .et language"),
+        LexErrorKind::IntTooLarge => Diagnostic::error("E0002", "integer literal too large")
+            .at(e.span, "does not fit in a 64-bit signed integer"),
+        LexErrorKind::BadNumber => Diagnostic::error("E0003", "malformed number").at(e.span, "not a valid number"),
+        LexErrorKind::UnterminatedString => Diagnostic::error("E0004", "unterminated string literal")
+            .at(e.span, "the closing quote is missing on this line"),
+        LexErrorKind::Unclosed(c) => Diagnostic::error("E0005", format!("unclosed `{c}`"))
+            .at(e.span, "opened here and never closed")
+            .note("inside brackets a statement continues on the next line, so everything after this was read as part of it"),
+        LexErrorKind::Custom(msg) => Diagnostic::error("E0007", msg.clone()).at(e.span, "here"),
+    }
+}
+
+fn parse_diagnostic(e: ParseError<usize, Tok, LexError>, source: &str) -> Diagnostic {
+    match e {
+        ParseError::InvalidToken { location } => {
+            Diagnostic::error("E0001", "invalid token").at(Span::new(location, location + 1), "here")
+        }
+        ParseError::UnrecognizedEof { location, expected } => {
+            Diagnostic::error("E0006", format!("unexpected end of file, expected {}", describe_expected(&expected)))
+                .at(Span::new(location, location), "input ends here")
+        }
+        ParseError::UnrecognizedToken { token: (l, tok, r), expected } => {
+            let (span, found) = if tok == Tok::Newline {
+                // Point just past the last character of the line.
+                let at = source[..l.min(source.len())].trim_end_matches([' ', '\t', '\r']).len();
+                (Span::new(at, at), "end of line".to_string())
+            } else {
+                (Span::new(l, r), tok.to_string())
+            };
+            let mut d = Diagnostic::error("E0006", format!("unexpected {found}, expected {}", describe_expected(&expected)))
+                .at(span, format!("expected {}", describe_expected(&expected)));
+            if tok == Tok::Newline && expected.iter().any(|x| x == "\"]\"" || x == "\")\"") {
+                d = d.note("a bracket opened on this line is never closed");
+            }
+            d
+        }
+        ParseError::ExtraToken { token: (l, tok, r) } => {
+            Diagnostic::error("E0006", format!("unexpected {tok}")).at(Span::new(l, r), "extra token")
+        }
+        ParseError::User { error } => lex_diagnostic(&error),
+    }
+}
+
+/// Turns lalrpop's list of expected terminals into readable English.
+fn describe_expected(expected: &[String]) -> String {
+    let mut items: Vec<String> = expected
+        .iter()
+        .map(|e| {
+            let t = e.trim_matches('"');
+            match t {
+                "identifier" | "integer" | "number" | "string" | "end of line" => t.to_string(),
+                _ => format!("`{t}`"),
+            }
+        })
+        .collect();
+    items.sort();
+    items.dedup();
+    // An expression position lists a dozen starters; say so instead.
+    let expr_starters = ["`(`", "`-`", "`DIMS`", "`FLAT`", "`RANDOM`", "`RANK`", "identifier", "integer", "number"];
+    if expr_starters.iter().all(|s| items.contains(&s.to_string())) {
+        items.retain(|i| !expr_starters.contains(&i.as_str()));
+        items.insert(0, "an expression".to_string());
+    }
+    match items.len() {
+        0 => "nothing more".to_string(),
+        1 => items.remove(0),
+        _ => {
+            let last = items.pop().unwrap_or_default();
+            format!("{} or {}", items.join(", "), last)
+        }
+    }
+}

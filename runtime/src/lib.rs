@@ -1,0 +1,1 @@
+//! Thin runtime for eintup PTX bundles (see docs/runtime.md once it exists).

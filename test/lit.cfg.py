@@ -1,0 +1,18 @@
+# lit configuration for eintup: runs `# RUN:` lines with etopt, eintup and
+# LLVM 19's FileCheck on the files below this folder.
+import os
+import lit.formats
+
+config.name = "eintup"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".et", ".etir", ".test"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.test_source_root, "Output")
+
+root = os.path.dirname(config.test_source_root)
+bindir = os.environ.get("EINTUP_BIN_DIR", os.path.join(root, "target", "debug"))
+llvm_bin = os.environ.get("LLVM_BIN_DIR", "/usr/lib/llvm-19/bin")
+config.environment["PATH"] = os.pathsep.join([bindir, llvm_bin, os.path.join(root, ".venv", "bin"), os.environ.get("PATH", "")])
+config.substitutions.append(("%examples", os.path.join(root, "docs", "examples")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
