@@ -5,5 +5,6 @@
 //! interpreter and the two command-line tools, `etopt` and `eintup`.
 
 pub mod driver;
+pub mod ir;
 
 pub use et_grammar as grammar;

@@ -1,0 +1,207 @@
+//! The `et` dialect: the first IR level, one statement per source statement,
+//! every value typed by a *signature* (element type + the eintups it varies
+//! over). Index expressions are kept as trees (like MLIR affine maps, they
+//! are attributes of the op that uses them); right-hand sides are SSA ops.
+//!
+//! A module is *rank-polymorphic* while some eintup's rank or dims are
+//! unknown, and *specialised* once every eintup has static dims (pass
+//! `specialize`). Backends and the interpreter take specialised modules.
+
+use et_grammar::ast::{AssignOp, ElemType};
+use et_grammar::Span;
+
+pub type EintupId = usize;
+pub type ArrayId = usize;
+/// Index of an op inside its statement's `ops`.
+pub type ValueId = usize;
+
+/// Element type. `Int` is i32, `Float` f64 (or f32 when compiled for speed).
+pub type DType = ElemType;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Module {
+    pub eintups: Vec<Eintup>,
+    pub arrays: Vec<Array>,
+    pub stmts: Vec<Stmt>,
+    /// The framework call and outputs sections, resolved to ids.
+    pub call: Option<FrameworkCall>,
+    pub outputs: Vec<ArrayId>,
+}
+
+/// An eintup (row variable). `rank`/`dims` are `None` until known.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Eintup {
+    pub name: String,
+    pub rank: Option<usize>,
+    /// Static dims (length == rank) after `specialize`.
+    pub dims: Option<Vec<i64>>,
+    /// Where it is first mentioned.
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Array {
+    pub name: String,
+    pub dtype: DType,
+    /// One entry per index position of the first mention (the signature).
+    pub positions: Vec<Position>,
+    /// Refinement attributes (e.g. value range of a RANDOM INT array).
+    pub attrs: Vec<Attr>,
+    /// The statement that first mentions (defines) the array.
+    pub def_stmt: usize,
+    /// True when the defining statement is exactly `a[...] = RANDOM(...)`:
+    /// a user may supply its contents.
+    pub is_input: bool,
+    pub span: Span,
+}
+
+/// One index position of an array signature: the first-mention expression
+/// and, once known, its rank and its dims `DIMS(expr)` (LANGUAGE.md s.5).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Position {
+    pub expr: IndexExpr,
+    pub rank: Option<usize>,
+    pub dims: Option<Vec<i64>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attr {
+    /// Every element lies in `[lo, hi)` (component-wise over the last
+    /// position when `lo`/`hi` are tuples; see docs/ir-et.md).
+    Range { lo: Bound, hi: Bound },
+}
+
+/// A bound of a range attribute: an integer or the static `DIMS(list)`
+/// indexed by the innermost position's eintup.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    Int(i64),
+    DimsAt(Vec<EintupId>),
+}
+
+/// One statement: `lhs[indices] (=|+=) ops[result]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    pub array: ArrayId,
+    pub indices: Vec<IndexSlot>,
+    pub op: AssignOp,
+    /// The statement's variables (LANGUAGE.md s.3 rule 2), in order of
+    /// first occurrence, left side first.
+    pub vars: Vec<EintupId>,
+    /// Right-hand side in SSA form; operands refer to earlier ops.
+    pub ops: Vec<Op>,
+    pub result: ValueId,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    pub kind: OpKind,
+    /// Signature type: element type + the eintups the value varies over.
+    pub ty: SigType,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SigType {
+    pub dtype: DType,
+    pub eintups: Vec<EintupId>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    ConstInt(i64),
+    ConstFloat(f64),
+    /// `RANK(list)` (static once ranks are inferred).
+    Rank(Vec<EintupId>),
+    /// `DIMS(list)[t]`: component `t` of the static vector.
+    DimsAt(Vec<EintupId>, IndexExpr),
+    /// `a[indices]` (slices allowed).
+    Read { array: ArrayId, indices: Vec<IndexSlot> },
+    /// `RANDOM(lo, hi, T)`; see LANGUAGE.md s.3 for the generator.
+    Random { lo: ValueId, hi: ValueId, dtype: DType },
+    Neg(ValueId),
+    /// `+ - * / // //^ %` on values (mixed INT/FLOAT is FLOAT).
+    Binary(et_grammar::ast::BinOp, ValueId, ValueId),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexSlot {
+    Expr(IndexExpr),
+    /// `:` of an array slice.
+    Colon(Span),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexExpr {
+    pub kind: IndexKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexKind {
+    Var(EintupId),
+    /// Non-negative literal, broadcast to its partner's rank.
+    Lit(i64),
+    /// `DIMS(list)`: static tuple.
+    Dims(Vec<EintupId>),
+    /// `RANK(list)`: static scalar.
+    Rank(Vec<EintupId>),
+    /// `FLAT(e1, ..., ek)`: rank 1.
+    Flat(Vec<IndexExpr>),
+    /// `a[x, :, y]`: the vector stored at the `:` slot, used as a tuple.
+    Slice { array: ArrayId, indices: Vec<IndexSlot> },
+    Bin(IndexOp, Box<IndexExpr>, Box<IndexExpr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IndexOp {
+    Add,
+    Sub,
+    Mul,
+    FloorDiv,
+    CeilDiv,
+    Mod,
+}
+
+/// The framework call, with argument values resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrameworkCall {
+    pub func: String,
+    pub args: Vec<(Option<String>, CallArg)>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallArg {
+    Array(ArrayId),
+    Dims(Vec<EintupId>),
+    Rank(Vec<EintupId>),
+    Literal(et_grammar::ast::Literal),
+    Tensor(Vec<EintupId>),
+}
+
+impl Module {
+    pub fn eintup_by_name(&self, name: &str) -> Option<EintupId> {
+        self.eintups.iter().position(|e| e.name == name)
+    }
+
+    pub fn array_by_name(&self, name: &str) -> Option<ArrayId> {
+        self.arrays.iter().position(|a| a.name == name)
+    }
+
+    /// True when every eintup has static dims (after `specialize`).
+    pub fn is_specialized(&self) -> bool {
+        self.eintups.iter().all(|e| e.dims.is_some())
+            && self.arrays.iter().all(|a| a.positions.iter().all(|p| p.dims.is_some()))
+    }
+
+    /// Static shape of an array (concatenated position dims), if known.
+    pub fn array_shape(&self, a: ArrayId) -> Option<Vec<i64>> {
+        let mut shape = Vec::new();
+        for p in &self.arrays[a].positions {
+            shape.extend_from_slice(p.dims.as_ref()?);
+        }
+        Some(shape)
+    }
+}

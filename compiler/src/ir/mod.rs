@@ -1,0 +1,4 @@
+//! IR levels below the AST. Each has a textual form that prints and parses
+//! back (DESIGN.md section 3).
+
+pub mod et;
