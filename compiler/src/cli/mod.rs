@@ -1,0 +1,64 @@
+//! Subcommands of the `eintup` binary, one module each. The argument
+//! structs live here so the contract of DESIGN.md section 5 reads in one
+//! place; each module's `main` does the work.
+
+use crate::driver::Failure;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+pub mod run;
+pub mod shapes;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// The reference interpreter.
+    Interp,
+    /// LLVM host code (JIT).
+    Cpu,
+    /// NVPTX through the CUDA runtime.
+    Gpu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FloatWidth {
+    F64,
+    F32,
+}
+
+#[derive(Args, Debug)]
+pub struct ShapesArgs {
+    pub file: PathBuf,
+    /// Draws of dims per rank combination.
+    #[arg(long, default_value_t = 1)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print a JSON list of {"name": [dims]} objects instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    pub file: PathBuf,
+    /// Fix an eintup's dims: NAME=[d1,d2,...] (NAME=[] is rank 0).
+    #[arg(long = "bind", value_name = "NAME=[..]")]
+    pub bind: Vec<String>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "interp")]
+    pub backend: Backend,
+    #[arg(long = "float", value_enum, default_value = "f64")]
+    pub float: FloatWidth,
+    /// Supply an input array: NAME=PATH.npy.
+    #[arg(long = "input", value_name = "NAME=PATH.npy")]
+    pub input: Vec<String>,
+    /// Write every array as DIR/NAME.npy plus DIR/config.json.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// The one message for a backend that does not exist yet (exit 3).
+pub fn backend_unavailable(b: Backend) -> Failure {
+    Failure::Unavailable(format!("backend `{}` is not available yet in this build", format!("{b:?}").to_lowercase()))
+}
