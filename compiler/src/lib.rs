@@ -4,6 +4,7 @@
 //! `loop` dialect -> LLVM IR -> PTX. This crate also holds the reference
 //! interpreter and the two command-line tools, `etopt` and `eintup`.
 
+pub mod check;
 pub mod cli;
 pub mod driver;
 pub mod ir;

@@ -1,0 +1,462 @@
+//! Client of the framework-call bridge, `scripts/framework_call.py`.
+//!
+//! `check` compares every configuration with a TensorFlow call. Importing
+//! TensorFlow costs seconds, so one Python process is started per `check` run
+//! and serves every configuration: one JSON request per line on its stdin,
+//! one JSON response per line on its stdout (protocol in docs/check.md).
+//! Arrays travel as `.npy` files, never inside the JSON.
+//!
+//! Where the bridge is found: `EINTUP_FRAMEWORK_BRIDGE` (path to the `.py`)
+//! and `EINTUP_PYTHON` (the interpreter) override; otherwise the repository
+//! is found by walking up from the running executable (`target/debug/eintup`,
+//! or a test binary in `target/debug/deps/`) to the folder holding
+//! `scripts/framework_call.py`, and its `.venv/bin/python` runs it.
+
+use crate::driver::Failure;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fmt;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// Environment variable: path of `framework_call.py` to run.
+pub const BRIDGE_ENV: &str = "EINTUP_FRAMEWORK_BRIDGE";
+/// Environment variable: the Python interpreter that runs the bridge.
+pub const PYTHON_ENV: &str = "EINTUP_PYTHON";
+/// The bridge script, relative to the repository root.
+pub const SCRIPT: &str = "scripts/framework_call.py";
+/// What a user with no TensorFlow should do; part of every "unavailable" reason.
+pub const SETUP_HINT: &str = "run `scripts/setup --with-tf` to install TensorFlow into .venv";
+
+/// How many of the bridge's last stderr lines are kept to explain a crash.
+/// TensorFlow is chatty; a Python traceback's last lines name the cause.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// One argument of a framework call, as the `.et` file wrote it
+/// (LANGUAGE.md section 2). Serialised as `{"kind": "...", ...}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum CallArgValue {
+    /// An array name: the array saved as `.npy`; TensorFlow sees a tensor of
+    /// the file's dtype.
+    Array { path: PathBuf },
+    /// `DIMS(list)`: a Python list of ints.
+    Ints { value: Vec<i64> },
+    /// `RANK(list)`: a Python int.
+    Int { value: i64 },
+    /// `L(literal)`: a string, number, bool or None.
+    Literal { value: Literal },
+    /// `TENSOR(DIMS(..))`: a constant int32 tensor.
+    Tensor { value: Vec<i64> },
+}
+
+/// The value of an `L(..)` argument. Serialised as the bare JSON value, so
+/// `Float(2.0)` stays a Python float and `Int(2)` a Python int.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Literal {
+    Str(String),
+    Int(i64),
+    /// Must be finite: JSON has no NaN or infinity.
+    Float(f64),
+    Bool(bool),
+    Null,
+}
+
+/// One framework call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Request {
+    /// Dotted name starting with `tf.` (`tf.nn.convolution`).
+    pub func: String,
+    pub args: Vec<CallArgValue>,
+    /// Keyword arguments in source order (a JSON object on the wire).
+    #[serde(serialize_with = "ordered_map")]
+    pub kwargs: Vec<(String, CallArgValue)>,
+    /// Where the bridge writes `result_K.npy`; created if missing.
+    pub out_dir: PathBuf,
+}
+
+/// Writes `kwargs` as a JSON object keeping source order, so a request reads
+/// like the call it came from.
+fn ordered_map<S: Serializer>(pairs: &[(String, CallArgValue)], s: S) -> Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
+}
+
+impl Request {
+    /// The request as one line of the protocol (no newline).
+    pub fn to_json(&self) -> Result<String, BridgeError> {
+        for arg in self.args.iter().chain(self.kwargs.iter().map(|(_, v)| v)) {
+            if let CallArgValue::Literal { value: Literal::Float(x) } = arg {
+                if !x.is_finite() {
+                    return Err(BridgeError::Encode(format!("{}: literal {x} has no JSON form", self.func)));
+                }
+            }
+        }
+        serde_json::to_string(self).map_err(|e| BridgeError::Encode(format!("{}: {e}", self.func)))
+    }
+}
+
+/// One response line. Fields absent from a kind of response default.
+#[derive(Debug, Deserialize)]
+struct Response {
+    ok: bool,
+    #[serde(default)]
+    outputs: Vec<PathBuf>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    unavailable: bool,
+    #[serde(default)]
+    tf_version: Option<String>,
+}
+
+/// Why a call produced no outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BridgeError {
+    /// The framework refused the call: unknown function, bad arguments, or
+    /// an exception inside TensorFlow. The message is one line naming the
+    /// function, the exception type and its message.
+    Call(String),
+    /// TensorFlow cannot be imported (the reason says how to install it).
+    Unavailable(String),
+    /// The request could not be encoded (non-UTF-8 path, non-finite literal).
+    Encode(String),
+    /// The bridge process died or broke the protocol; it serves no more calls.
+    Protocol(String),
+}
+
+impl fmt::Display for BridgeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BridgeError::Call(m) => write!(f, "framework call failed: {m}"),
+            BridgeError::Unavailable(m) => write!(f, "{m}"),
+            BridgeError::Encode(m) => write!(f, "cannot encode framework call: {m}"),
+            BridgeError::Protocol(m) => write!(f, "framework bridge failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for BridgeError {}
+
+/// Which interpreter runs which bridge script.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BridgeLocation {
+    pub python: PathBuf,
+    pub script: PathBuf,
+}
+
+impl BridgeLocation {
+    /// The bridge of a repository checkout, run by its `.venv`.
+    pub fn from_repo_root(root: &Path) -> BridgeLocation {
+        BridgeLocation { python: venv_python(root), script: root.join(SCRIPT) }
+    }
+
+    /// Finds the bridge from the environment overrides or the executable's
+    /// position in the repository (module docs).
+    pub fn find() -> Result<BridgeLocation, Failure> {
+        let exe = std::env::current_exe().ok();
+        Self::resolve(std::env::var_os(BRIDGE_ENV), std::env::var_os(PYTHON_ENV), exe.as_deref())
+    }
+
+    /// [`find`](Self::find) with its inputs explicit, for tests.
+    fn resolve(bridge_env: Option<OsString>, python_env: Option<OsString>, exe: Option<&Path>) -> Result<BridgeLocation, Failure> {
+        let script = match bridge_env.filter(|s| !s.is_empty()) {
+            Some(s) => PathBuf::from(s),
+            None => {
+                let exe = exe.ok_or_else(|| Failure::Unavailable(format!("cannot locate the framework bridge (the executable's path is unknown); set {BRIDGE_ENV} to {SCRIPT}")))?;
+                exe.ancestors()
+                    .skip(1)
+                    .map(|dir| dir.join(SCRIPT))
+                    .find(|p| p.is_file())
+                    .ok_or_else(|| Failure::Unavailable(format!("cannot find {SCRIPT} in any folder above {}; set {BRIDGE_ENV} to its path", exe.display())))?
+            }
+        };
+        if !script.is_file() {
+            return Err(Failure::Unavailable(format!("the framework bridge {} does not exist", script.display())));
+        }
+        let python = match python_env.filter(|s| !s.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => {
+                // scripts/framework_call.py -> the repository root -> .venv
+                let root = script.parent().and_then(Path::parent).unwrap_or(Path::new("."));
+                let python = venv_python(root);
+                if !python.exists() {
+                    return Err(Failure::Unavailable(format!("no Python environment at {}; {SETUP_HINT}", python.display())));
+                }
+                python
+            }
+        };
+        Ok(BridgeLocation { python, script })
+    }
+}
+
+fn venv_python(root: &Path) -> PathBuf {
+    root.join(".venv").join("bin").join("python")
+}
+
+/// A running bridge process. Dropping it kills the process.
+pub struct Bridge {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    tf_version: String,
+    /// Set once the process has died or broken the protocol; every later
+    /// call fails with this reason instead of writing into a dead pipe.
+    broken: Option<String>,
+}
+
+impl Bridge {
+    /// Starts the bridge and pings it, which imports TensorFlow. A missing
+    /// interpreter or TensorFlow is `Failure::Unavailable` (exit 3) with a
+    /// one-line reason that tells the user how to install it.
+    pub fn start(loc: &BridgeLocation) -> Result<Bridge, Failure> {
+        let mut child = Command::new(&loc.python)
+            .arg(&loc.script)
+            .env("TF_CPP_MIN_LOG_LEVEL", "3")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Failure::Unavailable(format!("cannot run {}: {e}; {SETUP_HINT}", loc.python.display())))?;
+        // Take all three pipes before anything can fail, so `child` is owned
+        // by the Bridge (killed on drop) from here on.
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Failure::Internal("framework bridge started without its pipes".into()));
+        };
+        // Drain stderr on a thread: a full stderr pipe would block the child
+        // (and so us). Keep the tail to explain a crash.
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = Arc::clone(&stderr_tail);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(mut t) = tail.lock() {
+                    if t.len() == STDERR_TAIL_LINES {
+                        t.pop_front();
+                    }
+                    t.push_back(line);
+                }
+            }
+        });
+        let mut bridge = Bridge { child, stdin, stdout: BufReader::new(stdout), stderr_tail, tf_version: String::new(), broken: None };
+        match bridge.exchange("{\"op\":\"ping\"}") {
+            Ok(r) if r.ok => {
+                bridge.tf_version = r.tf_version.unwrap_or_default();
+                Ok(bridge)
+            }
+            Ok(r) if r.unavailable => Err(Failure::Unavailable(r.error.unwrap_or_else(|| format!("TensorFlow is not available; {SETUP_HINT}")))),
+            Ok(r) => Err(Failure::Internal(format!("framework bridge refused ping: {}", r.error.unwrap_or_default()))),
+            Err(e) => Err(Failure::Unavailable(format!("{e}; {SETUP_HINT}"))),
+        }
+    }
+
+    /// The TensorFlow version the bridge imported.
+    pub fn tf_version(&self) -> &str {
+        &self.tf_version
+    }
+
+    /// Runs one framework call; returns the paths of `result_0.npy`, ... in
+    /// the order of the function's results.
+    pub fn call(&mut self, req: &Request) -> Result<Vec<PathBuf>, BridgeError> {
+        let line = req.to_json()?;
+        interpret(self.exchange(&line)?)
+    }
+
+    /// Writes one request line and reads one response line.
+    fn exchange(&mut self, line: &str) -> Result<Response, BridgeError> {
+        if let Some(why) = &self.broken {
+            return Err(BridgeError::Protocol(why.clone()));
+        }
+        let result = self.exchange_inner(line);
+        if let Err(BridgeError::Protocol(why)) = &result {
+            self.broken = Some(why.clone());
+        }
+        result
+    }
+
+    fn exchange_inner(&mut self, line: &str) -> Result<Response, BridgeError> {
+        let sent = writeln!(self.stdin, "{line}").and_then(|()| self.stdin.flush());
+        let mut answer = String::new();
+        let read = match sent {
+            Ok(()) => self.stdout.read_line(&mut answer),
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok(0) | Err(_) => Err(BridgeError::Protocol(self.death_reason(read.err()))),
+            Ok(_) => serde_json::from_str(answer.trim_end()).map_err(|e| {
+                BridgeError::Protocol(format!("unreadable response ({e}): {}", answer.trim_end().chars().take(200).collect::<String>()))
+            }),
+        }
+    }
+
+    /// Explains why the process stopped answering: its exit status and the
+    /// last line it wrote on stderr (a Python traceback ends with the cause).
+    fn death_reason(&mut self, io: Option<std::io::Error>) -> String {
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => format!("the bridge process exited ({s})"),
+            _ => match io {
+                Some(e) => format!("lost contact with the bridge process ({e})"),
+                None => "the bridge process closed its output".to_string(),
+            },
+        };
+        // The stderr thread may still be reading the last lines; give it a
+        // moment so the reason names the cause.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let last = self.stderr_tail.lock().ok().and_then(|t| t.iter().rev().find(|l| !l.trim().is_empty()).cloned());
+        match last {
+            Some(l) => format!("{status}: {}", l.trim()),
+            None => status,
+        }
+    }
+}
+
+/// A call's response -> its outputs or the error it reports.
+fn interpret(r: Response) -> Result<Vec<PathBuf>, BridgeError> {
+    if r.ok {
+        return Ok(r.outputs);
+    }
+    let msg = r.error.unwrap_or_else(|| "the bridge gave no reason".into());
+    Err(if r.unavailable { BridgeError::Unavailable(msg) } else { BridgeError::Call(msg) })
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arr(p: &str) -> CallArgValue {
+        CallArgValue::Array { path: PathBuf::from(p) }
+    }
+
+    #[test]
+    fn conv_request_encodes_like_the_protocol() {
+        let req = Request {
+            func: "tf.nn.convolution".into(),
+            args: vec![],
+            kwargs: vec![
+                ("input".into(), arr("/t/x.npy")),
+                ("filters".into(), arr("/t/w.npy")),
+                ("strides".into(), CallArgValue::Ints { value: vec![1, 2] }),
+                ("padding".into(), CallArgValue::Literal { value: Literal::Str("VALID".into()) }),
+            ],
+            out_dir: PathBuf::from("/t/out"),
+        };
+        let expected = r#"{"func":"tf.nn.convolution","args":[],"kwargs":{"input":{"kind":"array","path":"/t/x.npy"},"filters":{"kind":"array","path":"/t/w.npy"},"strides":{"kind":"ints","value":[1,2]},"padding":{"kind":"literal","value":"VALID"}},"out_dir":"/t/out"}"#;
+        // Exact text: kwargs must keep source order.
+        assert_eq!(req.to_json().unwrap(), expected);
+    }
+
+    #[test]
+    fn every_argument_kind_encodes() {
+        let req = Request {
+            func: "tf.f".into(),
+            args: vec![
+                CallArgValue::Int { value: 3 },
+                CallArgValue::Tensor { value: vec![2, 0, 5] },
+                CallArgValue::Ints { value: vec![] },
+                CallArgValue::Literal { value: Literal::Int(-1) },
+                CallArgValue::Literal { value: Literal::Float(1.5) },
+                CallArgValue::Literal { value: Literal::Float(2.0) },
+                CallArgValue::Literal { value: Literal::Bool(true) },
+                CallArgValue::Literal { value: Literal::Null },
+            ],
+            kwargs: vec![],
+            out_dir: PathBuf::from("o"),
+        };
+        let expected = r#"{"func":"tf.f","args":[{"kind":"int","value":3},{"kind":"tensor","value":[2,0,5]},{"kind":"ints","value":[]},{"kind":"literal","value":-1},{"kind":"literal","value":1.5},{"kind":"literal","value":2.0},{"kind":"literal","value":true},{"kind":"literal","value":null}],"kwargs":{},"out_dir":"o"}"#;
+        assert_eq!(req.to_json().unwrap(), expected);
+    }
+
+    #[test]
+    fn non_finite_literal_is_an_encode_error() {
+        let req = Request {
+            func: "tf.f".into(),
+            args: vec![],
+            kwargs: vec![("x".into(), CallArgValue::Literal { value: Literal::Float(f64::NAN) })],
+            out_dir: PathBuf::from("o"),
+        };
+        assert!(matches!(req.to_json(), Err(BridgeError::Encode(m)) if m.contains("tf.f")));
+    }
+
+    #[test]
+    fn responses_are_interpreted() {
+        let ok: Response = serde_json::from_str(r#"{"ok": true, "outputs": ["/o/result_0.npy", "/o/result_1.npy"]}"#).unwrap();
+        assert_eq!(interpret(ok), Ok(vec![PathBuf::from("/o/result_0.npy"), PathBuf::from("/o/result_1.npy")]));
+        let err: Response = serde_json::from_str(r#"{"ok": false, "error": "tf.x: unknown function"}"#).unwrap();
+        assert_eq!(interpret(err), Err(BridgeError::Call("tf.x: unknown function".into())));
+        let un: Response = serde_json::from_str(r#"{"ok": false, "error": "no tf", "unavailable": true}"#).unwrap();
+        assert_eq!(interpret(un), Err(BridgeError::Unavailable("no tf".into())));
+    }
+
+    /// A scratch folder unique to this test process and test name.
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("eintup-bridge-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn finds_the_repo_above_the_executable() {
+        let root = scratch("find");
+        std::fs::create_dir_all(root.join("scripts")).unwrap();
+        std::fs::write(root.join(SCRIPT), "").unwrap();
+        std::fs::create_dir_all(root.join(".venv/bin")).unwrap();
+        std::fs::write(root.join(".venv/bin/python"), "").unwrap();
+        // both target/debug/eintup and a test binary in target/debug/deps/
+        for exe in ["target/debug/eintup", "target/debug/deps/bridge_tf-123"] {
+            let loc = BridgeLocation::resolve(None, None, Some(&root.join(exe))).unwrap();
+            assert_eq!(loc, BridgeLocation::from_repo_root(&root));
+        }
+        // EINTUP_PYTHON overrides the interpreter only
+        let loc = BridgeLocation::resolve(None, Some("/usr/bin/python3".into()), Some(&root.join("target/release/eintup"))).unwrap();
+        assert_eq!(loc.python, PathBuf::from("/usr/bin/python3"));
+        assert_eq!(loc.script, root.join(SCRIPT));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn missing_bridge_or_venv_is_unavailable_with_a_hint() {
+        let root = scratch("missing");
+        // no scripts/ anywhere above
+        let e = BridgeLocation::resolve(None, None, Some(&root.join("target/debug/eintup"))).unwrap_err();
+        assert!(matches!(&e, Failure::Unavailable(m) if m.contains(BRIDGE_ENV)), "{e:?}");
+        // script given by the override, but no .venv next to it
+        std::fs::create_dir_all(root.join("scripts")).unwrap();
+        std::fs::write(root.join(SCRIPT), "").unwrap();
+        let e = BridgeLocation::resolve(Some(root.join(SCRIPT).into()), None, None).unwrap_err();
+        assert!(matches!(&e, Failure::Unavailable(m) if m.contains("scripts/setup --with-tf")), "{e:?}");
+        assert_eq!(e.exit_code(), 3);
+        // override naming a file that does not exist
+        let e = BridgeLocation::resolve(Some(root.join("nope.py").into()), None, None).unwrap_err();
+        assert!(matches!(&e, Failure::Unavailable(m) if m.contains("nope.py")), "{e:?}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn missing_interpreter_is_unavailable() {
+        let loc = BridgeLocation { python: PathBuf::from("/nonexistent/python"), script: PathBuf::from(SCRIPT) };
+        match Bridge::start(&loc) {
+            Err(Failure::Unavailable(m)) => assert!(m.contains("/nonexistent/python") && m.contains("--with-tf"), "{m}"),
+            Err(e) => panic!("expected Unavailable, got {e:?}"),
+            Ok(_) => panic!("a missing interpreter started"),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! `eintup check`: run every configuration of a program and compare its
+//! outputs with the framework call written in the file (DESIGN.md section 5,
+//! docs/check.md).
+//!
+//! The framework runs in a Python process driven through [`bridge`]; this
+//! module also fixes the comparison tolerances so that every part of `check`
+//! (and its documentation) uses the same numbers.
+
+pub mod bridge;
+
+/// Relative tolerance for FLOAT outputs. The framework sums in a different
+/// order than the interpreter, so bit equality is not expected; 1e-6 is the
+/// contract of DESIGN.md section 5 and leaves room for f32 runs as well.
+pub const FLOAT_RTOL: f64 = 1e-6;
+
+/// Absolute tolerance for FLOAT outputs computed in f64. Needed where the exact
+/// result is 0 but both sides carry round-off from cancelling sums (a relative
+/// bound is then meaningless); 1e-9 is far above f64 round-off of the value
+/// ranges RANDOM produces and far below any real discrepancy.
+pub const FLOAT_ATOL_F64: f64 = 1e-9;
