@@ -133,7 +133,9 @@ def convert_arg(fw, arg, what):
             raise BridgeError(f"{what}: cannot load {path}: {type(e).__name__}: {e}")
         # TensorFlow wants native byte order; the dtype itself is kept, so
         # INT (int32) arrays stay int32 and FLOAT (float64) stays float64.
-        a = fw.np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+        # (np.asarray with order="C", not np.ascontiguousarray: the latter
+        # turns a rank-0 array into rank 1.)
+        a = fw.np.asarray(a, dtype=a.dtype.newbyteorder("="), order="C")
         return fw.tf.convert_to_tensor(a)
     if kind == "ints":
         return list(int_list(arg.get("value"), what))
@@ -161,7 +163,7 @@ def write_outputs(fw, result, out_dir):
     for k, item in enumerate(items):
         try:
             value = item.numpy() if hasattr(item, "numpy") else item
-            a = fw.np.ascontiguousarray(fw.np.asarray(value))
+            a = fw.np.asarray(value, order="C")  # keeps rank 0 (see convert_arg)
         except Exception as e:
             raise BridgeError(f"result {k} of type {type(item).__name__} is not an array: {e}")
         if a.dtype == object:
