@@ -16,3 +16,18 @@ llvm_bin = os.environ.get("LLVM_BIN_DIR", "/usr/lib/llvm-19/bin")
 config.environment["PATH"] = os.pathsep.join([bindir, llvm_bin, os.path.join(root, ".venv", "bin"), os.environ.get("PATH", "")])
 config.substitutions.append(("%examples", os.path.join(root, "docs", "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# %python: the repository's virtual environment (numpy; TensorFlow after
+# `scripts/setup --with-tf`). Feature `tensorflow` when it imports, so tests
+# of the framework bridge say `REQUIRES: tensorflow` and are reported as
+# unsupported, not failed, without it.
+import subprocess
+venv_python = os.path.join(root, ".venv", "bin", "python")
+config.substitutions.append(("%python", venv_python))
+try:
+    _tf = subprocess.run([venv_python, "-c", "import tensorflow"], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    if _tf.returncode == 0:
+        config.available_features.add("tensorflow")
+except (OSError, subprocess.TimeoutExpired):
+    pass
