@@ -108,8 +108,11 @@ impl Diagnostic {
         match term::emit_into_string(&config, &file, &cs) {
             // codespan's first line repeats our header; keep only the snippet.
             Ok(text) => {
+                // It also ends with blank lines; `render_all` separates
+                // diagnostics itself.
                 let body: String = text.split_inclusive('\n').skip(1).collect();
-                out.push_str(&body);
+                out.push_str(body.trim_end());
+                out.push('\n');
             }
             Err(e) => out.push_str(&format!("  (could not render source snippet: {e})\n")),
         }
