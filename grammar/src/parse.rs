@@ -140,6 +140,11 @@ impl Section {
             Section::Constraints => "constraint",
         }
     }
+
+    fn with_article(self) -> String {
+        let article = if self == Section::Outputs { "an" } else { "a" };
+        format!("{article} {}", self.name())
+    }
 }
 
 /// Sections are recognised by content and must come in the order
@@ -167,7 +172,7 @@ fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
                 let msg = if repeated_single {
                     format!("a second {} (a file has at most one)", section.name())
                 } else {
-                    format!("{} after a {}", section.name(), prev.name())
+                    format!("{} after the {}", section.name(), prev.name())
                 };
                 diags.push(
                     Diagnostic::error("E0008", msg)
@@ -189,7 +194,7 @@ fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
     if file.program.is_empty() && diags.is_empty() {
         let d = Diagnostic::error("E0009", "the file has no program statements");
         let d = match first {
-            Some((section, span)) => d.at(span, format!("the first line is a {}, not a program statement", section.name())),
+            Some((section, span)) => d.at(span, format!("the first line is {}, not a program statement", section.with_article())),
             None => d.at(Span::new(0, 0), "the file holds only blank lines and comments"),
         };
         diags.push(d.note("a program is one or more lines like `y[i] = x[i]` and comes first; see LANGUAGE.md section 2"));
@@ -324,6 +329,8 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].code, "E0009");
         assert_eq!(d[0].primary_span(), Some(Span::new(5, 9)));
+        let label = &d[0].labels[0].message;
+        assert_eq!(label, "the first line is an outputs list, not a program statement");
         let d = parse_file("# only a comment\n").unwrap_err();
         assert_eq!(d[0].primary_span(), Some(Span::new(0, 0)));
     }
