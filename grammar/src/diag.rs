@@ -108,8 +108,11 @@ impl Diagnostic {
         match term::emit_into_string(&config, &file, &cs) {
             // codespan's first line repeats our header; keep only the snippet.
             Ok(text) => {
+                // It also ends with blank lines; `render_all` separates
+                // diagnostics itself.
                 let body: String = text.split_inclusive('\n').skip(1).collect();
-                out.push_str(&body);
+                out.push_str(body.trim_end());
+                out.push('\n');
             }
             Err(e) => out.push_str(&format!("  (could not render source snippet: {e})\n")),
         }
@@ -126,4 +129,31 @@ fn clamp(span: Span, len: usize) -> std::ops::Range<usize> {
 /// Renders a list of diagnostics, one after another.
 pub fn render_all(diags: &[Diagnostic], file_name: &str, source: &str) -> String {
     diags.iter().map(|d| d.render(file_name, source)).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_has_header_caret_and_no_trailing_blank_lines() {
+        let src = "a[i] = b[i] $\n";
+        let d = Diagnostic::error("E0001", "unexpected character '$'")
+            .at(Span::new(12, 13), "not part of the .et language")
+            .note("a note");
+        let text = d.render("f.et", src);
+        // Column 13: twelve characters precede the `$`.
+        assert!(text.starts_with("f.et:1:13: error[E0001]: unexpected character '$'\n"), "{text}");
+        assert!(text.contains("^ not part of the .et language"), "{text}");
+        assert!(text.ends_with("= a note\n"), "{text:?}");
+        // Two diagnostics are separated by exactly one blank line.
+        let both = render_all(&[d.clone(), d], "f.et", src);
+        assert_eq!(both.matches("\n\nf.et:1:13").count(), 1, "{both:?}");
+    }
+
+    #[test]
+    fn spans_past_the_end_do_not_panic() {
+        let d = Diagnostic::error("E0006", "x").at(Span::new(50, 60), "far away");
+        assert!(d.render("f.et", "ab\n").starts_with("f.et:2:1:"));
+    }
 }

@@ -90,6 +90,8 @@ impl Tok {
 pub enum LexErrorKind {
     UnexpectedChar(char),
     IntTooLarge,
+    /// A float literal whose value overflows to infinity (`1e999`).
+    FloatTooLarge,
     BadNumber,
     UnterminatedString,
     /// A `(` or `[` still open at the end of the file.
@@ -189,9 +191,25 @@ impl<'a> Lexer<'a> {
                 self.eat_digits();
             }
         }
+        // `12abc` is one malformed number, not `12` followed by `abc`.
+        let digits_end = self.pos;
+        for c in self.src[digits_end..].chars() {
+            if c == '_' || c.is_alphanumeric() {
+                self.pos += c.len_utf8();
+            } else {
+                break;
+            }
+        }
+        if self.pos > digits_end {
+            self.error(start, LexErrorKind::BadNumber);
+            return;
+        }
         let text = &self.src[start..self.pos];
         if is_float {
             match text.parse::<f64>() {
+                // Rust parses `1e999` as infinity; a literal that cannot be
+                // represented is the user's mistake, not a value.
+                Ok(x) if x.is_infinite() => self.error(start, LexErrorKind::FloatTooLarge),
                 Ok(x) => self.push(start, Tok::Float(x)),
                 Err(_) => self.error(start, LexErrorKind::BadNumber),
             }
@@ -200,15 +218,6 @@ impl<'a> Lexer<'a> {
                 Ok(n) => self.push(start, Tok::Int(n)),
                 Err(_) => self.error(start, LexErrorKind::IntTooLarge),
             }
-        }
-        // `12abc` is a malformed number, not `12` followed by `abc`.
-        if self.peek(0).is_some_and(|b| b.is_ascii_alphabetic() || b == b'_') {
-            let s = self.pos;
-            while self.peek(0).is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                self.pos += 1;
-            }
-            self.errors.push(LexError { kind: LexErrorKind::BadNumber, span: Span::new(start, self.pos) });
-            let _ = s;
         }
     }
 
@@ -226,6 +235,11 @@ impl<'a> Lexer<'a> {
             match self.src[self.pos..].chars().next() {
                 None | Some('\n') => {
                     self.error(start, LexErrorKind::UnterminatedString);
+                    // A bracket opened before the string was probably closed
+                    // inside it (`f(p='x)`); keeping it open would join the
+                    // following lines to this one and add a misleading
+                    // "unclosed bracket" error.
+                    self.open.clear();
                     return;
                 }
                 Some(c) if c == quote => {
@@ -369,6 +383,33 @@ mod tests {
     #[test]
     fn numbers() {
         assert_eq!(kinds("3 3.0 1e3 2.5e-1")[..4], [Tok::Int(3), Tok::Float(3.0), Tok::Float(1000.0), Tok::Float(0.25)]);
+    }
+
+    #[test]
+    fn huge_float_is_an_error_not_infinity() {
+        let (_, errs) = lex("a[i] = 1e999");
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].kind, LexErrorKind::FloatTooLarge);
+        assert_eq!(errs[0].span, Span::new(7, 12));
+    }
+
+    #[test]
+    fn unterminated_string_does_not_keep_brackets_open() {
+        // Only the string is reported, and the next line is its own line.
+        let (toks, errs) = lex("f(p='x)\ny\n");
+        assert_eq!(errs.iter().map(|e| &e.kind).collect::<Vec<_>>(), [&LexErrorKind::UnterminatedString]);
+        assert_eq!(toks.iter().filter(|t| t.1 == Tok::Newline).count(), 2);
+    }
+
+    #[test]
+    fn digits_followed_by_letters_are_one_malformed_number() {
+        for src in ["12abc", "99999999999999999999x", "3.5e", "7\u{e9}"] {
+            let (toks, errs) = lex(src);
+            assert_eq!(errs.len(), 1, "{src}: {errs:?}");
+            assert_eq!(errs[0].kind, LexErrorKind::BadNumber, "{src}");
+            assert_eq!(errs[0].span, Span::new(0, src.len()), "{src}");
+            assert_eq!(toks.len(), 0, "{src}: {toks:?}");
+        }
     }
 
     #[test]

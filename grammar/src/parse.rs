@@ -50,6 +50,10 @@ pub fn parse_file(source: &str) -> Result<File, Vec<Diagnostic>> {
         if lex_errors.iter().any(|e| e.span.start >= lo && e.span.start <= hi) {
             continue;
         }
+        if let Some(d) = check_nesting(line) {
+            diags.push(d);
+            continue;
+        }
         let parser = crate::et::LineParser::new();
         match parser.parse(line.iter().cloned().map(Ok::<Spanned, LexError>)) {
             Ok(l) => lines.push(l),
@@ -74,9 +78,45 @@ pub fn parse_expr(source: &str) -> Result<Expr, Vec<Diagnostic>> {
     if matches!(tokens.last(), Some((_, Tok::Newline, _))) {
         tokens.pop();
     }
+    if let Some(d) = check_nesting(&tokens) {
+        return Err(vec![d]);
+    }
     crate::et::ExprParser::new()
         .parse(tokens.into_iter().map(Ok::<Spanned, LexError>))
         .map_err(|e| vec![parse_diagnostic(e, source)])
+}
+
+/// The most operators and brackets one logical line may hold.
+///
+/// The parser itself keeps its stack on the heap, but the AST it builds is a
+/// tree of boxes, and dropping, printing and every later pass walk it
+/// recursively: `a[i] = 1+1+...+1` with ten thousand terms overflowed the
+/// stack of a debug build. Each of these tokens adds at most one level to
+/// the tree, so counting them bounds its depth before it is built. Real
+/// programs stay far below (the longest example line has about 20).
+pub const MAX_NESTING: usize = 256;
+
+fn check_nesting(line: &[Spanned]) -> Option<Diagnostic> {
+    let deepening = |t: &Tok| {
+        matches!(
+            t,
+            Tok::LParen
+                | Tok::LBracket
+                | Tok::Plus
+                | Tok::Minus
+                | Tok::Star
+                | Tok::Slash
+                | Tok::SlashSlash
+                | Tok::SlashSlashCaret
+                | Tok::Percent
+        )
+    };
+    let (l, _, r) = line.iter().filter(|t| deepening(&t.1)).nth(MAX_NESTING)?;
+    Some(
+        Diagnostic::error("E0011", format!("line too complex: more than {MAX_NESTING} operators and brackets"))
+            .at(Span::new(*l, *r), "limit exceeded here")
+            .note("split the computation into several statements with temporary arrays"),
+    )
 }
 
 fn split_lines(tokens: &[Spanned]) -> Vec<&[Spanned]> {
@@ -100,11 +140,23 @@ impl Section {
             Section::Constraints => "constraint",
         }
     }
+
+    fn with_article(self) -> String {
+        let article = if self == Section::Outputs { "an" } else { "a" };
+        format!("{article} {}", self.name())
+    }
 }
 
 /// Sections are recognised by content and must come in the order
 /// program, call, outputs, constraints (LANGUAGE.md section 2).
 fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
+    // Where to point "no program statements": the first line, else the start.
+    let first = lines.first().map(|l| match l {
+        Line::Stmt(s) => (Section::Program, s.span),
+        Line::Call(c) => (Section::Call, c.span),
+        Line::Outputs(o) => (Section::Outputs, o.span),
+        Line::Constraint(c) => (Section::Constraints, c.span),
+    });
     let mut file = File::default();
     let mut last: Option<(Section, Span)> = None;
     for line in lines {
@@ -120,7 +172,7 @@ fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
                 let msg = if repeated_single {
                     format!("a second {} (a file has at most one)", section.name())
                 } else {
-                    format!("{} after a {}", section.name(), prev.name())
+                    format!("{} after the {}", section.name(), prev.name())
                 };
                 diags.push(
                     Diagnostic::error("E0008", msg)
@@ -140,9 +192,12 @@ fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
         }
     }
     if file.program.is_empty() && diags.is_empty() {
-        diags.push(Diagnostic::error("E0009", "the file has no program statements").note(
-            "a program is one or more lines like `y[i] = x[i]`; see LANGUAGE.md section 2",
-        ));
+        let d = Diagnostic::error("E0009", "the file has no program statements");
+        let d = match first {
+            Some((section, span)) => d.at(span, format!("the first line is {}, not a program statement", section.with_article())),
+            None => d.at(Span::new(0, 0), "the file holds only blank lines and comments"),
+        };
+        diags.push(d.note("a program is one or more lines like `y[i] = x[i]` and comes first; see LANGUAGE.md section 2"));
     }
     file
 }
@@ -153,6 +208,8 @@ fn lex_diagnostic(e: &LexError) -> Diagnostic {
             .at(e.span, "not part of the .et language"),
         LexErrorKind::IntTooLarge => Diagnostic::error("E0002", "integer literal too large")
             .at(e.span, "does not fit in a 64-bit signed integer"),
+        LexErrorKind::FloatTooLarge => Diagnostic::error("E0002", "number literal too large")
+            .at(e.span, "does not fit in a 64-bit float"),
         LexErrorKind::BadNumber => Diagnostic::error("E0003", "malformed number").at(e.span, "not a valid number"),
         LexErrorKind::UnterminatedString => Diagnostic::error("E0004", "unterminated string literal")
             .at(e.span, "the closing quote is missing on this line"),
@@ -221,5 +278,71 @@ fn describe_expected(expected: &[String]) -> String {
             let last = items.pop().unwrap_or_default();
             format!("{} or {}", items.join(", "), last)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(src: &str) -> Vec<&'static str> {
+        match parse_file(src) {
+            Ok(_) => Vec::new(),
+            Err(d) => d.iter().map(|d| d.code).collect(),
+        }
+    }
+
+    /// `a[i] = 1+1+...` with `n` plus signs: `n + 1` deepening tokens
+    /// (the `[` counts too).
+    fn sum_line(n: usize) -> String {
+        format!("a[i] = 1{}\n", "+1".repeat(n))
+    }
+
+    #[test]
+    fn nesting_limit_is_exact() {
+        assert_eq!(codes(&sum_line(MAX_NESTING - 1)), Vec::<&str>::new());
+        assert_eq!(codes(&sum_line(MAX_NESTING)), ["E0011"]);
+    }
+
+    #[test]
+    fn very_deep_lines_are_errors_not_stack_overflows() {
+        // These overflowed the stack before the limit existed.
+        assert_eq!(codes(&sum_line(100_000)), ["E0011"]);
+        assert_eq!(codes(&format!("a[i] = {}1\n", "-".repeat(100_000))), ["E0011"]);
+        assert!(parse_expr(&"-".repeat(100_000)).is_err());
+    }
+
+    #[test]
+    fn nesting_error_points_at_the_first_token_over_the_limit() {
+        let src = sum_line(MAX_NESTING + 10);
+        let d = parse_file(&src).unwrap_err();
+        // `a[i] = 1` is 8 bytes, then each `+1` is 2: plus number k (1-based)
+        // starts at 8 + 2(k-1); `[` is deepening token 1, so the token after
+        // the limit is plus number MAX_NESTING.
+        let at = 8 + 2 * (MAX_NESTING - 1);
+        assert_eq!(d[0].primary_span(), Some(Span::new(at, at + 1)));
+    }
+
+    #[test]
+    fn no_program_points_at_the_first_line() {
+        let d = parse_file("\n# c\ny, z\n").unwrap_err();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].code, "E0009");
+        assert_eq!(d[0].primary_span(), Some(Span::new(5, 9)));
+        let label = &d[0].labels[0].message;
+        assert_eq!(label, "the first line is an outputs list, not a program statement");
+        let d = parse_file("# only a comment\n").unwrap_err();
+        assert_eq!(d[0].primary_span(), Some(Span::new(0, 0)));
+    }
+
+    #[test]
+    fn float_overflow_is_e0002() {
+        assert_eq!(codes("a[i] = 1e999\n"), ["E0002"]);
+        assert_eq!(codes("a[i] = 1e308\n"), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn unterminated_string_is_reported_once() {
+        assert_eq!(codes("a[i] = 1\nf(x, p='abc)\ny\n"), ["E0004"]);
     }
 }
