@@ -6,6 +6,9 @@
 
 pub mod cli;
 pub mod driver;
+pub mod interp;
 pub mod ir;
+pub mod random;
+pub mod tensor;
 
 pub use et_grammar as grammar;
