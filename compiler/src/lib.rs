@@ -7,5 +7,7 @@
 pub mod cli;
 pub mod driver;
 pub mod ir;
+pub mod pipeline;
+pub mod sema;
 
 pub use et_grammar as grammar;
