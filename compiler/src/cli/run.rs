@@ -14,7 +14,7 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
         return Err(backend_unavailable(args.backend));
     }
     let src = Source::load(&args.file)?;
-    let (module, config) = specialized(&src, &args)?;
+    let (module, config) = crate::pipeline::specialized_module(&src, &args.bind, args.seed)?;
     let arrays = execute(&src, &module, &args)?;
     match &args.out {
         Some(dir) => write_out(dir, &module, &arrays, args.seed, &config.dims),
@@ -130,12 +130,3 @@ pub fn render_outputs(m: &Module, arrays: &[Tensor]) -> String {
     out
 }
 
-/// Until semantic analysis lands (branch `sema`), there is no way to get a
-/// specialised module from source text.
-fn specialized(_src: &Source, _args: &RunArgs) -> Result<(Module, Config), Failure> {
-    Err(Failure::Internal("`run` needs semantic analysis, which this build does not contain yet".into()))
-}
-
-struct Config {
-    dims: Vec<(String, Vec<i64>)>,
-}
