@@ -7,6 +7,11 @@
 pub mod check;
 pub mod cli;
 pub mod driver;
+pub mod interp;
 pub mod ir;
+pub mod pipeline;
+pub mod random;
+pub mod sema;
+pub mod tensor;
 
 pub use et_grammar as grammar;

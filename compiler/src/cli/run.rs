@@ -1,8 +1,132 @@
-//! `eintup run`: execute a program on one configuration.
+//! `eintup run`: execute a program on one configuration (DESIGN.md s.5).
+//! Only the interpreter backend exists so far; `cpu`/`gpu` exit 3.
 
-use super::RunArgs;
-use crate::driver::Failure;
+use super::{backend_unavailable, Backend, RunArgs};
+use crate::driver::{Failure, Source};
+use crate::interp::{self, RunOptions};
+use crate::ir::et::{IndexKind, IndexSlot, Module, OpKind};
+use crate::tensor::{shape_text, Tensor};
+use std::collections::BTreeMap;
+use std::path::Path;
 
-pub fn main(_args: RunArgs) -> Result<(), Failure> {
-    Err(Failure::user("eintup: error: `run` is not implemented yet"))
+pub fn main(args: RunArgs) -> Result<(), Failure> {
+    if args.backend != Backend::Interp {
+        return Err(backend_unavailable(args.backend));
+    }
+    let src = Source::load(&args.file)?;
+    let (module, config) = crate::pipeline::specialized_module(&src, &args.bind, args.seed)?;
+    let arrays = execute(&src, &module, &args)?;
+    match &args.out {
+        Some(dir) => write_out(dir, &module, &arrays, args.seed, &config.dims),
+        None => {
+            print!("{}", render_outputs(&module, &arrays));
+            Ok(())
+        }
+    }
 }
+
+/// Reads `--input` files and runs the interpreter.
+pub fn execute(src: &Source, module: &Module, args: &RunArgs) -> Result<Vec<Tensor>, Failure> {
+    let mut inputs = BTreeMap::new();
+    for spec in &args.input {
+        let (name, tensor) = parse_input(spec)?;
+        if inputs.insert(name.to_string(), tensor).is_some() {
+            return Err(Failure::user(format!("eintup: error[E0407]: `--input {spec}`: `{name}` is supplied twice")));
+        }
+    }
+    let opts = RunOptions { seed: args.seed, float: args.float, inputs };
+    interp::run(module, &opts).map_err(|e| e.into_failure(src))
+}
+
+/// `NAME=PATH.npy` -> (NAME, contents).
+fn parse_input(spec: &str) -> Result<(&str, Tensor), Failure> {
+    let Some((name, path)) = spec.split_once('=') else {
+        return Err(Failure::user(format!("eintup: error[E0407]: `--input {spec}`: expected NAME=PATH.npy")));
+    };
+    let name = name.trim();
+    if name.is_empty() || path.is_empty() {
+        return Err(Failure::user(format!("eintup: error[E0407]: `--input {spec}`: expected NAME=PATH.npy")));
+    }
+    let t = Tensor::read_npy(Path::new(path)).map_err(|e| Failure::user(format!("eintup: error[E0408]: `--input {spec}`: {path}: {e}")))?;
+    Ok((name, t))
+}
+
+/// Writes every array as `DIR/NAME.npy` and `DIR/config.json`.
+pub fn write_out(dir: &Path, m: &Module, arrays: &[Tensor], seed: u64, dims: &[(String, Vec<i64>)]) -> Result<(), Failure> {
+    let io = |what: &str, e: std::io::Error| Failure::user(format!("eintup: error[E0409]: cannot write {what}: {e}"));
+    std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
+    for (a, t) in m.arrays.iter().zip(arrays) {
+        let p = dir.join(format!("{}.npy", a.name));
+        t.write_npy(&p).map_err(|e| io(&p.display().to_string(), e))?;
+    }
+    let eintups: serde_json::Map<String, serde_json::Value> = dims.iter().map(|(n, d)| (n.clone(), serde_json::json!(d))).collect();
+    let cfg = serde_json::json!({ "seed": seed, "eintups": eintups });
+    let p = dir.join("config.json");
+    let text = serde_json::to_string_pretty(&cfg).map_err(|e| Failure::Internal(e.to_string()))?;
+    std::fs::write(&p, text + "\n").map_err(|e| io(&p.display().to_string(), e))
+}
+
+/// The arrays `run` prints: the outputs section, or else every array that
+/// no statement after its last write reads.
+pub fn printed_arrays(m: &Module) -> Vec<usize> {
+    if !m.outputs.is_empty() {
+        return m.outputs.clone();
+    }
+    let mut reads: Vec<Vec<usize>> = vec![Vec::new(); m.stmts.len()];
+    for (si, s) in m.stmts.iter().enumerate() {
+        slot_reads(&s.indices, &mut reads[si]);
+        for op in &s.ops {
+            match &op.kind {
+                OpKind::Read { array, indices } => {
+                    reads[si].push(*array);
+                    slot_reads(indices, &mut reads[si]);
+                }
+                OpKind::DimsAt(_, t) => expr_reads(&t.kind, &mut reads[si]),
+                _ => {}
+            }
+        }
+    }
+    (0..m.arrays.len())
+        .filter(|&a| {
+            let last_write = m.stmts.iter().rposition(|s| s.array == a).unwrap_or(0);
+            !reads.iter().skip(last_write + 1).any(|r| r.contains(&a))
+        })
+        .collect()
+}
+
+fn slot_reads(slots: &[IndexSlot], out: &mut Vec<usize>) {
+    for s in slots {
+        if let IndexSlot::Expr(e) = s {
+            expr_reads(&e.kind, out);
+        }
+    }
+}
+
+fn expr_reads(e: &IndexKind, out: &mut Vec<usize>) {
+    match e {
+        IndexKind::Slice { array, indices } => {
+            out.push(*array);
+            slot_reads(indices, out);
+        }
+        IndexKind::Flat(a) => a.iter().for_each(|x| expr_reads(&x.kind, out)),
+        IndexKind::Bin(_, a, b) => {
+            expr_reads(&a.kind, out);
+            expr_reads(&b.kind, out);
+        }
+        _ => {}
+    }
+}
+
+/// `NAME: TYPE [shape]` then the values, one block per printed array.
+pub fn render_outputs(m: &Module, arrays: &[Tensor]) -> String {
+    let mut out = String::new();
+    for (k, a) in printed_arrays(m).into_iter().enumerate() {
+        let (Some(arr), Some(t)) = (m.arrays.get(a), arrays.get(a)) else { continue };
+        if k > 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("{}: {} {}\n{}\n", arr.name, t.kind().text(), shape_text(&t.shape), t));
+    }
+    out
+}
+

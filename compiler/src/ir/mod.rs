@@ -2,3 +2,4 @@
 //! back (DESIGN.md section 3).
 
 pub mod et;
+pub mod print;

@@ -1,0 +1,511 @@
+//! Lowering of one specialised `et` statement into an execution plan: loop
+//! components with extents, index expressions with every static quantity
+//! (dims, strides, FLAT bounds) precomputed, and *checks* (array accesses
+//! and `DIMS(l)[t]` lookups) tagged with the loop level at which all the
+//! eintups they use are known, so a failing check prunes a whole subtree of
+//! the iteration domain instead of being re-tested per point.
+
+use super::RunError;
+use crate::ir::et::{self, ArrayId, Bound, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
+use et_grammar::ast::{BinOp, ElemType};
+use et_grammar::Diagnostic;
+
+/// A compiled index expression. Tuple components are i64.
+#[derive(Clone, Debug)]
+pub enum IExpr {
+    /// Components `cur[off..off + rank]` of the loop state.
+    Var { off: usize, rank: usize },
+    /// Literal or `RANK(..)`: broadcast to the partner's rank.
+    Scalar(i64),
+    /// `DIMS(..)`.
+    Tuple(Vec<i64>),
+    /// `FLAT(..)`: each argument with its own static dims.
+    Flat(Vec<(IExpr, Vec<i64>)>),
+    Slice(Box<SliceRead>),
+    Bin(IndexOp, Box<IExpr>, Box<IExpr>),
+}
+
+/// `a[x, :, y]`: the `len` values from `offset(x, y) + k * colon_stride`.
+#[derive(Clone, Debug)]
+pub struct SliceRead {
+    pub access: Access,
+    pub colon_stride: i64,
+    pub len: usize,
+}
+
+/// An array access: the flat offset is the sum over slots of
+/// `component * stride`, each component checked against its dim.
+#[derive(Clone, Debug)]
+pub struct Access {
+    pub array: ArrayId,
+    pub slots: Vec<Slot>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Slot {
+    pub expr: IExpr,
+    pub dims: Vec<i64>,
+    pub strides: Vec<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub enum CheckKind {
+    /// Result: the flat offset.
+    Access(Access),
+    /// Result: `vec[t]`.
+    DimsAt { t: IExpr, vec: Vec<i64> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub kind: CheckKind,
+    /// Number of loop components that must be set before it can run.
+    pub level: usize,
+}
+
+/// A right-hand-side op; `Load`/`DimsAt` refer to check results.
+#[derive(Clone, Debug)]
+pub enum ROp {
+    Int(i32),
+    Float(f64),
+    Load { array: ArrayId, check: usize },
+    DimsAt { check: usize },
+    Random { lo: usize, hi: usize, int: bool },
+    Neg(usize),
+    Bin(BinOp, usize, usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct StmtPlan {
+    pub array: ArrayId,
+    pub assign: bool,
+    /// Extent of each loop component, outermost first.
+    pub extents: Vec<i64>,
+    /// Check 0 is the left-hand access.
+    pub checks: Vec<Check>,
+    /// `by_level[l]`: checks to run once `l` components are set.
+    pub by_level: Vec<Vec<usize>>,
+    pub ops: Vec<ROp>,
+    pub result: usize,
+    /// The statement reads its own left-hand array (needs a snapshot).
+    pub reads_self: bool,
+}
+
+fn internal(msg: impl Into<String>) -> RunError {
+    RunError::Internal(msg.into())
+}
+
+struct Ctx<'m> {
+    m: &'m Module,
+    /// Loop offset of each eintup's first component (None: not a variable).
+    off: Vec<Option<usize>>,
+}
+
+/// Static rank of a compiled expression: `None` is a broadcast scalar.
+type Rank = Option<usize>;
+
+impl<'m> Ctx<'m> {
+    fn dims(&self, t: EintupId) -> Result<&'m [i64], RunError> {
+        self.m.eintups.get(t).and_then(|e| e.dims.as_deref()).ok_or_else(|| internal("eintup without static dims (module not specialised)"))
+    }
+
+    fn dims_of_list(&self, l: &[EintupId]) -> Result<Vec<i64>, RunError> {
+        let mut v = Vec::new();
+        for &t in l {
+            v.extend_from_slice(self.dims(t)?);
+        }
+        Ok(v)
+    }
+
+    fn position_dims(&self, a: ArrayId) -> Result<Vec<Vec<i64>>, RunError> {
+        let arr = self.m.arrays.get(a).ok_or_else(|| internal("array id out of range"))?;
+        arr.positions.iter().map(|p| p.dims.clone().ok_or_else(|| internal(format!("array `{}` has no static shape", arr.name)))).collect()
+    }
+
+    /// Compiles an expression; returns it with its static rank and the
+    /// loop level it needs.
+    fn expr(&self, e: &IndexExpr) -> Result<(IExpr, Rank, usize), RunError> {
+        Ok(match &e.kind {
+            IndexKind::Var(t) => {
+                let rank = self.dims(*t)?.len();
+                let off = self.off[*t].ok_or_else(|| internal("eintup used in an index is not a statement variable"))?;
+                (IExpr::Var { off, rank }, Some(rank), off + rank)
+            }
+            IndexKind::Lit(n) => (IExpr::Scalar(*n), None, 0),
+            IndexKind::Rank(l) => {
+                let r: usize = l.iter().map(|&t| self.dims(t).map(|d| d.len())).sum::<Result<_, _>>()?;
+                (IExpr::Scalar(r as i64), None, 0)
+            }
+            IndexKind::Dims(l) => {
+                let v = self.dims_of_list(l)?;
+                let r = v.len();
+                (IExpr::Tuple(v), Some(r), 0)
+            }
+            IndexKind::Flat(args) => {
+                let mut out = Vec::new();
+                let mut level = 0;
+                for a in args {
+                    let (x, _, l) = self.expr(a)?;
+                    level = level.max(l);
+                    let dims = bounds(self, a)?.into_iter().map(|(_, hi)| (hi + 1).max(0)).collect();
+                    out.push((x, dims));
+                }
+                (IExpr::Flat(out), Some(1), level)
+            }
+            IndexKind::Slice { array, indices } => {
+                let (s, level) = self.slice(*array, indices, e)?;
+                let len = s.len;
+                (IExpr::Slice(Box::new(s)), Some(len), level)
+            }
+            IndexKind::Bin(op, a, b) => {
+                let (x, ra, la) = self.expr(a)?;
+                let (y, rb, lb) = self.expr(b)?;
+                let r = match (ra, rb) {
+                    (Some(p), Some(q)) if p != q => return Err(internal(format!("index operands of ranks {p} and {q} meet"))),
+                    (Some(p), _) | (_, Some(p)) => Some(p),
+                    (None, None) => None,
+                };
+                (IExpr::Bin(*op, Box::new(x), Box::new(y)), r, la.max(lb))
+            }
+        })
+    }
+
+    fn slice(&self, array: ArrayId, indices: &[IndexSlot], e: &IndexExpr) -> Result<(SliceRead, usize), RunError> {
+        let arr = &self.m.arrays[array];
+        if arr.dtype != ElemType::Int {
+            return Err(RunError::User(
+                Diagnostic::error("E0405", format!("the slice of `{}` is used as an index, but `{}` is FLOAT", arr.name, arr.name))
+                    .at(e.span, "index values must be INT"),
+            ));
+        }
+        let pdims = self.position_dims(array)?;
+        let strides = position_strides(&pdims);
+        let colon = indices.iter().position(|s| matches!(s, IndexSlot::Colon(_))).ok_or_else(|| internal("slice without `:`"))?;
+        let len = match pdims.get(colon).map(|d| d.as_slice()) {
+            Some([l]) => usize::try_from(*l).map_err(|_| internal("negative dim"))?,
+            _ => return Err(internal("the `:` position of a slice is not rank 1")),
+        };
+        let colon_stride = strides[colon][0];
+        let (access, level) = self.access(array, indices, Some(colon))?;
+        Ok((SliceRead { access, colon_stride, len }, level))
+    }
+
+    /// An access to `array`; `skip` is the `:` slot of a slice.
+    fn access(&self, array: ArrayId, indices: &[IndexSlot], skip: Option<usize>) -> Result<(Access, usize), RunError> {
+        let pdims = self.position_dims(array)?;
+        if pdims.len() != indices.len() {
+            return Err(internal(format!("`{}` accessed with {} indices, signature has {}", self.m.arrays[array].name, indices.len(), pdims.len())));
+        }
+        let strides = position_strides(&pdims);
+        let mut slots = Vec::new();
+        let mut level = 0;
+        for (k, slot) in indices.iter().enumerate() {
+            if Some(k) == skip {
+                continue;
+            }
+            let IndexSlot::Expr(e) = slot else { return Err(internal("`:` outside a slice")) };
+            let (x, r, l) = self.expr(e)?;
+            if let Some(r) = r {
+                if r != pdims[k].len() {
+                    return Err(internal(format!("index of rank {r} at a position of rank {}", pdims[k].len())));
+                }
+            }
+            level = level.max(l);
+            slots.push(Slot { expr: x, dims: pdims[k].clone(), strides: strides[k].clone() });
+        }
+        Ok((Access { array, slots }, level))
+    }
+}
+
+/// Row-major strides of a shape given as position dims.
+fn position_strides(pdims: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    let flat: Vec<i64> = pdims.iter().flatten().copied().collect();
+    let mut st = vec![0i64; flat.len()];
+    let mut s = 1i64;
+    for i in (0..flat.len()).rev() {
+        st[i] = s;
+        s = s.saturating_mul(flat[i].max(0));
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    for p in pdims {
+        out.push(st[i..i + p.len()].to_vec());
+        i += p.len();
+    }
+    out
+}
+
+/// Interval bounds `(lo, hi)` per component of an index expression when
+/// every eintup ranges over its box (LANGUAGE.md section 5). A scalar comes
+/// back as one component. Used for the "own range" of `FLAT` arguments.
+fn bounds(cx: &Ctx, e: &IndexExpr) -> Result<Vec<(i64, i64)>, RunError> {
+    Ok(match &e.kind {
+        IndexKind::Var(t) => cx.dims(*t)?.iter().map(|&d| (0, d - 1)).collect(),
+        IndexKind::Lit(n) => vec![(*n, *n)],
+        IndexKind::Rank(l) => {
+            let r = cx.dims_of_list(l)?.len() as i64;
+            vec![(r, r)]
+        }
+        IndexKind::Dims(l) => cx.dims_of_list(l)?.into_iter().map(|d| (d, d)).collect(),
+        IndexKind::Flat(args) => {
+            let mut n = 1i64;
+            for a in args {
+                for (_, hi) in bounds(cx, a)? {
+                    n = n.saturating_mul((hi + 1).max(0));
+                }
+            }
+            vec![(0, n - 1)]
+        }
+        IndexKind::Slice { array, .. } => {
+            // Only a RANDOM-defined index array has known value bounds.
+            let arr = &cx.m.arrays[*array];
+            #[allow(unreachable_patterns)]
+            let range = arr.attrs.iter().find_map(|a| match a {
+                et::Attr::Range { lo, hi } => Some((lo, hi)),
+                _ => None,
+            });
+            let Some((lo, hi)) = range else {
+                return Err(RunError::User(
+                    Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", arr.name))
+                        .at(e.span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)"),
+                ));
+            };
+            let pd = cx.position_dims(*array)?;
+            let len = pd.last().and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
+            let at = |b: &Bound, k: usize| -> Result<i64, RunError> {
+                match b {
+                    Bound::Int(i) => Ok(*i),
+                    Bound::DimsAt(l) => Ok(cx.dims_of_list(l)?.get(k).copied().unwrap_or(0)),
+                }
+            };
+            (0..len).map(|k| Ok((at(lo, k)?, at(hi, k)? - 1))).collect::<Result<_, RunError>>()?
+        }
+        IndexKind::Bin(op, a, b) => {
+            let x = bounds(cx, a)?;
+            let y = bounds(cx, b)?;
+            let n = x.len().max(y.len());
+            let pick = |v: &Vec<(i64, i64)>, i: usize| if v.len() == 1 { v[0] } else { v.get(i).copied().unwrap_or((0, -1)) };
+            (0..n).map(|i| interval(*op, pick(&x, i), pick(&y, i))).collect()
+        }
+    })
+}
+
+fn interval(op: IndexOp, (a, b): (i64, i64), (c, d): (i64, i64)) -> (i64, i64) {
+    let ext = |v: [i64; 4]| (v.iter().copied().min().unwrap_or(0), v.iter().copied().max().unwrap_or(0));
+    match op {
+        IndexOp::Add => (a.saturating_add(c), b.saturating_add(d)),
+        IndexOp::Sub => (a.saturating_sub(d), b.saturating_sub(c)),
+        IndexOp::Mul => ext([a.saturating_mul(c), a.saturating_mul(d), b.saturating_mul(c), b.saturating_mul(d)]),
+        // Divisors are static (c == d); a zero divisor makes every use out
+        // of bounds, so the range is empty.
+        IndexOp::FloorDiv | IndexOp::CeilDiv if c == 0 => (0, -1),
+        IndexOp::FloorDiv => ext([floor_div(a, c), floor_div(b, c), floor_div(a, d), floor_div(b, d)]),
+        IndexOp::CeilDiv => ext([ceil_div(a, c), ceil_div(b, c), ceil_div(a, d), ceil_div(b, d)]),
+        IndexOp::Mod if c == 0 => (0, -1),
+        IndexOp::Mod if c > 0 && a >= 0 && b < c => (a, b),
+        IndexOp::Mod if c > 0 => (0, c - 1),
+        IndexOp::Mod => (c + 1, 0),
+    }
+}
+
+/// Python floor division; `b != 0`.
+pub fn floor_div(a: i64, b: i64) -> i64 {
+    let q = a.wrapping_div(b);
+    if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+/// Ceiling division; `b != 0`.
+pub fn ceil_div(a: i64, b: i64) -> i64 {
+    let q = a.wrapping_div(b);
+    if a.wrapping_rem(b) != 0 && ((a < 0) == (b < 0)) {
+        q + 1
+    } else {
+        q
+    }
+}
+
+/// Python floor modulo; `b != 0`.
+pub fn floor_mod(a: i64, b: i64) -> i64 {
+    let r = a.wrapping_rem(b);
+    if r != 0 && ((r < 0) != (b < 0)) {
+        r + b
+    } else {
+        r
+    }
+}
+
+/// Collects eintups used as values (not inside DIMS/RANK) in order.
+fn collect_vars(e: &IndexExpr, out: &mut Vec<EintupId>) {
+    match &e.kind {
+        IndexKind::Var(t) => {
+            if !out.contains(t) {
+                out.push(*t)
+            }
+        }
+        IndexKind::Lit(_) | IndexKind::Dims(_) | IndexKind::Rank(_) => {}
+        IndexKind::Flat(a) => a.iter().for_each(|x| collect_vars(x, out)),
+        IndexKind::Slice { indices, .. } => collect_slot_vars(indices, out),
+        IndexKind::Bin(_, a, b) => {
+            collect_vars(a, out);
+            collect_vars(b, out);
+        }
+    }
+}
+
+fn collect_slot_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
+    for s in slots {
+        if let IndexSlot::Expr(e) = s {
+            collect_vars(e, out);
+        }
+    }
+}
+
+/// Eintups that occur inside a compound index expression (anything but a
+/// bare eintup in a slot). Looping over them first lets the bounds checks
+/// of those expressions prune early.
+fn compound_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
+    for s in slots {
+        if let IndexSlot::Expr(e) = s {
+            if !matches!(e.kind, IndexKind::Var(_)) {
+                collect_vars(e, out);
+            }
+        }
+    }
+}
+
+fn reads_array(slots: &[IndexSlot], a: ArrayId) -> bool {
+    fn expr(e: &IndexExpr, a: ArrayId) -> bool {
+        match &e.kind {
+            IndexKind::Slice { array, indices } => *array == a || reads_array(indices, a),
+            IndexKind::Flat(x) => x.iter().any(|e| expr(e, a)),
+            IndexKind::Bin(_, x, y) => expr(x, a) || expr(y, a),
+            _ => false,
+        }
+    }
+    slots.iter().any(|s| matches!(s, IndexSlot::Expr(e) if expr(e, a)))
+}
+
+pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
+    // Variables: the statement's own list plus anything it missed.
+    let mut all = s.vars.clone();
+    let mut compound = Vec::new();
+    collect_slot_vars(&s.indices, &mut all);
+    compound_vars(&s.indices, &mut compound);
+    let mut reads_self = reads_array(&s.indices, s.array);
+    for op in &s.ops {
+        match &op.kind {
+            OpKind::Read { array, indices } => {
+                collect_slot_vars(indices, &mut all);
+                compound_vars(indices, &mut compound);
+                reads_self |= *array == s.array || reads_array(indices, s.array);
+            }
+            OpKind::DimsAt(_, t) => {
+                collect_vars(t, &mut all);
+                collect_vars(t, &mut compound);
+            }
+            _ => {}
+        }
+    }
+    let mut order: Vec<EintupId> = all.iter().copied().filter(|t| compound.contains(t)).collect();
+    order.extend(all.iter().copied().filter(|t| !compound.contains(t)));
+
+    let mut off = vec![None; m.eintups.len()];
+    let mut extents = Vec::new();
+    for &t in &order {
+        let d = m.eintups.get(t).and_then(|e| e.dims.as_ref()).ok_or_else(|| internal("eintup without static dims (module not specialised)"))?;
+        off[t] = Some(extents.len());
+        extents.extend_from_slice(d);
+    }
+    let cx = Ctx { m, off };
+
+    let mut checks = Vec::new();
+    let (lhs, level) = cx.access(s.array, &s.indices, None)?;
+    checks.push(Check { kind: CheckKind::Access(lhs), level });
+
+    let mut ops = Vec::new();
+    for op in &s.ops {
+        let r = match &op.kind {
+            OpKind::ConstInt(i) => ROp::Int(*i as i32),
+            OpKind::ConstFloat(f) => ROp::Float(*f),
+            OpKind::Rank(l) => ROp::Int(cx.dims_of_list(l)?.len() as i32),
+            OpKind::DimsAt(l, t) => {
+                let vec = cx.dims_of_list(l)?;
+                let (t, _, level) = cx.expr(t)?;
+                checks.push(Check { kind: CheckKind::DimsAt { t, vec }, level });
+                ROp::DimsAt { check: checks.len() - 1 }
+            }
+            OpKind::Read { array, indices } => {
+                let (acc, level) = cx.access(*array, indices, None)?;
+                checks.push(Check { kind: CheckKind::Access(acc), level });
+                ROp::Load { array: *array, check: checks.len() - 1 }
+            }
+            OpKind::Random { lo, hi, dtype } => ROp::Random { lo: *lo, hi: *hi, int: *dtype == ElemType::Int },
+            OpKind::Neg(a) => ROp::Neg(*a),
+            OpKind::Binary(b, x, y) => ROp::Bin(*b, *x, *y),
+        };
+        ops.push(r);
+    }
+    let n = ops.len();
+    let operand_ok = |v: usize, i: usize| v < i;
+    for (i, op) in ops.iter().enumerate() {
+        let ok = match op {
+            ROp::Random { lo, hi, .. } => operand_ok(*lo, i) && operand_ok(*hi, i),
+            ROp::Neg(a) => operand_ok(*a, i),
+            ROp::Bin(_, a, b) => operand_ok(*a, i) && operand_ok(*b, i),
+            _ => true,
+        };
+        if !ok {
+            return Err(internal("SSA operand does not refer to an earlier op"));
+        }
+    }
+    if s.result >= n {
+        return Err(internal("statement result out of range"));
+    }
+    let mut by_level = vec![Vec::new(); extents.len() + 1];
+    for (i, c) in checks.iter().enumerate() {
+        by_level[c.level.min(extents.len())].push(i);
+    }
+    Ok(StmtPlan {
+        array: s.array,
+        assign: s.op == et_grammar::ast::AssignOp::Assign,
+        extents,
+        checks,
+        by_level,
+        ops,
+        result: s.result,
+        reads_self,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_division_rules() {
+        // (a, b, a // b, a % b, ceil(a / b)) from Python.
+        for (a, b, q, r, c) in [(7, 2, 3, 1, 4), (-7, 2, -4, 1, -3), (7, -2, -4, -1, -3), (-7, -2, 3, -1, 4), (6, 3, 2, 0, 2), (0, 5, 0, 0, 0)] {
+            assert_eq!(floor_div(a, b), q, "{a} // {b}");
+            assert_eq!(floor_mod(a, b), r, "{a} % {b}");
+            assert_eq!(ceil_div(a, b), c, "ceil({a} / {b})");
+        }
+    }
+
+    #[test]
+    fn interval_rules_of_section_5() {
+        // DIMS = hi + 1 for t in [0, d): t*s -> (d-1)*s+1, t//s -> (d-1)//s+1,
+        // t//^s -> ceil((d-1)/s)+1, t%s -> min(d, s), s - t -> s + 1.
+        let d = 7;
+        let s = 3;
+        assert_eq!(interval(IndexOp::Mul, (0, d - 1), (s, s)).1 + 1, (d - 1) * s + 1);
+        assert_eq!(interval(IndexOp::FloorDiv, (0, d - 1), (s, s)).1 + 1, (d - 1) / s + 1);
+        assert_eq!(interval(IndexOp::CeilDiv, (0, d - 1), (s, s)).1 + 1, 2 + 1);
+        assert_eq!(interval(IndexOp::Mod, (0, d - 1), (s, s)).1 + 1, 3);
+        assert_eq!(interval(IndexOp::Mod, (0, 1), (s, s)).1 + 1, 2);
+        assert_eq!(interval(IndexOp::Sub, (s, s), (0, d - 1)).1 + 1, s + 1);
+    }
+}

@@ -1,0 +1,385 @@
+//! `DIMS(expr)`: the exclusive upper bound of an index expression, by
+//! interval arithmetic (LANGUAGE.md s.5), and evaluation of static
+//! expressions (constraints, divisors).
+//!
+//! Intervals are inclusive `[lo, hi]` in i128 so that intermediate products
+//! of i64 dims cannot overflow; the result is checked back into i64. An
+//! eintup with a zero dim has no values at all, so any expression using it
+//! has no values and its DIMS are all zero.
+
+use crate::ir::et::*;
+use et_grammar::Span;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum BoundError {
+    /// A static divisor is zero (at this span).
+    DivZero(Span),
+    /// A bound does not fit in i64.
+    Overflow(Span),
+    /// Operands of different (non-scalar) ranks.
+    RankMismatch(Span),
+    /// A slice's values depend on data (never in a first mention).
+    DataDependent(Span),
+}
+
+/// `None`: the component takes no value at all (a zero dim).
+type Iv = Option<(i128, i128)>;
+
+/// Component intervals, or a scalar that broadcasts.
+#[derive(Clone, Debug)]
+enum IVal {
+    Scalar(Iv),
+    Tuple(Vec<Iv>),
+}
+
+/// `DIMS(e)` given every eintup's dims (indexed by id).
+pub fn bound(e: &IndexExpr, dims: &[Vec<i64>]) -> Result<Vec<i64>, BoundError> {
+    let v = interval(e, dims)?;
+    let ivs = match v {
+        IVal::Scalar(iv) => vec![iv],
+        IVal::Tuple(v) => v,
+    };
+    ivs.into_iter()
+        .map(|iv| match iv {
+            Some((_, hi)) if hi >= 0 => i64::try_from(hi + 1).map_err(|_| BoundError::Overflow(e.span)),
+            _ => Ok(0),
+        })
+        .collect()
+}
+
+fn point(v: i64) -> Iv {
+    Some((v as i128, v as i128))
+}
+
+fn interval(e: &IndexExpr, dims: &[Vec<i64>]) -> Result<IVal, BoundError> {
+    let get = |t: &EintupId| dims.get(*t).cloned().unwrap_or_default();
+    Ok(match &e.kind {
+        IndexKind::Lit(n) => IVal::Scalar(point(*n)),
+        IndexKind::Rank(l) => IVal::Scalar(point(l.iter().map(|t| get(t).len() as i64).sum())),
+        IndexKind::Dims(l) => IVal::Tuple(l.iter().flat_map(get).map(point).collect()),
+        IndexKind::Var(t) => {
+            // Component by component: a zero dim empties only the result
+            // components it feeds (so `x[z]` has shape DIMS(z) = [0, 6],
+            // as frameworks report); the element count is zero either way.
+            IVal::Tuple(get(t).iter().map(|x| if *x > 0 { Some((0, (*x as i128) - 1)) } else { None }).collect())
+        }
+        IndexKind::Flat(v) => {
+            let mut prod: i128 = 1;
+            for x in v {
+                for d in bound(x, dims)? {
+                    prod = prod.checked_mul(d as i128).ok_or(BoundError::Overflow(e.span))?;
+                }
+            }
+            IVal::Tuple(vec![if prod > 0 { Some((0, prod - 1)) } else { None }])
+        }
+        IndexKind::Slice { .. } => return Err(BoundError::DataDependent(e.span)),
+        IndexKind::Bin(op, a, b) => {
+            let x = interval(a, dims)?;
+            let y = interval(b, dims)?;
+            let f = |p: Iv, q: Iv| match (p, q) {
+                (Some(p), Some(q)) => iv_op(*op, p, q).map(Some).ok_or(match op {
+                    IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod => BoundError::DivZero(b.span),
+                    _ => BoundError::Overflow(e.span),
+                }),
+                // An operand without values makes the result valueless.
+                _ => Ok(None),
+            };
+            match (x, y) {
+                (IVal::Scalar(p), IVal::Scalar(q)) => IVal::Scalar(f(p, q)?),
+                (IVal::Scalar(p), IVal::Tuple(v)) => IVal::Tuple(v.into_iter().map(|q| f(p, q)).collect::<Result<_, _>>()?),
+                (IVal::Tuple(v), IVal::Scalar(q)) => IVal::Tuple(v.into_iter().map(|p| f(p, q)).collect::<Result<_, _>>()?),
+                (IVal::Tuple(v), IVal::Tuple(w)) => {
+                    if v.len() != w.len() {
+                        return Err(BoundError::RankMismatch(e.span));
+                    }
+                    IVal::Tuple(v.into_iter().zip(w).map(|(p, q)| f(p, q)).collect::<Result<_, _>>()?)
+                }
+            }
+        }
+    })
+}
+
+fn floor_div(a: i128, b: i128) -> i128 {
+    let q = a / b;
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+fn ceil_div(a: i128, b: i128) -> i128 {
+    -floor_div(-a, b)
+}
+
+fn floor_mod(a: i128, b: i128) -> i128 {
+    a - b * floor_div(a, b)
+}
+
+/// Interval of `p op q`. Divisors are static, hence points; `None` for a
+/// zero divisor (or a non-point divisor, which resolve never produces).
+fn iv_op(op: IndexOp, p: (i128, i128), q: (i128, i128)) -> Option<(i128, i128)> {
+    let mm = |v: [i128; 4]| (v.iter().copied().min().unwrap_or(0), v.iter().copied().max().unwrap_or(0));
+    Some(match op {
+        IndexOp::Add => (p.0 + q.0, p.1 + q.1),
+        IndexOp::Sub => (p.0 - q.1, p.1 - q.0),
+        IndexOp::Mul => {
+            let v = [p.0.checked_mul(q.0)?, p.0.checked_mul(q.1)?, p.1.checked_mul(q.0)?, p.1.checked_mul(q.1)?];
+            mm(v)
+        }
+        IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod => {
+            if q.0 != q.1 || q.0 == 0 {
+                return None;
+            }
+            let s = q.0;
+            match op {
+                IndexOp::FloorDiv => {
+                    let (x, y) = (floor_div(p.0, s), floor_div(p.1, s));
+                    (x.min(y), x.max(y))
+                }
+                IndexOp::CeilDiv => {
+                    let (x, y) = (ceil_div(p.0, s), ceil_div(p.1, s));
+                    (x.min(y), x.max(y))
+                }
+                _ => {
+                    if floor_div(p.0, s) == floor_div(p.1, s) {
+                        (floor_mod(p.0, s), floor_mod(p.1, s))
+                    } else if s > 0 {
+                        (0, s - 1)
+                    } else {
+                        (s + 1, 0)
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// `a op b` on static integers with the language's rules (floor division,
+/// ceiling division, floor modulo); `None` on a zero divisor or overflow.
+pub fn scalar_op(op: IndexOp, a: i64, b: i64) -> Option<i64> {
+    let (x, y) = (a as i128, b as i128);
+    let r = match op {
+        IndexOp::Add => x + y,
+        IndexOp::Sub => x - y,
+        IndexOp::Mul => x * y,
+        IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod if y == 0 => return None,
+        IndexOp::FloorDiv => floor_div(x, y),
+        IndexOp::CeilDiv => ceil_div(x, y),
+        IndexOp::Mod => floor_mod(x, y),
+    };
+    i64::try_from(r).ok()
+}
+
+/// A static value: a scalar broadcasts against a tuple.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Scalar(i64),
+    Tuple(Vec<i64>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum EvalError {
+    DivZero(Span),
+    Overflow(Span),
+    RankMismatch(Span),
+    /// Refers to an eintup whose dims are not known yet.
+    Unknown(EintupId),
+    NotStatic(Span),
+}
+
+/// Evaluates a static expression (`Lit`, `Dims`, `Rank`, `Bin`) with the
+/// dims known so far (`None` = not drawn yet) and every eintup's rank.
+pub fn eval_static(e: &IndexExpr, dims: &[Option<Vec<i64>>], ranks: &[usize]) -> Result<Value, EvalError> {
+    let get = |t: EintupId| dims.get(t).cloned().flatten().ok_or(EvalError::Unknown(t));
+    Ok(match &e.kind {
+        IndexKind::Lit(n) => Value::Scalar(*n),
+        IndexKind::Rank(l) => {
+            let mut s = 0i64;
+            for t in l {
+                s += *ranks.get(*t).ok_or(EvalError::Unknown(*t))? as i64;
+            }
+            Value::Scalar(s)
+        }
+        IndexKind::Dims(l) => {
+            let mut v = Vec::new();
+            for t in l {
+                v.extend(get(*t)?);
+            }
+            Value::Tuple(v)
+        }
+        IndexKind::Bin(op, a, b) => {
+            let x = eval_static(a, dims, ranks)?;
+            let y = eval_static(b, dims, ranks)?;
+            let f = |p: i64, q: i64| {
+                scalar_op(*op, p, q).ok_or(if q == 0 && matches!(op, IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod) {
+                    EvalError::DivZero(b.span)
+                } else {
+                    EvalError::Overflow(e.span)
+                })
+            };
+            match (x, y) {
+                (Value::Scalar(p), Value::Scalar(q)) => Value::Scalar(f(p, q)?),
+                (Value::Scalar(p), Value::Tuple(v)) => Value::Tuple(v.into_iter().map(|q| f(p, q)).collect::<Result<_, _>>()?),
+                (Value::Tuple(v), Value::Scalar(q)) => Value::Tuple(v.into_iter().map(|p| f(p, q)).collect::<Result<_, _>>()?),
+                (Value::Tuple(v), Value::Tuple(w)) => {
+                    if v.len() != w.len() {
+                        return Err(EvalError::RankMismatch(e.span));
+                    }
+                    Value::Tuple(v.into_iter().zip(w).map(|(p, q)| f(p, q)).collect::<Result<_, _>>()?)
+                }
+            }
+        }
+        _ => return Err(EvalError::NotStatic(e.span)),
+    })
+}
+
+/// Broadcasts a value to `rank` components; `None` when a tuple has
+/// another length.
+pub fn broadcast(v: &Value, rank: usize) -> Option<Vec<i64>> {
+    match v {
+        Value::Scalar(s) => Some(vec![*s; rank]),
+        Value::Tuple(t) if t.len() == rank => Some(t.clone()),
+        Value::Tuple(_) => None,
+    }
+}
+
+/// Eintups whose DIMS a static expression reads.
+pub fn dims_refs(e: &IndexExpr, out: &mut Vec<EintupId>) {
+    match &e.kind {
+        IndexKind::Dims(l) => out.extend(l),
+        IndexKind::Bin(_, a, b) => {
+            dims_refs(a, out);
+            dims_refs(b, out);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn x(kind: IndexKind) -> IndexExpr {
+        IndexExpr { kind, span: Span::default() }
+    }
+    fn var(t: usize) -> IndexExpr {
+        x(IndexKind::Var(t))
+    }
+    fn lit(n: i64) -> IndexExpr {
+        x(IndexKind::Lit(n))
+    }
+    fn dims(t: usize) -> IndexExpr {
+        x(IndexKind::Dims(vec![t]))
+    }
+    fn bin(op: IndexOp, a: IndexExpr, b: IndexExpr) -> IndexExpr {
+        x(IndexKind::Bin(op, Box::new(a), Box::new(b)))
+    }
+
+    // Eintup 0 = t with dims [5, 7]; 1 = s (static, [3, 2]); 2 = u ([4, 4]);
+    // 3 = z with a zero dim ([0, 6]); 4 = r0 (rank 0, []).
+    fn env() -> Vec<Vec<i64>> {
+        vec![vec![5, 7], vec![3, 2], vec![4, 4], vec![0, 6], vec![]]
+    }
+
+    #[test]
+    fn eintup_and_literal() {
+        assert_eq!(bound(&var(0), &env()), Ok(vec![5, 7]));
+        // literal n -> n+1
+        assert_eq!(bound(&lit(4), &env()), Ok(vec![5]));
+        assert_eq!(bound(&var(4), &env()), Ok(vec![]));
+    }
+
+    #[test]
+    fn forms_of_section_5() {
+        use IndexOp::*;
+        let e = env();
+        // t+s -> d+s: [5+3, 7+2]
+        assert_eq!(bound(&bin(Add, var(0), dims(1)), &e), Ok(vec![8, 9]));
+        // t*s -> (d-1)*s+1: [4*3+1, 6*2+1]
+        assert_eq!(bound(&bin(Mul, var(0), dims(1)), &e), Ok(vec![13, 13]));
+        // t//s -> (d-1)//s+1: [4//3+1, 6//2+1]
+        assert_eq!(bound(&bin(FloorDiv, var(0), dims(1)), &e), Ok(vec![2, 4]));
+        // t//^s -> ceil((d-1)/s)+1: [ceil(4/3)+1, ceil(6/2)+1]
+        assert_eq!(bound(&bin(CeilDiv, var(0), dims(1)), &e), Ok(vec![3, 4]));
+        // t%s -> min(d,s): [min(5,3), min(7,2)]
+        assert_eq!(bound(&bin(Mod, var(0), dims(1)), &e), Ok(vec![3, 2]));
+        // t+u -> d+e-1: [5+4-1, 7+4-1]
+        assert_eq!(bound(&bin(Add, var(0), var(2)), &e), Ok(vec![8, 10]));
+        // t-u -> d
+        assert_eq!(bound(&bin(Sub, var(0), var(2)), &e), Ok(vec![5, 7]));
+        // s-t -> s+1 (here s = DIMS(s) = [3, 2])
+        assert_eq!(bound(&bin(Sub, dims(1), var(0)), &e), Ok(vec![4, 3]));
+        // scalar broadcast: t - 10 never non-negative in comp 0 (max 4-10<0),
+        // comp 1: max 6-10 < 0 as well -> [0, 0]
+        assert_eq!(bound(&bin(Sub, var(0), lit(10)), &e), Ok(vec![0, 0]));
+        // t - 5: comp 0 max = -1 -> 0; comp 1 max = 1 -> 2
+        assert_eq!(bound(&bin(Sub, var(0), lit(5)), &e), Ok(vec![0, 2]));
+    }
+
+    #[test]
+    fn conv_footprint() {
+        use IndexOp::*;
+        // ipos - DIMS(stride)*opos with ipos=[10], stride=[2], opos=[3]:
+        // max = 9 - 0 = 9 -> 10.
+        let e = vec![vec![10], vec![2], vec![3]];
+        let ex = bin(Sub, var(0), bin(Mul, dims(1), var(2)));
+        assert_eq!(bound(&ex, &e), Ok(vec![10]));
+    }
+
+    #[test]
+    fn flat_is_product() {
+        let e = env();
+        // FLAT(t, u) -> 5*7*4*4
+        assert_eq!(bound(&x(IndexKind::Flat(vec![var(0), var(2)])), &e), Ok(vec![560]));
+        // FLAT of a rank-0 eintup alone: empty product 1
+        assert_eq!(bound(&x(IndexKind::Flat(vec![var(4)])), &e), Ok(vec![1]));
+        assert_eq!(bound(&x(IndexKind::Flat(vec![var(3), var(0)])), &e), Ok(vec![0]));
+    }
+
+    #[test]
+    fn zero_dim_has_no_values() {
+        use IndexOp::*;
+        let e = env();
+        // A plain eintup's DIMS are its dims, zero included.
+        assert_eq!(bound(&var(3), &e), Ok(vec![0, 6]));
+        // z + 1: component 0 takes no value -> 0; component 1: 6+1.
+        assert_eq!(bound(&bin(Add, var(3), lit(1)), &e), Ok(vec![0, 7]));
+        // t + z: component 0 empty -> 0; component 1: d+e-1 = 7+6-1.
+        assert_eq!(bound(&bin(Add, var(0), var(3)), &e), Ok(vec![0, 12]));
+        // s - z: component 0 empty even though s is static.
+        assert_eq!(bound(&bin(Sub, dims(1), var(3)), &e), Ok(vec![0, 3]));
+    }
+
+    #[test]
+    fn zero_static_divisor() {
+        use IndexOp::*;
+        let e = vec![vec![5], vec![0]];
+        assert!(matches!(bound(&bin(FloorDiv, var(0), dims(1)), &e), Err(BoundError::DivZero(_))));
+        assert!(matches!(bound(&bin(Mod, var(0), lit(0)), &e), Err(BoundError::DivZero(_))));
+    }
+
+    #[test]
+    fn overflow_is_reported() {
+        use IndexOp::*;
+        let e = vec![vec![i64::MAX], vec![i64::MAX]];
+        assert!(matches!(bound(&bin(Add, var(0), dims(1)), &e), Err(BoundError::Overflow(_))));
+    }
+
+    #[test]
+    fn static_eval_broadcasts() {
+        use IndexOp::*;
+        let d = vec![Some(vec![9, 12]), Some(vec![3, 3]), None];
+        // (DIMS(a) - DIMS(b) + 1) //^ 2 = [7//^2, 10//^2] = [4, 5]
+        let ex = bin(CeilDiv, bin(Add, bin(Sub, dims(0), dims(1)), lit(1)), lit(2));
+        assert_eq!(eval_static(&ex, &d, &[2, 2, 1]), Ok(Value::Tuple(vec![4, 5])));
+        assert_eq!(eval_static(&dims(2), &d, &[2, 2, 1]), Err(EvalError::Unknown(2)));
+        // RANK needs only ranks: RANK(c) + 1 with c of rank 1 (dims unknown).
+        let rk = bin(Add, x(IndexKind::Rank(vec![2])), lit(1));
+        assert_eq!(eval_static(&rk, &d, &[2, 2, 1]), Ok(Value::Scalar(2)));
+        // floor semantics on negatives: -7 // 2 = -4, -7 % 2 = 1
+        assert_eq!(scalar_op(FloorDiv, -7, 2), Some(-4));
+        assert_eq!(scalar_op(Mod, -7, 2), Some(1));
+        assert_eq!(scalar_op(CeilDiv, 7, 2), Some(4));
+    }
+}

@@ -1,0 +1,96 @@
+//! Specialisation (pass `specialize`): substitute one configuration into
+//! the module. Every eintup gets its rank and dims, every array position
+//! `DIMS(expr)` (LANGUAGE.md s.5). Rejects configurations that divide by a
+//! zero static divisor in a first mention, whose arrays overflow i64
+//! element counts, or that exceed the memory limit (E03xx).
+
+use super::dims::{bound, BoundError};
+use super::{Config, Program};
+use crate::ir::et::*;
+use et_grammar::Diagnostic;
+
+/// Default limit on the total size of all arrays of one configuration.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
+
+/// Specialises `prog.module` in place under `cfg` (dims per eintup, in
+/// module order).
+pub fn specialize(prog: &mut Program, cfg: &Config, memory_limit: u64) -> Result<(), Vec<Diagnostic>> {
+    let m = &mut prog.module;
+    let mut dims = Vec::with_capacity(m.eintups.len());
+    for e in m.eintups.iter_mut() {
+        let Some(d) = cfg.get(&e.name) else {
+            return Err(vec![Diagnostic::error("E0310", format!("the configuration gives no dims for eintup `{}`", e.name))]);
+        };
+        e.rank = Some(d.len());
+        e.dims = Some(d.to_vec());
+        dims.push(d.to_vec());
+    }
+    let mut diags = Vec::new();
+    for a in m.arrays.iter_mut() {
+        for (k, p) in a.positions.iter_mut().enumerate() {
+            match bound(&p.expr, &dims) {
+                Ok(d) => {
+                    p.rank = Some(d.len());
+                    p.dims = Some(d);
+                }
+                Err(BoundError::DivZero(sp)) => diags.push(
+                    Diagnostic::error("E0305", format!("static divisor is zero in the first mention of `{}`", a.name))
+                        .at(sp, "zero in this configuration")
+                        .also(p.expr.span, format!("position {} of the signature", k + 1))
+                        .note("a zero static divisor in a first mention rejects the configuration (LANGUAGE.md s.4)"),
+                ),
+                Err(BoundError::Overflow(sp)) => diags.push(
+                    Diagnostic::error("E0307", format!("the shape of `{}` overflows a 64-bit index", a.name)).at(sp, "bound too large"),
+                ),
+                Err(BoundError::RankMismatch(sp)) => diags.push(
+                    Diagnostic::error("E0205", "operands of different ranks in this configuration").at(sp, "ranks differ"),
+                ),
+                Err(BoundError::DataDependent(sp)) => diags.push(
+                    Diagnostic::error("E0109", "a slice may not appear in the first mention of an array").at(sp, "slice"),
+                ),
+            }
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    // Sizes: element counts must fit i64, total bytes the memory limit.
+    let mut total: u128 = 0;
+    let mut sizes = Vec::new();
+    for (ai, a) in m.arrays.iter().enumerate() {
+        let shape = m.array_shape(ai).unwrap_or_default();
+        let mut n: i64 = 1;
+        for d in &shape {
+            match n.checked_mul(*d) {
+                Some(x) => n = x,
+                None => {
+                    diags.push(
+                        Diagnostic::error("E0307", format!("`{}` would have more than 2^63 elements (shape {shape:?})", a.name))
+                            .at(a.span, "first mention fixes this shape"),
+                    );
+                    break;
+                }
+            }
+        }
+        let bytes = n as u128 * if a.dtype == DType::Int { 4 } else { 8 };
+        sizes.push((bytes, ai, shape));
+        total += bytes;
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    if total > memory_limit as u128 {
+        sizes.sort_by(|x, y| y.0.cmp(&x.0));
+        let mut d = Diagnostic::error(
+            "E0306",
+            format!("this configuration needs {total} bytes of arrays, more than the limit of {memory_limit} bytes"),
+        );
+        for (k, (b, ai, shape)) in sizes.iter().take(3).enumerate() {
+            let a = &m.arrays[*ai];
+            let l = format!("`{}`: shape {shape:?}, {b} bytes", a.name);
+            d = if k == 0 { d.at(a.span, l) } else { d.also(a.span, l) };
+        }
+        return Err(vec![d.note("choose smaller dims (--bind or constraints)")]);
+    }
+    Ok(())
+}
