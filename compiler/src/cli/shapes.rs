@@ -1,8 +1,66 @@
-//! `eintup shapes`: list the configurations the constraints allow.
+//! `eintup shapes`: list the configurations the constraints allow, one row
+//! per configuration (every rank combination, `--reps` dims draws each).
 
 use super::ShapesArgs;
-use crate::driver::Failure;
+use crate::driver::{Failure, Source};
+use crate::pipeline;
+use crate::sema::config::Space;
 
-pub fn main(_args: ShapesArgs) -> Result<(), Failure> {
-    Err(Failure::user("eintup: error: `shapes` is not implemented yet"))
+pub fn main(args: ShapesArgs) -> Result<(), Failure> {
+    let src = Source::load(&args.file)?;
+    let (prog, ranks) = pipeline::ranked(&src)?;
+    let space = Space::new(&prog, &ranks, &[]).map_err(|d| src.failure(d))?;
+    let (rows, discarded) = space.enumerate(args.reps, args.seed).map_err(|d| src.failure(d))?;
+    let names: Vec<&str> = prog.module.eintups.iter().map(|e| e.name.as_str()).collect();
+    let text = if args.json { json(&names, &rows) } else { table(&names, &rows) };
+    print!("{text}");
+    let total: usize = discarded.values().sum();
+    if total > 0 {
+        eprintln!("discarded {total} draw(s) that violate the constraints:");
+        for (why, n) in &discarded {
+            eprintln!("  {n} x {why}");
+        }
+    }
+    Ok(())
+}
+
+/// `[2, 3]`, `[]` for rank 0.
+pub fn dims_text(d: &[i64]) -> String {
+    format!("[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "))
+}
+
+/// Aligned table: one column per eintup, one row per configuration.
+pub fn table(names: &[&str], rows: &[Vec<Vec<i64>>]) -> String {
+    let cells: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|d| dims_text(d)).collect()).collect();
+    let widths: Vec<usize> =
+        names.iter().enumerate().map(|(k, n)| cells.iter().map(|r| r[k].len()).chain([n.len()]).max().unwrap_or(0)).collect();
+    let line = |v: Vec<&str>| {
+        let s: Vec<String> = v.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        format!("{}\n", s.join("  ").trim_end())
+    };
+    let mut out = line(names.to_vec());
+    for r in &cells {
+        out.push_str(&line(r.iter().map(|s| s.as_str()).collect()));
+    }
+    out
+}
+
+/// A JSON list of `{"name": [dims]}` objects, keys in module order.
+pub fn json(names: &[&str], rows: &[Vec<Vec<i64>>]) -> String {
+    let objs: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let kv: Vec<String> = names
+                .iter()
+                .zip(r)
+                .map(|(n, d)| format!("{}: {}", serde_json::Value::String(n.to_string()), dims_text(d)))
+                .collect();
+            format!("  {{{}}}", kv.join(", "))
+        })
+        .collect();
+    if objs.is_empty() {
+        "[]\n".to_string()
+    } else {
+        format!("[\n{}\n]\n", objs.join(",\n"))
+    }
 }

@@ -679,3 +679,88 @@ fn range_attr(ops: &[Op], result: ValueId, a: &Array) -> Option<Attr> {
     };
     Some(Attr::Range { lo: Bound::Int(l), hi })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes of every diagnostic for `src` (resolution, then ranks).
+    fn codes(src: &str) -> Vec<&'static str> {
+        let file = et_grammar::parse_file(src).expect("parses");
+        match resolve(&file) {
+            Err(d) => d.iter().map(|d| d.code).collect(),
+            Ok(p) => match crate::sema::ranks::infer(&p) {
+                Err(d) => d.iter().map(|d| d.code).collect(),
+                Ok(_) => vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn static_errors() {
+        assert_eq!(codes("y[i] = q[i]\n"), vec!["E0101"]);
+        assert_eq!(codes("y[i] = q[i]\nq[i] = 1\n"), vec!["E0102"]);
+        assert_eq!(codes("x[i,j] = 1\ny[i] = x[i]\n"), vec!["E0103"]);
+        assert_eq!(codes("x[i] = 1\nx[i,j] = 2\n"), vec!["E0103"]);
+        assert_eq!(codes("x[i] = 1\ny[i//j] = x[i]\n"), vec!["E0104"]);
+        assert_eq!(codes("x[i] = 1\ny[i%(j+1)] = x[i]\n"), vec!["E0104"]);
+        assert_eq!(codes("x[i] = 1\ny[i*j] = x[i]\n"), vec!["E0105"]);
+        assert_eq!(codes("x[i,c] = 1\ny[j] = 0\ny[x[i,:,:]] = 1\n"), vec!["E0107"]);
+        assert_eq!(codes("x[i,c] = 1\ny[x[i,c]] = 1\n"), vec!["E0107"]);
+        assert_eq!(codes("x[i,c+1] = 1\ny[j] = 0\ny[x[i,:]] = 1\n"), vec!["E0108"]);
+        assert_eq!(codes("x[i,c] = 1\ny[x[i,:]] = 1\n"), vec!["E0109"]);
+        assert_eq!(codes("x[i] = i\n"), vec!["E0110"]);
+        assert_eq!(codes("x[i+1.5] = 1\n"), vec!["E0111"]);
+        assert_eq!(codes("x[i] = 1\ny[x] = 1\n"), vec!["E0113"]);
+        assert_eq!(codes("x[i] = 1\ny[i] = x[:]\n"), vec!["E0115"]);
+        assert_eq!(codes("x[i] = DIMS(i)\n"), vec!["E0112"]);
+        assert_eq!(codes("x[i] = 1\n\nRANK(i) = DIMS(j)\n"), vec!["E0120"]);
+    }
+
+    #[test]
+    fn legal_programs_pass() {
+        // two non-static operands may be added or subtracted; `*` with one
+        // static operand; shift reads the array itself.
+        assert_eq!(codes("x[i] = 1\ny[i+j] = x[i-j] * 2\nx[i] = x[i+1]\n"), Vec::<&str>::new());
+        assert_eq!(codes("x[i,c] = 1\ny[j] = 0\ny[x[i,:]] += 1\n"), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn signatures_vars_and_types() {
+        let src = "t[d] = 0\nx[d] = RANDOM(0, 1, FLOAT)\nu[d] = t[d]\nt[d] = x[d] / 2\ns[k] = x[d] + DIMS(k)[k]\n";
+        let p = resolve(&et_grammar::parse_file(src).unwrap()).unwrap();
+        let m = &p.module;
+        let id = |n| m.array_by_name(n).unwrap();
+        // t is written an INT and a FLOAT value: FLOAT; u reads t: FLOAT too.
+        assert_eq!(m.arrays[id("t")].dtype, DType::Float);
+        assert_eq!(m.arrays[id("u")].dtype, DType::Float);
+        assert!(m.arrays[id("x")].is_input && !m.arrays[id("t")].is_input);
+        assert_eq!(m.arrays[id("u")].def_stmt, 2);
+        let d = m.eintup_by_name("d").unwrap();
+        let k = m.eintup_by_name("k").unwrap();
+        // s[k] = x[d] + DIMS(k)[k]: k on the left first, then d.
+        assert_eq!(m.stmts[4].vars, vec![k, d]);
+        // k occurs only inside DIMS in `y[i] = DIMS(k)[i]`-like positions is
+        // not a variable: here `x[d] = RANDOM(0, 1, FLOAT)` has only d.
+        assert_eq!(m.stmts[1].vars, vec![d]);
+    }
+
+    #[test]
+    fn rank_contradictions_explain_their_chain() {
+        let src = "x[a] = 1\ny[a+b] = x[a]\n\nRANK(a) = 1\nRANK(b) = 2\n";
+        let p = resolve(&et_grammar::parse_file(src).unwrap()).unwrap();
+        let d = crate::sema::ranks::infer(&p).unwrap_err();
+        assert_eq!(d[0].code, "E0201");
+        // Both constraints and the index expression `a+b` are labelled.
+        let starts: Vec<usize> = d[0].labels.iter().map(|l| l.span.start).collect();
+        assert!(starts.contains(&src.find("RANK(a)").unwrap()));
+        assert!(starts.contains(&src.find("RANK(b)").unwrap()));
+        assert!(starts.contains(&src.find("a+b").unwrap()));
+        let src2 = "x[a] = 1\ny[a] = 0\ny[b] = x[b]\n\nRANK(a) IN [0,1]\nRANK(b) IN [2,3]\n";
+        let p = resolve(&et_grammar::parse_file(src2).unwrap()).unwrap();
+        let d = crate::sema::ranks::infer(&p).unwrap_err();
+        assert_eq!(d[0].code, "E0202");
+        let src3 = "x[c] = 1\ny[j] = 0\ny[x[:]] = 1\n\nRANK(c) = 2\n";
+        assert_eq!(codes(src3), vec!["E0201"]);
+    }
+}
