@@ -1,7 +1,7 @@
 //! `eintup`: run, check, build and inspect Einsum Tuple programs.
 
 use clap::{Parser, Subcommand};
-use eintup::cli::{RunArgs, ShapesArgs};
+use eintup::cli::{CheckArgs, RunArgs, ShapesArgs};
 use eintup::driver::run_main;
 
 #[derive(Parser, Debug)]
@@ -17,6 +17,8 @@ enum Command {
     Shapes(ShapesArgs),
     /// Run a program on one configuration and print or save its arrays.
     Run(RunArgs),
+    /// Verify a program against its framework call on every configuration.
+    Check(CheckArgs),
 }
 
 fn main() {
@@ -24,5 +26,6 @@ fn main() {
     run_main(move || match cli.command {
         Command::Shapes(a) => eintup::cli::shapes::main(a),
         Command::Run(a) => eintup::cli::run::main(a),
+        Command::Check(a) => eintup::cli::check::main(a),
     })
 }

@@ -7,6 +7,7 @@
 //! (and its documentation) uses the same numbers.
 
 pub mod bridge;
+pub mod compare;
 
 /// Relative tolerance for FLOAT outputs. The framework sums in a different
 /// order than the interpreter, so bit equality is not expected; 1e-6 is the

@@ -6,6 +6,7 @@ use crate::driver::Failure;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
+pub mod check;
 pub mod run;
 pub mod shapes;
 
@@ -36,6 +37,19 @@ pub struct ShapesArgs {
     /// Print a JSON list of {"name": [dims]} objects instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    pub file: PathBuf,
+    /// Draws of dims per rank combination.
+    #[arg(long, default_value_t = 1)]
+    pub reps: usize,
+    /// Seed for dims and for RANDOM array contents.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "interp")]
+    pub backend: Backend,
 }
 
 #[derive(Args, Debug)]
