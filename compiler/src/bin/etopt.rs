@@ -60,9 +60,24 @@ fn run(args: Args) -> Result<(), Failure> {
             let file = et_grammar::parse_file(&source.text).map_err(|d| source.failure(d))?;
             et_grammar::print::print_file(&file, &source.text)
         }
+        Emit::Et => {
+            // Without a pass manager yet: `--bind`/`--seed`/`--pipeline`
+            // select the specialised module, otherwise the resolved one.
+            let specialise = !args.bind.is_empty() || args.seed != 0 || args.pipeline.is_some();
+            if !args.passes.is_empty() || args.dump_ir || !args.dump_ir_after.is_empty() || args.time_passes {
+                return Err(Failure::user("etopt: error: --passes, --dump-ir, --dump-ir-after and --time-passes are not implemented yet"));
+            }
+            if specialise {
+                let (m, _) = eintup::pipeline::specialized_module(&source, &args.bind, args.seed)?;
+                eintup::ir::print::module(&m)
+            } else {
+                let (p, _) = eintup::pipeline::ranked(&source)?;
+                eintup::ir::print::module(&p.module)
+            }
+        }
         other => {
             return Err(Failure::user(format!(
-                "etopt: error: --emit {} is not implemented yet (available: ast)",
+                "etopt: error: --emit {} is not implemented yet (available: ast, et)",
                 format!("{other:?}").to_lowercase()
             )))
         }
