@@ -318,3 +318,41 @@ fn meshgrid_bias_add_reduce_sum() {
         close(&r.a("s").1, &want, "reduce_sum");
     }
 }
+
+/// Runs program text with inputs supplied; returns arrays by name.
+fn exec_text(text: &str, binds: &[&str], inputs: Vec<(&str, Tensor)>) -> HashMap<String, Tensor> {
+    let src = Source::from_string("t.et", text);
+    let binds: Vec<String> = binds.iter().map(|s| s.to_string()).collect();
+    let (m, _) = eintup::pipeline::specialized_module(&src, &binds, 0).unwrap_or_else(|f| panic!("{f}"));
+    let opts = RunOptions { inputs: inputs.into_iter().map(|(n, t)| (n.to_string(), t)).collect(), ..RunOptions::default() };
+    let out = run(&m, &opts).unwrap_or_else(|e| panic!("{e:?}"));
+    m.arrays.iter().map(|a| a.name.clone()).zip(out).collect()
+}
+
+fn ints(shape: &[usize], v: &[i32]) -> Tensor {
+    Tensor { shape: shape.to_vec(), data: eintup::tensor::Data::Int(v.to_vec()) }
+}
+
+#[test]
+fn corner_cases_from_source() {
+    // An out-of-bounds term skips the whole combination: y = [2+10, 3+20, 0].
+    let r = exec_text("x[i] = RANDOM(0, 9, INT)\nz[i] = RANDOM(0, 9, INT)\ny[i] = x[i+1] + z[i]\n", &["i=[3]"], vec![("x", ints(&[3], &[1, 2, 3])), ("z", ints(&[3], &[10, 20, 30]))]);
+    assert_eq!(r["y"], ints(&[3], &[12, 23, 0]));
+    // `=` over a partially covered region: y[keep] = 7 first, then only
+    // y[0..2] are reached by e-1 for e in [1, 3).
+    let r = exec_text("x[e] = RANDOM(0, 9, INT)\ny[keep] = 7\ny[e-1] = x[e]\n", &["e=[3]", "keep=[4]"], vec![("x", ints(&[3], &[4, 5, 6]))]);
+    assert_eq!(r["y"], ints(&[4], &[5, 6, 7, 7]));
+    // Diagonal with a repeated eintup.
+    let r = exec_text("m[i,j] = RANDOM(0, 9, INT)\nd[i] = m[i,i]\n", &["i=[2]", "j=[2]"], vec![("m", ints(&[2, 2], &[1, 2, 3, 4]))]);
+    assert_eq!(r["d"], ints(&[2], &[1, 4]));
+    // Negative and too large gather addresses are skipped; cells stay 0.
+    let r = exec_text(
+        "src[l] = RANDOM(0, 9, INT)\nidx[w,c] = RANDOM(0, 3, INT)\ndst[w] = src[idx[w,:]]\n",
+        &["l=[3]", "w=[4]", "c=[1]"],
+        vec![("src", ints(&[3], &[10, 20, 30])), ("idx", ints(&[4, 1], &[2, -1, 3, 0]))],
+    );
+    assert_eq!(r["dst"], ints(&[4], &[30, 0, 0, 10]));
+    // Snapshot shift.
+    let r = exec_text("x[i] = RANDOM(0, 9, INT)\nx[i] = x[i+1]\n", &["i=[4]"], vec![("x", ints(&[4], &[1, 2, 3, 4]))]);
+    assert_eq!(r["x"], ints(&[4], &[2, 3, 4, 4]));
+}
