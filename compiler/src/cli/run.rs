@@ -62,7 +62,7 @@ pub fn write_out(dir: &Path, m: &Module, arrays: &[Tensor], seed: u64, dims: &[(
     let eintups: serde_json::Map<String, serde_json::Value> = dims.iter().map(|(n, d)| (n.clone(), serde_json::json!(d))).collect();
     let cfg = serde_json::json!({ "seed": seed, "eintups": eintups });
     let p = dir.join("config.json");
-    let text = serde_json::to_string_pretty(&cfg).map_err(|e| Failure::Internal(e.to_string()))?;
+    let text = serde_json::to_string(&cfg).map_err(|e| Failure::Internal(e.to_string()))?;
     std::fs::write(&p, text + "\n").map_err(|e| io(&p.display().to_string(), e))
 }
 

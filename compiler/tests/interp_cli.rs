@@ -1,0 +1,40 @@
+//! `eintup run` as a user calls it: exit codes, `--out`, `--input`.
+
+use eintup::tensor::{Data, Tensor};
+use std::process::Command;
+
+fn eintup(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_eintup")).args(args).current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+}
+
+#[test]
+fn out_dir_inputs_and_exit_codes() {
+    let dir = std::env::temp_dir().join(format!("eintup-run-cli-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let (code, _, err) = eintup(&["run", "docs/examples/reduce_sum.et", "--bind", "keep=[2]", "--bind", "drop=[3]", "--out", d]);
+    assert_eq!(code, 0, "{err}");
+    let cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(cfg, serde_json::json!({"seed": 0, "eintups": {"keep": [2], "drop": [3]}}));
+    let x = Tensor::read_npy(&dir.join("x.npy")).unwrap();
+    assert_eq!(x.shape, vec![2, 3]);
+
+    // Supplying x: s = row sums, printed with a header.
+    let xin = dir.join("xin.npy");
+    Tensor { shape: vec![2, 3], data: Data::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.5]) }.write_npy(&xin).unwrap();
+    let spec = format!("x={}", xin.display());
+    let (code, out, err) = eintup(&["run", "docs/examples/reduce_sum.et", "--bind", "keep=[2]", "--bind", "drop=[3]", "--input", &spec]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "s: FLOAT(f64) [2]\n[6.0, 15.5]\n");
+
+    // Wrong shape: exit 2, names the array and both shapes.
+    let (code, _, err) = eintup(&["run", "docs/examples/reduce_sum.et", "--bind", "keep=[3]", "--bind", "drop=[3]", "--input", &spec]);
+    assert_eq!(code, 2);
+    assert!(err.contains("E0403") && err.contains("[2, 3]") && err.contains("[3, 3]") && err.contains("reduce_sum.et:2:"), "{err}");
+    let (code, _, err) = eintup(&["run", "docs/examples/reduce_sum.et", "--input", "nope=/nonexistent.npy"]);
+    assert_eq!(code, 2, "{err}");
+
+    let (code, _, _) = eintup(&["run", "docs/examples/matmul.et", "--backend", "cpu"]);
+    assert_eq!(code, 3);
+    std::fs::remove_dir_all(&dir).ok();
+}
