@@ -36,7 +36,11 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     let (prog, ranks) = pipeline::ranked(&src)?;
     let m = &prog.module;
     let Some(call) = &m.call else {
-        return Err(src.failure(vec![Diagnostic::error("E0501", "the file has no framework call to check against")
+        let mut d = Diagnostic::error("E0501", "the file has no framework call to check against");
+        if let Some(last) = m.stmts.last() {
+            d = d.at(last.span, "the program ends here, and no call section follows");
+        }
+        return Err(src.failure(vec![d
             .note("add a call section such as `tf.linalg.matmul(a, b)` after the program (LANGUAGE.md section 2)")]));
     };
     if m.outputs.is_empty() {
