@@ -5,8 +5,8 @@
 
 use super::{backend_unavailable, Backend, CheckArgs};
 use crate::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
-use crate::check::compare::{compare, Mismatch};
-use crate::cli::shapes::dims_text;
+use crate::check::compare::compare;
+use crate::cli::shapes::{aligned, dims_text};
 use crate::driver::{Failure, Source};
 use crate::interp::{self, RunOptions};
 use crate::ir::et::{CallArg, Module};
@@ -123,14 +123,10 @@ fn check_one(
         let theirs = Tensor::read_npy(path).map_err(|e| Failure::Internal(format!("reading {}: {e}", path.display())))?;
         match compare(&arrays[out], &theirs) {
             None => row.valid[k] = true,
-            Some(mm) => row.problems.push(format!("output `{}`: {}", m.arrays[out].name, describe(&mm))),
+            Some(mm) => row.problems.push(format!("output `{}`: {}", m.arrays[out].name, mm)),
         }
     }
     Ok(row)
-}
-
-fn describe(m: &Mismatch) -> String {
-    m.to_string()
 }
 
 /// Evaluates the call section against one specialised module.
@@ -181,17 +177,7 @@ fn table(names: &[&str], rows: &[Row]) -> String {
             c
         })
         .collect();
-    let widths: Vec<usize> =
-        (0..header.len()).map(|k| cells.iter().map(|r| r[k].len()).chain([header[k].len()]).max().unwrap_or(0)).collect();
-    let line = |v: &[String]| {
-        let s: Vec<String> = v.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        format!("{}\n", s.join("  ").trim_end())
-    };
-    let mut out = line(&header);
-    for r in &cells {
-        out.push_str(&line(r));
-    }
-    out
+    aligned(&header, &cells)
 }
 
 fn first_line(s: &str) -> String {

@@ -31,16 +31,24 @@ pub fn dims_text(d: &[i64]) -> String {
 
 /// Aligned table: one column per eintup, one row per configuration.
 pub fn table(names: &[&str], rows: &[Vec<Vec<i64>>]) -> String {
+    let header: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     let cells: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|d| dims_text(d)).collect()).collect();
-    let widths: Vec<usize> =
-        names.iter().enumerate().map(|(k, n)| cells.iter().map(|r| r[k].len()).chain([n.len()]).max().unwrap_or(0)).collect();
-    let line = |v: Vec<&str>| {
+    aligned(&header, &cells)
+}
+
+/// Left-aligned columns separated by two spaces; shared with `check`,
+/// whose table is this one plus a `Valid` column.
+pub fn aligned(header: &[String], cells: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|k| cells.iter().filter_map(|r| r.get(k)).map(|c| c.len()).chain([header[k].len()]).max().unwrap_or(0))
+        .collect();
+    let line = |v: &[String]| {
         let s: Vec<String> = v.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
         format!("{}\n", s.join("  ").trim_end())
     };
-    let mut out = line(names.to_vec());
-    for r in &cells {
-        out.push_str(&line(r.iter().map(|s| s.as_str()).collect()));
+    let mut out = line(header);
+    for r in cells {
+        out.push_str(&line(r));
     }
     out
 }
