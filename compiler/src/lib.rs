@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod arith;
 pub mod driver;
 pub mod interp;
 pub mod ir;

@@ -6,6 +6,10 @@
 //! the iteration domain instead of being re-tested per point.
 
 use super::RunError;
+pub use crate::arith::{ceil_div, floor_div, floor_mod};
+use crate::sema::dims::{self, BoundError};
+use et_grammar::Span;
+use std::cell::Cell;
 use crate::ir::et::{self, ArrayId, Bound, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
 use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;
@@ -147,7 +151,7 @@ impl<'m> Ctx<'m> {
                 for a in args {
                     let (x, _, l) = self.expr(a)?;
                     level = level.max(l);
-                    let dims = bounds(self, a)?.into_iter().map(|(_, hi)| (hi + 1).max(0)).collect();
+                    let dims = flat_arg_dims(self, a)?;
                     out.push((x, dims));
                 }
                 (IExpr::Flat(out), Some(1), level)
@@ -235,110 +239,38 @@ fn position_strides(pdims: &[Vec<i64>]) -> Vec<Vec<i64>> {
     out
 }
 
-/// Interval bounds `(lo, hi)` per component of an index expression when
-/// every eintup ranges over its box (LANGUAGE.md section 5). A scalar comes
-/// back as one component. Used for the "own range" of `FLAT` arguments.
-fn bounds(cx: &Ctx, e: &IndexExpr) -> Result<Vec<(i64, i64)>, RunError> {
-    Ok(match &e.kind {
-        IndexKind::Var(t) => cx.dims(*t)?.iter().map(|&d| (0, d - 1)).collect(),
-        IndexKind::Lit(n) => vec![(*n, *n)],
-        IndexKind::Rank(l) => {
-            let r = cx.dims_of_list(l)?.len() as i64;
-            vec![(r, r)]
-        }
-        IndexKind::Dims(l) => cx.dims_of_list(l)?.into_iter().map(|d| (d, d)).collect(),
-        IndexKind::Flat(args) => {
-            let mut n = 1i64;
-            for a in args {
-                for (_, hi) in bounds(cx, a)? {
-                    n = n.saturating_mul((hi + 1).max(0));
-                }
-            }
-            vec![(0, n - 1)]
-        }
-        IndexKind::Slice { array, .. } => {
-            // Only a RANDOM-defined index array has known value bounds.
-            let arr = &cx.m.arrays[*array];
-            #[allow(unreachable_patterns)]
-            let range = arr.attrs.iter().find_map(|a| match a {
-                et::Attr::Range { lo, hi } => Some((lo, hi)),
-                _ => None,
-            });
-            let Some((lo, hi)) = range else {
-                return Err(RunError::User(
-                    Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", arr.name))
-                        .at(e.span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)"),
-                ));
-            };
-            let pd = cx.position_dims(*array)?;
-            let len = pd.last().and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
-            let at = |b: &Bound, k: usize| -> Result<i64, RunError> {
-                match b {
-                    Bound::Int(i) => Ok(*i),
-                    Bound::DimsAt(l) => Ok(cx.dims_of_list(l)?.get(k).copied().unwrap_or(0)),
-                }
-            };
-            (0..len).map(|k| Ok((at(lo, k)?, at(hi, k)? - 1))).collect::<Result<_, RunError>>()?
-        }
-        IndexKind::Bin(op, a, b) => {
-            let x = bounds(cx, a)?;
-            let y = bounds(cx, b)?;
-            let n = x.len().max(y.len());
-            let pick = |v: &Vec<(i64, i64)>, i: usize| if v.len() == 1 { v[0] } else { v.get(i).copied().unwrap_or((0, -1)) };
-            (0..n).map(|i| interval(*op, pick(&x, i), pick(&y, i))).collect()
-        }
+/// `DIMS` of a `FLAT` argument: its "own range" (LANGUAGE.md s.4), by the
+/// same interval arithmetic as first-mention shapes (`sema::dims`). A slice
+/// inside takes its values in the range attribute of the array it reads.
+fn flat_arg_dims(cx: &Ctx, e: &IndexExpr) -> Result<Vec<i64>, RunError> {
+    let dims: Vec<Vec<i64>> = cx.m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
+    // The array whose range was missing, for the user's message.
+    let unknown: Cell<Option<ArrayId>> = Cell::new(None);
+    let ranges = |array: ArrayId, span: Span| -> Result<Vec<(i64, i64)>, BoundError> {
+        let arr = &cx.m.arrays[array];
+        let range = arr.attrs.iter().map(|a| match a {
+            et::Attr::Range { lo, hi } => (lo, hi),
+        });
+        let Some((lo, hi)) = range.into_iter().next() else {
+            unknown.set(Some(array));
+            return Err(BoundError::DataDependent(span));
+        };
+        let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
+        let at = |b: &Bound, k: usize| match b {
+            Bound::Int(i) => *i,
+            Bound::DimsAt(l) => l.iter().flat_map(|t| dims[*t].iter().copied()).nth(k).unwrap_or(0),
+        };
+        Ok((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
+    };
+    dims::bound_with(e, &dims, &ranges).map_err(|err| match (err, unknown.get()) {
+        (BoundError::DataDependent(span), Some(a)) => RunError::User(
+            Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", cx.m.arrays[a].name))
+                .at(span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)"),
+        ),
+        (err, _) => internal(format!("bounds of a FLAT argument: {err:?}")),
     })
 }
 
-fn interval(op: IndexOp, (a, b): (i64, i64), (c, d): (i64, i64)) -> (i64, i64) {
-    let ext = |v: [i64; 4]| (v.iter().copied().min().unwrap_or(0), v.iter().copied().max().unwrap_or(0));
-    match op {
-        IndexOp::Add => (a.saturating_add(c), b.saturating_add(d)),
-        IndexOp::Sub => (a.saturating_sub(d), b.saturating_sub(c)),
-        IndexOp::Mul => ext([a.saturating_mul(c), a.saturating_mul(d), b.saturating_mul(c), b.saturating_mul(d)]),
-        // Divisors are static (c == d); a zero divisor makes every use out
-        // of bounds, so the range is empty.
-        IndexOp::FloorDiv | IndexOp::CeilDiv if c == 0 => (0, -1),
-        IndexOp::FloorDiv => ext([floor_div(a, c), floor_div(b, c), floor_div(a, d), floor_div(b, d)]),
-        IndexOp::CeilDiv => ext([ceil_div(a, c), ceil_div(b, c), ceil_div(a, d), ceil_div(b, d)]),
-        IndexOp::Mod if c == 0 => (0, -1),
-        IndexOp::Mod if c > 0 && a >= 0 && b < c => (a, b),
-        IndexOp::Mod if c > 0 => (0, c - 1),
-        IndexOp::Mod => (c + 1, 0),
-    }
-}
-
-/// Python floor division; `b != 0`.
-pub fn floor_div(a: i64, b: i64) -> i64 {
-    let q = a.wrapping_div(b);
-    if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
-}
-
-/// Ceiling division; `b != 0`.
-pub fn ceil_div(a: i64, b: i64) -> i64 {
-    let q = a.wrapping_div(b);
-    if a.wrapping_rem(b) != 0 && ((a < 0) == (b < 0)) {
-        q + 1
-    } else {
-        q
-    }
-}
-
-/// Python floor modulo; `b != 0`.
-pub fn floor_mod(a: i64, b: i64) -> i64 {
-    let r = a.wrapping_rem(b);
-    if r != 0 && ((r < 0) != (b < 0)) {
-        r + b
-    } else {
-        r
-    }
-}
-
-/// Collects eintups used as values (not inside DIMS/RANK) in order.
 fn collect_vars(e: &IndexExpr, out: &mut Vec<EintupId>) {
     match &e.kind {
         IndexKind::Var(t) => {
@@ -485,27 +417,4 @@ pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn python_division_rules() {
-        // (a, b, a // b, a % b, ceil(a / b)) from Python.
-        for (a, b, q, r, c) in [(7, 2, 3, 1, 4), (-7, 2, -4, 1, -3), (7, -2, -4, -1, -3), (-7, -2, 3, -1, 4), (6, 3, 2, 0, 2), (0, 5, 0, 0, 0)] {
-            assert_eq!(floor_div(a, b), q, "{a} // {b}");
-            assert_eq!(floor_mod(a, b), r, "{a} % {b}");
-            assert_eq!(ceil_div(a, b), c, "ceil({a} / {b})");
-        }
-    }
-
-    #[test]
-    fn interval_rules_of_section_5() {
-        // DIMS = hi + 1 for t in [0, d): t*s -> (d-1)*s+1, t//s -> (d-1)//s+1,
-        // t//^s -> ceil((d-1)/s)+1, t%s -> min(d, s), s - t -> s + 1.
-        let d = 7;
-        let s = 3;
-        assert_eq!(interval(IndexOp::Mul, (0, d - 1), (s, s)).1 + 1, (d - 1) * s + 1);
-        assert_eq!(interval(IndexOp::FloorDiv, (0, d - 1), (s, s)).1 + 1, (d - 1) / s + 1);
-        assert_eq!(interval(IndexOp::CeilDiv, (0, d - 1), (s, s)).1 + 1, 2 + 1);
-        assert_eq!(interval(IndexOp::Mod, (0, d - 1), (s, s)).1 + 1, 3);
-        assert_eq!(interval(IndexOp::Mod, (0, 1), (s, s)).1 + 1, 2);
-        assert_eq!(interval(IndexOp::Sub, (s, s), (0, d - 1)).1 + 1, s + 1);
-    }
 }

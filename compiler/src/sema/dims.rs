@@ -8,6 +8,7 @@
 //! has no values and its DIMS are all zero.
 
 use crate::ir::et::*;
+use crate::arith::wide::{ceil_div, floor_div, floor_mod};
 use et_grammar::Span;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -32,9 +33,20 @@ enum IVal {
     Tuple(Vec<Iv>),
 }
 
-/// `DIMS(e)` given every eintup's dims (indexed by id).
+/// Inclusive value range `(lo, hi)` of each component of a slice
+/// `a[.., :, ..]` of array `a`, as far as the caller knows it.
+pub type SliceRanges<'a> = &'a dyn Fn(ArrayId, Span) -> Result<Vec<(i64, i64)>, BoundError>;
+
+/// `DIMS(e)` given every eintup's dims (indexed by id). A slice inside `e`
+/// is data-dependent, so this is for first mentions and constraints.
 pub fn bound(e: &IndexExpr, dims: &[Vec<i64>]) -> Result<Vec<i64>, BoundError> {
-    let v = interval(e, dims)?;
+    bound_with(e, dims, &|_, span| Err(BoundError::DataDependent(span)))
+}
+
+/// `DIMS(e)` where slices take their values in ranges the caller supplies
+/// (the interpreter knows them from `range` attributes).
+pub fn bound_with(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Result<Vec<i64>, BoundError> {
+    let v = interval(e, dims, slices)?;
     let ivs = match v {
         IVal::Scalar(iv) => vec![iv],
         IVal::Tuple(v) => v,
@@ -51,7 +63,7 @@ fn point(v: i64) -> Iv {
     Some((v as i128, v as i128))
 }
 
-fn interval(e: &IndexExpr, dims: &[Vec<i64>]) -> Result<IVal, BoundError> {
+fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Result<IVal, BoundError> {
     let get = |t: &EintupId| dims.get(*t).cloned().unwrap_or_default();
     Ok(match &e.kind {
         IndexKind::Lit(n) => IVal::Scalar(point(*n)),
@@ -66,16 +78,21 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>]) -> Result<IVal, BoundError> {
         IndexKind::Flat(v) => {
             let mut prod: i128 = 1;
             for x in v {
-                for d in bound(x, dims)? {
+                for d in bound_with(x, dims, slices)? {
                     prod = prod.checked_mul(d as i128).ok_or(BoundError::Overflow(e.span))?;
                 }
             }
             IVal::Tuple(vec![if prod > 0 { Some((0, prod - 1)) } else { None }])
         }
-        IndexKind::Slice { .. } => return Err(BoundError::DataDependent(e.span)),
+        IndexKind::Slice { array, .. } => IVal::Tuple(
+            slices(*array, e.span)?
+                .into_iter()
+                .map(|(lo, hi)| if lo <= hi { Some((lo as i128, hi as i128)) } else { None })
+                .collect(),
+        ),
         IndexKind::Bin(op, a, b) => {
-            let x = interval(a, dims)?;
-            let y = interval(b, dims)?;
+            let x = interval(a, dims, slices)?;
+            let y = interval(b, dims, slices)?;
             let f = |p: Iv, q: Iv| match (p, q) {
                 (Some(p), Some(q)) => iv_op(*op, p, q).map(Some).ok_or(match op {
                     IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod => BoundError::DivZero(b.span),
@@ -97,23 +114,6 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>]) -> Result<IVal, BoundError> {
             }
         }
     })
-}
-
-fn floor_div(a: i128, b: i128) -> i128 {
-    let q = a / b;
-    if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
-}
-
-fn ceil_div(a: i128, b: i128) -> i128 {
-    -floor_div(-a, b)
-}
-
-fn floor_mod(a: i128, b: i128) -> i128 {
-    a - b * floor_div(a, b)
 }
 
 /// Interval of `p op q`. Divisors are static, hence points; `None` for a
