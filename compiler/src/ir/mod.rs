@@ -2,4 +2,5 @@
 //! back (DESIGN.md section 3).
 
 pub mod et;
+pub mod loops;
 pub mod print;

@@ -1,0 +1,518 @@
+//! The `loop` dialect: the second IR level (DESIGN.md section 3). It says
+//! *how* a specialised `et` module is computed: static buffers, and kernels
+//! made of explicit loops over scalar induction variables, `guard`s that
+//! implement the out-of-bounds rule, scalar index arithmetic, and one write
+//! per kernel.
+//!
+//! Everything is static: shapes are numbers, FLOAT has a width (`f64` or
+//! `f32`), and every index is an `i64` expression over induction variables
+//! and index values loaded from INT buffers. Textual form, verifier and
+//! interpreter live next to this file (`loops_print`, `loops_parse`,
+//! `loops_verify`, `interp::loops`); docs/ir-loop.md documents every op.
+//!
+//! Semantics of a kernel: run its body once. `for v in [lo, hi)` runs its
+//! body for `v = lo, lo+1, .., hi-1` (nothing when `hi <= lo`); a `parallel`
+//! loop's iterations may run in any order or at once, a `reduce` loop's run
+//! in order inside one thread. `guard` runs its body only when every
+//! condition holds. Kernels of a module run in order; each sees the writes
+//! of the previous ones.
+
+/// Induction variable or loaded index value; indexes `Kernel::vars`.
+pub type VarId = usize;
+/// A value computed in a `compute` node; indexes `Compute::values`.
+pub type ValId = usize;
+pub type BufId = usize;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopModule {
+    pub buffers: Vec<Buffer>,
+    pub kernels: Vec<Kernel>,
+}
+
+/// Scalar element types of buffers and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    I32,
+    F32,
+    F64,
+}
+
+impl DType {
+    pub fn text(self) -> &'static str {
+        match self {
+            DType::I32 => "i32",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        self != DType::I32
+    }
+
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::I32 | DType::F32 => 4,
+            DType::F64 => 8,
+        }
+    }
+}
+
+/// A dense row-major buffer; one per `et` array, plus temporaries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub role: Role,
+    pub init: Init,
+}
+
+impl Buffer {
+    /// Number of elements (product of the shape; 1 for rank 0).
+    pub fn len(&self) -> i64 {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row-major strides in elements.
+    pub fn strides(&self) -> Vec<i64> {
+        let mut st = vec![1i64; self.shape.len()];
+        for i in (0..self.shape.len().saturating_sub(1)).rev() {
+            st[i] = st[i + 1] * self.shape[i + 1].max(0);
+        }
+        st
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Filled by the caller before the first kernel (an `et` array whose
+    /// defining statement is `a[..] = RANDOM(..)`; the host generates it
+    /// with the shared generator unless the user supplies it).
+    Input,
+    /// Listed in the program's outputs section.
+    Output,
+    /// Any other array, and compiler temporaries (snapshots).
+    Temp,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Init {
+    /// All zeros before the first kernel (every array starts at 0).
+    Zero,
+    /// Contents come from the caller (role `Input`).
+    Input,
+}
+
+/// One kernel: a loop nest whose innermost nodes write one buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// Unique in the module; also the LLVM/PTX entry point name.
+    pub name: String,
+    /// Every variable the body binds, by `VarId`.
+    pub vars: Vec<Var>,
+    pub body: Vec<Node>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Var {
+    /// Printed name (unique in the kernel), e.g. `opos0` for component 0
+    /// of eintup `opos`, or `t3` for a loaded index value.
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Node {
+    For(For),
+    Guard(Guard),
+    /// `var = load_index buf[offset]`: an INT element read as an index
+    /// (gather/scatter through array slices). The offset must be in
+    /// bounds wherever the node runs (guards above ensure it).
+    LoadIndex { var: VarId, buf: BufId, offset: IExpr },
+    /// Scalar computation ending in the kernel's write.
+    Compute(Compute),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct For {
+    pub var: VarId,
+    /// Inclusive lower bound; may use variables of enclosing loops.
+    pub lo: IExpr,
+    /// Exclusive upper bound.
+    pub hi: IExpr,
+    pub kind: LoopKind,
+    pub body: Vec<Node>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopKind {
+    /// Iterations are independent: the GPU maps them to threads.
+    Parallel,
+    /// Iterations run in order inside one thread (they accumulate into the
+    /// same cells). `lower-to-loops` marks every loop `reduce`; the
+    /// `parallelize` pass chooses which become `parallel`.
+    Reduce,
+}
+
+/// `guard c1, c2, .. { body }`: the body runs only when all hold. This is
+/// the out-of-bounds rule of LANGUAGE.md section 3.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Guard {
+    pub conds: Vec<Cond>,
+    pub body: Vec<Node>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cond {
+    /// `lo <= e < hi`.
+    InRange { e: IExpr, lo: IExpr, hi: IExpr },
+    /// `e != 0` (a divisor that is not a constant).
+    NonZero(IExpr),
+}
+
+/// Scalar index expression (i64). Pure; total: division or modulo by zero
+/// yields 0 (a `NonZero` guard keeps such points from mattering), and
+/// arithmetic wraps on overflow.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IExpr {
+    Const(i64),
+    Var(VarId),
+    Bin(IBin, Box<IExpr>, Box<IExpr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IBin {
+    Add,
+    Sub,
+    Mul,
+    /// Floor division (Python `//`).
+    FloorDiv,
+    /// Ceiling division (`//^`).
+    CeilDiv,
+    /// Floor modulo (Python `%`: sign of the divisor).
+    Mod,
+    Min,
+    Max,
+}
+
+impl IBin {
+    pub fn text(self) -> &'static str {
+        match self {
+            IBin::Add => "+",
+            IBin::Sub => "-",
+            IBin::Mul => "*",
+            IBin::FloorDiv => "//",
+            IBin::CeilDiv => "//^",
+            IBin::Mod => "%",
+            IBin::Min => "min",
+            IBin::Max => "max",
+        }
+    }
+
+    /// The operation on concrete values (see `IExpr` for the totality
+    /// conventions).
+    pub fn apply(self, a: i64, b: i64) -> i64 {
+        use crate::arith::{ceil_div, floor_div, floor_mod};
+        match self {
+            IBin::Add => a.wrapping_add(b),
+            IBin::Sub => a.wrapping_sub(b),
+            IBin::Mul => a.wrapping_mul(b),
+            _ if b == 0 && matches!(self, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) => 0,
+            IBin::FloorDiv => floor_div(a, b),
+            IBin::CeilDiv => ceil_div(a, b),
+            IBin::Mod => floor_mod(a, b),
+            IBin::Min => a.min(b),
+            IBin::Max => a.max(b),
+        }
+    }
+}
+
+impl IExpr {
+    pub fn c(v: i64) -> IExpr {
+        IExpr::Const(v)
+    }
+
+    pub fn v(v: VarId) -> IExpr {
+        IExpr::Var(v)
+    }
+
+    pub fn bin(op: IBin, a: IExpr, b: IExpr) -> IExpr {
+        IExpr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    pub fn add(a: IExpr, b: IExpr) -> IExpr {
+        IExpr::bin(IBin::Add, a, b)
+    }
+
+    pub fn sub(a: IExpr, b: IExpr) -> IExpr {
+        IExpr::bin(IBin::Sub, a, b)
+    }
+
+    pub fn mul(a: IExpr, b: IExpr) -> IExpr {
+        IExpr::bin(IBin::Mul, a, b)
+    }
+
+    /// Value at a point; `env[v]` is variable `v`'s value.
+    pub fn eval(&self, env: &[i64]) -> i64 {
+        match self {
+            IExpr::Const(c) => *c,
+            IExpr::Var(v) => env[*v],
+            IExpr::Bin(op, a, b) => op.apply(a.eval(env), b.eval(env)),
+        }
+    }
+
+    pub fn as_const(&self) -> Option<i64> {
+        match self {
+            IExpr::Const(c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// Does the expression mention `v`?
+    pub fn uses(&self, v: VarId) -> bool {
+        match self {
+            IExpr::Const(_) => false,
+            IExpr::Var(x) => *x == v,
+            IExpr::Bin(_, a, b) => a.uses(v) || b.uses(v),
+        }
+    }
+
+    /// Calls `f` on every variable occurrence.
+    pub fn for_each_var(&self, f: &mut impl FnMut(VarId)) {
+        match self {
+            IExpr::Const(_) => {}
+            IExpr::Var(x) => f(*x),
+            IExpr::Bin(_, a, b) => {
+                a.for_each_var(f);
+                b.for_each_var(f);
+            }
+        }
+    }
+
+    /// Number of operations (the cost `simplify-index` minimises).
+    pub fn op_count(&self) -> usize {
+        match self {
+            IExpr::Const(_) | IExpr::Var(_) => 0,
+            IExpr::Bin(_, a, b) => 1 + a.op_count() + b.op_count(),
+        }
+    }
+}
+
+impl Cond {
+    pub fn holds(&self, env: &[i64]) -> bool {
+        match self {
+            Cond::InRange { e, lo, hi } => {
+                let x = e.eval(env);
+                lo.eval(env) <= x && x < hi.eval(env)
+            }
+            Cond::NonZero(e) => e.eval(env) != 0,
+        }
+    }
+
+    pub fn exprs(&self) -> Vec<&IExpr> {
+        match self {
+            Cond::InRange { e, lo, hi } => vec![e, lo, hi],
+            Cond::NonZero(e) => vec![e],
+        }
+    }
+
+    pub fn exprs_mut(&mut self) -> Vec<&mut IExpr> {
+        match self {
+            Cond::InRange { e, lo, hi } => vec![e, lo, hi],
+            Cond::NonZero(e) => vec![e],
+        }
+    }
+}
+
+/// The scalar computation of one point: SSA values, then one write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compute {
+    pub values: Vec<Value>,
+    pub write: Write,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Value {
+    pub op: VOp,
+    pub dtype: DType,
+}
+
+/// Value operations. Operands are earlier values of the same `Compute`;
+/// binary operands have the value's own dtype except where noted.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VOp {
+    /// A constant (integers in `f64` are exact up to 2^53).
+    Const(f64),
+    /// `buf[offset]` (offset in bounds wherever it runs).
+    Load { buf: BufId, offset: IExpr },
+    /// An index expression's value as `i32` (`RANK`, `DIMS(l)[t]` after
+    /// simplification, ...). Truncates like `as i32`.
+    Index(IExpr),
+    /// `table[index]` with `0 <= index < table.len()` guaranteed by a
+    /// guard: `DIMS(list)[t]` with a non-constant `t`.
+    Lookup { table: Vec<i64>, index: IExpr },
+    /// The shared RANDOM generator (src/random.rs) of stream `stream`
+    /// (the array name) at counter `counter` (the written cell's offset);
+    /// `lo`/`hi` are values of type `dtype` (INT: floor of the bounds).
+    Random { stream: String, counter: IExpr, lo: ValId, hi: ValId },
+    Neg(ValId),
+    Bin(VBin, ValId, ValId),
+    /// Conversion to the value's dtype: int -> float exact (rounded for
+    /// f32); float -> int truncates toward zero, saturating, NaN -> 0
+    /// (Rust `as`); f64 <-> f32 rounds to nearest.
+    Cast(ValId),
+}
+
+/// Binary value operations with LANGUAGE.md section 3 semantics: on i32
+/// `+ - *` wrap, `// //^ %` are floor/ceil/floor-mod with divisor 0
+/// giving 0; on floats `//` is floor(a/b), `//^` ceil(a/b), `%` is
+/// `a - b*floor(a/b)`. `Div` is only on floats (lowering casts INT `/`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VBin {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    CeilDiv,
+    Mod,
+}
+
+impl VBin {
+    pub fn text(self) -> &'static str {
+        match self {
+            VBin::Add => "add",
+            VBin::Sub => "sub",
+            VBin::Mul => "mul",
+            VBin::Div => "div",
+            VBin::FloorDiv => "floordiv",
+            VBin::CeilDiv => "ceildiv",
+            VBin::Mod => "mod",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Write {
+    pub kind: WriteKind,
+    pub buf: BufId,
+    /// Flat element offset (in bounds wherever it runs).
+    pub offset: IExpr,
+    /// The value written (converted to the buffer's dtype already).
+    pub value: ValId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// `buf[offset] = value`.
+    Store,
+    /// `buf[offset] += value` by one thread (no other thread writes the
+    /// cell during the kernel).
+    Accumulate,
+    /// `buf[offset] += value` where other threads may add to the same cell.
+    AtomicAccumulate,
+}
+
+impl WriteKind {
+    pub fn text(self) -> &'static str {
+        match self {
+            WriteKind::Store => "store",
+            WriteKind::Accumulate => "accumulate",
+            WriteKind::AtomicAccumulate => "atomic_accumulate",
+        }
+    }
+}
+
+impl LoopModule {
+    pub fn buffer_by_name(&self, name: &str) -> Option<BufId> {
+        self.buffers.iter().position(|b| b.name == name)
+    }
+}
+
+impl Kernel {
+    /// Visits every node, outermost first.
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Node)) {
+        fn go<'a>(nodes: &'a [Node], f: &mut impl FnMut(&'a Node)) {
+            for n in nodes {
+                f(n);
+                match n {
+                    Node::For(l) => go(&l.body, f),
+                    Node::Guard(g) => go(&g.body, f),
+                    _ => {}
+                }
+            }
+        }
+        go(&self.body, f)
+    }
+
+    /// Applies `f` to every index expression in the kernel (loop bounds,
+    /// guard conditions, offsets, index values).
+    pub fn for_each_expr_mut(&mut self, f: &mut impl FnMut(&mut IExpr)) {
+        fn go(nodes: &mut [Node], f: &mut impl FnMut(&mut IExpr)) {
+            for n in nodes {
+                match n {
+                    Node::For(l) => {
+                        f(&mut l.lo);
+                        f(&mut l.hi);
+                        go(&mut l.body, f);
+                    }
+                    Node::Guard(g) => {
+                        for c in &mut g.conds {
+                            for e in c.exprs_mut() {
+                                f(e);
+                            }
+                        }
+                        go(&mut g.body, f);
+                    }
+                    Node::LoadIndex { offset, .. } => f(offset),
+                    Node::Compute(c) => {
+                        for v in &mut c.values {
+                            match &mut v.op {
+                                VOp::Load { offset, .. } => f(offset),
+                                VOp::Index(e) => f(e),
+                                VOp::Lookup { index, .. } => f(index),
+                                VOp::Random { counter, .. } => f(counter),
+                                _ => {}
+                            }
+                        }
+                        f(&mut c.write.offset);
+                    }
+                }
+            }
+        }
+        go(&mut self.body, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_ops_follow_python_and_are_total() {
+        assert_eq!(IBin::FloorDiv.apply(-7, 2), -4);
+        assert_eq!(IBin::CeilDiv.apply(-7, 2), -3);
+        assert_eq!(IBin::Mod.apply(-7, 2), 1);
+        assert_eq!(IBin::Mod.apply(7, -2), -1);
+        assert_eq!(IBin::FloorDiv.apply(5, 0), 0);
+        assert_eq!(IBin::Min.apply(3, -1), -1);
+        let e = IExpr::sub(IExpr::v(0), IExpr::mul(IExpr::c(2), IExpr::v(1)));
+        assert_eq!(e.eval(&[7, 3]), 1);
+        assert!(e.uses(1) && !e.uses(2));
+        assert_eq!(e.op_count(), 2);
+    }
+
+    #[test]
+    fn strides_are_row_major() {
+        let b = Buffer { name: "y".into(), dtype: DType::F64, shape: vec![2, 3, 4], role: Role::Temp, init: Init::Zero };
+        assert_eq!(b.strides(), vec![12, 4, 1]);
+        assert_eq!(b.len(), 24);
+        let r0 = Buffer { shape: vec![], ..b.clone() };
+        assert_eq!(r0.len(), 1);
+        assert!(r0.strides().is_empty());
+    }
+}
