@@ -10,6 +10,7 @@ pub mod arith;
 pub mod driver;
 pub mod interp;
 pub mod ir;
+pub mod passes;
 pub mod pipeline;
 pub mod random;
 pub mod sema;

@@ -2,7 +2,10 @@
 //! printed IR file), runs passes, and prints the IR at the requested level.
 
 use clap::{Parser, ValueEnum};
+use eintup::cli::FloatWidth;
 use eintup::driver::{run_main, Failure, Source};
+use eintup::passes::manager::{print_ir, Instrument};
+use eintup::passes::{Level, Options, PassManager, Unit, DEFAULT_PIPELINE};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -31,9 +34,15 @@ struct Args {
     /// A named pipeline (`default`).
     #[arg(long)]
     pipeline: Option<String>,
-    /// Which level to print.
-    #[arg(long, value_enum, default_value = "et")]
-    emit: Emit,
+    /// Which level to print (default: the level the pipeline ends at).
+    #[arg(long, value_enum)]
+    emit: Option<Emit>,
+    /// Width of FLOAT in the loop level and below.
+    #[arg(long = "float", value_enum, default_value = "f64")]
+    float: FloatWidth,
+    /// Print each pass's statistics on stderr.
+    #[arg(long)]
+    stats: bool,
     /// Print the IR after every pass on stderr.
     #[arg(long)]
     dump_ir: bool,
@@ -55,33 +64,79 @@ fn main() {
 
 fn run(args: Args) -> Result<(), Failure> {
     let source = Source::load(&args.file)?;
-    let text = match args.emit {
-        Emit::Ast => {
-            let file = et_grammar::parse_file(&source.text).map_err(|d| source.failure(d))?;
-            et_grammar::print::print_file(&file, &source.text)
+    if args.emit == Some(Emit::Ast) {
+        let file = et_grammar::parse_file(&source.text).map_err(|d| source.failure(d))?;
+        return write_out(&args, et_grammar::print::print_file(&file, &source.text));
+    }
+    let mut unit = load_unit(source)?;
+    let explicit = !args.passes.is_empty();
+    let names: Vec<String> = if explicit {
+        args.passes.clone()
+    } else {
+        match args.pipeline.as_deref() {
+            Some("default") | None => default_pipeline(&args),
+            Some(other) => return Err(Failure::user(format!("etopt: error: unknown pipeline `{other}` (known: default)"))),
         }
-        Emit::Et => {
-            // Without a pass manager yet: `--bind`/`--seed`/`--pipeline`
-            // select the specialised module, otherwise the resolved one.
-            let specialise = !args.bind.is_empty() || args.seed != 0 || args.pipeline.is_some();
-            if !args.passes.is_empty() || args.dump_ir || !args.dump_ir_after.is_empty() || args.time_passes {
-                return Err(Failure::user("etopt: error: --passes, --dump-ir, --dump-ir-after and --time-passes are not implemented yet"));
-            }
-            if specialise {
-                let (m, _) = eintup::pipeline::specialized_module(&source, &args.bind, args.seed)?;
-                eintup::ir::print::module(&m)
-            } else {
-                let (p, _) = eintup::pipeline::ranked(&source)?;
-                eintup::ir::print::module(&p.module)
-            }
+    };
+    let instrument = Instrument { dump_all: args.dump_ir, dump_after: args.dump_ir_after.clone(), time: args.time_passes, stats: args.stats };
+    let mut pm = PassManager::from_names(&names, instrument)?;
+    if !explicit {
+        pm = pm.skip_to(unit.ir.level());
+    }
+    let opts = Options { binds: args.bind.clone(), seed: args.seed, float: args.float };
+    pm.run(&mut unit, &opts, &mut std::io::stderr().lock())?;
+    let text = match (args.emit, unit.ir.level()) {
+        (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => print_ir(&unit),
+        (Some(Emit::Ast), _) => unreachable_ast(),
+        (Some(e @ (Emit::Llvm | Emit::Ptx)), _) => {
+            return Err(Failure::user(format!("etopt: error: --emit {} is not implemented yet", format!("{e:?}").to_lowercase())))
         }
-        other => {
+        (Some(e), l) => {
             return Err(Failure::user(format!(
-                "etopt: error: --emit {} is not implemented yet (available: ast, et)",
-                format!("{other:?}").to_lowercase()
+                "etopt: error: --emit {} asked for, but the pipeline leaves the IR at the {} level",
+                format!("{e:?}").to_lowercase(),
+                l.name()
             )))
         }
     };
+    write_out(&args, text)
+}
+
+fn unreachable_ast() -> String {
+    String::new()
+}
+
+/// The pipeline when neither `--passes` nor `--pipeline` is given: up to
+/// the level `--emit` asks for. `--emit et` without `--bind`/`--seed`
+/// shows the rank-polymorphic module.
+fn default_pipeline(args: &Args) -> Vec<String> {
+    let specialise = !args.bind.is_empty() || args.seed != 0 || args.pipeline.is_some();
+    let stop = match args.emit {
+        Some(Emit::Et) if !specialise => "infer-ranks",
+        Some(Emit::Et) => "specialize",
+        _ => "",
+    };
+    let mut v = Vec::new();
+    for p in DEFAULT_PIPELINE {
+        v.push(p.to_string());
+        if *p == stop {
+            break;
+        }
+    }
+    v
+}
+
+/// A `.et` program, or printed IR (`.etir`) at the `et` or `loop` level,
+/// told apart by the first keyword.
+fn load_unit(source: Source) -> Result<Unit, Failure> {
+    let is_ir = source.path.extension().is_some_and(|e| e == "etir");
+    if !is_ir {
+        return Ok(Unit::from_source(source));
+    }
+    Err(Failure::user(format!("etopt: error: {}: reading printed IR is not implemented yet", source.name)))
+}
+
+fn write_out(args: &Args, text: String) -> Result<(), Failure> {
     match &args.output {
         Some(path) => std::fs::write(path, text)
             .map_err(|e| Failure::user(format!("etopt: error: cannot write {}: {e}", path.display()))),

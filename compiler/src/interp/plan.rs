@@ -7,10 +7,8 @@
 
 use super::RunError;
 pub use crate::arith::{ceil_div, floor_div, floor_mod};
-use crate::sema::dims::{self, BoundError};
-use et_grammar::Span;
-use std::cell::Cell;
-use crate::ir::et::{self, ArrayId, Bound, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
+use crate::sema::dims;
+use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
 use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;
 
@@ -239,35 +237,12 @@ fn position_strides(pdims: &[Vec<i64>]) -> Vec<Vec<i64>> {
     out
 }
 
-/// `DIMS` of a `FLAT` argument: its "own range" (LANGUAGE.md s.4), by the
-/// same interval arithmetic as first-mention shapes (`sema::dims`). A slice
-/// inside takes its values in the range attribute of the array it reads.
+/// `DIMS` of a `FLAT` argument (shared with `lower-to-loops`), with the
+/// interpreter's error conventions.
 fn flat_arg_dims(cx: &Ctx, e: &IndexExpr) -> Result<Vec<i64>, RunError> {
-    let dims: Vec<Vec<i64>> = cx.m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
-    // The array whose range was missing, for the user's message.
-    let unknown: Cell<Option<ArrayId>> = Cell::new(None);
-    let ranges = |array: ArrayId, span: Span| -> Result<Vec<(i64, i64)>, BoundError> {
-        let arr = &cx.m.arrays[array];
-        let range = arr.attrs.iter().map(|a| match a {
-            et::Attr::Range { lo, hi } => (lo, hi),
-        });
-        let Some((lo, hi)) = range.into_iter().next() else {
-            unknown.set(Some(array));
-            return Err(BoundError::DataDependent(span));
-        };
-        let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
-        let at = |b: &Bound, k: usize| match b {
-            Bound::Int(i) => *i,
-            Bound::DimsAt(l) => l.iter().flat_map(|t| dims[*t].iter().copied()).nth(k).unwrap_or(0),
-        };
-        Ok((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
-    };
-    dims::bound_with(e, &dims, &ranges).map_err(|err| match (err, unknown.get()) {
-        (BoundError::DataDependent(span), Some(a)) => RunError::User(
-            Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", cx.m.arrays[a].name))
-                .at(span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)"),
-        ),
-        (err, _) => internal(format!("bounds of a FLAT argument: {err:?}")),
+    dims::flat_arg_dims(cx.m, e).map_err(|err| match err {
+        dims::FlatDimsError::User(d) => RunError::User(d),
+        dims::FlatDimsError::Internal(m) => internal(m),
     })
 }
 
@@ -309,31 +284,18 @@ fn compound_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
     }
 }
 
-fn reads_array(slots: &[IndexSlot], a: ArrayId) -> bool {
-    fn expr(e: &IndexExpr, a: ArrayId) -> bool {
-        match &e.kind {
-            IndexKind::Slice { array, indices } => *array == a || reads_array(indices, a),
-            IndexKind::Flat(x) => x.iter().any(|e| expr(e, a)),
-            IndexKind::Bin(_, x, y) => expr(x, a) || expr(y, a),
-            _ => false,
-        }
-    }
-    slots.iter().any(|s| matches!(s, IndexSlot::Expr(e) if expr(e, a)))
-}
-
 pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
     // Variables: the statement's own list plus anything it missed.
     let mut all = s.vars.clone();
     let mut compound = Vec::new();
     collect_slot_vars(&s.indices, &mut all);
     compound_vars(&s.indices, &mut compound);
-    let mut reads_self = reads_array(&s.indices, s.array);
+    let reads_self = s.reads(s.array);
     for op in &s.ops {
         match &op.kind {
-            OpKind::Read { array, indices } => {
+            OpKind::Read { indices, .. } => {
                 collect_slot_vars(indices, &mut all);
                 compound_vars(indices, &mut compound);
-                reads_self |= *array == s.array || reads_array(indices, s.array);
             }
             OpKind::DimsAt(_, t) => {
                 collect_vars(t, &mut all);

@@ -181,6 +181,31 @@ pub enum CallArg {
     Tensor(Vec<EintupId>),
 }
 
+impl Stmt {
+    /// Does the statement read array `a` (in a read, a slice, or inside an
+    /// index)? Such a statement reads `a` through a snapshot when it also
+    /// writes `a` (LANGUAGE.md s.3).
+    pub fn reads(&self, a: ArrayId) -> bool {
+        fn expr(e: &IndexExpr, a: ArrayId) -> bool {
+            match &e.kind {
+                IndexKind::Slice { array, indices } => *array == a || slots(indices, a),
+                IndexKind::Flat(x) => x.iter().any(|e| expr(e, a)),
+                IndexKind::Bin(_, x, y) => expr(x, a) || expr(y, a),
+                _ => false,
+            }
+        }
+        fn slots(s: &[IndexSlot], a: ArrayId) -> bool {
+            s.iter().any(|s| matches!(s, IndexSlot::Expr(e) if expr(e, a)))
+        }
+        slots(&self.indices, a)
+            || self.ops.iter().any(|op| match &op.kind {
+                OpKind::Read { array, indices } => *array == a || slots(indices, a),
+                OpKind::DimsAt(_, t) => expr(t, a),
+                _ => false,
+            })
+    }
+}
+
 impl Module {
     pub fn eintup_by_name(&self, name: &str) -> Option<EintupId> {
         self.eintups.iter().position(|e| e.name == name)

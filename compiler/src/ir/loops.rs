@@ -302,6 +302,119 @@ impl IExpr {
     }
 }
 
+/// An expression as `constant + sum(coef * atom)`: sums, differences and
+/// products by constants are expanded; any other subexpression (a
+/// variable, a division, a product of two non-constants) is an atom.
+/// Equal atoms are merged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Linear {
+    pub constant: i64,
+    pub terms: Vec<(IExpr, i64)>,
+}
+
+impl Linear {
+    fn scale(mut self, c: i64) -> Linear {
+        self.constant = self.constant.wrapping_mul(c);
+        for t in &mut self.terms {
+            t.1 = t.1.wrapping_mul(c);
+        }
+        self
+    }
+
+    fn plus(mut self, o: Linear) -> Linear {
+        self.constant = self.constant.wrapping_add(o.constant);
+        for (a, c) in o.terms {
+            match self.terms.iter_mut().find(|(b, _)| *b == a) {
+                Some(t) => t.1 = t.1.wrapping_add(c),
+                None => self.terms.push((a, c)),
+            }
+        }
+        self.terms.retain(|t| t.1 != 0);
+        self
+    }
+
+    /// Coefficient of an atom (0 when absent).
+    pub fn coef(&self, atom: &IExpr) -> i64 {
+        self.terms.iter().find(|(a, _)| a == atom).map_or(0, |t| t.1)
+    }
+
+    /// Back to an expression (terms in order, then the constant).
+    pub fn to_expr(&self) -> IExpr {
+        let mut e: Option<IExpr> = None;
+        for (a, c) in &self.terms {
+            let t = if *c == 1 { a.clone() } else { IExpr::mul(a.clone(), IExpr::Const(*c)) };
+            e = Some(match e {
+                None => t,
+                Some(x) => IExpr::add(x, t),
+            });
+        }
+        match (e, self.constant) {
+            (None, c) => IExpr::Const(c),
+            (Some(x), 0) => x,
+            (Some(x), c) => IExpr::add(x, IExpr::Const(c)),
+        }
+    }
+}
+
+impl IExpr {
+    pub fn linear(&self) -> Linear {
+        match self {
+            IExpr::Const(c) => Linear { constant: *c, terms: vec![] },
+            IExpr::Bin(IBin::Add, a, b) => a.linear().plus(b.linear()),
+            IExpr::Bin(IBin::Sub, a, b) => a.linear().plus(b.linear().scale(-1)),
+            IExpr::Bin(IBin::Mul, a, b) => match (a.as_const(), b.as_const()) {
+                (_, Some(c)) => a.linear().scale(c),
+                (Some(c), _) => b.linear().scale(c),
+                _ => Linear { constant: 0, terms: vec![(self.clone(), 1)] },
+            },
+            _ => Linear { constant: 0, terms: vec![(self.clone(), 1)] },
+        }
+    }
+
+    /// Inclusive interval of the expression's values given each
+    /// variable's interval (saturating; division by an interval that
+    /// contains 0 gives the full range).
+    pub fn interval(&self, var: &dyn Fn(VarId) -> (i64, i64)) -> (i64, i64) {
+        const FULL: (i64, i64) = (i64::MIN, i64::MAX);
+        match self {
+            IExpr::Const(c) => (*c, *c),
+            IExpr::Var(v) => var(*v),
+            IExpr::Bin(op, a, b) => {
+                let (x, y) = (a.interval(var), b.interval(var));
+                let corners = |f: &dyn Fn(i64, i64) -> i64| {
+                    let v = [f(x.0, y.0), f(x.0, y.1), f(x.1, y.0), f(x.1, y.1)];
+                    (*v.iter().min().unwrap_or(&i64::MIN), *v.iter().max().unwrap_or(&i64::MAX))
+                };
+                match op {
+                    IBin::Add => (x.0.saturating_add(y.0), x.1.saturating_add(y.1)),
+                    IBin::Sub => (x.0.saturating_sub(y.1), x.1.saturating_sub(y.0)),
+                    IBin::Mul => corners(&|p, q| p.saturating_mul(q)),
+                    IBin::Min => (x.0.min(y.0), x.1.min(y.1)),
+                    IBin::Max => (x.0.max(y.0), x.1.max(y.1)),
+                    IBin::FloorDiv | IBin::CeilDiv if y.0 > 0 || y.1 < 0 => {
+                        if x == FULL || y == FULL {
+                            FULL
+                        } else {
+                            corners(&|p, q| op.apply(p, q))
+                        }
+                    }
+                    IBin::Mod if y.0 > 0 => {
+                        // Floor modulo by a positive divisor lies in [0, d-1];
+                        // when x is already inside, it is x itself.
+                        if y.0 == y.1 && x.0 >= 0 && x.1 < y.0 {
+                            x
+                        } else {
+                            (0, y.1 - 1)
+                        }
+                    }
+                    IBin::Mod if y.1 < 0 => (y.0 + 1, 0),
+                    _ => FULL,
+                }
+            }
+        }
+    }
+}
+
 impl Cond {
     pub fn holds(&self, env: &[i64]) -> bool {
         match self {

@@ -9,7 +9,8 @@
 
 use crate::ir::et::*;
 use crate::arith::wide::{ceil_div, floor_div, floor_mod};
-use et_grammar::Span;
+use et_grammar::{Diagnostic, Span};
+use std::cell::Cell;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum BoundError {
@@ -382,4 +383,46 @@ mod tests {
         assert_eq!(scalar_op(Mod, -7, 2), Some(1));
         assert_eq!(scalar_op(CeilDiv, 7, 2), Some(4));
     }
+}
+
+/// Why the dims of a `FLAT` argument could not be computed.
+#[derive(Clone, Debug)]
+pub enum FlatDimsError {
+    /// A slice inside reads an array without a known value range (E0406).
+    User(Diagnostic),
+    /// Anything else is a compiler bug (the module was checked before).
+    Internal(String),
+}
+
+/// `DIMS` of a `FLAT` argument in a specialised module: its "own range"
+/// (LANGUAGE.md s.4), by the same interval arithmetic as first-mention
+/// shapes. A slice inside takes its values in the `range` attribute of the
+/// array it reads. Used by the interpreter and by `lower-to-loops`.
+pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsError> {
+    let dims: Vec<Vec<i64>> = m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
+    // The array whose range was missing, for the user's message.
+    let unknown: Cell<Option<ArrayId>> = Cell::new(None);
+    let ranges = |array: ArrayId, span: Span| -> Result<Vec<(i64, i64)>, BoundError> {
+        let arr = &m.arrays[array];
+        let range = arr.attrs.iter().map(|a| match a {
+            Attr::Range { lo, hi } => (lo, hi),
+        });
+        let Some((lo, hi)) = range.into_iter().next() else {
+            unknown.set(Some(array));
+            return Err(BoundError::DataDependent(span));
+        };
+        let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
+        let at = |b: &Bound, k: usize| match b {
+            Bound::Int(i) => *i,
+            Bound::DimsAt(l) => l.iter().flat_map(|t| dims[*t].iter().copied()).nth(k).unwrap_or(0),
+        };
+        Ok((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
+    };
+    bound_with(e, &dims, &ranges).map_err(|err| match (err, unknown.get()) {
+        (BoundError::DataDependent(span), Some(a)) => FlatDimsError::User(
+            Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", m.arrays[a].name))
+                .at(span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)"),
+        ),
+        (err, _) => FlatDimsError::Internal(format!("bounds of a FLAT argument: {err:?}")),
+    })
 }

@@ -379,6 +379,19 @@ pub fn eval_rank(e: &IndexExpr, ranks: &[usize]) -> Option<i64> {
 impl RankSystem {
     /// The facts constraining a class, for messages (a binding that
     /// contradicts them, say).
+    /// The rank of `e` when its class allows exactly one value.
+    pub fn fixed_rank(&self, e: EintupId) -> Option<usize> {
+        let c = &self.classes[*self.class_of.get(e)?];
+        match c.range {
+            Some((lo, hi)) if lo == hi && c.derived.is_none() => usize::try_from(lo).ok(),
+            _ => None,
+        }
+    }
+
+    pub fn class_count(&self) -> usize {
+        self.classes.len()
+    }
+
     pub fn class_facts(&self, class: usize) -> Vec<(Span, String)> {
         self.facts.iter().filter(|f| self.class_of[f.e] == class).map(|f| (f.fact.span, f.fact.label.clone())).collect()
     }

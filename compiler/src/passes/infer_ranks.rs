@@ -1,0 +1,24 @@
+//! `infer-ranks`: the union-find of rank classes (`sema::ranks`) over the
+//! module's eintups. Eintups whose rank is forced to one value get it in
+//! the module (a refinement of `?` to `?r`); the system itself, with the
+//! reason for every equation, stays in the unit for `specialize`.
+
+use super::{Ir, Options, Unit};
+use crate::driver::Failure;
+
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
+    let Ir::Et(prog) = &mut unit.ir else { return Err(Failure::Internal("infer-ranks runs on the et level".into())) };
+    let ranks = crate::sema::ranks::infer(prog).map_err(|d| unit.source.failure(d))?;
+    let mut fixed = 0;
+    for (id, e) in prog.module.eintups.iter_mut().enumerate() {
+        if let Some(r) = ranks.fixed_rank(id) {
+            if e.rank.is_none() {
+                fixed += 1;
+            }
+            e.rank = Some(r);
+        }
+    }
+    let stats = format!("{} rank classes, {fixed} ranks fixed", ranks.class_count());
+    unit.ranks = Some(ranks);
+    Ok(Some(stats))
+}

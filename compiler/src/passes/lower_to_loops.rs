@@ -1,0 +1,569 @@
+//! `lower-to-loops`: specialised `et` module -> `loop` dialect.
+//!
+//! One buffer per array; per statement (input statements `a[..] = RANDOM`
+//! excepted: their buffers are filled by the caller):
+//! - a *snapshot* kernel when the statement reads the array it writes
+//!   (LANGUAGE.md: every read sees the arrays as they were before the
+//!   statement), copying it to a temporary that all reads then use;
+//! - for `=`, a *reset* kernel that stores 0 into exactly the cells the
+//!   statement reaches (same loops and guards), which together with
+//!   accumulation implements "reset a cell when `=` first reaches it";
+//! - the main kernel: one loop per eintup component (left-hand-side
+//!   variables outermost, all `reduce` until `parallelize` runs), a guard
+//!   for every index component (`0 <= c < dim`, FLAT arguments, `DIMS()[t]`
+//!   lookups, non-constant divisors), `load_index` for slices, and the
+//!   right-hand side as scalar values accumulated into the left cell.
+//!
+//! Each guard and `load_index` is placed right after the loop of the last
+//! variable it uses, so a failing guard skips a whole subtree (the same
+//! pruning the interpreter does) and `tighten-bounds` finds it next to the
+//! loop it constrains.
+
+use super::PassError;
+use crate::cli::FloatWidth;
+use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
+use crate::ir::loops::*;
+use crate::sema::dims;
+use et_grammar::ast::{AssignOp, BinOp, ElemType};
+use et_grammar::Diagnostic;
+
+/// Lowers a specialised module. `float` is the width of FLOAT.
+pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
+    if !m.is_specialized() {
+        return Err(PassError::Internal("lower-to-loops needs a specialised module (run `specialize` first)".into()));
+    }
+    let fty = match float {
+        FloatWidth::F64 => DType::F64,
+        FloatWidth::F32 => DType::F32,
+    };
+    let mut out = LoopModule { buffers: Vec::new(), kernels: Vec::new() };
+    for (id, a) in m.arrays.iter().enumerate() {
+        let shape = m.array_shape(id).ok_or_else(|| PassError::Internal(format!("array `{}` has no static shape", a.name)))?;
+        let role = if a.is_input {
+            Role::Input
+        } else if m.outputs.contains(&id) {
+            Role::Output
+        } else {
+            Role::Temp
+        };
+        out.buffers.push(Buffer {
+            name: a.name.clone(),
+            dtype: dtype_of(a.dtype, fty),
+            shape,
+            role,
+            init: if a.is_input { Init::Input } else { Init::Zero },
+        });
+    }
+    for (si, s) in m.stmts.iter().enumerate() {
+        let arr = &m.arrays[s.array];
+        if arr.is_input && arr.def_stmt == si {
+            continue;
+        }
+        lower_stmt(m, si, s, fty, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn dtype_of(t: ElemType, fty: DType) -> DType {
+    match t {
+        ElemType::Int => DType::I32,
+        ElemType::Float => fty,
+    }
+}
+
+/// A lowered index value: a scalar that broadcasts, or a tuple.
+#[derive(Clone, Debug)]
+enum Tup {
+    Scalar(IExpr),
+    Tuple(Vec<IExpr>),
+}
+
+impl Tup {
+    fn at(&self, k: usize) -> IExpr {
+        match self {
+            Tup::Scalar(e) => e.clone(),
+            Tup::Tuple(v) => v.get(k).cloned().unwrap_or(IExpr::Const(-1)),
+        }
+    }
+}
+
+/// A guard condition or an index load, placed at a loop level.
+enum ItemKind {
+    Cond(Cond),
+    Load { var: VarId, buf: BufId, offset: IExpr },
+}
+
+struct Item {
+    level: usize,
+    kind: ItemKind,
+}
+
+struct StmtLowering<'m> {
+    m: &'m Module,
+    buffers: &'m [Buffer],
+    vars: Vec<Var>,
+    /// Level of each variable: loop `i` binds level `i + 1`; a loaded
+    /// value, the level of its `load_index`.
+    level: Vec<usize>,
+    /// Component variables of each eintup that is a loop variable.
+    comps: Vec<Option<Vec<VarId>>>,
+    items: Vec<Item>,
+    /// Reads of the left array go to its snapshot.
+    redirect: Option<(ArrayId, BufId)>,
+    loaded: usize,
+}
+
+fn add(a: IExpr, b: IExpr) -> IExpr {
+    match (&a, &b) {
+        (IExpr::Const(0), _) => b,
+        (_, IExpr::Const(0)) => a,
+        _ => IExpr::add(a, b),
+    }
+}
+
+fn mul(a: IExpr, c: i64) -> IExpr {
+    match c {
+        1 => a,
+        _ => IExpr::mul(a, IExpr::Const(c)),
+    }
+}
+
+fn index_bin(op: IndexOp) -> IBin {
+    match op {
+        IndexOp::Add => IBin::Add,
+        IndexOp::Sub => IBin::Sub,
+        IndexOp::Mul => IBin::Mul,
+        IndexOp::FloorDiv => IBin::FloorDiv,
+        IndexOp::CeilDiv => IBin::CeilDiv,
+        IndexOp::Mod => IBin::Mod,
+    }
+}
+
+fn internal(msg: impl Into<String>) -> PassError {
+    PassError::Internal(msg.into())
+}
+
+impl<'m> StmtLowering<'m> {
+    fn level_of(&self, e: &IExpr) -> usize {
+        let mut l = 0;
+        e.for_each_var(&mut |v| l = l.max(self.level[v]));
+        l
+    }
+
+    fn cond(&mut self, c: Cond) {
+        if self.items.iter().any(|it| matches!(&it.kind, ItemKind::Cond(x) if *x == c)) {
+            return;
+        }
+        let level = c.exprs().iter().map(|e| self.level_of(e)).max().unwrap_or(0);
+        self.items.push(Item { level, kind: ItemKind::Cond(c) });
+    }
+
+    fn in_range(&mut self, e: IExpr, hi: i64) {
+        self.cond(Cond::InRange { e, lo: IExpr::Const(0), hi: IExpr::Const(hi) });
+    }
+
+    fn dims(&self, t: EintupId) -> Result<&'m [i64], PassError> {
+        self.m.eintups.get(t).and_then(|e| e.dims.as_deref()).ok_or_else(|| internal("eintup without static dims"))
+    }
+
+    fn read_buf(&self, a: ArrayId) -> BufId {
+        match self.redirect {
+            Some((arr, snap)) if arr == a => snap,
+            _ => a,
+        }
+    }
+
+    fn expr(&mut self, e: &IndexExpr) -> Result<Tup, PassError> {
+        Ok(match &e.kind {
+            IndexKind::Var(t) => {
+                let c = self.comps.get(*t).and_then(|c| c.clone()).ok_or_else(|| internal("an index uses an eintup that is not a statement variable"))?;
+                Tup::Tuple(c.into_iter().map(IExpr::Var).collect())
+            }
+            IndexKind::Lit(n) => Tup::Scalar(IExpr::Const(*n)),
+            IndexKind::Rank(l) => {
+                let mut r = 0;
+                for &t in l {
+                    r += self.dims(t)?.len() as i64;
+                }
+                Tup::Scalar(IExpr::Const(r))
+            }
+            IndexKind::Dims(l) => {
+                let mut v = Vec::new();
+                for &t in l {
+                    v.extend(self.dims(t)?.iter().map(|&d| IExpr::Const(d)));
+                }
+                Tup::Tuple(v)
+            }
+            IndexKind::Flat(args) => {
+                let mut pos: Option<IExpr> = None;
+                for a in args {
+                    let x = self.expr(a)?;
+                    let d = dims::flat_arg_dims(self.m, a).map_err(|err| match err {
+                        dims::FlatDimsError::User(d) => PassError::User(vec![d]),
+                        dims::FlatDimsError::Internal(s) => internal(s),
+                    })?;
+                    for (k, &dk) in d.iter().enumerate() {
+                        let c = x.at(k);
+                        self.in_range(c.clone(), dk);
+                        pos = Some(match pos {
+                            None => c,
+                            Some(p) => add(mul(p, dk), c),
+                        });
+                    }
+                }
+                // FLAT of no components is the single position 0.
+                Tup::Tuple(vec![pos.unwrap_or(IExpr::Const(0))])
+            }
+            IndexKind::Slice { array, indices } => self.slice(*array, indices, e)?,
+            IndexKind::Bin(op, a, b) => {
+                let x = self.expr(a)?;
+                let y = self.expr(b)?;
+                let n = match (&x, &y) {
+                    (Tup::Tuple(p), Tup::Tuple(q)) if p.len() != q.len() => {
+                        return Err(internal(format!("index operands of ranks {} and {} meet", p.len(), q.len())))
+                    }
+                    (Tup::Tuple(p), _) | (_, Tup::Tuple(p)) => Some(p.len()),
+                    _ => None,
+                };
+                let op = index_bin(*op);
+                let comp = |k: usize, me: &mut Self| {
+                    let (p, q) = (x.at(k), y.at(k));
+                    if matches!(op, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) && q.as_const().map_or(true, |c| c == 0) {
+                        // A zero divisor makes the instantiation out of bounds.
+                        me.cond(Cond::NonZero(q.clone()));
+                    }
+                    IExpr::bin(op, p, q)
+                };
+                match n {
+                    None => Tup::Scalar(comp(0, self)),
+                    Some(n) => Tup::Tuple((0..n).map(|k| comp(k, self)).collect()),
+                }
+            }
+        })
+    }
+
+    /// `a[x, :, y]`: guards for the other slots, then one `load_index` per
+    /// element of the `:` position.
+    fn slice(&mut self, array: ArrayId, indices: &[IndexSlot], e: &IndexExpr) -> Result<Tup, PassError> {
+        let arr = &self.m.arrays[array];
+        if arr.dtype != ElemType::Int {
+            return Err(PassError::User(vec![Diagnostic::error(
+                "E0405",
+                format!("the slice of `{}` is used as an index, but `{}` is FLOAT", arr.name, arr.name),
+            )
+            .at(e.span, "index values must be INT")]));
+        }
+        let colon = indices.iter().position(|s| matches!(s, IndexSlot::Colon(_))).ok_or_else(|| internal("slice without `:`"))?;
+        let len = match arr.positions.get(colon).and_then(|p| p.dims.as_deref()) {
+            Some([l]) => *l,
+            _ => return Err(internal("the `:` position of a slice is not rank 1")),
+        };
+        let buf = self.read_buf(array);
+        let (base, strides) = self.access(array, indices, Some(colon))?;
+        let colon_stride = strides[colon].first().copied().unwrap_or(1);
+        let mut out = Vec::new();
+        for k in 0..len.max(0) {
+            let offset = add(base.clone(), IExpr::Const(k * colon_stride));
+            let var = self.vars.len();
+            self.vars.push(Var { name: format!("ld{}", self.loaded) });
+            self.loaded += 1;
+            let level = self.level_of(&offset);
+            self.level.push(level);
+            self.items.push(Item { level, kind: ItemKind::Load { var, buf, offset } });
+            out.push(IExpr::Var(var));
+        }
+        Ok(Tup::Tuple(out))
+    }
+
+    /// Offset of an access (guards emitted for every component) and the
+    /// per-position strides; `skip` is the `:` slot of a slice.
+    fn access(&mut self, array: ArrayId, indices: &[IndexSlot], skip: Option<usize>) -> Result<(IExpr, Vec<Vec<i64>>), PassError> {
+        let arr = &self.m.arrays[array];
+        let pdims: Vec<Vec<i64>> =
+            arr.positions.iter().map(|p| p.dims.clone().ok_or_else(|| internal("position without static dims"))).collect::<Result<_, _>>()?;
+        if pdims.len() != indices.len() {
+            return Err(internal(format!("`{}` accessed with {} indices, signature has {}", arr.name, indices.len(), pdims.len())));
+        }
+        let flat = self.buffers[array].strides();
+        let mut strides = Vec::new();
+        let mut i = 0;
+        for p in &pdims {
+            strides.push(flat[i..i + p.len()].to_vec());
+            i += p.len();
+        }
+        let mut off = IExpr::Const(0);
+        for (k, slot) in indices.iter().enumerate() {
+            if Some(k) == skip {
+                continue;
+            }
+            let IndexSlot::Expr(e) = slot else { return Err(internal("`:` outside a slice")) };
+            let x = self.expr(e)?;
+            if let Tup::Tuple(v) = &x {
+                if v.len() != pdims[k].len() {
+                    return Err(internal(format!("index of rank {} at a position of rank {}", v.len(), pdims[k].len())));
+                }
+            }
+            for (j, &d) in pdims[k].iter().enumerate() {
+                let c = x.at(j);
+                self.in_range(c.clone(), d);
+                off = add(off, mul(c, strides[k][j]));
+            }
+        }
+        Ok((off, strides))
+    }
+}
+
+/// The variables of a statement in loop order: left-hand-side variables
+/// first (they become the parallel loops), then the others.
+fn loop_order(s: &et::Stmt) -> Vec<EintupId> {
+    let mut all = s.vars.clone();
+    crate::sema::resolve::slot_vars(&s.indices, &mut all);
+    for op in &s.ops {
+        match &op.kind {
+            OpKind::Read { indices, .. } => crate::sema::resolve::slot_vars(indices, &mut all),
+            OpKind::DimsAt(_, t) => crate::sema::resolve::index_vars(t, &mut all),
+            _ => {}
+        }
+    }
+    all
+}
+
+fn unique_buffer_name(out: &LoopModule, base: String) -> String {
+    let mut name = base;
+    while out.buffer_by_name(&name).is_some() {
+        name.push('_');
+    }
+    name
+}
+
+fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopModule) -> Result<(), PassError> {
+    let lhs = s.array;
+    let lhs_name = m.arrays[lhs].name.clone();
+    let lhs_ty = out.buffers[lhs].dtype;
+
+    // Snapshot: copy the left array before anything of this statement runs.
+    let redirect = if s.reads(lhs) {
+        let name = unique_buffer_name(out, format!("{lhs_name}_snap{si}"));
+        let b = Buffer { name, role: Role::Temp, init: Init::Zero, ..out.buffers[lhs].clone() };
+        let len = b.len();
+        out.buffers.push(b);
+        let snap = out.buffers.len() - 1;
+        let i = IExpr::Var(0);
+        out.kernels.push(Kernel {
+            name: format!("s{si}_{lhs_name}_snapshot"),
+            vars: vec![Var { name: "i".into() }],
+            body: vec![Node::For(For {
+                var: 0,
+                lo: IExpr::Const(0),
+                hi: IExpr::Const(len),
+                kind: LoopKind::Reduce,
+                body: vec![Node::Compute(Compute {
+                    values: vec![Value { op: VOp::Load { buf: lhs, offset: i.clone() }, dtype: lhs_ty }],
+                    write: Write { kind: WriteKind::Store, buf: snap, offset: i, value: 0 },
+                })],
+            })],
+        });
+        Some((lhs, snap))
+    } else {
+        None
+    };
+
+    // Loop variables: one per eintup component.
+    let order = loop_order(s);
+    let mut lw = StmtLowering {
+        m,
+        buffers: &out.buffers,
+        vars: Vec::new(),
+        level: Vec::new(),
+        comps: vec![None; m.eintups.len()],
+        items: Vec::new(),
+        redirect,
+        loaded: 0,
+    };
+    let mut loops: Vec<(VarId, i64)> = Vec::new();
+    for &t in &order {
+        let e = &m.eintups[t];
+        let dims = e.dims.as_ref().ok_or_else(|| internal("eintup without static dims"))?;
+        let mut c = Vec::new();
+        for (k, &d) in dims.iter().enumerate() {
+            let v = lw.vars.len();
+            lw.vars.push(Var { name: format!("{}_{k}", e.name) });
+            loops.push((v, d));
+            lw.level.push(loops.len());
+            c.push(v);
+        }
+        lw.comps[t] = Some(c);
+    }
+
+    let (lhs_off, _) = lw.access(lhs, &s.indices, None)?;
+
+    // Right-hand side.
+    let mut values: Vec<Value> = Vec::new();
+    let push = |values: &mut Vec<Value>, op: VOp, dtype: DType| -> ValId {
+        values.push(Value { op, dtype });
+        values.len() - 1
+    };
+    let cast = |values: &mut Vec<Value>, v: ValId, to: DType| -> ValId {
+        if values[v].dtype == to {
+            v
+        } else {
+            values.push(Value { op: VOp::Cast(v), dtype: to });
+            values.len() - 1
+        }
+    };
+    let mut map: Vec<ValId> = Vec::new();
+    for op in &s.ops {
+        let id = match &op.kind {
+            OpKind::ConstInt(i) => push(&mut values, VOp::Const(*i as i32 as f64), DType::I32),
+            OpKind::ConstFloat(f) => {
+                let f = if fty == DType::F32 { *f as f32 as f64 } else { *f };
+                push(&mut values, VOp::Const(f), fty)
+            }
+            OpKind::Rank(l) => {
+                let mut r = 0;
+                for &t in l {
+                    r += lw.dims(t)?.len() as i64;
+                }
+                push(&mut values, VOp::Const(r as f64), DType::I32)
+            }
+            OpKind::DimsAt(l, t) => {
+                let mut table = Vec::new();
+                for &e in l {
+                    table.extend_from_slice(lw.dims(e)?);
+                }
+                let idx = lw.expr(t)?.at(0);
+                lw.in_range(idx.clone(), table.len() as i64);
+                push(&mut values, VOp::Lookup { table, index: idx }, DType::I32)
+            }
+            OpKind::Read { array, indices } => {
+                let (off, _) = lw.access(*array, indices, None)?;
+                let buf = lw.read_buf(*array);
+                push(&mut values, VOp::Load { buf, offset: off }, lw.buffers[*array].dtype)
+            }
+            OpKind::Random { lo, hi, dtype } => {
+                let ty = dtype_of(*dtype, fty);
+                let bound = |values: &mut Vec<Value>, v: ValId| -> ValId {
+                    if ty == DType::I32 && values[v].dtype.is_float() {
+                        // INT draws use floor of FLOAT bounds.
+                        let one = push(values, VOp::Const(1.0), values[v].dtype);
+                        let dt = values[v].dtype;
+                        let f = push(values, VOp::Bin(VBin::FloorDiv, v, one), dt);
+                        cast(values, f, ty)
+                    } else {
+                        cast(values, v, ty)
+                    }
+                };
+                let lo = bound(&mut values, map[*lo]);
+                let hi = bound(&mut values, map[*hi]);
+                push(&mut values, VOp::Random { stream: lhs_name.clone(), counter: lhs_off.clone(), lo, hi }, ty)
+            }
+            OpKind::Neg(a) => {
+                let a = map[*a];
+                let dt = values[a].dtype;
+                push(&mut values, VOp::Neg(a), dt)
+            }
+            OpKind::Binary(op, a, b) => {
+                let (a, b) = (map[*a], map[*b]);
+                let (ta, tb) = (values[a].dtype, values[b].dtype);
+                if ta == DType::I32 && tb == DType::I32 {
+                    if *op == BinOp::Div {
+                        // INT / INT is FLOAT, computed in f64 then rounded
+                        // to the FLOAT width (as the interpreter does).
+                        let x = cast(&mut values, a, DType::F64);
+                        let y = cast(&mut values, b, DType::F64);
+                        let q = push(&mut values, VOp::Bin(VBin::Div, x, y), DType::F64);
+                        cast(&mut values, q, fty)
+                    } else {
+                        push(&mut values, VOp::Bin(vbin(*op), a, b), DType::I32)
+                    }
+                } else {
+                    let x = cast(&mut values, a, fty);
+                    let y = cast(&mut values, b, fty);
+                    push(&mut values, VOp::Bin(vbin(*op), x, y), fty)
+                }
+            }
+        };
+        map.push(id);
+    }
+    let result = *map.get(s.result).ok_or_else(|| internal("statement result out of range"))?;
+    let result = cast(&mut values, result, lhs_ty);
+
+    let StmtLowering { vars, items, .. } = lw;
+    let nest = |inner: Node| build_nest(&loops, &items, inner);
+
+    if s.op == AssignOp::Assign {
+        let zero = Compute {
+            values: vec![Value { op: VOp::Const(0.0), dtype: lhs_ty }],
+            write: Write { kind: WriteKind::Store, buf: lhs, offset: lhs_off.clone(), value: 0 },
+        };
+        out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}_reset"), vars: vars.clone(), body: nest(Node::Compute(zero)) });
+    }
+    let main = Compute { values, write: Write { kind: WriteKind::Accumulate, buf: lhs, offset: lhs_off, value: result } };
+    out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}"), vars, body: nest(Node::Compute(main)) });
+    Ok(())
+}
+
+fn vbin(op: BinOp) -> VBin {
+    match op {
+        BinOp::Add => VBin::Add,
+        BinOp::Sub => VBin::Sub,
+        BinOp::Mul => VBin::Mul,
+        BinOp::Div => VBin::Div,
+        BinOp::FloorDiv => VBin::FloorDiv,
+        BinOp::CeilDiv => VBin::CeilDiv,
+        BinOp::Mod => VBin::Mod,
+    }
+}
+
+/// Builds the loop nest: at each level, the items of that level (in the
+/// order they were emitted, so a load follows the guards of its offset and
+/// precedes the guards that use it), then the next loop.
+fn build_nest(loops: &[(VarId, i64)], items: &[Item], inner: Node) -> Vec<Node> {
+    fn level(loops: &[(VarId, i64)], items: &[Item], l: usize, inner: &Node) -> Vec<Node> {
+        let mut body = if l == loops.len() {
+            vec![inner.clone()]
+        } else {
+            let (var, hi) = loops[l];
+            vec![Node::For(For {
+                var,
+                lo: IExpr::Const(0),
+                hi: IExpr::Const(hi),
+                kind: LoopKind::Reduce,
+                body: level(loops, items, l + 1, inner),
+            })]
+        };
+        // Wrap from the last item outwards; consecutive conditions share
+        // one guard.
+        let mut pending: Vec<Cond> = Vec::new();
+        for it in items.iter().rev().filter(|it| it.level.min(loops.len()) == l) {
+            match &it.kind {
+                ItemKind::Cond(c) => pending.insert(0, c.clone()),
+                ItemKind::Load { var, buf, offset } => {
+                    if !pending.is_empty() {
+                        body = vec![Node::Guard(Guard { conds: std::mem::take(&mut pending), body })];
+                    }
+                    body.insert(0, Node::LoadIndex { var: *var, buf: *buf, offset: offset.clone() });
+                }
+            }
+        }
+        if !pending.is_empty() {
+            body = vec![Node::Guard(Guard { conds: pending, body })];
+        }
+        body
+    }
+    level(loops, items, 0, &inner)
+}
+
+/// The pass: et (specialised) -> loop.
+pub fn run(unit: &mut super::Unit, opts: &super::Options) -> Result<Option<String>, crate::driver::Failure> {
+    let super::Ir::Et(prog) = &unit.ir else { return Err(crate::driver::Failure::Internal("lower-to-loops runs on the et level".into())) };
+    let m = lower(&prog.module, opts.float).map_err(|e| e.into_failure(&unit.source))?;
+    let guards = m.kernels.iter().map(|k| {
+        let mut n = 0;
+        k.walk(&mut |x| if let Node::Guard(g) = x { n += g.conds.len() });
+        n
+    });
+    let stats = format!("{} buffers, {} kernels, {} guard conditions", m.buffers.len(), m.kernels.len(), guards.sum::<usize>());
+    unit.ir = super::Ir::Loop(m);
+    Ok(Some(stats))
+}

@@ -1,0 +1,201 @@
+//! The pass manager: a registry of named passes, pipelines (`--passes
+//! a,b` or `--pipeline default`), verification after every pass, IR dumps
+//! (`--dump-ir`, `--dump-ir-after`) and timing (`--time-passes`), in the
+//! manner of `mlir-opt`.
+
+use super::{Ir, Level, Options, Unit};
+use crate::driver::Failure;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// A registered pass. `run` returns an optional one-line statistics
+/// summary (printed with `--stats`).
+pub struct PassInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub input: Level,
+    pub output: Level,
+    pub run: fn(&mut Unit, &Options) -> Result<Option<String>, Failure>,
+}
+
+/// Every pass, in pipeline order.
+pub static PASSES: &[PassInfo] = &[
+    PassInfo {
+        name: "resolve",
+        summary: "names, signatures, element types, all errors found without shapes",
+        input: Level::Source,
+        output: Level::Et,
+        run: super::resolve::run,
+    },
+    PassInfo {
+        name: "infer-ranks",
+        summary: "union-find of rank classes with the reason for every equation",
+        input: Level::Et,
+        output: Level::Et,
+        run: super::infer_ranks::run,
+    },
+    PassInfo {
+        name: "specialize",
+        summary: "choose a configuration (--bind, --seed) and make every type static",
+        input: Level::Et,
+        output: Level::Et,
+        run: super::specialize::run,
+    },
+    PassInfo {
+        name: "lower-to-loops",
+        summary: "loop nests, guards, index loads and reset/snapshot kernels",
+        input: Level::Et,
+        output: Level::Loop,
+        run: super::lower_to_loops::run,
+    },
+    PassInfo {
+        name: "tighten-bounds",
+        summary: "turn guards on a loop variable into that loop's bounds",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::tighten_bounds::run,
+    },
+    PassInfo {
+        name: "parallelize",
+        summary: "mark parallel loops; atomics only where the write is not injective",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::parallelize::run,
+    },
+];
+
+/// The `default` pipeline.
+pub const DEFAULT_PIPELINE: &[&str] = &["resolve", "infer-ranks", "specialize", "lower-to-loops", "tighten-bounds", "parallelize"];
+
+pub fn lookup(name: &str) -> Option<&'static PassInfo> {
+    PASSES.iter().find(|p| p.name == name)
+}
+
+/// What to print while running.
+#[derive(Clone, Debug, Default)]
+pub struct Instrument {
+    /// IR after every pass, on stderr.
+    pub dump_all: bool,
+    /// IR after these passes, on stderr.
+    pub dump_after: Vec<String>,
+    pub time: bool,
+    pub stats: bool,
+}
+
+pub struct PassManager {
+    pub passes: Vec<&'static PassInfo>,
+    pub instrument: Instrument,
+}
+
+/// Header of an IR dump (DESIGN.md section 5).
+pub fn dump_header(pass: &str) -> String {
+    format!("// ----- IR after {pass} ----- //")
+}
+
+/// Prints any level of IR in its textual form.
+pub fn print_ir(unit: &Unit) -> String {
+    match &unit.ir {
+        Ir::Source => unit.source.text.clone(),
+        Ir::Et(p) => crate::ir::print::module(&p.module),
+        Ir::Loop(m) => format!("{m:#?}\n"), // MERGE: loops_print
+    }
+}
+
+impl PassManager {
+    /// Resolves pass names; an unknown name lists the known ones.
+    pub fn from_names(names: &[impl AsRef<str>], instrument: Instrument) -> Result<PassManager, Failure> {
+        let mut passes = Vec::new();
+        for n in names {
+            let n = n.as_ref();
+            let p = lookup(n).ok_or_else(|| {
+                let known: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
+                Failure::user(format!("etopt: error: unknown pass `{n}` (known passes: {})", known.join(", ")))
+            })?;
+            passes.push(p);
+        }
+        for d in &instrument.dump_after {
+            if lookup(d).is_none() {
+                return Err(Failure::user(format!("etopt: error: --dump-ir-after: unknown pass `{d}`")));
+            }
+        }
+        Ok(PassManager { passes, instrument })
+    }
+
+    /// The pipeline with passes whose input level comes before the unit's
+    /// current level dropped (so the default pipeline also starts from a
+    /// printed `et` or `loop` file).
+    pub fn skip_to(mut self, level: Level) -> PassManager {
+        if let Some(first) = self.passes.iter().position(|p| p.input == level) {
+            self.passes.drain(..first);
+        } else if self.passes.iter().all(|p| p.input != level) {
+            self.passes.retain(|p| order(p.input) > order(level));
+        }
+        self
+    }
+
+    /// Runs every pass in order, verifying after each. Dumps, timings and
+    /// statistics go to `err`.
+    pub fn run(&self, unit: &mut Unit, opts: &Options, err: &mut dyn std::io::Write) -> Result<(), Failure> {
+        let mut times: Vec<(&str, Duration)> = Vec::new();
+        let total = Instant::now();
+        for p in &self.passes {
+            if unit.ir.level() != p.input {
+                return Err(Failure::user(format!(
+                    "etopt: error: pass `{}` reads the {} level, but the IR is at the {} level here",
+                    p.name,
+                    p.input.name(),
+                    unit.ir.level().name()
+                )));
+            }
+            let before = match &unit.ir {
+                Ir::Et(prog) => Some(prog.module.clone()),
+                _ => None,
+            };
+            let t = Instant::now();
+            let stats = (p.run)(unit, opts)?;
+            times.push((p.name, t.elapsed()));
+            verify(p.name, before.as_ref(), &unit.ir)?;
+            if self.instrument.stats {
+                if let Some(s) = stats {
+                    let _ = writeln!(err, "// stats {}: {s}", p.name);
+                }
+            }
+            if self.instrument.dump_all || self.instrument.dump_after.iter().any(|d| d == p.name) {
+                let _ = write!(err, "{}\n{}", dump_header(p.name), print_ir(unit));
+            }
+        }
+        if self.instrument.time {
+            let _ = err.write_all(timing_report(&times, total.elapsed()).as_bytes());
+        }
+        Ok(())
+    }
+}
+
+fn order(l: Level) -> u8 {
+    match l {
+        Level::Source => 0,
+        Level::Et => 1,
+        Level::Loop => 2,
+    }
+}
+
+/// Verifies the IR after a pass: structure, and for et -> et passes that
+/// no type was widened.
+fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result<(), Failure> {
+    let r = match ir {
+        Ir::Source => Ok(()),
+        Ir::Et(_) | Ir::Loop(_) => { let _ = before; Ok::<(), String>(()) } // MERGE: verifiers
+    };
+    r.map_err(|e| Failure::Internal(format!("IR after pass `{pass}` does not verify: {e}")))
+}
+
+/// `--time-passes`: one line per pass run, like `mlir-opt --mlir-timing`.
+pub fn timing_report(times: &[(&str, Duration)], total: Duration) -> String {
+    let mut o = String::from("// ----- pass timing ----- //\n");
+    let tot = total.as_secs_f64().max(1e-12);
+    for (name, d) in times {
+        let _ = writeln!(o, "{:>10.3} ms {:>5.1}%  {name}", d.as_secs_f64() * 1e3, 100.0 * d.as_secs_f64() / tot);
+    }
+    let _ = writeln!(o, "{:>10.3} ms 100.0%  total", tot * 1e3);
+    o
+}

@@ -1,0 +1,112 @@
+//! Passes and the pass manager (DESIGN.md section 4). One file per pass;
+//! `manager` holds the registry, pipelines, verification between passes,
+//! `--dump-ir` and `--time-passes`.
+//!
+//! A compilation is a [`Unit`]: the source (for diagnostics), the IR at its
+//! current level ([`Ir`]), and what passes learnt on the way (rank system,
+//! chosen configuration). Each pass declares the level it reads and the
+//! level it leaves.
+
+pub mod infer_ranks;
+pub mod lower_to_loops;
+pub mod manager;
+pub mod parallelize;
+pub mod resolve;
+pub mod specialize;
+pub mod tighten_bounds;
+
+use crate::cli::FloatWidth;
+use crate::driver::{Failure, Source};
+use crate::ir::loops::LoopModule;
+use crate::sema::{Config, Program, RankSystem};
+use et_grammar::Diagnostic;
+
+pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE};
+
+/// The IR levels a pass reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Unparsed `.et` text.
+    Source,
+    /// The `et` dialect (rank-polymorphic or specialised).
+    Et,
+    /// The `loop` dialect.
+    Loop,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Source => "source",
+            Level::Et => "et",
+            Level::Loop => "loop",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Ir {
+    Source,
+    Et(Program),
+    Loop(LoopModule),
+}
+
+impl Ir {
+    pub fn level(&self) -> Level {
+        match self {
+            Ir::Source => Level::Source,
+            Ir::Et(_) => Level::Et,
+            Ir::Loop(_) => Level::Loop,
+        }
+    }
+}
+
+/// One compilation in flight.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    pub source: Source,
+    pub ir: Ir,
+    /// Set by `infer-ranks`.
+    pub ranks: Option<RankSystem>,
+    /// Set by `specialize`: the configuration the module was specialised to.
+    pub config: Option<Config>,
+}
+
+impl Unit {
+    /// A `.et` program, before `resolve`.
+    pub fn from_source(source: Source) -> Unit {
+        Unit { source, ir: Ir::Source, ranks: None, config: None }
+    }
+}
+
+/// What passes are told by the driver.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--bind NAME=[..]` for `specialize`.
+    pub binds: Vec<String>,
+    pub seed: u64,
+    /// Width of FLOAT for `lower-to-loops`.
+    pub float: FloatWidth,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { binds: Vec::new(), seed: 0, float: FloatWidth::F64 }
+    }
+}
+
+/// Why a pass failed: located user errors or a bug.
+#[derive(Clone, Debug)]
+pub enum PassError {
+    User(Vec<Diagnostic>),
+    Internal(String),
+}
+
+impl PassError {
+    pub fn into_failure(self, src: &Source) -> Failure {
+        match self {
+            PassError::User(d) => src.failure(d),
+            PassError::Internal(m) => Failure::Internal(m),
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! `parallelize`: choose which loops run in parallel and how the kernel's
+//! write must be done.
+//!
+//! Candidates are the loops on the kernel's *spine* (the single path of
+//! loops from the root, through guards and index loads, down to the first
+//! node with several children) whose variable occurs in the written
+//! offset: the left-hand-side variables. Every other loop stays `reduce`.
+//!
+//! A write is *injective in the candidates* when the written cell
+//! determines their values. The proof: write the offset as
+//! `constant + sum(coef_i * atom_i)` (`IExpr::linear`); bound every atom
+//! by the loop bounds and by guards on it; if, sorted by |coef|, each
+//! |coef_i| exceeds the sum of |coef_j| * (width of atom_j) below it (a
+//! mixed radix), the offset determines every atom. A candidate is then
+//! determined when it is an atom itself, or when both `v // c` and
+//! `v % c` are. Injective: candidates `parallel`, write unchanged.
+//! Otherwise: candidates `parallel` with `atomic_accumulate` (a `store` of
+//! a constant, as reset kernels do, races harmlessly and stays a store).
+
+use super::{Ir, Options, Unit};
+use crate::driver::Failure;
+use crate::ir::loops::*;
+
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(Failure::Internal("parallelize runs on the loop level".into())) };
+    let (mut par, mut atomic) = (0, 0);
+    for k in &mut m.kernels {
+        let r = parallelize_kernel(k);
+        par += r.parallel_loops;
+        atomic += r.atomic as usize;
+    }
+    Ok(Some(format!("{par} parallel loops, {atomic} kernels with atomic writes")))
+}
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub parallel_loops: usize,
+    pub atomic: bool,
+}
+
+/// What the walk down the spine collects.
+#[derive(Default)]
+struct Spine {
+    /// Loop variables on the spine with their constant-or-interval bounds.
+    loops: Vec<(VarId, (i64, i64))>,
+    /// `lo <= e < hi` facts in force at the write, with constant bounds.
+    facts: Vec<(IExpr, i64, i64)>,
+    /// Every variable's interval where known (loops anywhere above the write).
+    ranges: Vec<Option<(i64, i64)>>,
+    write: Option<Write>,
+    write_value_const: bool,
+    /// Variables each `load_index` offset uses (the loaded value depends
+    /// on them).
+    loads: Vec<(VarId, Vec<VarId>)>,
+    /// The proof assumes one write per kernel (what lowering produces).
+    computes: usize,
+}
+
+pub fn parallelize_kernel(k: &mut Kernel) -> Outcome {
+    let mut sp = Spine { ranges: vec![None; k.vars.len()], ..Default::default() };
+    collect(&k.body, &mut sp, true);
+    let Some(write) = sp.write.clone() else { return Outcome::default() };
+    if sp.computes != 1 {
+        return Outcome::default();
+    }
+    // Variables the written cell depends on, through loaded indices too.
+    let mut used: Vec<VarId> = Vec::new();
+    write.offset.for_each_var(&mut |v| used.push(v));
+    let mut i = 0;
+    while i < used.len() {
+        if let Some((_, deps)) = sp.loads.iter().find(|(l, _)| *l == used[i]) {
+            for d in deps {
+                if !used.contains(d) {
+                    used.push(*d);
+                }
+            }
+        }
+        i += 1;
+    }
+    let cands: Vec<VarId> = sp.loops.iter().map(|l| l.0).filter(|v| used.contains(v)).collect();
+    if cands.is_empty() {
+        return Outcome::default();
+    }
+    let injective = determined(&write.offset, &sp).map_or(false, |d| cands.iter().all(|v| d.contains(v)));
+    // Racing stores of one constant are harmless; other racing stores are
+    // not, and have no atomic form: leave such a kernel sequential.
+    let harmless_store = write.kind == WriteKind::Store && sp.write_value_const;
+    if !injective && write.kind == WriteKind::Store && !harmless_store {
+        return Outcome::default();
+    }
+    let atomic = !injective && !harmless_store;
+    mark(&mut k.body, &cands, atomic);
+    Outcome { parallel_loops: cands.len(), atomic }
+}
+
+fn collect(ns: &[Node], sp: &mut Spine, on_spine: bool) {
+    let spine_here = on_spine && ns.iter().filter(|n| !matches!(n, Node::LoadIndex { .. })).count() == 1;
+    for n in ns {
+        match n {
+            Node::For(l) => {
+                let get = |v: VarId| sp.ranges.get(v).copied().flatten().unwrap_or((i64::MIN, i64::MAX));
+                let lo = l.lo.interval(&get).0;
+                let hi = l.hi.interval(&get).1;
+                let r = (lo, hi.saturating_sub(1));
+                if let Some(slot) = sp.ranges.get_mut(l.var) {
+                    *slot = Some(r);
+                }
+                if spine_here {
+                    sp.loops.push((l.var, r));
+                }
+                collect(&l.body, sp, spine_here);
+            }
+            Node::Guard(g) => {
+                for c in &g.conds {
+                    if let Cond::InRange { e, lo: IExpr::Const(lo), hi: IExpr::Const(hi) } = c {
+                        sp.facts.push((e.clone(), *lo, *hi));
+                    }
+                }
+                collect(&g.body, sp, spine_here);
+            }
+            Node::LoadIndex { var, offset, .. } => {
+                let mut u = Vec::new();
+                offset.for_each_var(&mut |v| u.push(v));
+                sp.loads.push((*var, u));
+            }
+            Node::Compute(c) => {
+                sp.computes += 1;
+                sp.write_value_const = matches!(c.values.get(c.write.value).map(|v| &v.op), Some(VOp::Const(_)));
+                sp.write = Some(c.write.clone());
+            }
+        }
+    }
+}
+
+/// The variables the written offset determines, or `None` when the
+/// mixed-radix proof fails.
+fn determined(offset: &IExpr, sp: &Spine) -> Option<Vec<VarId>> {
+    let lin = offset.linear();
+    let get = |v: VarId| sp.ranges.get(v).copied().flatten().unwrap_or((i32::MIN as i64, i32::MAX as i64));
+    let mut atoms: Vec<(IExpr, i64, i64)> = Vec::new();
+    for (a, c) in &lin.terms {
+        let (mut lo, mut hi) = a.interval(&get);
+        for (e, flo, fhi) in &sp.facts {
+            if e == a {
+                lo = lo.max(*flo);
+                hi = hi.min(fhi - 1);
+            }
+        }
+        if hi < lo {
+            // The atom takes no value: the write never runs.
+            return Some(Vec::new());
+        }
+        atoms.push((a.clone(), c.unsigned_abs().min(i64::MAX as u64) as i64, hi.saturating_sub(lo)));
+    }
+    // Equal coefficients can only both be recovered when one atom is
+    // constant: sort zero widths first.
+    atoms.sort_by_key(|t| (t.1, t.2));
+    let mut reach: i128 = 0;
+    for (_, coef, width) in &atoms {
+        if (*coef as i128) <= reach {
+            return None;
+        }
+        reach += *coef as i128 * *width as i128;
+    }
+    let mut out = Vec::new();
+    for (a, _, _) in &atoms {
+        match a {
+            IExpr::Var(v) => out.push(*v),
+            IExpr::Bin(IBin::FloorDiv, x, c) => {
+                if let (IExpr::Var(v), Some(c)) = (&**x, c.as_const()) {
+                    let m = IExpr::bin(IBin::Mod, IExpr::Var(*v), IExpr::Const(c));
+                    if c > 0 && atoms.iter().any(|t| t.0 == m) {
+                        out.push(*v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+fn mark(ns: &mut [Node], cands: &[VarId], atomic: bool) {
+    for n in ns {
+        match n {
+            Node::For(l) => {
+                l.kind = if cands.contains(&l.var) { LoopKind::Parallel } else { LoopKind::Reduce };
+                mark(&mut l.body, cands, atomic);
+            }
+            Node::Guard(g) => mark(&mut g.body, cands, atomic),
+            Node::LoadIndex { .. } => {}
+            Node::Compute(c) => {
+                if atomic && c.write.kind == WriteKind::Accumulate {
+                    c.write.kind = WriteKind::AtomicAccumulate;
+                }
+            }
+        }
+    }
+}

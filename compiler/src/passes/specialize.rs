@@ -1,0 +1,21 @@
+//! `specialize`: choose one configuration (`--bind`, then constraints, then
+//! defaults, deterministic in `--seed`) and substitute it: every eintup and
+//! array position gets static dims (`sema::specialize`).
+
+use super::{Ir, Options, Unit};
+use crate::driver::Failure;
+use crate::sema::specialize::{specialize, DEFAULT_MEMORY_LIMIT};
+
+pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, Failure> {
+    let Ir::Et(prog) = &mut unit.ir else { return Err(Failure::Internal("specialize runs on the et level".into())) };
+    let ranks = match &unit.ranks {
+        Some(r) => r.clone(),
+        None => crate::sema::ranks::infer(prog).map_err(|d| unit.source.failure(d))?,
+    };
+    let cfg = crate::pipeline::choose_config(&unit.source, prog, &ranks, &opts.binds, opts.seed)?;
+    specialize(prog, &cfg, DEFAULT_MEMORY_LIMIT).map_err(|d| unit.source.failure(d))?;
+    let stats = cfg.dims.iter().map(|(n, d)| format!("{n}={d:?}")).collect::<Vec<_>>().join(" ");
+    unit.ranks = Some(ranks);
+    unit.config = Some(cfg);
+    Ok(Some(stats))
+}
