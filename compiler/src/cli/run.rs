@@ -4,7 +4,7 @@
 use super::{backend_unavailable, Backend, RunArgs};
 use crate::driver::{Failure, Source};
 use crate::interp::{self, RunOptions};
-use crate::ir::et::{IndexKind, IndexSlot, Module, OpKind};
+use crate::ir::et::Module;
 use crate::tensor::{shape_text, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -72,49 +72,12 @@ pub fn printed_arrays(m: &Module) -> Vec<usize> {
     if !m.outputs.is_empty() {
         return m.outputs.clone();
     }
-    let mut reads: Vec<Vec<usize>> = vec![Vec::new(); m.stmts.len()];
-    for (si, s) in m.stmts.iter().enumerate() {
-        slot_reads(&s.indices, &mut reads[si]);
-        for op in &s.ops {
-            match &op.kind {
-                OpKind::Read { array, indices } => {
-                    reads[si].push(*array);
-                    slot_reads(indices, &mut reads[si]);
-                }
-                OpKind::DimsAt(_, t) => expr_reads(&t.kind, &mut reads[si]),
-                _ => {}
-            }
-        }
-    }
     (0..m.arrays.len())
         .filter(|&a| {
             let last_write = m.stmts.iter().rposition(|s| s.array == a).unwrap_or(0);
-            !reads.iter().skip(last_write + 1).any(|r| r.contains(&a))
+            !m.stmts.iter().skip(last_write + 1).any(|s| s.reads(a))
         })
         .collect()
-}
-
-fn slot_reads(slots: &[IndexSlot], out: &mut Vec<usize>) {
-    for s in slots {
-        if let IndexSlot::Expr(e) = s {
-            expr_reads(&e.kind, out);
-        }
-    }
-}
-
-fn expr_reads(e: &IndexKind, out: &mut Vec<usize>) {
-    match e {
-        IndexKind::Slice { array, indices } => {
-            out.push(*array);
-            slot_reads(indices, out);
-        }
-        IndexKind::Flat(a) => a.iter().for_each(|x| expr_reads(&x.kind, out)),
-        IndexKind::Bin(_, a, b) => {
-            expr_reads(&a.kind, out);
-            expr_reads(&b.kind, out);
-        }
-        _ => {}
-    }
 }
 
 /// `NAME: TYPE [shape]` then the values, one block per printed array.
