@@ -64,8 +64,12 @@ pub static PASSES: &[PassInfo] = &[
     },
 ];
 
-/// The `default` pipeline.
+/// The `default` pipeline: front end then middle end.
 pub const DEFAULT_PIPELINE: &[&str] = &["resolve", "infer-ranks", "specialize", "lower-to-loops", "tighten-bounds", "parallelize"];
+/// From a `.et` file to a specialised `et` module.
+pub const FRONT_END: &[&str] = &["resolve", "infer-ranks", "specialize"];
+/// From a specialised `et` module to the optimised `loop` module.
+pub const MIDDLE_END: &[&str] = &["lower-to-loops", "tighten-bounds", "parallelize"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)
@@ -198,4 +202,18 @@ pub fn timing_report(times: &[(&str, Duration)], total: Duration) -> String {
     }
     let _ = writeln!(o, "{:>10.3} ms 100.0%  total", tot * 1e3);
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_pipeline_is_front_then_middle_end() {
+        let joined: Vec<&str> = FRONT_END.iter().chain(MIDDLE_END).copied().collect();
+        assert_eq!(joined, DEFAULT_PIPELINE);
+        for p in DEFAULT_PIPELINE {
+            assert!(lookup(p).is_some(), "{p} is not registered");
+        }
+    }
 }

@@ -21,7 +21,7 @@ use crate::ir::loops::LoopModule;
 use crate::sema::{Config, Program, RankSystem};
 use et_grammar::Diagnostic;
 
-pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE};
+pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, MIDDLE_END};
 
 /// The IR levels a pass reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,63 @@
+//! Executing a specialised program on a backend (`--backend
+//! interp|cpu|gpu`): the one place `run` and `check` go through, so every
+//! backend sees the same inputs (the interpreter's generator, or the
+//! user's `.npy` files) and returns every array in module order.
+
+use crate::cli::{Backend, FloatWidth};
+use crate::driver::{Failure, Source};
+use crate::interp::{self, RunOptions};
+use crate::ir::et::Module;
+use crate::ir::loops::{DType, LoopModule};
+use crate::passes::{manager, Ir, Options, Unit, MIDDLE_END};
+use crate::sema::Program;
+use crate::tensor::{ElemKind, Tensor};
+
+/// Runs `module` on `backend`; returns every array, in module order.
+pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
+    match backend {
+        Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
+        Backend::Cpu => {
+            let lm = lower(src, module, opts.float)?;
+            let mut bufs = initial_buffers(src, module, &lm, opts)?;
+            crate::codegen::run_host(&lm, opts.seed, &mut bufs).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
+            bufs.truncate(module.arrays.len());
+            Ok(bufs)
+        }
+        Backend::Gpu => crate::gpu::execute(src, module, opts),
+    }
+}
+
+/// The middle end on a specialised module: `lower-to-loops` and the loop
+/// passes of the default pipeline.
+pub fn lower(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopModule, Failure> {
+    let mut unit = Unit::from_source(src.clone());
+    unit.ir = Ir::Et(Program { module: module.clone(), constraints: Vec::new() });
+    let pm = manager::PassManager::from_names(MIDDLE_END, manager::Instrument::default())?;
+    let opts = Options { binds: Vec::new(), seed: 0, float };
+    pm.run(&mut unit, &opts, &mut std::io::sink())?;
+    match unit.ir {
+        Ir::Loop(m) => Ok(m),
+        _ => Err(Failure::Internal("the middle end did not reach the loop level".into())),
+    }
+}
+
+/// Buffers as compiled code starts: the arrays' initial contents (inputs
+/// generated or supplied, the rest zero), then zeroed temporaries.
+pub fn initial_buffers(src: &Source, module: &Module, lm: &LoopModule, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
+    let mut bufs = interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
+    for b in &lm.buffers[bufs.len().min(lm.buffers.len())..] {
+        let shape: Vec<usize> = b.shape.iter().map(|&d| d.max(0) as usize).collect();
+        let t = Tensor::zeros(elem_kind(b.dtype), &shape)
+            .ok_or_else(|| Failure::Internal(format!("temporary buffer `{}` is too large", b.name)))?;
+        bufs.push(t);
+    }
+    Ok(bufs)
+}
+
+pub fn elem_kind(d: DType) -> ElemKind {
+    match d {
+        DType::I32 => ElemKind::Int,
+        DType::F64 => ElemKind::F64,
+        DType::F32 => ElemKind::F32,
+    }
+}
