@@ -200,7 +200,7 @@ pub(crate) fn quote(s: &str) -> String {
 fn compute(o: &mut String, m: &LoopModule, k: &Kernel, c: &Compute, depth: usize) {
     for (i, v) in c.values.iter().enumerate() {
         indent(o, depth);
-        let _ = writeln!(o, "%{i} = {} : {}", vop(m, k, &v.op), v.dtype.text());
+        let _ = writeln!(o, "%{i} = {}", value(m, k, v));
     }
     indent(o, depth);
     let w = &c.write;
@@ -210,9 +210,17 @@ fn compute(o: &mut String, m: &LoopModule, k: &Kernel, c: &Compute, depth: usize
     };
 }
 
-/// The right-hand side of a value line (without the `: dtype`).
-pub fn vop(m: &LoopModule, k: &Kernel, op: &VOp) -> String {
+/// The right-hand side of a value line: `op operands : dtype`.
+pub fn value(m: &LoopModule, k: &Kernel, v: &Value) -> String {
+    format!("{} : {}", vop(m, k, &v.op, v.dtype), v.dtype.text())
+}
+
+/// Integers below 2^53 are exact in f64; an i32 constant prints as one.
+const EXACT_INT: f64 = 9007199254740992.0;
+
+fn vop(m: &LoopModule, k: &Kernel, op: &VOp, dtype: DType) -> String {
     match op {
+        VOp::Const(x) if dtype == DType::I32 && x.fract() == 0.0 && x.abs() < EXACT_INT => format!("const {}", *x as i64),
         VOp::Const(x) => format!("const {}", float_text(*x)),
         VOp::Load { buf, offset } => format!("load {}[{}]", buf_name(m, *buf), iexpr(k, offset)),
         VOp::Index(e) => format!("index {}", iexpr(k, e)),
