@@ -584,3 +584,114 @@ fn parse_errors_are_located() {
     let r = et_grammar::diag::render_all(&d, "t.loop", text);
     assert!(r.starts_with("t.loop:3:14: error[E0640]"), "{r}");
 }
+
+// ------------------------------------------------------- round-trip property
+
+mod round_trip {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ibin() -> impl Strategy<Value = IBin> {
+        prop::sample::select(vec![IBin::Add, IBin::Sub, IBin::Mul, IBin::FloorDiv, IBin::CeilDiv, IBin::Mod, IBin::Min, IBin::Max])
+    }
+
+    /// Expressions over the kernel's two variables (`i`, `t`).
+    fn iexpr() -> impl Strategy<Value = IExpr> {
+        let leaf = prop_oneof![any::<i64>().prop_map(IExpr::Const), (0usize..2).prop_map(IExpr::Var)];
+        leaf.prop_recursive(4, 24, 2, |inner| (ibin(), inner.clone(), inner).prop_map(|(op, a, b)| IExpr::bin(op, a, b)))
+    }
+
+    fn dtype() -> impl Strategy<Value = DType> {
+        prop::sample::select(vec![DType::I32, DType::F32, DType::F64])
+    }
+
+    fn vop() -> impl Strategy<Value = VOp> {
+        let v = || 0usize..6;
+        prop_oneof![
+            any::<f64>().prop_filter("NaN is not equal to itself", |x| !x.is_nan()).prop_map(VOp::Const),
+            (-1_000_000i32..1_000_000).prop_map(|x| VOp::Const(x as f64)),
+            (0usize..2, iexpr()).prop_map(|(buf, offset)| VOp::Load { buf, offset }),
+            iexpr().prop_map(VOp::Index),
+            (prop::collection::vec(any::<i64>(), 0..4), iexpr()).prop_map(|(table, index)| VOp::Lookup { table, index }),
+            (".{0,6}", iexpr(), v(), v()).prop_map(|(stream, counter, lo, hi)| VOp::Random { stream, counter, lo, hi }),
+            v().prop_map(VOp::Neg),
+            v().prop_map(VOp::Cast),
+            (prop::sample::select(vec![VBin::Add, VBin::Sub, VBin::Mul, VBin::Div, VBin::FloorDiv, VBin::CeilDiv, VBin::Mod]), v(), v()).prop_map(|(op, a, b)| VOp::Bin(op, a, b)),
+        ]
+    }
+
+    fn cond() -> impl Strategy<Value = Cond> {
+        prop_oneof![(iexpr(), iexpr(), iexpr()).prop_map(|(e, lo, hi)| Cond::InRange { e, lo, hi }), iexpr().prop_map(Cond::NonZero)]
+    }
+
+    fn module() -> impl Strategy<Value = LoopModule> {
+        let values = prop::collection::vec((vop(), dtype()).prop_map(|(op, dtype)| Value { op, dtype }), 0..6);
+        let write = (prop::sample::select(vec![WriteKind::Store, WriteKind::Accumulate, WriteKind::AtomicAccumulate]), 0usize..2, iexpr(), 0usize..6);
+        let buffer = || (dtype(), prop::collection::vec(0i64..5, 0..3), prop::sample::select(vec![Role::Input, Role::Output, Role::Temp]), any::<bool>());
+        (
+            (buffer(), buffer()),
+            (iexpr(), iexpr(), any::<bool>(), any::<bool>()),
+            prop::collection::vec(cond(), 0..3),
+            iexpr(),
+            values,
+            write,
+        )
+            .prop_map(|(bufs, (lo, hi, par, swap), conds, li_off, values, (kind, wbuf, woff, wval))| {
+                let mk = |name: &str, (dtype, shape, role, zero): (DType, Vec<i64>, Role, bool)| Buffer {
+                    name: name.into(),
+                    dtype,
+                    shape,
+                    role,
+                    init: if zero { Init::Zero } else { Init::Input },
+                };
+                // `swap` numbers the variables against binding order, which
+                // the printer must record in a `vars(..)` clause.
+                let (i, t) = if swap { (1, 0) } else { (0, 1) };
+                let names = if swap { ["t", "i"] } else { ["i", "t"] };
+                let remap = |mut e: IExpr| {
+                    fn go(e: &mut IExpr, i: VarId, t: VarId) {
+                        match e {
+                            IExpr::Var(v) => *v = if *v == 0 { i } else { t },
+                            IExpr::Bin(_, a, b) => {
+                                go(a, i, t);
+                                go(b, i, t);
+                            }
+                            IExpr::Const(_) => {}
+                        }
+                    }
+                    go(&mut e, i, t);
+                    e
+                };
+                let compute = Node::Compute(Compute { values, write: Write { kind, buf: wbuf, offset: woff, value: wval } });
+                let body = vec![
+                    Node::LoadIndex { var: t, buf: 0, offset: remap(li_off) },
+                    Node::Guard(Guard { conds, body: vec![compute] }),
+                ];
+                let kind = if par { LoopKind::Parallel } else { LoopKind::Reduce };
+                LoopModule {
+                    buffers: vec![mk("a", bufs.0), mk("b", bufs.1)],
+                    kernels: vec![Kernel {
+                        name: "k".into(),
+                        vars: names.iter().map(|n| Var { name: n.to_string() }).collect(),
+                        body: vec![Node::For(For { var: i, lo: remap(lo), hi: remap(hi), kind, body })],
+                    }],
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn print_parse_print(m in module()) {
+            let text = print(&m);
+            let back = parse_module(&text).map_err(|d| TestCaseError::fail(format!("{d:?}\n{text}")))?;
+            prop_assert_eq!(print(&back), text);
+            prop_assert_eq!(back, m);
+        }
+
+        #[test]
+        fn parser_never_panics(text in "(buffer|kernel|for|guard|load_index|store|[-%@{}()\\[\\],:=<!+*/^\"0-9a-z_ \n.]){0,60}") {
+            let _ = parse_module(&text);
+        }
+    }
+}

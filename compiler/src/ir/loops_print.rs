@@ -55,29 +55,79 @@ fn buffer(o: &mut String, b: &Buffer) {
     o.push('\n');
 }
 
-/// Variable ids in the order the body first binds them (pre-order).
-pub(crate) fn binding_order(k: &Kernel) -> Vec<VarId> {
-    let mut seen = Vec::new();
-    k.walk(&mut |n| {
-        let v = match n {
-            Node::For(l) => l.var,
-            Node::LoadIndex { var, .. } => *var,
-            _ => return,
-        };
-        if !seen.contains(&v) {
-            seen.push(v);
+/// Can the parser, which numbers variables in the order the text first
+/// binds them and resolves a name only after its first binding, rebuild
+/// this kernel's numbering without a `vars(..)` clause? It cannot when the
+/// numbering differs from binding order, some variable is never bound, or
+/// a name is used before its first binding (the verifier rejects the last
+/// two, but the text must still express them).
+fn numbering_is_implicit(k: &Kernel) -> bool {
+    struct W {
+        seen: Vec<bool>,
+        next: usize,
+        ok: bool,
+    }
+    impl W {
+        fn uses(&mut self, e: &IExpr) {
+            e.for_each_var(&mut |v| {
+                if !self.seen.get(v).copied().unwrap_or(false) {
+                    self.ok = false;
+                }
+            });
         }
-    });
-    seen
+        fn bind(&mut self, v: VarId) {
+            if v < self.seen.len() && !self.seen[v] {
+                // Ids must come in order 0, 1, 2, .. of first binding.
+                self.ok &= v == self.next;
+                self.seen[v] = true;
+                self.next += 1;
+            }
+        }
+        fn nodes(&mut self, ns: &[Node]) {
+            for n in ns {
+                match n {
+                    Node::For(l) => {
+                        // Text order: bounds, then the variable, then the body.
+                        self.uses(&l.lo);
+                        self.uses(&l.hi);
+                        self.bind(l.var);
+                        self.nodes(&l.body);
+                    }
+                    Node::Guard(g) => {
+                        for c in &g.conds {
+                            for e in c.exprs() {
+                                self.uses(e);
+                            }
+                        }
+                        self.nodes(&g.body);
+                    }
+                    Node::LoadIndex { var, offset, .. } => {
+                        self.uses(offset);
+                        self.bind(*var);
+                    }
+                    Node::Compute(c) => {
+                        for v in &c.values {
+                            match &v.op {
+                                VOp::Load { offset: e, .. } | VOp::Index(e) | VOp::Lookup { index: e, .. } | VOp::Random { counter: e, .. } => self.uses(e),
+                                _ => {}
+                            }
+                        }
+                        self.uses(&c.write.offset);
+                    }
+                }
+            }
+        }
+    }
+    let mut w = W { seen: vec![false; k.vars.len()], next: 0, ok: true };
+    w.nodes(&k.body);
+    w.ok && w.next == k.vars.len()
 }
 
 fn kernel(o: &mut String, m: &LoopModule, k: &Kernel) {
     let _ = write!(o, "kernel @{}", k.name);
-    // The parser numbers variables in binding order; a `vars(..)` clause
-    // records any other numbering (or unbound variables) so that
+    // A `vars(..)` clause records what the parser could not infer, so that
     // parse(print(m)) == m holds for every module.
-    let order = binding_order(k);
-    if order.len() != k.vars.len() || order.iter().enumerate().any(|(i, &v)| i != v) {
+    if !numbering_is_implicit(k) {
         let names: Vec<&str> = k.vars.iter().map(|v| v.name.as_str()).collect();
         let _ = write!(o, " vars({})", names.join(", "));
     }
