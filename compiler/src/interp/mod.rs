@@ -10,6 +10,7 @@
 //! a snapshot of the arrays and add it into the left cell (`=` resets a cell
 //! the first time an executed combination reaches it).
 
+pub mod loops;
 mod plan;
 
 pub use plan::{ceil_div, floor_div, floor_mod};

@@ -3,4 +3,7 @@
 
 pub mod et;
 pub mod loops;
+pub mod loops_parse;
+pub mod loops_print;
+pub mod loops_verify;
 pub mod print;

@@ -1,0 +1,255 @@
+//! Interpreter of the `loop` dialect: runs a module's kernels in order on
+//! caller-provided buffers. It is the oracle for the loop-level passes
+//! (each must leave the interpreted result unchanged) and mirrors the `et`
+//! interpreter's value semantics exactly (see `super::Exec::binary` and
+//! `execute`): i32 arithmetic wraps, f32 values are computed in f64 and
+//! rounded after every operation, RANDOM uses the shared generator.
+//!
+//! Parallel loops run sequentially in order, which is one of the orders
+//! their semantics allows. An offset outside its buffer is a compiler bug
+//! (guards must prevent it); it is reported as `Err`, never a panic.
+
+use crate::arith::{ceil_div, floor_div, floor_mod};
+use crate::ir::loops::*;
+use crate::ir::loops_verify::verify;
+use crate::random::Stream;
+use crate::tensor::{Data, Tensor};
+
+/// Runs every kernel of `m` on `buffers` (one tensor per buffer, in module
+/// order, with the buffer's shape and element kind: I32 -> `Data::Int`,
+/// F64 -> `Data::F64`, F32 -> `Data::F32`). The caller fills the inputs
+/// and zeroes the rest. The module is verified first.
+pub fn run(m: &LoopModule, seed: u64, buffers: &mut [Tensor]) -> Result<(), String> {
+    verify(m)?;
+    check_buffers(m, buffers)?;
+    for k in &m.kernels {
+        let mut ex = Exec { m, k, seed, env: vec![0; k.vars.len()], vals: Vec::new(), buffers: &mut *buffers };
+        ex.nodes(&k.body).map_err(|e| format!("kernel `@{}`: {e}", k.name))?;
+    }
+    Ok(())
+}
+
+fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), String> {
+    if buffers.len() != m.buffers.len() {
+        return Err(format!("{} tensors passed for {} buffers", buffers.len(), m.buffers.len()));
+    }
+    for (b, t) in m.buffers.iter().zip(buffers) {
+        let kind_ok = matches!((b.dtype, &t.data), (DType::I32, Data::Int(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_)));
+        let shape_ok = t.shape.len() == b.shape.len() && t.shape.iter().zip(&b.shape).all(|(&a, &d)| a as i64 == d);
+        if !kind_ok || !shape_ok || t.len() as i64 != b.len() {
+            return Err(format!(
+                "buffer `{}` is {}{:?} but the tensor passed for it is {}{:?} with {} elements",
+                b.name,
+                b.dtype.text(),
+                b.shape,
+                t.kind().text(),
+                t.shape,
+                t.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A scalar value: i32 values as `I`, f64 and f32 values as `F` (an f32
+/// value is always exactly representable in f32).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Val {
+    I(i32),
+    F(f64),
+}
+
+impl Val {
+    fn as_f64(self) -> f64 {
+        match self {
+            Val::I(i) => i as f64,
+            Val::F(f) => f,
+        }
+    }
+}
+
+/// Rounds a float result to its dtype (the f32 rule).
+fn fl(d: DType, x: f64) -> f64 {
+    if d == DType::F32 {
+        x as f32 as f64
+    } else {
+        x
+    }
+}
+
+struct Exec<'a> {
+    m: &'a LoopModule,
+    k: &'a Kernel,
+    seed: u64,
+    /// Current value of each variable.
+    env: Vec<i64>,
+    /// Values of the compute being evaluated (reused between points).
+    vals: Vec<Val>,
+    buffers: &'a mut [Tensor],
+}
+
+impl Exec<'_> {
+    fn nodes(&mut self, ns: &[Node]) -> Result<(), String> {
+        for n in ns {
+            match n {
+                Node::For(l) => {
+                    let (lo, hi) = (l.lo.eval(&self.env), l.hi.eval(&self.env));
+                    for v in lo..hi {
+                        self.env[l.var] = v;
+                        self.nodes(&l.body)?;
+                    }
+                }
+                Node::Guard(g) => {
+                    if g.conds.iter().all(|c| c.holds(&self.env)) {
+                        self.nodes(&g.body)?;
+                    }
+                }
+                Node::LoadIndex { var, buf, offset } => {
+                    let i = self.offset(*buf, offset)?;
+                    let x = match &self.buffers[*buf].data {
+                        Data::Int(d) => d[i],
+                        _ => return Err(format!("load_index from non-i32 buffer `{}`", self.m.buffers[*buf].name)),
+                    };
+                    self.env[*var] = x as i64;
+                }
+                Node::Compute(c) => self.compute(c)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The in-bounds element index of `buf[offset]` at the current point.
+    fn offset(&self, buf: BufId, offset: &IExpr) -> Result<usize, String> {
+        let o = offset.eval(&self.env);
+        let len = self.buffers[buf].len();
+        match usize::try_from(o) {
+            Ok(i) if i < len => Ok(i),
+            _ => Err(format!("offset {o} out of bounds of buffer `{}` ({len} elements) at {}", self.m.buffers[buf].name, self.point())),
+        }
+    }
+
+    /// The current variable values, for error messages.
+    fn point(&self) -> String {
+        let kv: Vec<String> = self.k.vars.iter().zip(&self.env).map(|(v, x)| format!("{}={x}", v.name)).collect();
+        format!("({})", kv.join(", "))
+    }
+
+    fn compute(&mut self, c: &Compute) -> Result<(), String> {
+        self.vals.clear();
+        for v in &c.values {
+            let x = self.value(v)?;
+            self.vals.push(x);
+        }
+        let w = &c.write;
+        let i = self.offset(w.buf, &w.offset)?;
+        let x = self.vals[w.value];
+        let acc = w.kind != WriteKind::Store;
+        match (&mut self.buffers[w.buf].data, x) {
+            (Data::Int(d), Val::I(x)) => d[i] = if acc { d[i].wrapping_add(x) } else { x },
+            (Data::F64(d), Val::F(x)) => d[i] = if acc { d[i] + x } else { x },
+            // The sum is an f32 addition, as in the et interpreter.
+            (Data::F32(d), Val::F(x)) => d[i] = if acc { d[i] + x as f32 } else { x as f32 },
+            _ => return Err(format!("write of a value of the wrong kind to `{}`", self.m.buffers[w.buf].name)),
+        }
+        Ok(())
+    }
+
+    fn value(&self, v: &Value) -> Result<Val, String> {
+        let d = v.dtype;
+        let val = |a: ValId| self.vals[a];
+        Ok(match &v.op {
+            VOp::Const(x) => match d {
+                // The verifier guarantees an integral i32-range constant.
+                DType::I32 => Val::I(*x as i32),
+                _ => Val::F(fl(d, *x)),
+            },
+            VOp::Load { buf, offset } => {
+                let i = self.offset(*buf, offset)?;
+                match &self.buffers[*buf].data {
+                    Data::Int(t) => Val::I(t[i]),
+                    Data::F64(t) => Val::F(t[i]),
+                    Data::F32(t) => Val::F(t[i] as f64),
+                }
+            }
+            VOp::Index(e) => Val::I(e.eval(&self.env) as i32),
+            VOp::Lookup { table, index } => {
+                let i = index.eval(&self.env);
+                let x = usize::try_from(i).ok().and_then(|i| table.get(i)).ok_or_else(|| format!("lookup index {i} outside a table of {} entries at {}", table.len(), self.point()))?;
+                Val::I(*x as i32)
+            }
+            VOp::Random { stream, counter, lo, hi } => {
+                let s = Stream::new(self.seed, stream);
+                let n = counter.eval(&self.env) as u64;
+                match (val(*lo), val(*hi)) {
+                    (Val::I(lo), Val::I(hi)) => Val::I(s.int(n, lo as i64, hi as i64) as i32),
+                    (lo, hi) => Val::F(fl(d, s.float(n, lo.as_f64(), hi.as_f64()))),
+                }
+            }
+            VOp::Neg(a) => match val(*a) {
+                Val::I(i) => Val::I(i.wrapping_neg()),
+                Val::F(f) => Val::F(-f),
+            },
+            VOp::Bin(op, a, b) => binary(*op, d, val(*a), val(*b))?,
+            VOp::Cast(a) => match (val(*a), d) {
+                (Val::I(i), DType::I32) => Val::I(i),
+                // Rust `as`: truncation toward zero, saturating, NaN -> 0.
+                (Val::F(f), DType::I32) => Val::I(f as i32),
+                (x, _) => Val::F(fl(d, x.as_f64())),
+            },
+        })
+    }
+}
+
+/// `VBin` on two values of dtype `d`, as the et interpreter's `binary`.
+fn binary(op: VBin, d: DType, a: Val, b: Val) -> Result<Val, String> {
+    Ok(match (a, b) {
+        (Val::I(x), Val::I(y)) => match op {
+            VBin::Add => Val::I(x.wrapping_add(y)),
+            VBin::Sub => Val::I(x.wrapping_sub(y)),
+            VBin::Mul => Val::I(x.wrapping_mul(y)),
+            VBin::Div => return Err("`div` on i32 values".to_string()),
+            // Divisor 0 gives 0; computed in i64 and wrapped
+            // (i32::MIN // -1).
+            _ if y == 0 => Val::I(0),
+            VBin::FloorDiv => Val::I(floor_div(x as i64, y as i64) as i32),
+            VBin::CeilDiv => Val::I(ceil_div(x as i64, y as i64) as i32),
+            VBin::Mod => Val::I(floor_mod(x as i64, y as i64) as i32),
+        },
+        (Val::F(x), Val::F(y)) => {
+            let r = match op {
+                VBin::Add => x + y,
+                VBin::Sub => x - y,
+                VBin::Mul => x * y,
+                VBin::Div => x / y,
+                VBin::FloorDiv => (x / y).floor(),
+                VBin::CeilDiv => (x / y).ceil(),
+                VBin::Mod => x - y * (x / y).floor(),
+            };
+            Val::F(fl(d, r))
+        }
+        _ => return Err(format!("`{}` on an i32 and a float value", op.text())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn i32_and_float_binary_rules() {
+        let i = |op, a, b| binary(op, DType::I32, Val::I(a), Val::I(b)).unwrap();
+        assert_eq!(i(VBin::Add, i32::MAX, 1), Val::I(i32::MIN));
+        assert_eq!(i(VBin::FloorDiv, -7, 2), Val::I(-4));
+        assert_eq!(i(VBin::CeilDiv, -7, 2), Val::I(-3));
+        assert_eq!(i(VBin::Mod, 7, -2), Val::I(-1));
+        assert_eq!(i(VBin::Mod, 7, 0), Val::I(0));
+        assert_eq!(i(VBin::FloorDiv, i32::MIN, -1), Val::I(i32::MIN));
+        assert!(binary(VBin::Div, DType::I32, Val::I(1), Val::I(2)).is_err());
+        let f = |op, a, b| binary(op, DType::F64, Val::F(a), Val::F(b)).unwrap();
+        assert_eq!(f(VBin::Mod, -7.5, 2.0), Val::F(0.5));
+        assert_eq!(f(VBin::FloorDiv, -7.5, 2.0), Val::F(-4.0));
+        assert_eq!(f(VBin::CeilDiv, 7.5, 2.0), Val::F(4.0));
+        // f32: 1/3 rounded to f32, not the f64 quotient.
+        assert_eq!(binary(VBin::Div, DType::F32, Val::F(1.0), Val::F(3.0)).unwrap(), Val::F((1.0f32 / 3.0f32) as f64));
+    }
+}
