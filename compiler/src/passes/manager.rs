@@ -101,7 +101,7 @@ pub fn print_ir(unit: &Unit) -> String {
     match &unit.ir {
         Ir::Source => unit.source.text.clone(),
         Ir::Et(p) => crate::ir::print::module(&p.module),
-        Ir::Loop(m) => format!("{m:#?}\n"), // MERGE: loops_print
+        Ir::Loop(m) => crate::ir::loops_print::module(m),
     }
 }
 
@@ -188,7 +188,11 @@ fn order(l: Level) -> u8 {
 fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result<(), Failure> {
     let r = match ir {
         Ir::Source => Ok(()),
-        Ir::Et(_) | Ir::Loop(_) => { let _ = before; Ok::<(), String>(()) } // MERGE: verifiers
+        Ir::Et(_) => {
+            let _ = before; // MERGE: et verifier
+            Ok(())
+        }
+        Ir::Loop(m) => crate::ir::loops_verify::verify(m),
     };
     r.map_err(|e| Failure::Internal(format!("IR after pass `{pass}` does not verify: {e}")))
 }

@@ -197,3 +197,75 @@ fn mark(ns: &mut [Node], cands: &[VarId], atomic: bool) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Source;
+    use crate::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE};
+
+    /// (kernel name, parallel loop variables, write kind) for an example.
+    fn kernels(example: &str, binds: &[&str]) -> Vec<(String, Vec<String>, WriteKind)> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples").join(example);
+        let mut unit = Unit::from_source(Source::load(&path).unwrap());
+        let opts = Options { binds: binds.iter().map(|s| s.to_string()).collect(), ..Options::default() };
+        manager::PassManager::from_names(DEFAULT_PIPELINE, manager::Instrument::default()).unwrap().run(&mut unit, &opts, &mut std::io::sink()).unwrap();
+        let Ir::Loop(m) = unit.ir else { panic!("not lowered") };
+        m.kernels
+            .iter()
+            .map(|k| {
+                let mut par = Vec::new();
+                let mut write = None;
+                k.walk(&mut |n| match n {
+                    Node::For(l) if l.kind == LoopKind::Parallel => par.push(k.vars[l.var].name.clone()),
+                    Node::Compute(c) => write = Some(c.write.kind),
+                    _ => {}
+                });
+                (k.name.clone(), par, write.unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn conv_output_positions_are_parallel_without_atomics() {
+        let ks = kernels("conv_valid.et", &["batch=[2]", "ipos=[9,9]", "fpos=[3,3]", "stride=[2,2]", "ichan=[2]", "ochan=[3]"]);
+        let main = ks.iter().find(|k| k.0 == "s2_y").unwrap();
+        assert_eq!(main.1, ["batch_0", "opos_0", "opos_1", "ochan_0"]);
+        assert_eq!(main.2, WriteKind::Accumulate);
+        // The reset kernel stores a constant: parallel, no atomics.
+        let reset = ks.iter().find(|k| k.0 == "s2_y_reset").unwrap();
+        assert_eq!(reset.2, WriteKind::Store);
+    }
+
+    #[test]
+    fn scatter_with_loaded_indices_needs_atomics() {
+        let ks = kernels("scatter_nd.et", &[]);
+        let main = ks.iter().find(|k| k.0.ends_with("_out") && !k.0.ends_with("reset")).map(|k| k.clone());
+        let last = ks.last().unwrap();
+        assert_eq!(last.2, WriteKind::AtomicAccumulate, "{ks:?} {main:?}");
+        assert!(last.1.iter().any(|v| v.starts_with("upd")), "{ks:?}");
+    }
+
+    #[test]
+    fn space_to_depth_and_tile_writes_are_proved_injective() {
+        // y[batch, pos//blk, FLAT(pos % blk, chan)]: pos is determined by
+        // the pair (pos//blk, pos%blk).
+        let ks = kernels("space_to_depth.et", &["chan=[3]", "batch=[2]"]);
+        let main = ks.last().unwrap();
+        assert_eq!(main.2, WriteKind::Accumulate, "{ks:?}");
+        assert_eq!(main.1.len(), 4, "{ks:?}");
+        // y[rep*DIMS(e)+e]: a mixed radix in (rep, e).
+        let ks = kernels("tile.et", &["e=[3,2]", "rep=[2,3]"]);
+        let main = ks.last().unwrap();
+        assert_eq!(main.2, WriteKind::Accumulate, "{ks:?}");
+        assert_eq!(main.1.len(), 4, "{ks:?}");
+    }
+
+    #[test]
+    fn reductions_stay_inside_the_thread() {
+        let ks = kernels("matmul.et", &["batch=[2]", "row=[3]", "k=[4]", "col=[5]"]);
+        let main = ks.last().unwrap();
+        assert_eq!(main.1, ["batch_0", "row_0", "col_0"]);
+        assert_eq!(main.2, WriteKind::Accumulate);
+    }
+}
