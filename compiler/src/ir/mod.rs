@@ -2,5 +2,7 @@
 //! back (DESIGN.md section 3).
 
 pub mod et;
+pub mod et_parse;
+pub mod et_verify;
 pub mod loops;
 pub mod print;
