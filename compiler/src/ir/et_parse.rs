@@ -25,6 +25,12 @@ use std::collections::HashMap;
 /// source lines are limited to 256 operators (E0011).
 pub const MAX_DEPTH: usize = 512;
 
+/// Deepest nesting through `FLAT(..)` and slices, the part of the parser
+/// that recurses: each level costs native stack (several KiB in debug
+/// builds), and 256 stays within a 2 MiB thread stack. A source line has at
+/// most 256 operators and brackets, so no printed program nests deeper.
+pub const MAX_NESTED: usize = 256;
+
 /// Parses a printed `et` module.
 pub fn parse_module(text: &str) -> Result<Module, Vec<Diagnostic>> {
     let mut diags = Vec::new();
@@ -38,10 +44,11 @@ pub fn parse_module(text: &str) -> Result<Module, Vec<Diagnostic>> {
         if trimmed.is_empty() || trimmed.starts_with("//") {
             continue;
         }
-        match lex_line(body, start) {
-            Ok(toks) => lines.push(LineToks { toks, end: start + body.len() }),
-            Err(d) => diags.push(d),
-        }
+        let (toks, err) = lex_line(body, start);
+        let broken = err.is_some();
+        diags.extend(err);
+        lines.push(LineToks { toks, end: start + body.len(), broken });
+
     }
     let names = declare(&lines, &mut diags);
     let mut p = ModuleParser {
@@ -90,6 +97,8 @@ struct LineToks {
     toks: Vec<Token>,
     /// Byte offset of the end of the line (for "unexpected end of line").
     end: usize,
+    /// A lexical error was reported; `toks` holds the tokens before it.
+    broken: bool,
 }
 
 /// Longest first, so `//^` is not read as `//` then `^`.
@@ -104,8 +113,14 @@ fn describe(t: &Tok) -> String {
     }
 }
 
-fn lex_line(line: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
+/// The tokens of one line, up to the first lexical error if any.
+fn lex_line(line: &str, base: usize) -> (Vec<Token>, Option<Diagnostic>) {
     let mut toks = Vec::new();
+    let err = lex_into(line, base, &mut toks).err();
+    (toks, err)
+}
+
+fn lex_into(line: &str, base: usize, toks: &mut Vec<Token>) -> Result<(), Diagnostic> {
     let mut i = 0;
     let bytes = line.as_bytes();
     while i < line.len() {
@@ -171,7 +186,7 @@ fn lex_line(line: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
             return Err(Diagnostic::error("E0601", format!("unexpected character {c:?}")).at(span, "not part of the et dialect"));
         }
     }
-    Ok(toks)
+    Ok(())
 }
 
 /// A string as Rust's `{:?}` prints it (the printer's format); returns the
@@ -335,7 +350,12 @@ impl ModuleParser {
                 self.module.stmts.push(b.stmt);
             }
         }
-        let mut c = Cursor { toks: &l.toks, pos: 0, end: l.end, names, depth: 0 };
+        if l.broken {
+            // Already reported by the lexer; only keep numbering aligned.
+            self.recover(word);
+            return;
+        }
+        let mut c = Cursor { toks: &l.toks, pos: 0, end: l.end, names, depth: 0, recursion: 0 };
         let r = match word {
             "eintup" => self.ordered(Section::Eintups, first.span).and_then(|_| self.eintup(&mut c)),
             "array" => self.ordered(Section::Arrays, first.span).and_then(|_| self.array(&mut c)),
@@ -633,7 +653,10 @@ struct Cursor<'a> {
     pos: usize,
     end: usize,
     names: &'a Names,
+    /// Nesting of index expressions (parentheses and recursion).
     depth: usize,
+    /// Nesting through `FLAT(..)` and slices only.
+    recursion: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -851,36 +874,70 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// An index expression. Parenthesised binary expressions (the printer
+    /// writes every one as `(a op b)`) are parsed with an explicit stack,
+    /// so long operator chains cost no native stack; only `FLAT(..)` and
+    /// slices recurse. `depth` counts both, bounded by [`MAX_DEPTH`].
     fn index_expr(&mut self) -> PResult<IndexExpr> {
-        self.depth += 1;
-        let r = if self.depth > MAX_DEPTH {
-            let sp = self.peek().map_or(Span::new(self.end, self.end), |t| t.span);
-            Err(Diagnostic::error("E0619", format!("index expression nested deeper than {MAX_DEPTH}")).at(sp, "too deep"))
-        } else {
-            self.index_expr_inner()
+        enum Frame {
+            /// Saw `(` at this span; the left operand comes next.
+            Open(Span),
+            /// Saw `( left op`; the right operand comes next.
+            Right(Span, IndexExpr, IndexOp),
+        }
+        let base = self.depth;
+        let mut stack: Vec<Frame> = Vec::new();
+        let r = 'outer: loop {
+            while self.is_punct("(") {
+                if base + stack.len() >= MAX_DEPTH {
+                    break 'outer Err(self.too_deep());
+                }
+                let sp = self.next().map_or(Span::default(), |t| t.span);
+                stack.push(Frame::Open(sp));
+            }
+            self.depth = base + stack.len();
+            let mut e = match self.atom() {
+                Ok(e) => e,
+                Err(d) => break 'outer Err(d),
+            };
+            loop {
+                match stack.pop() {
+                    None => break 'outer Ok(e),
+                    Some(Frame::Open(sp)) => {
+                        let op = match self.peek() {
+                            Some(Token { tok: Tok::Punct(p), .. }) if index_op(p).is_some() => index_op(p),
+                            _ => None,
+                        };
+                        let Some(op) = op else { break 'outer Err(self.unexpected("an index operator (`+ - * // //^ %`)")) };
+                        self.pos += 1;
+                        stack.push(Frame::Right(sp, e, op));
+                        continue 'outer;
+                    }
+                    Some(Frame::Right(sp, l, op)) => {
+                        let close = match self.punct(")") {
+                            Ok(c) => c,
+                            Err(d) => break 'outer Err(d),
+                        };
+                        e = IndexExpr { kind: IndexKind::Bin(op, Box::new(l), Box::new(e)), span: sp.to(close) };
+                    }
+                }
+            }
         };
-        self.depth -= 1;
+        self.depth = base;
         r
     }
 
-    fn index_expr_inner(&mut self) -> PResult<IndexExpr> {
+    fn too_deep(&self) -> Diagnostic {
+        let sp = self.peek().map_or(Span::new(self.end, self.end), |t| t.span);
+        Diagnostic::error("E0619", "index expression nested too deeply")
+            .at(sp, "too deep")
+            .note(format!("at most {MAX_DEPTH} levels, {MAX_NESTED} of them through FLAT(..) or slices"))
+    }
+
+    /// An index expression that does not start with `(`.
+    fn atom(&mut self) -> PResult<IndexExpr> {
         let Some(t) = self.peek() else { return Err(self.unexpected("an index expression")) };
         match &t.tok {
-            Tok::Punct("(") => {
-                self.pos += 1;
-                let a = self.index_expr()?;
-                let op = match self.next().map(|t| (&t.tok, t.span)) {
-                    Some((Tok::Punct(p), _)) if index_op(p).is_some() => index_op(p).unwrap_or(IndexOp::Add),
-                    Some((tok, sp)) => return Err(self.unexpected_tok(tok, sp, "an index operator (`+ - * // //^ %`)")),
-                    None => {
-                        self.pos -= 1;
-                        return Err(self.unexpected("an index operator"));
-                    }
-                };
-                let b = self.index_expr()?;
-                let close = self.punct(")")?;
-                Ok(IndexExpr { kind: IndexKind::Bin(op, Box::new(a), Box::new(b)), span: t.span.to(close) })
-            }
             Tok::Punct("-") | Tok::Int(_) => {
                 let (v, sp) = self.int_lit()?;
                 Ok(IndexExpr { kind: IndexKind::Lit(v), span: sp })
@@ -888,34 +945,13 @@ impl<'a> Cursor<'a> {
             Tok::Ident(w) => {
                 let next = self.peek_at(1).map(|t| &t.tok);
                 if next == Some(&Tok::Punct("(")) {
-                    self.pos += 1;
-                    let kind = match w.as_str() {
-                        "DIMS" => IndexKind::Dims(self.eintup_list()?),
-                        "RANK" => IndexKind::Rank(self.eintup_list()?),
-                        "FLAT" => {
-                            self.punct("(")?;
-                            let mut v = Vec::new();
-                            if !self.eat(")") {
-                                loop {
-                                    v.push(self.index_expr()?);
-                                    if self.eat(")") {
-                                        break;
-                                    }
-                                    self.punct(",")?;
-                                }
-                            }
-                            IndexKind::Flat(v)
-                        }
-                        _ => {
-                            return Err(Diagnostic::error("E0616", format!("unknown index function `{w}`"))
-                                .at(t.span, "expected `DIMS`, `RANK` or `FLAT`"))
-                        }
-                    };
-                    Ok(IndexExpr { kind, span: t.span.to(Span::new(self.prev_end(), self.prev_end())) })
+                    self.builtin(w, t.span)
                 } else if next == Some(&Tok::Punct("[")) {
-                    let (array, _) = self.array_name()?;
-                    let indices = self.slots()?;
-                    Ok(IndexExpr { kind: IndexKind::Slice { array, indices }, span: t.span.to(Span::new(self.prev_end(), self.prev_end())) })
+                    self.nested(|c| {
+                        let (array, _) = c.array_name()?;
+                        let indices = c.slots()?;
+                        Ok(IndexExpr { kind: IndexKind::Slice { array, indices }, span: t.span.to(c.prev_span()) })
+                    })
                 } else {
                     let (id, sp) = self.eintup_name()?;
                     Ok(IndexExpr { kind: IndexKind::Var(id), span: sp })
@@ -923,6 +959,46 @@ impl<'a> Cursor<'a> {
             }
             _ => Err(self.unexpected("an index expression")),
         }
+    }
+
+    /// One level of recursion through `FLAT(..)` or a slice's slots.
+    fn nested(&mut self, f: impl FnOnce(&mut Self) -> PResult<IndexExpr>) -> PResult<IndexExpr> {
+        if self.depth + 1 >= MAX_DEPTH || self.recursion >= MAX_NESTED {
+            return Err(self.too_deep());
+        }
+        self.depth += 1;
+        self.recursion += 1;
+        let r = f(self);
+        self.depth -= 1;
+        self.recursion -= 1;
+        r
+    }
+
+    /// `DIMS(..)`, `RANK(..)` or `FLAT(..)`; the cursor is at the name.
+    fn builtin(&mut self, w: &str, at: Span) -> PResult<IndexExpr> {
+        self.pos += 1;
+        let kind = match w {
+            "DIMS" => IndexKind::Dims(self.eintup_list()?),
+            "RANK" => IndexKind::Rank(self.eintup_list()?),
+            "FLAT" => {
+                return self.nested(|c| {
+                    c.punct("(")?;
+                    let mut v = Vec::new();
+                    if !c.eat(")") {
+                        loop {
+                            v.push(c.index_expr()?);
+                            if c.eat(")") {
+                                break;
+                            }
+                            c.punct(",")?;
+                        }
+                    }
+                    Ok(IndexExpr { kind: IndexKind::Flat(v), span: at.to(c.prev_span()) })
+                })
+            }
+            _ => return Err(Diagnostic::error("E0616", format!("unknown index function `{w}`")).at(at, "expected `DIMS`, `RANK` or `FLAT`")),
+        };
+        Ok(IndexExpr { kind, span: at.to(self.prev_span()) })
     }
 
     /// The operand of `const`: an integer, a float, `inf` or `NaN`, any of
@@ -1054,4 +1130,210 @@ fn index_op(p: &str) -> Option<IndexOp> {
         "%" => IndexOp::Mod,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::print;
+
+    const BASE: &str = "\
+eintup i : ?
+array x : INT [i : ?] def=0 input range=[0, 10)
+stmt 0 x[i] = %2 vars(i) {
+  %0 = const 0 : INT<>
+  %1 = const 10 : INT<>
+  %2 = random %0, %1, INT : INT<i:?>
+}
+outputs x
+";
+
+    /// The first diagnostic's code and the text under its primary label.
+    fn first_error(text: &str) -> (&'static str, String) {
+        match parse_module(text) {
+            Ok(m) => panic!("accepted:\n{text}\nas {m:?}"),
+            Err(d) => {
+                let sp = d[0].primary_span().expect("located");
+                (d[0].code, text[sp.range()].to_string())
+            }
+        }
+    }
+
+    fn edit(from: &str, to: &str) -> String {
+        assert!(BASE.contains(from), "{from}");
+        BASE.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn base_parses_with_expected_content() {
+        let m = parse_module(BASE).expect("parses");
+        assert_eq!(m.eintups.len(), 1);
+        assert_eq!(m.arrays[0].attrs, vec![Attr::Range { lo: Bound::Int(0), hi: Bound::Int(10) }]);
+        assert!(m.arrays[0].is_input);
+        assert_eq!(m.stmts[0].ops[2].kind, OpKind::Random { lo: 0, hi: 1, dtype: ElemType::Int });
+        assert_eq!(m.stmts[0].result, 2);
+        assert_eq!(m.outputs, vec![0]);
+        assert_eq!(print::module(&m), BASE);
+    }
+
+    #[test]
+    fn comments_and_blank_lines_are_ignored() {
+        let text = format!("// RUN: etopt %s | FileCheck %s\n\n{}  // CHECK: x\n", BASE.replace("stmt 0", "\n// a comment\nstmt 0"));
+        let m = parse_module(&text).expect("parses");
+        assert_eq!(print::module(&m), BASE);
+        // Spans point into the commented text.
+        assert_eq!(&text[m.eintups[0].span.range()], "i");
+        assert_eq!(&text[m.stmts[0].ops[1].span.range()], "%1 = const 10 : INT<>");
+    }
+
+    /// Every line form and op; reprinted byte for byte.
+    const ALL: &str = r#"eintup a : ?
+eintup b : ?2
+eintup c : [2, 0]
+eintup d : []
+array x : INT [a : ?, (b + 1) : ?2] def=0 input range=[-5, 7) range=[0, DIMS(c, d))
+array y : FLOAT [FLAT(a, b) : ?, ((RANK(b) * DIMS(c)) //^ 2) : [3, 1]] def=1
+array z : FLOAT [] def=2
+stmt 0 x[a, (b + 1)] = %3 vars(a, b) {
+  %0 = const -5 : INT<>
+  %1 = const 7 : INT<>
+  %2 = random %0, %1, INT : INT<a:?, b:?2>
+  %3 = neg %2 : INT<a:?, b:?2>
+}
+stmt 1 y[FLAT(a, b), ((RANK(b) * DIMS(c)) //^ 2)] += %11 vars(a, b) {
+  %0 = const -0.0 : FLOAT<>
+  %1 = const 1e20 : FLOAT<>
+  %2 = const inf : FLOAT<>
+  %3 = const -9223372036854775808 : INT<>
+  %4 = rank(a, b) : INT<>
+  %5 = dims_at(c)[(a % 2)] : INT<a:?>
+  %6 = read x[a, :] : INT<a:?>
+  %7 = read y[x[a, :], (((a // 2) - 3) + -1)] : FLOAT<a:?, c:[2, 0]>
+  %8 = add %0, %1 : FLOAT<>
+  %9 = sub %8, %2 : FLOAT<>
+  %10 = mul %9, %3 : FLOAT<>
+  %11 = div %10, %4 : FLOAT<d:[]>
+}
+stmt 2 z[] = %3 vars() {
+  %0 = const 0.1 : FLOAT<>
+  %1 = floordiv %0, %0 : FLOAT<>
+  %2 = ceildiv %1, %0 : FLOAT<>
+  %3 = mod %2, %1 : FLOAT<>
+}
+call tf.nn.f(x, k=DIMS(a, b), r=RANK(c), t=TENSOR(DIMS(a)), s=L("q\"uo\\te\n"), n=L(-1), f=L(-2.5), g=L(1e-7), w=L(True))
+outputs z, y
+"#;
+
+    #[test]
+    fn every_form_round_trips() {
+        let m = parse_module(ALL).unwrap_or_else(|d| panic!("{}", d.iter().map(|d| d.render("all", ALL)).collect::<String>()));
+        assert_eq!(print::module(&m), ALL);
+        assert_eq!((m.eintups[1].rank, &m.eintups[1].dims), (Some(2), &None));
+        assert_eq!((m.eintups[2].rank, &m.eintups[2].dims), (Some(2), &Some(vec![2, 0])));
+        assert_eq!((m.eintups[3].rank, &m.eintups[3].dims), (Some(0), &Some(vec![])));
+        let s1 = &m.stmts[1];
+        assert_eq!(s1.op, AssignOp::AddAssign);
+        assert!(matches!(s1.ops[0].kind, OpKind::ConstFloat(f) if f == 0.0 && f.is_sign_negative()));
+        assert_eq!(s1.ops[1].kind, OpKind::ConstFloat(1e20));
+        assert_eq!(s1.ops[2].kind, OpKind::ConstFloat(f64::INFINITY));
+        assert_eq!(s1.ops[3].kind, OpKind::ConstInt(i64::MIN));
+        assert_eq!(s1.ops[11].kind, OpKind::Binary(BinOp::Div, 10, 4));
+        let call = m.call.as_ref().expect("call");
+        assert_eq!(call.func, "tf.nn.f");
+        assert_eq!(call.args[4], (Some("s".into()), CallArg::Literal(Literal::Str("q\"uo\\te\n".into()))));
+        assert_eq!(call.args[6].1, CallArg::Literal(Literal::Float(-2.5)));
+        assert_eq!(call.args[8].1, CallArg::Literal(Literal::Word("True".into())));
+        assert_eq!(m.outputs, vec![2, 1]);
+        // y's first position reads x, declared above; the read in stmt 1
+        // slices x: ids resolve regardless of order.
+        let OpKind::Read { array, indices } = &s1.ops[7].kind else { panic!() };
+        assert_eq!(*array, 1);
+        assert!(matches!(&indices[0], IndexSlot::Expr(IndexExpr { kind: IndexKind::Slice { array: 0, .. }, .. })));
+        assert!(matches!(&indices[1], IndexSlot::Expr(IndexExpr { kind: IndexKind::Bin(IndexOp::Add, _, r), .. }) if r.kind == IndexKind::Lit(-1)));
+    }
+
+    #[test]
+    fn each_error_code_is_located() {
+        let deep = format!("array x : INT [{}i{} : ?] def=0", "(".repeat(600), " + 1)".repeat(600));
+        let cases: Vec<(String, &str, &str)> = vec![
+            (edit("eintup i : ?", "eintup i : $"), "E0601", "$"),
+            (edit("const 10", "const 12abc"), "E0602", "12abc"),
+            (edit("const 10", "const 99999999999999999999"), "E0602", "99999999999999999999"),
+            (edit("const 10", "const 1e999"), "E0602", "1e999"),
+            (format!("{BASE}call f(L(\"abc)\n"), "E0603", "\""),
+            (format!("{BASE}call f(L(\"a\\qb\"))\n"), "E0603", "\\q"),
+            (edit("eintup i : ?", "eintup i ?"), "E0604", "?"),
+            (edit("%2 = random %0, %1, INT : INT<i:?>", "%2 = random %0, %1, INT : INT<i:?> extra"), "E0604", "extra"),
+            (edit("outputs x", "bogus x"), "E0605", "bogus"),
+            (format!("{BASE}eintup j : ?\n"), "E0606", "eintup"),
+            (format!("{BASE}outputs x\n"), "E0606", "outputs"),
+            (edit("eintup i : ?", "eintup i : ?\neintup i : []"), "E0607", "i"),
+            (edit("[i : ?]", "[j : ?]"), "E0608", "j"),
+            (edit("outputs x", "outputs q"), "E0609", "q"),
+            (edit("stmt 0", "stmt 1"), "E0610", "1"),
+            (edit("%0 = const 0", "%1 = const 0"), "E0611", "%1"),
+            (edit("random %0, %1", "random %0, %2"), "E0612", "%2"),
+            (edit("= %2 vars", "= %5 vars"), "E0613", "%5"),
+            (edit("}\n", ""), "E0614", "stmt 0 x[i] = %2 vars(i) {"),
+            (edit("stmt 0 x[i] = %2 vars(i) {\n", ""), "E0614", "%"),
+            (format!("{BASE}}}\n"), "E0614", "}"),
+            (edit("INT<i:?>", "INT<i:[2]>"), "E0615", "i:[2]"),
+            (edit("random %0, %1, INT", "frob %0, %1, INT"), "E0616", "frob"),
+            (edit("[i : ?]", "[ROOT(i) : ?]"), "E0616", "ROOT"),
+            (edit(" def=0", ""), "E0617", ""),
+            (edit("input", "input input"), "E0617", "input"),
+            (edit("INT [i", "DOUBLE [i"), "E0618", "DOUBLE"),
+            (edit("array x : INT [i : ?] def=0 input range=[0, 10)", &deep), "E0619", "("),
+        ];
+        for (text, code, under) in cases {
+            let (c, u) = first_error(&text);
+            assert_eq!((c, u.as_str()), (code, under), "in:\n{text}");
+        }
+    }
+
+    /// Nesting a source program can reach parses on a test thread's 2 MiB
+    /// stack; deeper nesting is E0619, not a stack overflow.
+    #[test]
+    fn deep_nesting_is_bounded() {
+        let pos = |open: &str, close: &str, d: usize| format!("eintup i : ?\narray x : INT [{}i{} : ?] def=0\n", open.repeat(d), close.repeat(d));
+        let cases = [
+            (pos("(", " + 1)", 500), true),
+            (pos("(", " + 1)", 600), false),
+            (pos("FLAT(", ")", 250), true),
+            (pos("FLAT(", ")", 300), false),
+            (pos("x[", "]", 250), true),
+            (pos("(FLAT(", ") + 1)", 200), true),
+        ];
+        for (text, ok) in cases {
+            let t = std::thread::Builder::new().stack_size(2 << 20).spawn(move || parse_module(&text).map(|m| print::module(&m)).map_err(|d| d[0].code));
+            let r = t.expect("thread starts").join().expect("no stack overflow");
+            match r {
+                Ok(_) => assert!(ok),
+                Err(code) => assert_eq!((ok, code), (false, "E0619")),
+            }
+        }
+    }
+
+    #[test]
+    fn one_mistake_one_diagnostic() {
+        // A failed op line still numbers the following ops.
+        let text = edit("%0 = const 0 : INT<>", "%0 = const zero : INT<>");
+        let d = parse_module(&text).unwrap_err();
+        assert_eq!(d.iter().map(|d| d.code).collect::<Vec<_>>(), ["E0604"]);
+        // A failed eintup line keeps the ids of later lines.
+        let text = format!("eintup j : $\n{BASE}");
+        let d = parse_module(&text).unwrap_err();
+        assert_eq!(d.iter().map(|d| d.code).collect::<Vec<_>>(), ["E0601"]);
+        // A failed header skips its block quietly.
+        let text = edit("stmt 0 x[i] =", "stmt 0 x[i] ==");
+        let d = parse_module(&text).unwrap_err();
+        assert_eq!(d.len(), 1, "{d:?}");
+    }
+
+    #[test]
+    fn empty_text_is_an_empty_module() {
+        let m = parse_module("// nothing\n\n").expect("parses");
+        assert!(m.eintups.is_empty() && m.stmts.is_empty() && m.call.is_none() && m.outputs.is_empty());
+        assert_eq!(print::module(&m), "");
+    }
 }
