@@ -380,7 +380,7 @@ impl ModuleParser {
             return Err(Diagnostic::error("E0606", format!("a second `{}` line", s.word())).at(at, "already given above"));
         }
         if s < self.section {
-            return Err(Diagnostic::error("E0606", format!("`{}` line after a `{}` line", s.word(), self.section.word()))
+            return Err(Diagnostic::error("E0606", format!("`{}` line after the `{}` section", s.word(), self.section.word()))
                 .at(at, "out of order")
                 .note("lines come in this order: eintup, array, stmt blocks, call, outputs"));
         }
