@@ -1,6 +1,8 @@
 //! Textual form of the `et` dialect (see docs/ir-et.md). One line per
 //! eintup, array and op; index expressions fully parenthesised so the
-//! parser (`ir::parse`) needs no precedence rules.
+//! parser (`ir::et_parse`) needs no precedence rules. Every id is printed
+//! as a name; the parser resolves names back to ids, so `parse(print(m))`
+//! equals `m` up to spans for any module that passes `et_verify::verify`.
 
 use super::et::*;
 use std::fmt::Write;

@@ -1,0 +1,578 @@
+//! Verifier of the `et` dialect: structural invariants of one module
+//! (`verify`) and the refinement rule between a module before and after a
+//! pass (`verify_refines`, DESIGN.md s.3: a pass may only shrink the set of
+//! values a type admits). docs/ir-et.md states both rule sets.
+//!
+//! Both return every violation found, one per line, each naming the
+//! eintup, array, statement or op concerned; `Ok(())` when there are none.
+
+use super::et::*;
+use crate::sema::dims::bound;
+
+/// Checks the structural invariants of a module.
+pub fn verify(m: &Module) -> Result<(), String> {
+    let mut v = Verifier { m, errs: Vec::new() };
+    v.module();
+    if v.errs.is_empty() {
+        Ok(())
+    } else {
+        Err(v.errs.join("\n"))
+    }
+}
+
+struct Verifier<'a> {
+    m: &'a Module,
+    errs: Vec<String>,
+}
+
+impl Verifier<'_> {
+    fn err(&mut self, s: String) {
+        self.errs.push(s);
+    }
+
+    fn eintup_ids(&mut self, what: &str, l: &[EintupId]) {
+        for &e in l {
+            if e >= self.m.eintups.len() {
+                self.err(format!("{what}: eintup id {e} out of range ({} eintups)", self.m.eintups.len()));
+            }
+        }
+    }
+
+    fn array_id(&mut self, what: &str, a: ArrayId) -> bool {
+        let ok = a < self.m.arrays.len();
+        if !ok {
+            self.err(format!("{what}: array id {a} out of range ({} arrays)", self.m.arrays.len()));
+        }
+        ok
+    }
+
+    fn module(&mut self) {
+        let m = self.m;
+        for (i, e) in m.eintups.iter().enumerate() {
+            if m.eintups[..i].iter().any(|x| x.name == e.name) {
+                self.err(format!("eintup `{}` is declared twice", e.name));
+            }
+            rank_dims(&mut self.errs, &format!("eintup `{}`", e.name), e.rank, &e.dims);
+        }
+        // First-mention dims of a specialised module follow from the
+        // eintups' dims (LANGUAGE.md s.5); recompute and compare.
+        let all_dims: Option<Vec<Vec<i64>>> = m.eintups.iter().map(|e| e.dims.clone()).collect();
+        for (ai, a) in m.arrays.iter().enumerate() {
+            let what = format!("array `{}`", a.name);
+            if m.arrays[..ai].iter().any(|x| x.name == a.name) {
+                self.err(format!("{what} is declared twice"));
+            }
+            match m.stmts.get(a.def_stmt) {
+                None => self.err(format!("{what}: defining statement {} out of range ({} statements)", a.def_stmt, m.stmts.len())),
+                Some(s) if s.array != ai => {
+                    self.err(format!("{what}: defining statement {} assigns another array", a.def_stmt));
+                }
+                Some(_) => {}
+            }
+            for (k, p) in a.positions.iter().enumerate() {
+                let pw = format!("{what} position {}", k + 1);
+                self.expr(&pw, &p.expr, None);
+                rank_dims(&mut self.errs, &pw, p.rank, &p.dims);
+                if let (Some(d), Some(all)) = (&p.dims, &all_dims) {
+                    if self.errs.is_empty() {
+                        match bound(&p.expr, all) {
+                            Ok(want) if &want == d => {}
+                            Ok(want) => self.err(format!("{pw}: dims {d:?} but the eintups' dims give {want:?}")),
+                            Err(e) => self.err(format!("{pw}: dims {d:?} but the first mention has no shape ({e:?})")),
+                        }
+                    }
+                }
+            }
+            for at in &a.attrs {
+                match at {
+                    Attr::Range { lo, hi } => {
+                        for b in [lo, hi] {
+                            if let Bound::DimsAt(l) = b {
+                                self.eintup_ids(&format!("{what} range"), l);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for (si, s) in m.stmts.iter().enumerate() {
+            self.stmt(si, s);
+        }
+        if let Some(c) = &m.call {
+            for (_, arg) in &c.args {
+                match arg {
+                    CallArg::Array(a) => {
+                        self.array_id(&format!("call {}", c.func), *a);
+                    }
+                    CallArg::Dims(l) | CallArg::Rank(l) | CallArg::Tensor(l) => self.eintup_ids(&format!("call {}", c.func), l),
+                    CallArg::Literal(_) => {}
+                }
+            }
+        }
+        for &o in &m.outputs {
+            self.array_id("outputs", o);
+        }
+    }
+
+    fn stmt(&mut self, si: usize, s: &Stmt) {
+        let what = format!("stmt {si}");
+        self.eintup_ids(&format!("{what} vars"), &s.vars);
+        if self.array_id(&what, s.array) {
+            self.slot_count(&what, s.array, s.indices.len());
+        }
+        self.slots(&what, &s.indices, Some(&s.vars));
+        if s.result >= s.ops.len() {
+            self.err(format!("{what}: result %{} is not one of its {} ops", s.result, s.ops.len()));
+        }
+        for (k, op) in s.ops.iter().enumerate() {
+            let ow = format!("{what} op %{k}");
+            self.eintup_ids(&format!("{ow} type"), &op.ty.eintups);
+            let operands: Vec<ValueId> = match &op.kind {
+                OpKind::ConstInt(_) | OpKind::ConstFloat(_) => vec![],
+                OpKind::Rank(l) => {
+                    self.eintup_ids(&ow, l);
+                    vec![]
+                }
+                OpKind::DimsAt(l, t) => {
+                    self.eintup_ids(&ow, l);
+                    self.expr(&ow, t, Some(&s.vars));
+                    vec![]
+                }
+                OpKind::Read { array, indices } => {
+                    if self.array_id(&ow, *array) {
+                        self.slot_count(&ow, *array, indices.len());
+                    }
+                    self.slots(&ow, indices, Some(&s.vars));
+                    vec![]
+                }
+                OpKind::Random { lo, hi, .. } => vec![*lo, *hi],
+                OpKind::Neg(a) => vec![*a],
+                OpKind::Binary(_, a, b) => vec![*a, *b],
+            };
+            for o in operands {
+                if o >= k {
+                    self.err(format!("{ow}: operand %{o} is not an earlier op (SSA order)"));
+                }
+            }
+        }
+    }
+
+    fn slot_count(&mut self, what: &str, a: ArrayId, n: usize) {
+        let arr = &self.m.arrays[a];
+        if arr.positions.len() != n {
+            self.err(format!("{what}: `{}` indexed with {n} slots but its signature has {} positions", arr.name, arr.positions.len()));
+        }
+    }
+
+    fn slots(&mut self, what: &str, s: &[IndexSlot], vars: Option<&[EintupId]>) {
+        for x in s {
+            if let IndexSlot::Expr(e) = x {
+                self.expr(what, e, vars);
+            }
+        }
+    }
+
+    /// Ids in range; with `vars`, a `Var` must be one of the statement's
+    /// variables (an eintup used only inside `DIMS`/`RANK` is not one).
+    fn expr(&mut self, what: &str, e: &IndexExpr, vars: Option<&[EintupId]>) {
+        match &e.kind {
+            IndexKind::Var(t) => {
+                self.eintup_ids(what, &[*t]);
+                if let (Some(vars), Some(x)) = (vars, self.m.eintups.get(*t)) {
+                    if !vars.contains(t) {
+                        self.err(format!("{what}: index variable `{}` is not a variable of the statement", x.name));
+                    }
+                }
+            }
+            IndexKind::Lit(_) => {}
+            IndexKind::Dims(l) | IndexKind::Rank(l) => self.eintup_ids(what, l),
+            IndexKind::Flat(v) => v.iter().for_each(|x| self.expr(what, x, vars)),
+            IndexKind::Slice { array, indices } => {
+                if self.array_id(what, *array) {
+                    self.slot_count(what, *array, indices.len());
+                }
+                self.slots(what, indices, vars);
+            }
+            IndexKind::Bin(_, a, b) => {
+                self.expr(what, a, vars);
+                self.expr(what, b, vars);
+            }
+        }
+    }
+}
+
+/// Static dims imply a known rank equal to their length.
+fn rank_dims(errs: &mut Vec<String>, what: &str, rank: Option<usize>, dims: &Option<Vec<i64>>) {
+    if let Some(d) = dims {
+        match rank {
+            Some(r) if r == d.len() => {}
+            Some(r) => errs.push(format!("{what}: rank {r} but {} static dims {d:?}", d.len())),
+            None => errs.push(format!("{what}: static dims {d:?} but unknown rank")),
+        }
+    }
+}
+
+// ---------------------------------------------------------- refinement
+
+/// Checks that `after` only refines the types of `before`: the same eintups
+/// and arrays by name; known ranks and static dims kept; array dtypes kept;
+/// every range attribute kept or narrowed; statement and op signature types
+/// keep their eintups (by name) and dtype. Ids may be renumbered.
+pub fn verify_refines(before: &Module, after: &Module) -> Result<(), String> {
+    let mut errs = Vec::new();
+    for e in &before.eintups {
+        let Some(a) = after.eintups.iter().find(|x| x.name == e.name) else {
+            errs.push(format!("eintup `{}` was removed", e.name));
+            continue;
+        };
+        let what = format!("eintup `{}`", e.name);
+        keep_rank_dims(&mut errs, &what, (e.rank, &e.dims), (a.rank, &a.dims));
+    }
+    for a in &after.eintups {
+        if before.eintup_by_name(&a.name).is_none() {
+            errs.push(format!("eintup `{}` was added", a.name));
+        }
+    }
+    for b in &before.arrays {
+        let Some(a) = after.arrays.iter().find(|x| x.name == b.name) else {
+            errs.push(format!("array `{}` was removed", b.name));
+            continue;
+        };
+        let what = format!("array `{}`", b.name);
+        if a.dtype != b.dtype {
+            errs.push(format!("{what}: dtype changed from {} to {}", b.dtype.text(), a.dtype.text()));
+        }
+        if a.positions.len() != b.positions.len() {
+            errs.push(format!("{what}: {} positions became {}", b.positions.len(), a.positions.len()));
+        } else {
+            for (k, (pb, pa)) in b.positions.iter().zip(&a.positions).enumerate() {
+                keep_rank_dims(&mut errs, &format!("{what} position {}", k + 1), (pb.rank, &pb.dims), (pa.rank, &pa.dims));
+            }
+        }
+        for Attr::Range { lo, hi } in &b.attrs {
+            let narrower = a.attrs.iter().any(|Attr::Range { lo: lo2, hi: hi2 }| {
+                bound_le(before, lo, after, lo2) == Some(true) && bound_le(after, hi2, before, hi) == Some(true)
+            });
+            if !narrower {
+                let old = range_text(before, lo, hi);
+                let new: Vec<String> = a.attrs.iter().map(|Attr::Range { lo, hi }| range_text(after, lo, hi)).collect();
+                if new.is_empty() {
+                    errs.push(format!("{what}: range {old} was dropped"));
+                } else {
+                    errs.push(format!("{what}: range {old} was widened (or cannot be shown no wider) to {}", new.join(", ")));
+                }
+            }
+        }
+    }
+    for a in &after.arrays {
+        if before.array_by_name(&a.name).is_none() {
+            errs.push(format!("array `{}` was added", a.name));
+        }
+    }
+    if before.stmts.len() != after.stmts.len() {
+        errs.push(format!("{} statements became {}", before.stmts.len(), after.stmts.len()));
+    } else {
+        for (si, (sb, sa)) in before.stmts.iter().zip(&after.stmts).enumerate() {
+            let (nb, na) = (array_name(before, sb.array), array_name(after, sa.array));
+            if nb != na {
+                errs.push(format!("stmt {si}: assigns `{na}` instead of `{nb}`"));
+                continue;
+            }
+            // The result's type always corresponds; the other ops only
+            // while the pass kept the op list's shape.
+            let pairs: Vec<(usize, usize)> = if sb.ops.len() == sa.ops.len() {
+                (0..sb.ops.len()).collect::<Vec<_>>().into_iter().map(|k| (k, k)).collect()
+            } else {
+                vec![(sb.result, sa.result)]
+            };
+            for (kb, ka) in pairs {
+                let (Some(ob), Some(oa)) = (sb.ops.get(kb), sa.ops.get(ka)) else { continue };
+                let what = format!("stmt {si} ({nb}) op %{ka}");
+                if ob.ty.dtype != oa.ty.dtype {
+                    errs.push(format!("{what}: dtype changed from {} to {}", ob.ty.dtype.text(), oa.ty.dtype.text()));
+                }
+                let eb = eintup_names(before, &ob.ty.eintups);
+                let ea = eintup_names(after, &oa.ty.eintups);
+                if eb != ea {
+                    errs.push(format!("{what}: signature eintups changed from <{}> to <{}>", eb.join(", "), ea.join(", ")));
+                }
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("\n"))
+    }
+}
+
+fn array_name(m: &Module, a: ArrayId) -> &str {
+    m.arrays.get(a).map_or("?", |x| x.name.as_str())
+}
+
+fn eintup_names<'a>(m: &'a Module, l: &[EintupId]) -> Vec<&'a str> {
+    l.iter().map(|e| m.eintups.get(*e).map_or("?", |x| x.name.as_str())).collect()
+}
+
+fn keep_rank_dims(errs: &mut Vec<String>, what: &str, before: (Option<usize>, &Option<Vec<i64>>), after: (Option<usize>, &Option<Vec<i64>>)) {
+    if let Some(r) = before.0 {
+        match after.0 {
+            None => errs.push(format!("{what}: rank {r} became unknown")),
+            Some(r2) if r2 != r => errs.push(format!("{what}: rank changed from {r} to {r2}")),
+            Some(_) => {}
+        }
+    }
+    if let Some(d) = before.1 {
+        match after.1 {
+            None => errs.push(format!("{what}: static dims {d:?} became unknown")),
+            Some(d2) if d2 != d => errs.push(format!("{what}: static dims changed from {d:?} to {d2:?}")),
+            Some(_) => {}
+        }
+    }
+}
+
+fn range_text(m: &Module, lo: &Bound, hi: &Bound) -> String {
+    let b = |x: &Bound| match x {
+        Bound::Int(n) => n.to_string(),
+        Bound::DimsAt(l) => format!("DIMS({})", eintup_names(m, l).join(", ")),
+    };
+    format!("[{}, {})", b(lo), b(hi))
+}
+
+/// A bound's values: one for every component, or one per component of the
+/// innermost position (static `DIMS(list)`).
+enum BoundVal {
+    All(i64),
+    Each(Vec<i64>),
+}
+
+fn bound_val(m: &Module, b: &Bound) -> Option<BoundVal> {
+    match b {
+        Bound::Int(n) => Some(BoundVal::All(*n)),
+        Bound::DimsAt(l) => {
+            let mut v = Vec::new();
+            for e in l {
+                v.extend_from_slice(m.eintups.get(*e)?.dims.as_ref()?);
+            }
+            Some(BoundVal::Each(v))
+        }
+    }
+}
+
+/// Whether bound `a` (in module `ma`) is component-wise <= bound `b` (in
+/// `mb`); `None` when that cannot be decided (symbolic dims of different
+/// eintups, or tuples of different lengths).
+fn bound_le(ma: &Module, a: &Bound, mb: &Module, b: &Bound) -> Option<bool> {
+    if let (Bound::DimsAt(la), Bound::DimsAt(lb)) = (a, b) {
+        if eintup_names(ma, la) == eintup_names(mb, lb) {
+            return Some(true);
+        }
+    }
+    Some(match (bound_val(ma, a)?, bound_val(mb, b)?) {
+        (BoundVal::All(x), BoundVal::All(y)) => x <= y,
+        (BoundVal::All(x), BoundVal::Each(v)) => v.iter().all(|y| x <= *y),
+        (BoundVal::Each(v), BoundVal::All(y)) => v.iter().all(|x| *x <= y),
+        (BoundVal::Each(v), BoundVal::Each(w)) => {
+            if v.len() != w.len() {
+                return None;
+            }
+            v.iter().zip(&w).all(|(x, y)| x <= y)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Source;
+    use crate::ir::et_parse::parse_module;
+    use crate::ir::print;
+
+    fn text(m: &Module) -> String {
+        print::module(m)
+    }
+
+    /// gather_nd's shape: a range attribute, a slice, a DIMS-only eintup.
+    const GATHER: &str = "\
+src[batch,loc,item] = RANDOM(0, 10, FLOAT)
+idx[batch,w,coord] = RANDOM(0, DIMS(loc)[coord], INT)
+dst[batch,w,item] = src[batch,idx[batch,w,:],item]
+dst
+
+DIMS(coord) = RANK(loc)
+";
+
+    fn ranked() -> Module {
+        let (p, _) = crate::pipeline::ranked(&Source::from_string("g.et", GATHER)).expect("ranks");
+        p.module
+    }
+
+    fn special() -> Module {
+        let binds: Vec<String> = ["batch=[2]", "loc=[3,4]", "item=[]", "w=[5]"].iter().map(|s| s.to_string()).collect();
+        crate::pipeline::specialized_module(&Source::from_string("g.et", GATHER), &binds, 0).expect("specialises").0
+    }
+
+    fn fails(m: &Module, needle: &str) {
+        match verify(m) {
+            Ok(()) => panic!("verifier accepted a module violating `{needle}`:\n{}", text(m)),
+            Err(e) => assert!(e.contains(needle), "expected `{needle}` in:\n{e}"),
+        }
+    }
+
+    fn refine_fails(before: &Module, after: &Module, needle: &str) {
+        match verify_refines(before, after) {
+            Ok(()) => panic!("refinement accepted `{needle}`"),
+            Err(e) => assert!(e.contains(needle), "expected `{needle}` in:\n{e}"),
+        }
+    }
+
+    #[test]
+    fn pipeline_modules_verify() {
+        assert_eq!(verify(&ranked()), Ok(()));
+        let s = special();
+        assert_eq!(verify(&s), Ok(()));
+        // loc=[3,4] -> coord has dims [2] (= RANK(loc)).
+        assert_eq!(s.eintups[s.eintup_by_name("coord").unwrap()].dims, Some(vec![2]));
+    }
+
+    #[test]
+    fn rank_must_match_static_dims() {
+        let mut m = special();
+        m.eintups[0].rank = Some(2);
+        fails(&m, "eintup `batch`: rank 2 but 1 static dims [2]");
+        let mut m = special();
+        m.arrays[0].positions[1].rank = None;
+        fails(&m, "array `src` position 2: static dims [3, 4] but unknown rank");
+    }
+
+    #[test]
+    fn position_dims_follow_from_eintups() {
+        let mut m = special();
+        // src's first position is batch, whose dims are [2].
+        m.arrays[0].positions[0].dims = Some(vec![3]);
+        fails(&m, "array `src` position 1: dims [3] but the eintups' dims give [2]");
+    }
+
+    #[test]
+    fn ssa_operands_must_be_earlier() {
+        let mut m = ranked();
+        // stmt 0: %0 const 0, %1 const 10, %2 random %0, %1.
+        m.stmts[0].ops[2].kind = OpKind::Random { lo: 0, hi: 2, dtype: DType::Float };
+        fails(&m, "stmt 0 op %2: operand %2 is not an earlier op");
+        let mut m = ranked();
+        m.stmts[0].ops[1].kind = OpKind::Neg(1);
+        fails(&m, "stmt 0 op %1: operand %1");
+    }
+
+    #[test]
+    fn result_must_be_an_op() {
+        let mut m = ranked();
+        m.stmts[2].result = 1;
+        fails(&m, "stmt 2: result %1 is not one of its 1 ops");
+    }
+
+    #[test]
+    fn ids_must_be_in_range() {
+        let mut m = ranked();
+        m.stmts[1].ops[0].ty.eintups.push(99);
+        fails(&m, "stmt 1 op %0 type: eintup id 99 out of range");
+        let mut m = ranked();
+        m.outputs.push(7);
+        fails(&m, "outputs: array id 7 out of range");
+        let mut m = ranked();
+        m.arrays[1].def_stmt = 5;
+        fails(&m, "array `idx`: defining statement 5 out of range");
+        let mut m = ranked();
+        m.arrays[1].def_stmt = 0;
+        fails(&m, "array `idx`: defining statement 0 assigns another array");
+        let mut m = ranked();
+        m.call = Some(FrameworkCall { func: "f".into(), args: vec![(None, CallArg::Array(3))], span: Default::default() });
+        fails(&m, "call f: array id 3 out of range");
+    }
+
+    #[test]
+    fn index_vars_must_be_statement_vars() {
+        let mut m = ranked();
+        // stmt 0 is src[batch, loc, item]; `w` is not one of its vars.
+        let w = m.eintup_by_name("w").unwrap();
+        m.stmts[0].indices[0] = IndexSlot::Expr(IndexExpr { kind: IndexKind::Var(w), span: Default::default() });
+        fails(&m, "stmt 0: index variable `w` is not a variable of the statement");
+    }
+
+    #[test]
+    fn slot_count_must_match_signature() {
+        let mut m = ranked();
+        if let OpKind::Read { indices, .. } = &mut m.stmts[2].ops[0].kind {
+            indices.pop();
+        }
+        fails(&m, "stmt 2 op %0: `src` indexed with 2 slots but its signature has 3 positions");
+    }
+
+    #[test]
+    fn specialising_refines() {
+        let (r, s) = (ranked(), special());
+        assert_eq!(verify_refines(&r, &s), Ok(()));
+        assert_eq!(verify_refines(&s, &s), Ok(()));
+        // The reverse forgets static dims.
+        refine_fails(&s, &r, "eintup `batch`: rank 1 became unknown");
+        refine_fails(&s, &r, "eintup `loc`: static dims [3, 4] became unknown");
+        refine_fails(&s, &r, "array `src` position 2: static dims [3, 4] became unknown");
+    }
+
+    #[test]
+    fn static_dims_and_dtype_may_not_change() {
+        let s = special();
+        let mut t = s.clone();
+        t.eintups[0].dims = Some(vec![3]);
+        refine_fails(&s, &t, "eintup `batch`: static dims changed from [2] to [3]");
+        let mut t = s.clone();
+        t.arrays[2].dtype = DType::Int;
+        refine_fails(&s, &t, "array `dst`: dtype changed from FLOAT to INT");
+        let mut t = s.clone();
+        t.arrays[0].name = "source".into();
+        refine_fails(&s, &t, "array `src` was removed");
+    }
+
+    #[test]
+    fn ranges_may_narrow_but_not_widen_or_vanish() {
+        let s = special();
+        let idx = s.array_by_name("idx").unwrap();
+        let loc = s.eintup_by_name("loc").unwrap();
+        assert_eq!(s.arrays[idx].attrs, vec![Attr::Range { lo: Bound::Int(0), hi: Bound::DimsAt(vec![loc]) }]);
+        let with = |lo: Bound, hi: Bound| {
+            let mut t = s.clone();
+            t.arrays[idx].attrs = vec![Attr::Range { lo, hi }];
+            t
+        };
+        // loc = [3, 4]: [0, 3) is inside [0, DIMS(loc)) component-wise, [1, 3) too.
+        assert_eq!(verify_refines(&s, &with(Bound::Int(0), Bound::Int(3))), Ok(()));
+        assert_eq!(verify_refines(&s, &with(Bound::Int(1), Bound::Int(3))), Ok(()));
+        refine_fails(&s, &with(Bound::Int(0), Bound::Int(4)), "array `idx`: range [0, DIMS(loc)) was widened");
+        refine_fails(&s, &with(Bound::Int(-1), Bound::DimsAt(vec![loc])), "was widened");
+        let mut t = s.clone();
+        t.arrays[idx].attrs.clear();
+        refine_fails(&s, &t, "array `idx`: range [0, DIMS(loc)) was dropped");
+        // Symbolic: DIMS(loc) vs a number cannot be shown no wider.
+        let r = ranked();
+        let mut t = r.clone();
+        t.arrays[idx].attrs = vec![Attr::Range { lo: Bound::Int(0), hi: Bound::Int(3) }];
+        refine_fails(&r, &t, "cannot be shown no wider");
+    }
+
+    #[test]
+    fn op_types_keep_eintups_and_dtype() {
+        let s = special();
+        let mut t = s.clone();
+        t.stmts[2].ops[0].ty.dtype = DType::Int;
+        refine_fails(&s, &t, "stmt 2 (dst) op %0: dtype changed from FLOAT to INT");
+        let mut t = s.clone();
+        t.stmts[0].ops[2].ty.eintups.pop();
+        refine_fails(&s, &t, "stmt 0 (src) op %2: signature eintups changed from <batch, loc, item> to <batch, loc>");
+    }
+
+    #[test]
+    fn parsed_text_verifies() {
+        let m = parse_module(&print::module(&special())).expect("parses");
+        assert_eq!(verify(&m), Ok(()));
+    }
+}
