@@ -5,7 +5,7 @@ use clap::{Parser, ValueEnum};
 use eintup::cli::FloatWidth;
 use eintup::driver::{run_main, Failure, Source};
 use eintup::passes::manager::{print_ir, Instrument};
-use eintup::passes::{Level, Options, PassManager, Unit, DEFAULT_PIPELINE};
+use eintup::passes::{Ir, Level, Options, PassManager, Unit, DEFAULT_PIPELINE};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -133,7 +133,25 @@ fn load_unit(source: Source) -> Result<Unit, Failure> {
     if !is_ir {
         return Ok(Unit::from_source(source));
     }
-    Err(Failure::user(format!("etopt: error: {}: reading printed IR is not implemented yet", source.name)))
+    let first = source.text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("//")).unwrap_or("");
+    let keyword = first.split_whitespace().next().unwrap_or("");
+    let ir = match keyword {
+        "buffer" | "kernel" => Ir::Loop(eintup::ir::loops_parse::parse_module(&source.text).map_err(|d| source.failure(d))?),
+        _ => {
+            let module = eintup::ir::et_parse::parse_module(&source.text).map_err(|d| source.failure(d))?;
+            Ir::Et(eintup::sema::Program { module, constraints: Vec::new() })
+        }
+    };
+    let mut unit = Unit::from_source(source);
+    unit.ir = ir;
+    // Printed IR is checked like the output of a pass.
+    let checked = match &unit.ir {
+        Ir::Et(p) => eintup::ir::et_verify::verify(&p.module),
+        Ir::Loop(m) => eintup::ir::loops_verify::verify(m),
+        Ir::Source => Ok(()),
+    };
+    checked.map_err(|e| Failure::user(format!("{}: error: the IR does not verify: {e}", unit.source.name)))?;
+    Ok(unit)
 }
 
 fn write_out(args: &Args, text: String) -> Result<(), Failure> {

@@ -188,10 +188,8 @@ fn order(l: Level) -> u8 {
 fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result<(), Failure> {
     let r = match ir {
         Ir::Source => Ok(()),
-        Ir::Et(_) => {
-            let _ = before; // MERGE: et verifier
-            Ok(())
-        }
+        Ir::Et(p) => crate::ir::et_verify::verify(&p.module)
+            .and_then(|()| before.map_or(Ok(()), |b| crate::ir::et_verify::verify_refines(b, &p.module))),
         Ir::Loop(m) => crate::ir::loops_verify::verify(m),
     };
     r.map_err(|e| Failure::Internal(format!("IR after pass `{pass}` does not verify: {e}")))

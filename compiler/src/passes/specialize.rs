@@ -8,6 +8,23 @@ use crate::sema::specialize::{specialize, DEFAULT_MEMORY_LIMIT};
 
 pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, Failure> {
     let Ir::Et(prog) = &mut unit.ir else { return Err(Failure::Internal("specialize runs on the et level".into())) };
+    if prog.module.is_specialized() {
+        // A printed specialised module read back: keep its configuration;
+        // a --bind may only repeat it.
+        let dims: Vec<(String, Vec<i64>)> = prog.module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect();
+        for b in crate::pipeline::parse_bindings(&opts.binds)? {
+            if let Some((_, d)) = dims.iter().find(|(n, _)| *n == b.name) {
+                if *d != b.dims {
+                    return Err(Failure::user(format!(
+                        "error[E0303]: --bind {}={:?} contradicts the module, which is specialised to {:?}",
+                        b.name, b.dims, d
+                    )));
+                }
+            }
+        }
+        unit.config = Some(crate::sema::Config { dims });
+        return Ok(Some("already specialised".into()));
+    }
     let ranks = match &unit.ranks {
         Some(r) => r.clone(),
         None => crate::sema::ranks::infer(prog).map_err(|d| unit.source.failure(d))?,
