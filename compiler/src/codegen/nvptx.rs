@@ -135,8 +135,9 @@ pub fn ptxas_path() -> Option<PathBuf> {
             return Some(p);
         }
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    if let Ok(dirs) = std::fs::read_dir(repo.join(".venv/lib")) {
+    // This crate lives in `<repo>/compiler`.
+    let venv_lib = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(|repo| repo.join(".venv/lib"));
+    if let Some(Ok(dirs)) = venv_lib.map(std::fs::read_dir) {
         let mut dirs: Vec<PathBuf> = dirs.filter_map(|d| d.ok().map(|d| d.path())).collect();
         dirs.sort();
         for d in dirs {

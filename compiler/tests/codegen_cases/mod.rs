@@ -243,13 +243,13 @@ pub const INDEX_N: i64 = 12;
 
 /// Index arithmetic with a run-time divisor: `t = d[i]` (load_index);
 /// `r[o*N + i] = (i - 6) OP t` for each op of `INDEX_OPS`, plus
-/// `r[5*N + i] = (i - 6) // -3` and `r[6*N + i] = (i - 6) % 0` (constant
+/// `r[5*N + i] = t // -3` and `r[6*N + i] = (i - 6) % 0` (constant
 /// divisors, the second folded to the totality value 0).
 pub fn index_ops() -> LoopModule {
     use DType::I32;
     let x = IExpr::sub(v(0), c(6));
     let mut exprs: Vec<IExpr> = INDEX_OPS.iter().map(|op| bin(*op, x.clone(), v(1))).collect();
-    exprs.push(bin(IBin::FloorDiv, x.clone(), c(-3)));
+    exprs.push(bin(IBin::FloorDiv, v(1), c(-3)));
     exprs.push(bin(IBin::Mod, x.clone(), c(0)));
     let kernels = exprs
         .into_iter()
