@@ -189,7 +189,7 @@ fn parse_ptxas(stderr: &str) -> Vec<KernelResources> {
     // The number just before `word` in `line`, e.g. 12 in "12 bytes spill stores".
     fn number_before(line: &str, word: &str) -> Option<u64> {
         let head = &line[..line.find(word)?];
-        head.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).last()?.parse().ok()
+        head.split(|c: char| !c.is_ascii_digit()).rfind(|s| !s.is_empty())?.parse().ok()
     }
     for line in stderr.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
