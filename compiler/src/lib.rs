@@ -5,6 +5,7 @@
 //! interpreter and the two command-line tools, `etopt` and `eintup`.
 
 pub mod check;
+pub mod codegen;
 pub mod cli;
 pub mod arith;
 pub mod driver;

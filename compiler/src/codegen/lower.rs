@@ -1,0 +1,886 @@
+//! `lower-to-llvm`: the loop dialect as LLVM IR, one lowering with two
+//! flavours. Both flavours share every scalar rule (index arithmetic,
+//! values, RANDOM, writes); they differ only in how a kernel gets its
+//! buffer pointers and in how the outermost `parallel` loops run:
+//!
+//! - `Flavour::Host`: `void @et.NAME(ptr %args)`, `args[i]` being the
+//!   pointer of the i-th buffer of `kernel_params`; every loop sequential.
+//! - `Flavour::Nvptx`: `ptx_kernel void @NAME(ptr addrspace(1) noalias ..)`,
+//!   one pointer per buffer of `kernel_params`; the maximal chain of
+//!   constant-bound `parallel` loops from the kernel root becomes one
+//!   grid-stride loop over the global thread id (see `ParChain`).
+//!
+//! Numerics mirror the loop dialect's documented semantics exactly: no
+//! instruction carries fast-math flags or `nsw`/`nuw` on user arithmetic,
+//! and every division is total (divisor 0 gives 0) through selects rather
+//! than undefined behaviour. docs/codegen.md describes the result.
+
+use super::{kernel_params, CodegenError};
+use crate::ir::loops::{
+    BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VBin, VOp, Value, VarId,
+    WriteKind,
+};
+use crate::random::{fnv1a64, GOLDEN};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::llvm_sys;
+use inkwell::module::Module;
+use inkwell::types::{BasicType, BasicTypeEnum, IntType};
+use inkwell::values::{AsValueRef, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, FloatPredicate, IntPredicate};
+
+/// Which of the two shapes of the same lowering to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    Host,
+    Nvptx,
+}
+
+/// LLVM calling convention number of `ptx_kernel` (CallingConv::PTX_Kernel):
+/// it is what makes the NVPTX backend emit `.entry` instead of `.func`.
+const PTX_KERNEL_CC: u32 = 71;
+/// The global address space of NVPTX, where kernel arguments point.
+const NVPTX_GLOBAL_AS: u16 = 1;
+/// Multipliers of splitmix64 (src/random.rs).
+const SPLITMIX_M1: u64 = 0xBF58_476D_1CE4_E5B9;
+const SPLITMIX_M2: u64 = 0x94D0_49BB_1331_11EB;
+
+/// The host symbol of kernel `name`. The prefix contains a `.` so that no
+/// kernel can take the name of a C library function the JIT resolves
+/// (LLVM turns some loops into calls to `memset`/`memcpy`).
+pub fn host_symbol(name: &str) -> String {
+    format!("et.{name}")
+}
+
+/// Builds the (unoptimised) LLVM module of every kernel of `m`. The caller
+/// sets triple and data layout and runs the optimisation pipeline.
+pub fn lower_module<'ctx>(
+    ctx: &'ctx Context,
+    m: &LoopModule,
+    seed: u64,
+    flavour: Flavour,
+) -> Result<Module<'ctx>, CodegenError> {
+    let module = ctx.create_module("eintup");
+    let mut seen = std::collections::HashSet::new();
+    for k in &m.kernels {
+        check_kernel_name(&k.name)?;
+        if !seen.insert(k.name.as_str()) {
+            return Err(CodegenError(format!("kernel name `{}` is used twice", k.name)));
+        }
+        KernelLowering::new(ctx, &module, m, k, seed, flavour)?.lower()?;
+    }
+    module.verify().map_err(|e| CodegenError(format!("internal error: invalid LLVM IR: {}", e.to_string())))?;
+    Ok(module)
+}
+
+/// Kernel names become PTX entry points, so they must be PTX identifiers
+/// (LLVM would silently rename anything else, and the runtime would not
+/// find the entry).
+fn check_kernel_name(name: &str) -> Result<(), CodegenError> {
+    let mut chars = name.chars();
+    let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(CodegenError(format!("kernel name `{name}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")))
+    }
+}
+
+/// Number of threads the NVPTX flavour of `k` wants: the product of the
+/// trip counts of its parallel chain (1 when it has none, 0 when a chain
+/// loop is empty). Launching fewer is correct (grid-stride); more idle.
+pub fn thread_count(k: &Kernel) -> i64 {
+    ParChain::of(&k.body).total
+}
+
+/// The maximal chain of `parallel` loops with constant bounds from the
+/// kernel root, along a single path on which only `guard` and
+/// `load_index` may sit between them. Its iteration space is flattened
+/// into one linear id; the steps re-create, per id, the loop variables and
+/// then the guards and index loads in their original order.
+struct ParChain<'k> {
+    steps: Vec<Step<'k>>,
+    /// The body of the innermost step, run sequentially in the thread.
+    rest: &'k [Node],
+    /// Product of the chain loops' trip counts.
+    total: i64,
+}
+
+enum Step<'k> {
+    /// A chain loop: `var` takes `lo + digit` where `trip` is its extent.
+    Loop { var: VarId, lo: i64, trip: i64 },
+    Guard(&'k [Cond]),
+    LoadIndex { var: VarId, buf: BufId, offset: &'k IExpr },
+}
+
+impl<'k> ParChain<'k> {
+    fn of(body: &'k [Node]) -> ParChain<'k> {
+        let mut chain = ParChain { steps: Vec::new(), rest: body, total: 1 };
+        // Steps taken since the last chain loop: kept only if another loop
+        // follows, so trailing guards stay in the sequential `rest`.
+        let mut pending: Vec<Step<'k>> = Vec::new();
+        let mut cur = body;
+        while let Some((last, prefix)) = cur.split_last() {
+            if !prefix.iter().all(|n| matches!(n, Node::LoadIndex { .. })) {
+                break;
+            }
+            for n in prefix {
+                if let Node::LoadIndex { var, buf, offset } = n {
+                    pending.push(Step::LoadIndex { var: *var, buf: *buf, offset });
+                }
+            }
+            match last {
+                Node::For(f) if f.kind == LoopKind::Parallel => {
+                    let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) else { break };
+                    let Some(trip) = hi.checked_sub(lo).map(|t| t.max(0)) else { break };
+                    let Some(total) = chain.total.checked_mul(trip) else { break };
+                    chain.total = total;
+                    chain.steps.append(&mut pending);
+                    chain.steps.push(Step::Loop { var: f.var, lo, trip });
+                    chain.rest = &f.body;
+                    cur = &f.body;
+                }
+                Node::Guard(g) => {
+                    pending.push(Step::Guard(&g.conds));
+                    cur = &g.body;
+                }
+                _ => break,
+            }
+        }
+        chain
+    }
+}
+
+struct KernelLowering<'a, 'ctx> {
+    ctx: &'ctx Context,
+    module: &'a Module<'ctx>,
+    b: Builder<'ctx>,
+    m: &'a LoopModule,
+    k: &'a Kernel,
+    seed: u64,
+    flavour: Flavour,
+    func: FunctionValue<'ctx>,
+    i1: IntType<'ctx>,
+    i32: IntType<'ctx>,
+    i64: IntType<'ctx>,
+    /// Pointer of each buffer the kernel uses (`None` for the others).
+    bufs: Vec<Option<PointerValue<'ctx>>>,
+    /// Current value (i64) of each variable in scope.
+    env: Vec<Option<IntValue<'ctx>>>,
+}
+
+impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
+    fn new(
+        ctx: &'ctx Context,
+        module: &'a Module<'ctx>,
+        m: &'a LoopModule,
+        k: &'a Kernel,
+        seed: u64,
+        flavour: Flavour,
+    ) -> Result<Self, CodegenError> {
+        let params = kernel_params(m, k);
+        if let Some(&bad) = params.iter().find(|&&b| b >= m.buffers.len()) {
+            return Err(CodegenError(format!("kernel `{}` uses buffer {bad}, the module has {}", k.name, m.buffers.len())));
+        }
+        let nounwind = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("nounwind"), 0);
+        let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
+        let (func, entry_ptrs) = match flavour {
+            Flavour::Host => {
+                let ptr = ctx.ptr_type(AddressSpace::default());
+                let f = module.add_function(&host_symbol(&k.name), ctx.void_type().fn_type(&[ptr.into()], false), None);
+                (f, false)
+            }
+            Flavour::Nvptx => {
+                let ptr = ctx.ptr_type(AddressSpace::from(NVPTX_GLOBAL_AS));
+                let tys: Vec<_> = params.iter().map(|_| ptr.into()).collect();
+                let f = module.add_function(&k.name, ctx.void_type().fn_type(&tys, false), None);
+                f.set_call_conventions(PTX_KERNEL_CC);
+                // Buffers are distinct allocations, so no two parameters
+                // ever overlap: `noalias` is true and lets the backend use
+                // the read-only data path for buffers the kernel only reads.
+                for i in 0..params.len() {
+                    f.add_attribute(AttributeLoc::Param(i as u32), noalias);
+                }
+                (f, true)
+            }
+        };
+        func.add_attribute(AttributeLoc::Function, nounwind);
+        let b = ctx.create_builder();
+        let entry = ctx.append_basic_block(func, "entry");
+        b.position_at_end(entry);
+        let mut bufs = vec![None; m.buffers.len()];
+        for (i, &buf) in params.iter().enumerate() {
+            let p = if entry_ptrs {
+                func.get_nth_param(i as u32).map(|p| p.into_pointer_value())
+            } else {
+                let ptr = ctx.ptr_type(AddressSpace::default());
+                let args = func.get_nth_param(0).map(|p| p.into_pointer_value());
+                match args {
+                    Some(args) => {
+                        let idx = ctx.i64_type().const_int(i as u64, false);
+                        let slot = unsafe { b.build_in_bounds_gep(ptr, args, &[idx], "arg")? };
+                        Some(b.build_load(ptr, slot, &m.buffers[buf].name)?.into_pointer_value())
+                    }
+                    None => None,
+                }
+            };
+            bufs[buf] = Some(p.ok_or_else(|| CodegenError("internal error: missing kernel parameter".into()))?);
+        }
+        Ok(KernelLowering {
+            ctx,
+            module,
+            b,
+            m,
+            k,
+            seed,
+            flavour,
+            func,
+            i1: ctx.bool_type(),
+            i32: ctx.i32_type(),
+            i64: ctx.i64_type(),
+            bufs,
+            env: vec![None; k.vars.len()],
+        })
+    }
+
+    fn lower(mut self) -> Result<(), CodegenError> {
+        match self.flavour {
+            Flavour::Host => self.nodes(&self.k.body)?,
+            Flavour::Nvptx => self.grid_stride()?,
+        }
+        self.b.build_return(None)?;
+        Ok(())
+    }
+
+    fn err(&self, msg: impl std::fmt::Display) -> CodegenError {
+        CodegenError(format!("kernel `{}`: {msg}", self.k.name))
+    }
+
+    fn block(&self, name: &str) -> inkwell::basic_block::BasicBlock<'ctx> {
+        self.ctx.append_basic_block(self.func, name)
+    }
+
+    fn c64(&self, v: i64) -> IntValue<'ctx> {
+        self.i64.const_int(v as u64, true)
+    }
+
+    fn bind(&mut self, var: VarId, v: IntValue<'ctx>) -> Result<(), CodegenError> {
+        match self.env.get_mut(var) {
+            Some(slot) => {
+                *slot = Some(v);
+                Ok(())
+            }
+            None => Err(self.err(format_args!("variable {var} is not declared ({} vars)", self.k.vars.len()))),
+        }
+    }
+
+    // ---- NVPTX parallel chain -------------------------------------------
+
+    /// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`
+    fn grid_stride(&mut self) -> Result<(), CodegenError> {
+        let chain = ParChain::of(&self.k.body);
+        if chain.total == 0 {
+            // An empty chain loop: nothing runs (and the digit arithmetic
+            // below would divide by a zero trip count).
+            return Ok(());
+        }
+        let sreg = |me: &Self, name: &str| -> Result<IntValue<'ctx>, CodegenError> {
+            let f = me.intrinsic(&format!("llvm.nvvm.read.ptx.sreg.{name}"), &[])?;
+            let v = me.call(f, &[], name)?.into_int_value();
+            Ok(me.b.build_int_z_extend(v, me.i64, name)?)
+        };
+        let tid = sreg(self, "tid.x")?;
+        let ntid = sreg(self, "ntid.x")?;
+        let ctaid = sreg(self, "ctaid.x")?;
+        let nctaid = sreg(self, "nctaid.x")?;
+        let gid = self.b.build_int_add(self.b.build_int_mul(ctaid, ntid, "")?, tid, "gid")?;
+        let stride = self.b.build_int_mul(nctaid, ntid, "nthreads")?;
+        let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
+        let header = self.block("grid.header");
+        let body = self.block("grid.body");
+        let latch = self.block("grid.latch");
+        let exit = self.block("grid.exit");
+        self.b.build_unconditional_branch(header)?;
+        self.b.position_at_end(header);
+        let lin = self.b.build_phi(self.i64, "lin")?;
+        lin.add_incoming(&[(&gid, pre)]);
+        let lin_v = lin.as_basic_value().into_int_value();
+        let more = self.b.build_int_compare(IntPredicate::SLT, lin_v, self.c64(chain.total), "")?;
+        self.b.build_conditional_branch(more, body, exit)?;
+        self.b.position_at_end(body);
+        // The linear id is below `total`; when that fits in 31 bits the
+        // digit arithmetic runs in i32, which is far cheaper on the GPU.
+        let narrow = chain.total <= i32::MAX as i64;
+        let ity = if narrow { self.i32 } else { self.i64 };
+        let mut rem = if narrow { self.b.build_int_truncate(lin_v, self.i32, "")? } else { lin_v };
+        let loops: Vec<(VarId, i64, i64)> = chain
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Loop { var, lo, trip } => Some((*var, *lo, *trip)),
+                _ => None,
+            })
+            .collect();
+        // Innermost loop varies fastest, as in the sequential nest.
+        let mut values = vec![None; loops.len()];
+        for (i, &(_, lo, trip)) in loops.iter().enumerate().rev() {
+            let digit = if i == 0 {
+                rem
+            } else {
+                let t = ity.const_int(trip as u64, false);
+                let d = self.b.build_int_unsigned_rem(rem, t, "")?;
+                rem = self.b.build_int_unsigned_div(rem, t, "")?;
+                d
+            };
+            let digit = if narrow { self.b.build_int_z_extend(digit, self.i64, "")? } else { digit };
+            values[i] = Some(self.b.build_int_add(digit, self.c64(lo), "")?);
+        }
+        let mut values = values.into_iter();
+        for step in &chain.steps {
+            match step {
+                Step::Loop { var, .. } => {
+                    let v = values.next().flatten().ok_or_else(|| self.err("internal error: chain digits"))?;
+                    self.bind(*var, v)?;
+                }
+                Step::Guard(conds) => {
+                    let c = self.conds(conds)?;
+                    let next = self.block("guard.body");
+                    self.b.build_conditional_branch(c, next, latch)?;
+                    self.b.position_at_end(next);
+                }
+                Step::LoadIndex { var, buf, offset } => {
+                    let v = self.load_index(*buf, offset)?;
+                    self.bind(*var, v)?;
+                }
+            }
+        }
+        self.nodes(chain.rest)?;
+        self.b.build_unconditional_branch(latch)?;
+        self.b.position_at_end(latch);
+        let next = self.b.build_int_add(lin_v, stride, "lin.next")?;
+        lin.add_incoming(&[(&next, latch)]);
+        self.b.build_unconditional_branch(header)?;
+        self.b.position_at_end(exit);
+        Ok(())
+    }
+
+    // ---- structure ------------------------------------------------------
+
+    /// Lowers a node list; variables bound in it go out of scope after it.
+    fn nodes(&mut self, nodes: &[Node]) -> Result<(), CodegenError> {
+        let saved = self.env.clone();
+        for n in nodes {
+            self.node(n)?;
+        }
+        self.env = saved;
+        Ok(())
+    }
+
+    fn node(&mut self, n: &Node) -> Result<(), CodegenError> {
+        match n {
+            Node::For(l) => {
+                let lo = self.iexpr(&l.lo)?;
+                let hi = self.iexpr(&l.hi)?;
+                let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
+                let header = self.block("for.header");
+                let body = self.block("for.body");
+                let exit = self.block("for.exit");
+                self.b.build_unconditional_branch(header)?;
+                self.b.position_at_end(header);
+                let name = self.k.vars.get(l.var).map(|v| v.name.as_str()).unwrap_or("v");
+                let phi = self.b.build_phi(self.i64, name)?;
+                phi.add_incoming(&[(&lo, pre)]);
+                let v = phi.as_basic_value().into_int_value();
+                let more = self.b.build_int_compare(IntPredicate::SLT, v, hi, "")?;
+                self.b.build_conditional_branch(more, body, exit)?;
+                self.b.position_at_end(body);
+                let saved = self.env.clone();
+                self.bind(l.var, v)?;
+                self.nodes(&l.body)?;
+                self.env = saved;
+                // v < hi <= i64::MAX, so the increment cannot overflow:
+                // `nsw` is true here and gives LLVM exact trip counts.
+                let next = self.b.build_int_nsw_add(v, self.c64(1), "")?;
+                let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
+                phi.add_incoming(&[(&next, latch)]);
+                self.b.build_unconditional_branch(header)?;
+                self.b.position_at_end(exit);
+            }
+            Node::Guard(g) => {
+                let c = self.conds(&g.conds)?;
+                let body = self.block("guard.body");
+                let cont = self.block("guard.end");
+                self.b.build_conditional_branch(c, body, cont)?;
+                self.b.position_at_end(body);
+                self.nodes(&g.body)?;
+                self.b.build_unconditional_branch(cont)?;
+                self.b.position_at_end(cont);
+            }
+            Node::LoadIndex { var, buf, offset } => {
+                let v = self.load_index(*buf, offset)?;
+                self.bind(*var, v)?;
+            }
+            Node::Compute(c) => self.compute(c)?,
+        }
+        Ok(())
+    }
+
+    /// Conjunction of guard conditions (all are pure and total, so they
+    /// are evaluated without short-circuit).
+    fn conds(&mut self, conds: &[Cond]) -> Result<IntValue<'ctx>, CodegenError> {
+        let mut all = self.i1.const_int(1, false);
+        for c in conds {
+            let holds = match c {
+                Cond::InRange { e, lo, hi } => {
+                    let x = self.iexpr(e)?;
+                    let lo = self.iexpr(lo)?;
+                    let hi = self.iexpr(hi)?;
+                    let a = self.b.build_int_compare(IntPredicate::SLE, lo, x, "")?;
+                    let z = self.b.build_int_compare(IntPredicate::SLT, x, hi, "")?;
+                    self.b.build_and(a, z, "")?
+                }
+                Cond::NonZero(e) => {
+                    let x = self.iexpr(e)?;
+                    self.b.build_int_compare(IntPredicate::NE, x, self.c64(0), "")?
+                }
+            };
+            all = self.b.build_and(all, holds, "")?;
+        }
+        Ok(all)
+    }
+
+    /// Pointer to element `offset` of `buf`, and the buffer's dtype.
+    fn elem_ptr(&mut self, buf: BufId, offset: &IExpr) -> Result<(PointerValue<'ctx>, DType), CodegenError> {
+        let base = self.bufs.get(buf).copied().flatten().ok_or_else(|| self.err(format_args!("buffer {buf} is unknown")))?;
+        let dt = self.m.buffers[buf].dtype;
+        let off = self.iexpr(offset)?;
+        // In bounds wherever it runs (loop dialect contract), so `inbounds`
+        // is true and lets LLVM reason about the address.
+        let p = unsafe { self.b.build_in_bounds_gep(self.ty(dt), base, &[off], "")? };
+        Ok((p, dt))
+    }
+
+    fn load_index(&mut self, buf: BufId, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
+        let (p, dt) = self.elem_ptr(buf, offset)?;
+        if dt != DType::I32 {
+            return Err(self.err(format_args!("load_index from {} buffer `{}`", dt.text(), self.m.buffers[buf].name)));
+        }
+        let v = self.b.build_load(self.i32, p, "")?.into_int_value();
+        Ok(self.b.build_int_s_extend(v, self.i64, "")?)
+    }
+
+    // ---- index arithmetic (i64) -----------------------------------------
+
+    fn iexpr(&mut self, e: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
+        match e {
+            IExpr::Const(c) => Ok(self.c64(*c)),
+            IExpr::Var(v) => self.env.get(*v).copied().flatten().ok_or_else(|| self.err(format_args!("variable {v} used out of scope"))),
+            IExpr::Bin(op, a, b) => {
+                let a = self.iexpr(a)?;
+                let b = self.iexpr(b)?;
+                self.ibin(*op, a, b)
+            }
+        }
+    }
+
+    /// One index operation on i64 values (wrapping; division total). Also
+    /// used for i32 `// //^ %` after sign extension.
+    fn ibin(&mut self, op: IBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        let bl = &self.b;
+        Ok(match op {
+            IBin::Add => bl.build_int_add(a, b, "")?,
+            IBin::Sub => bl.build_int_sub(a, b, "")?,
+            IBin::Mul => bl.build_int_mul(a, b, "")?,
+            IBin::Min => {
+                let lt = bl.build_int_compare(IntPredicate::SLT, a, b, "")?;
+                bl.build_select(lt, a, b, "")?.into_int_value()
+            }
+            IBin::Max => {
+                let gt = bl.build_int_compare(IntPredicate::SGT, a, b, "")?;
+                bl.build_select(gt, a, b, "")?.into_int_value()
+            }
+            IBin::FloorDiv | IBin::CeilDiv | IBin::Mod => self.python_div(op, a, b)?,
+        })
+    }
+
+    /// Python floor/ceil division and floor modulo. `sdiv`/`srem` are
+    /// undefined for `b == 0` and for `MIN / -1`, so both get divisor 1 and
+    /// are fixed up with selects: `x // 0 = 0`, `x % 0 = 0`, and
+    /// `x // -1 = -x` wrapping (as `i64::wrapping_div`). With a constant
+    /// divisor every select folds away and LLVM's multiply-by-reciprocal
+    /// replaces the division.
+    fn python_div(&mut self, op: IBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        let bl = &self.b;
+        let zero = self.i64.const_zero();
+        let one = self.i64.const_int(1, false);
+        let minus1 = self.i64.const_all_ones();
+        let bz = bl.build_int_compare(IntPredicate::EQ, b, zero, "")?;
+        let bm1 = bl.build_int_compare(IntPredicate::EQ, b, minus1, "")?;
+        let unsafe_div = bl.build_or(bz, bm1, "")?;
+        let bs = bl.build_select(unsafe_div, one, b, "")?.into_int_value();
+        let r = bl.build_int_signed_rem(a, bs, "")?;
+        // Truncated remainder is non-zero with the sign opposite to b's:
+        // the truncated quotient is one above the floor.
+        let rnz = bl.build_int_compare(IntPredicate::NE, r, zero, "")?;
+        let rb = bl.build_xor(r, b, "")?;
+        let opposite = bl.build_int_compare(IntPredicate::SLT, rb, zero, "")?;
+        Ok(match op {
+            IBin::Mod => {
+                let fix = bl.build_and(rnz, opposite, "")?;
+                let rp = bl.build_int_add(r, b, "")?;
+                // b == 0 and b == -1 already give r == 0 (divisor 1).
+                bl.build_select(fix, rp, r, "")?.into_int_value()
+            }
+            _ => {
+                let q0 = bl.build_int_signed_div(a, bs, "")?;
+                let neg = bl.build_int_sub(zero, a, "")?;
+                let q = bl.build_select(bm1, neg, q0, "")?.into_int_value();
+                let q = if op == IBin::FloorDiv {
+                    let fix = bl.build_and(rnz, opposite, "")?;
+                    let qm = bl.build_int_sub(q, one, "")?;
+                    bl.build_select(fix, qm, q, "")?.into_int_value()
+                } else {
+                    let same = bl.build_not(opposite, "")?;
+                    let fix = bl.build_and(rnz, same, "")?;
+                    let qp = bl.build_int_add(q, one, "")?;
+                    bl.build_select(fix, qp, q, "")?.into_int_value()
+                };
+                bl.build_select(bz, zero, q, "")?.into_int_value()
+            }
+        })
+    }
+
+    // ---- values ---------------------------------------------------------
+
+    fn ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
+        match d {
+            DType::I32 => self.i32.as_basic_type_enum(),
+            DType::F32 => self.ctx.f32_type().as_basic_type_enum(),
+            DType::F64 => self.ctx.f64_type().as_basic_type_enum(),
+        }
+    }
+
+    fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> Result<FunctionValue<'ctx>, CodegenError> {
+        Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, tys))
+            .ok_or_else(|| self.err(format_args!("internal error: LLVM has no intrinsic {name}")))
+    }
+
+    fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>], name: &str) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
+        self.b
+            .build_call(f, &args, name)?
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| self.err("internal error: intrinsic returns void"))
+    }
+
+    fn compute(&mut self, c: &Compute) -> Result<(), CodegenError> {
+        let mut vals: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(c.values.len());
+        for (i, v) in c.values.iter().enumerate() {
+            let x = self.value(v, &vals, &c.values[..i])?;
+            vals.push(x);
+        }
+        let w = &c.write;
+        let (val, vdt) = operand(&vals, &c.values, w.value).map_err(|e| self.err(e))?;
+        let (p, dt) = self.elem_ptr(w.buf, &w.offset)?;
+        if vdt != dt {
+            return Err(self.err(format_args!(
+                "writes a {} value into {} buffer `{}`",
+                vdt.text(),
+                dt.text(),
+                self.m.buffers[w.buf].name
+            )));
+        }
+        match w.kind {
+            WriteKind::Store => {
+                self.b.build_store(p, val)?;
+            }
+            WriteKind::Accumulate => {
+                let old = self.b.build_load(self.ty(dt), p, "")?;
+                let sum = self.add(dt, old, val)?;
+                self.b.build_store(p, sum)?;
+            }
+            WriteKind::AtomicAccumulate => {
+                // Monotonic (relaxed) suffices: only the sum must be
+                // atomic; kernel boundaries order everything else.
+                if dt == DType::I32 {
+                    self.b.build_atomicrmw(AtomicRMWBinOp::Add, p, val.into_int_value(), AtomicOrdering::Monotonic)?;
+                } else {
+                    // inkwell's build_atomicrmw accepts integers only.
+                    let r = unsafe {
+                        llvm_sys::core::LLVMBuildAtomicRMW(
+                            self.b.as_mut_ptr(),
+                            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFAdd,
+                            p.as_value_ref(),
+                            val.as_value_ref(),
+                            llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+                            0,
+                        )
+                    };
+                    if r.is_null() {
+                        return Err(self.err("internal error: atomicrmw fadd was not built"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&self, dt: DType, a: BasicValueEnum<'ctx>, b: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        Ok(if dt == DType::I32 {
+            self.b.build_int_add(a.into_int_value(), b.into_int_value(), "")?.into()
+        } else {
+            self.b.build_float_add(a.into_float_value(), b.into_float_value(), "")?.into()
+        })
+    }
+
+    fn value(&mut self, v: &Value, vals: &[BasicValueEnum<'ctx>], defs: &[Value]) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let dt = v.dtype;
+        let opnd = |id: usize, want: Option<DType>| -> Result<BasicValueEnum<'ctx>, CodegenError> {
+            let (x, xdt) = operand(vals, defs, id).map_err(|e| self.err(e))?;
+            match want {
+                Some(w) if w != xdt => Err(self.err(format_args!("operand %{id} is {}, expected {}", xdt.text(), w.text()))),
+                _ => Ok(x),
+            }
+        };
+        Ok(match &v.op {
+            VOp::Const(c) => self.constant(dt, *c),
+            VOp::Load { buf, offset } => {
+                let (p, bdt) = self.elem_ptr(*buf, offset)?;
+                if bdt != dt {
+                    return Err(self.err(format_args!("loads {} from {} buffer", dt.text(), bdt.text())));
+                }
+                self.b.build_load(self.ty(dt), p, "")?
+            }
+            VOp::Index(e) => {
+                let x = self.iexpr(e)?;
+                match dt {
+                    DType::I32 => self.b.build_int_truncate(x, self.i32, "")?.into(),
+                    _ => self.b.build_signed_int_to_float(x, self.ty(dt).into_float_type(), "")?.into(),
+                }
+            }
+            VOp::Lookup { table, index } => {
+                // Tables are `DIMS` lists (one entry per rank), so a select
+                // chain is small and needs no constant memory on the GPU.
+                let idx = self.iexpr(index)?;
+                let entry = |me: &Self, t: i64| -> BasicValueEnum<'ctx> {
+                    match dt {
+                        DType::I32 => me.i32.const_int(t as i32 as u64, true).into(),
+                        _ => me.constant(dt, t as f64),
+                    }
+                };
+                let mut acc = entry(self, table.first().copied().unwrap_or(0));
+                for (i, &t) in table.iter().enumerate().skip(1) {
+                    let here = self.b.build_int_compare(IntPredicate::EQ, idx, self.c64(i as i64), "")?;
+                    let tv = entry(self, t);
+                    acc = self.b.build_select(here, tv, acc, "")?;
+                }
+                acc
+            }
+            VOp::Random { stream, counter, lo, hi } => {
+                let lo = opnd(*lo, Some(dt))?;
+                let hi = opnd(*hi, Some(dt))?;
+                let n = self.iexpr(counter)?;
+                self.random(dt, stream, n, lo, hi)?
+            }
+            VOp::Neg(a) => {
+                let a = opnd(*a, Some(dt))?;
+                match dt {
+                    DType::I32 => self.b.build_int_sub(self.i32.const_zero(), a.into_int_value(), "")?.into(),
+                    _ => self.b.build_float_neg(a.into_float_value(), "")?.into(),
+                }
+            }
+            VOp::Bin(op, a, b) => {
+                let a = opnd(*a, Some(dt))?;
+                let b = opnd(*b, Some(dt))?;
+                if dt == DType::I32 {
+                    self.int_bin(*op, a.into_int_value(), b.into_int_value())?.into()
+                } else {
+                    self.float_bin(dt, *op, a.into_float_value(), b.into_float_value())?.into()
+                }
+            }
+            VOp::Cast(a) => {
+                let (x, from) = operand(vals, defs, *a).map_err(|e| self.err(e))?;
+                self.cast(x, from, dt)?
+            }
+        })
+    }
+
+    fn constant(&self, dt: DType, c: f64) -> BasicValueEnum<'ctx> {
+        match dt {
+            // INT constants are integral; out-of-range ones wrap like i32
+            // arithmetic does.
+            DType::I32 => self.i32.const_int((c as i64 as i32) as u64, true).into(),
+            DType::F32 => self.ctx.f32_type().const_float(c as f32 as f64).into(),
+            DType::F64 => self.ctx.f64_type().const_float(c).into(),
+        }
+    }
+
+    fn int_bin(&mut self, op: VBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        let ib = match op {
+            VBin::Add => return Ok(self.b.build_int_add(a, b, "")?),
+            VBin::Sub => return Ok(self.b.build_int_sub(a, b, "")?),
+            VBin::Mul => return Ok(self.b.build_int_mul(a, b, "")?),
+            VBin::Div => return Err(self.err("`div` on i32 (INT `/` is lowered through a cast to FLOAT)")),
+            VBin::FloorDiv => IBin::FloorDiv,
+            VBin::CeilDiv => IBin::CeilDiv,
+            VBin::Mod => IBin::Mod,
+        };
+        // In i64 the only i32 overflow (MIN // -1) cannot happen; the
+        // result is truncated back, wrapping like i32 arithmetic.
+        let a64 = self.b.build_int_s_extend(a, self.i64, "")?;
+        let b64 = self.b.build_int_s_extend(b, self.i64, "")?;
+        let r = self.ibin(ib, a64, b64)?;
+        Ok(self.b.build_int_truncate(r, self.i32, "")?)
+    }
+
+    fn float_bin(&mut self, dt: DType, op: VBin, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+        let bl = &self.b;
+        let ty = self.ty(dt);
+        Ok(match op {
+            VBin::Add => bl.build_float_add(a, b, "")?,
+            VBin::Sub => bl.build_float_sub(a, b, "")?,
+            VBin::Mul => bl.build_float_mul(a, b, "")?,
+            VBin::Div => bl.build_float_div(a, b, "")?,
+            VBin::FloorDiv | VBin::CeilDiv | VBin::Mod => {
+                let q = bl.build_float_div(a, b, "")?;
+                let name = if op == VBin::CeilDiv { "llvm.ceil" } else { "llvm.floor" };
+                let f = self.intrinsic(name, &[ty])?;
+                let r = self.call(f, &[q.into()], "")?.into_float_value();
+                if op == VBin::Mod {
+                    let bl = &self.b;
+                    let p = bl.build_float_mul(b, r, "")?;
+                    bl.build_float_sub(a, p, "")?
+                } else {
+                    r
+                }
+            }
+        })
+    }
+
+    fn cast(&mut self, x: BasicValueEnum<'ctx>, from: DType, to: DType) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let bl = &self.b;
+        Ok(match (from, to) {
+            _ if from == to => x,
+            (DType::I32, _) => bl.build_signed_int_to_float(x.into_int_value(), self.ty(to).into_float_type(), "")?.into(),
+            (_, DType::I32) => {
+                // Saturating, NaN -> 0: exactly Rust's `as i32`.
+                let f = self.intrinsic("llvm.fptosi.sat", &[self.i32.into(), self.ty(from)])?;
+                self.call(f, &[x], "")?
+            }
+            (DType::F64, DType::F32) => bl.build_float_trunc(x.into_float_value(), self.ctx.f32_type(), "")?.into(),
+            _ => bl.build_float_ext(x.into_float_value(), self.ctx.f64_type(), "")?.into(),
+        })
+    }
+
+    /// `crate::random::Stream` in IR: `x = splitmix64(key ^ n*GOLDEN)` with
+    /// `key = seed ^ fnv1a64(stream)` folded at compile time, then the INT
+    /// or FLOAT draw. F32 draws are computed in f64 and rounded.
+    fn random(
+        &mut self,
+        dt: DType,
+        stream: &str,
+        n: IntValue<'ctx>,
+        lo: BasicValueEnum<'ctx>,
+        hi: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let key = self.seed ^ fnv1a64(stream.as_bytes());
+        let bl = &self.b;
+        let k = |v: u64| self.i64.const_int(v, false);
+        let spread = bl.build_int_mul(n, k(GOLDEN), "")?;
+        let mut z = bl.build_xor(spread, k(key), "")?;
+        z = bl.build_int_add(z, k(GOLDEN), "")?;
+        for (shift, mul) in [(30, Some(SPLITMIX_M1)), (27, Some(SPLITMIX_M2)), (31, None)] {
+            let s = bl.build_right_shift(z, k(shift), false, "")?;
+            z = bl.build_xor(z, s, "")?;
+            if let Some(mul) = mul {
+                z = bl.build_int_mul(z, k(mul), "")?;
+            }
+        }
+        if dt == DType::I32 {
+            let lo64 = bl.build_int_s_extend(lo.into_int_value(), self.i64, "")?;
+            let hi64 = bl.build_int_s_extend(hi.into_int_value(), self.i64, "")?;
+            let nonempty = bl.build_int_compare(IntPredicate::SGT, hi64, lo64, "")?;
+            let span = bl.build_int_sub(hi64, lo64, "")?;
+            let span = bl.build_select(nonempty, span, k(1), "")?.into_int_value();
+            let r = bl.build_int_unsigned_rem(z, span, "")?;
+            let draw = bl.build_int_add(lo64, r, "")?;
+            let out = bl.build_select(nonempty, draw, lo64, "")?.into_int_value();
+            return Ok(bl.build_int_truncate(out, self.i32, "")?.into());
+        }
+        let f64t = self.ctx.f64_type();
+        let (lo64, hi64) = if dt == DType::F32 {
+            (bl.build_float_ext(lo.into_float_value(), f64t, "")?, bl.build_float_ext(hi.into_float_value(), f64t, "")?)
+        } else {
+            (lo.into_float_value(), hi.into_float_value())
+        };
+        let top = bl.build_right_shift(z, k(11), false, "")?;
+        let unit = bl.build_unsigned_int_to_float(top, f64t, "")?;
+        let unit = bl.build_float_mul(unit, f64t.const_float(1.0 / (1u64 << 53) as f64), "")?;
+        let width = bl.build_float_sub(hi64, lo64, "")?;
+        let scaled = bl.build_float_mul(width, unit, "")?;
+        let draw = bl.build_float_add(lo64, scaled, "")?;
+        // `!(hi > lo)`: ordered compare, so a NaN bound also gives lo.
+        let nonempty = bl.build_float_compare(FloatPredicate::OGT, hi64, lo64, "")?;
+        let out = bl.build_select(nonempty, draw, lo64, "")?.into_float_value();
+        Ok(if dt == DType::F32 { bl.build_float_trunc(out, self.ctx.f32_type(), "")?.into() } else { out.into() })
+    }
+}
+
+/// Value `id` of a compute (defined before the current one) and its dtype.
+fn operand<'ctx>(vals: &[BasicValueEnum<'ctx>], defs: &[Value], id: usize) -> Result<(BasicValueEnum<'ctx>, DType), String> {
+    match (vals.get(id), defs.get(id)) {
+        (Some(v), Some(d)) => Ok((*v, d.dtype)),
+        _ => Err(format!("value %{id} is used before it is defined")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::loops::{For, Var};
+
+    fn pfor(var: VarId, lo: i64, hi: i64, body: Vec<Node>) -> Node {
+        Node::For(For { var, lo: IExpr::c(lo), hi: IExpr::c(hi), kind: LoopKind::Parallel, body })
+    }
+
+    #[test]
+    fn chain_takes_constant_parallel_loops_through_guards() {
+        let inner = Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::v(1), kind: LoopKind::Reduce, body: vec![] });
+        let g = Node::Guard(crate::ir::loops::Guard { conds: vec![Cond::NonZero(IExpr::v(0))], body: vec![pfor(1, 2, 5, vec![inner])] });
+        let body = vec![pfor(0, 0, 4, vec![g])];
+        let c = ParChain::of(&body);
+        assert_eq!(c.total, 12);
+        assert_eq!(c.steps.len(), 3);
+        assert_eq!(c.rest.len(), 1);
+        let k = Kernel { name: "k".into(), vars: (0..3).map(|i| Var { name: format!("v{i}") }).collect(), body };
+        assert_eq!(thread_count(&k), 12);
+    }
+
+    #[test]
+    fn chain_stops_at_reduce_and_keeps_trailing_guards_sequential() {
+        let g = Node::Guard(crate::ir::loops::Guard { conds: vec![], body: vec![] });
+        let body = vec![pfor(0, 0, 3, vec![g])];
+        let c = ParChain::of(&body);
+        assert_eq!(c.total, 3);
+        assert_eq!(c.steps.len(), 1);
+        assert!(matches!(c.rest[0], Node::Guard(_)));
+        // Two sibling loops are not a single path: nothing is parallel.
+        let two = vec![pfor(0, 0, 3, vec![]), pfor(1, 0, 3, vec![])];
+        assert_eq!(ParChain::of(&two).total, 1);
+        // Empty loop: no thread has work.
+        assert_eq!(ParChain::of(&[pfor(0, 5, 2, vec![])]).total, 0);
+    }
+
+    #[test]
+    fn kernel_names_must_be_identifiers() {
+        assert!(check_kernel_name("k0_y").is_ok());
+        assert!(check_kernel_name("0k").is_err());
+        assert!(check_kernel_name("a.b").is_err());
+        assert!(check_kernel_name("").is_err());
+    }
+}

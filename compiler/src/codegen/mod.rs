@@ -1,0 +1,79 @@
+//! Code generation (DESIGN.md section 3, levels 4 and 5): the `loop`
+//! dialect as LLVM IR through inkwell, optimised with LLVM's `default<O3>`
+//! pipeline, then either JIT-compiled and run on the host (`host`) or
+//! compiled to PTX by the NVPTX backend and checked with `ptxas` (`nvptx`).
+//! The IR construction itself, shared by both targets, is `lower`.
+//! docs/codegen.md describes the lowering, the kernel ABIs and the numerics.
+
+pub mod host;
+pub mod lower;
+pub mod nvptx;
+
+use crate::ir::loops::{BufId, Kernel, LoopModule, Node, VOp};
+use inkwell::context::Context;
+use std::fmt;
+
+pub use host::run_host;
+pub use lower::thread_count;
+pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
+
+/// What to generate code for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The machine the compiler runs on (JIT).
+    Host,
+    /// An NVIDIA GPU of compute capability `sm` (80 for sm_80).
+    Nvptx { sm: u32 },
+}
+
+/// Why code could not be generated or run. Malformed loop IR, an
+/// unsupported target, LLVM failures and ptxas diagnostics all end here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodegenError(pub String);
+
+impl fmt::Display for CodegenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CodegenError {}
+
+impl From<inkwell::builder::BuilderError> for CodegenError {
+    fn from(e: inkwell::builder::BuilderError) -> Self {
+        CodegenError(format!("internal error: LLVM builder: {e}"))
+    }
+}
+
+/// The buffers kernel `k` reads or writes, ascending: the kernel's pointer
+/// parameters, in this order, on every target. (The module is not needed
+/// today: buffer ids are global to it.)
+pub fn kernel_params(_m: &LoopModule, k: &Kernel) -> Vec<BufId> {
+    let mut used = Vec::new();
+    k.walk(&mut |n| match n {
+        Node::LoadIndex { buf, .. } => used.push(*buf),
+        Node::Compute(c) => {
+            used.push(c.write.buf);
+            for v in &c.values {
+                if let VOp::Load { buf, .. } = v.op {
+                    used.push(buf);
+                }
+            }
+        }
+        Node::For(_) | Node::Guard(_) => {}
+    });
+    used.sort_unstable();
+    used.dedup();
+    used
+}
+
+/// Textual LLVM IR of every kernel of `m` for `target`, after `default<O3>`.
+/// `seed` is the RANDOM seed (it is folded into the generated code).
+pub fn emit_llvm(m: &LoopModule, seed: u64, target: Target) -> Result<String, CodegenError> {
+    let ctx = Context::create();
+    let module = match target {
+        Target::Host => host::optimized_module(&ctx, m, seed)?.0,
+        Target::Nvptx { sm } => nvptx::optimized_module(&ctx, m, seed, sm)?.0,
+    };
+    Ok(module.print_to_string().to_string())
+}

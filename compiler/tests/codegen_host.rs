@@ -1,0 +1,347 @@
+//! Host code generation: loop modules built by hand (tests/codegen_cases)
+//! are JIT-compiled and run with `run_host`; results are compared with the
+//! same computations written directly in Rust from the semantics
+//! (LANGUAGE.md section 3, the loop dialect's doc comments).
+
+mod codegen_cases;
+
+use codegen_cases as cases;
+use eintup::codegen::{emit_llvm, kernel_params, run_host, Target};
+use eintup::ir::loops::{DType, IBin, LoopModule};
+use eintup::random::Stream;
+use eintup::tensor::{Data, ElemKind, Tensor};
+
+/// A zero tensor for every buffer of `m`.
+fn zeros(m: &LoopModule) -> Vec<Tensor> {
+    m.buffers
+        .iter()
+        .map(|b| {
+            let kind = match b.dtype {
+                DType::I32 => ElemKind::Int,
+                DType::F64 => ElemKind::F64,
+                DType::F32 => ElemKind::F32,
+            };
+            let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
+            Tensor::zeros(kind, &shape).unwrap()
+        })
+        .collect()
+}
+
+fn f64s(t: &Tensor) -> &[f64] {
+    match &t.data {
+        Data::F64(v) => v,
+        d => panic!("expected f64 data, got {d:?}"),
+    }
+}
+
+fn f32s(t: &Tensor) -> &[f32] {
+    match &t.data {
+        Data::F32(v) => v,
+        d => panic!("expected f32 data, got {d:?}"),
+    }
+}
+
+fn ints(t: &Tensor) -> &[i32] {
+    match &t.data {
+        Data::Int(v) => v,
+        d => panic!("expected int data, got {d:?}"),
+    }
+}
+
+/// FLOAT agreement: within 1e-12 relative (NaN matches NaN).
+fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= 1e-12 * w.abs().max(g.abs());
+        assert!(ok, "{what}[{i}]: got {g}, want {w}");
+    }
+}
+
+/// Python `a // b`, `ceil(a / b)` and `a % b` with divisor 0 giving 0,
+/// computed through f64 (exact enough for |a|, |b| <= 2^32).
+fn py_floor(a: i64, b: i64) -> i64 {
+    if b == 0 { 0 } else { (a as f64 / b as f64).floor() as i64 }
+}
+fn py_ceil(a: i64, b: i64) -> i64 {
+    if b == 0 { 0 } else { (a as f64 / b as f64).ceil() as i64 }
+}
+fn py_mod(a: i64, b: i64) -> i64 {
+    if b == 0 { 0 } else { a - b * py_floor(a, b) }
+}
+
+#[test]
+fn matmul_then_dependent_kernel() {
+    let m = cases::matmul();
+    let (mm, kk, nn) = cases::MM;
+    let (mm, kk, nn) = (mm as usize, kk as usize, nn as usize);
+    let a: Vec<f64> = (0..mm * kk).map(|i| i as f64 * 0.5 - 1.25).collect();
+    let b: Vec<f64> = (0..kk * nn).map(|i| (i % 7) as f64 - 3.0).collect();
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F64(a.clone());
+    bufs[1].data = Data::F64(b.clone());
+    run_host(&m, 0, &mut bufs).unwrap();
+    let mut c = vec![0.0; mm * nn];
+    for i in 0..mm {
+        for j in 0..nn {
+            for k in 0..kk {
+                c[i * nn + j] += a[i * kk + k] * b[k * nn + j];
+            }
+        }
+    }
+    let d: Vec<f64> = c.iter().map(|x| 2.0 * x - 1.0).collect();
+    assert_close(f64s(&bufs[2]), &c, "c");
+    assert_close(f64s(&bufs[3]), &d, "d");
+    assert_eq!(kernel_params(&m, &m.kernels[0]), vec![0, 1, 2]);
+    assert_eq!(kernel_params(&m, &m.kernels[1]), vec![2, 3]);
+}
+
+#[test]
+fn guarded_strided_conv_with_min_max_bounds() {
+    let m = cases::conv1d();
+    let (l, w, s, p) = cases::CONV;
+    let x: Vec<f32> = (0..l).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let f = vec![0.5f32, -1.0, 2.0];
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F32(x.clone());
+    bufs[1].data = Data::F32(f.clone());
+    run_host(&m, 0, &mut bufs).unwrap();
+    let want: Vec<f32> = (0..cases::conv_out_len())
+        .map(|o| {
+            let mut acc = 0.0f32;
+            for t in 0..w {
+                let pos = o * s + t - p;
+                if (0..l).contains(&pos) {
+                    acc += x[pos as usize] * f[t as usize];
+                }
+            }
+            acc
+        })
+        .collect();
+    assert_eq!(f32s(&bufs[2]), &want[..]);
+    // Padding really happens: the first output only sees two taps.
+    assert_eq!(want[0], x[0] * f[1] + x[1] * f[2]);
+}
+
+#[test]
+fn gather_through_load_index_and_lookup() {
+    let m = cases::gather();
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F64(vec![10.5, -1.0, 3.25, 8.0]);
+    bufs[1].data = Data::Int(vec![3, -1, 0, 4, 2, 2]);
+    run_host(&m, 0, &mut bufs).unwrap();
+    assert_eq!(f64s(&bufs[2]), &[8.0, 0.0, 10.5, 0.0, 3.25, 3.25]);
+    let want: Vec<i32> = cases::TABLE.iter().enumerate().map(|(i, &t)| t as i32 + i as i32).collect();
+    assert_eq!(ints(&bufs[3]), &want[..]);
+}
+
+#[test]
+fn int_arithmetic_wraps_and_divides_like_python() {
+    let m = cases::int_ops();
+    let a = vec![7, -7, 7, -7, i32::MAX, i32::MIN, i32::MIN, 0, 5, -9];
+    let b = vec![2, 2, -2, -2, 1, -1, 0, 3, 0, 4];
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::Int(a.clone());
+    bufs[1].data = Data::Int(b.clone());
+    run_host(&m, 0, &mut bufs).unwrap();
+    let r = ints(&bufs[2]);
+    let n = cases::INT_N as usize;
+    for i in 0..n {
+        let (x, y) = (a[i] as i64, b[i] as i64);
+        let want = [
+            a[i].wrapping_add(b[i]),
+            a[i].wrapping_sub(b[i]),
+            a[i].wrapping_mul(b[i]),
+            py_floor(x, y) as i32,
+            py_ceil(x, y) as i32,
+            py_mod(x, y) as i32,
+        ];
+        for (o, w) in want.iter().enumerate() {
+            assert_eq!(r[o * n + i], *w, "{} {:?} {}", a[i], cases::INT_OPS[o], b[i]);
+        }
+    }
+    // Spot checks written out by hand.
+    assert_eq!(r[3 * n + 1], -4); // -7 // 2
+    assert_eq!(r[5 * n + 2], -1); // 7 % -2
+    assert_eq!(r[3 * n + 5], i32::MIN); // MIN // -1 wraps
+    assert_eq!(r[3 * n + 6], 0); // MIN // 0
+    assert_eq!(r[5 * n + 8], 0); // 5 % 0
+    assert_eq!(r[2 * n + 4], i32::MAX); // MAX * 1
+    assert_eq!(r[4], i32::MIN); // MAX + 1 wraps
+    assert_eq!(r[n + 5], i32::MIN + 1); // MIN - (-1)
+}
+
+#[test]
+fn index_arithmetic_with_runtime_and_constant_divisors() {
+    let m = cases::index_ops();
+    let d = vec![3, -3, 0, 1, -1, 2, -2, 5, -5, 4, 7, -7];
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::Int(d.clone());
+    run_host(&m, 0, &mut bufs).unwrap();
+    let r = ints(&bufs[1]);
+    let n = cases::INDEX_N as usize;
+    for i in 0..n {
+        let (x, t) = (i as i64 - 6, d[i] as i64);
+        let want = [py_floor(x, t), py_ceil(x, t), py_mod(x, t), x.min(t), x.max(t), py_floor(t, -3), 0];
+        for (o, w) in want.iter().enumerate() {
+            let op = cases::INDEX_OPS.get(o).copied().unwrap_or(IBin::FloorDiv);
+            assert_eq!(r[o * n + i] as i64, *w, "kernel {o} ({op:?}) at x={x}, t={t}");
+        }
+    }
+}
+
+#[test]
+fn float_division_family() {
+    let m = cases::float_ops();
+    let a = vec![7.5, -7.5, 7.5, -7.5, 1.0, 0.0, 3.0, -2.0];
+    let b = vec![2.0, 2.0, -2.0, -2.0, 0.0, 0.0, 0.1, 3.0];
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F64(a.clone());
+    bufs[1].data = Data::F64(b.clone());
+    run_host(&m, 0, &mut bufs).unwrap();
+    let r = f64s(&bufs[2]);
+    let n = cases::FLOAT_N as usize;
+    for i in 0..n {
+        let (x, y) = (a[i], b[i]);
+        let q = x / y;
+        let want = [q, q.floor(), q.ceil(), x - y * q.floor()];
+        let got: Vec<f64> = (0..4).map(|o| r[o * n + i]).collect();
+        assert_close(&got, &want, &format!("{x} op {y}"));
+    }
+    assert_eq!(r[n + 1], -4.0); // -7.5 // 2
+    assert_eq!(r[3 * n + 2], -0.5); // 7.5 % -2
+    assert!(r[3 * n + 4].is_nan()); // 1 % 0 = 1 - 0*inf
+}
+
+#[test]
+fn casts_saturate_and_round() {
+    let m = cases::casts();
+    let x = vec![2.7, -2.7, 1e10, -1e10, f64::NAN, f64::INFINITY, -0.5, 123456789.123];
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F64(x.clone());
+    run_host(&m, 0, &mut bufs).unwrap();
+    let want_i = [2, -2, i32::MAX, i32::MIN, 0, i32::MAX, 0, 123456789];
+    assert_eq!(ints(&bufs[1]), &want_i);
+    let want_f: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+    let got_f = f32s(&bufs[2]);
+    for (g, w) in got_f.iter().zip(&want_f) {
+        assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "{g} vs {w}");
+    }
+    let want_g: Vec<f64> = want_i.iter().map(|&v| v as f64).collect();
+    assert_eq!(f64s(&bufs[3]), &want_g[..]);
+}
+
+#[test]
+fn random_matches_the_shared_generator() {
+    let m = cases::random();
+    for seed in [0u64, 12345, u64::MAX] {
+        let mut bufs = zeros(&m);
+        run_host(&m, seed, &mut bufs).unwrap();
+        let n = (cases::RANDOM_SHAPE[0] * cases::RANDOM_SHAPE[1]) as u64;
+        let (si, sf, ss) = (Stream::new(seed, "ri"), Stream::new(seed, "rf"), Stream::new(seed, "rs"));
+        let want_i: Vec<i32> = (0..n).map(|k| si.int(k, -3, 10) as i32).collect();
+        let want_f: Vec<f64> = (0..n).map(|k| sf.float(k, -5.0, 5.0)).collect();
+        let want_s: Vec<f32> = (0..n).map(|k| ss.float(k, 0.0, 1.0) as f32).collect();
+        assert_eq!(ints(&bufs[0]), &want_i[..], "seed {seed}");
+        assert_eq!(f64s(&bufs[1]), &want_f[..], "seed {seed}");
+        assert_eq!(f32s(&bufs[2]), &want_s[..], "seed {seed}");
+        assert!(ints(&bufs[3]).iter().all(|&v| v == 4), "empty range gives lo");
+        // The draws are not degenerate.
+        assert!(want_i.iter().any(|&v| v != want_i[0]));
+    }
+}
+
+#[test]
+fn rank0_and_zero_sized_buffers() {
+    let m = cases::scalars_and_empty();
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F64(vec![1.0, 2.0, 3.0, 4.0, 5.5]);
+    run_host(&m, 0, &mut bufs).unwrap();
+    assert_eq!(f64s(&bufs[1]), &[15.5]);
+    assert!(bufs[2].is_empty() && bufs[3].is_empty());
+}
+
+#[test]
+fn atomic_accumulate_sums_every_contribution() {
+    let m = cases::atomics();
+    let n = cases::HIST_N as usize;
+    let bins = cases::HIST_BINS as usize;
+    let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 3.0).collect();
+    let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F64(x.clone());
+    bufs[1].data = Data::F32(xs.clone());
+    run_host(&m, 0, &mut bufs).unwrap();
+    let mut w = vec![0.0f64; bins];
+    let mut ws = vec![0.0f32; bins];
+    for i in 0..n {
+        w[i % bins] += x[i];
+        ws[i % bins] += xs[i];
+    }
+    assert_eq!(ints(&bufs[2]), &vec![(n / bins) as i32; bins][..]);
+    assert_close(f64s(&bufs[3]), &w, "w");
+    assert_eq!(f32s(&bufs[4]), &ws[..]);
+}
+
+#[test]
+fn mismatched_tensors_are_errors() {
+    let m = cases::matmul();
+    let mut bufs = zeros(&m);
+    bufs.pop();
+    assert!(run_host(&m, 0, &mut bufs).is_err());
+    let mut bufs = zeros(&m);
+    bufs[0].data = Data::F32(vec![0.0; 12]);
+    let e = run_host(&m, 0, &mut bufs).unwrap_err();
+    assert!(e.to_string().contains("buffer `a`"), "{e}");
+    let mut bufs = zeros(&m);
+    bufs[1].data = Data::F64(vec![0.0; 3]);
+    assert!(run_host(&m, 0, &mut bufs).is_err());
+}
+
+#[test]
+fn malformed_modules_are_errors_not_panics() {
+    // A variable used outside the loop that binds it.
+    let mut m = cases::gather();
+    m.kernels[1].body.push(cases::compute(
+        vec![cases::val(eintup::ir::loops::VOp::Index(cases::v(0)), DType::I32)],
+        eintup::ir::loops::WriteKind::Store,
+        3,
+        cases::c(0),
+        0,
+    ));
+    let e = emit_llvm(&m, 0, Target::Host).unwrap_err();
+    assert!(e.to_string().contains("out of scope"), "{e}");
+    // A kernel name that is not a PTX identifier, and duplicate names.
+    let mut m = cases::matmul();
+    m.kernels[0].name = "mat-mul".into();
+    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+    let mut m = cases::matmul();
+    m.kernels[1].name = "matmul".into();
+    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+    // A value used before it is defined, and a buffer that does not exist.
+    let mut m = cases::gather();
+    if let eintup::ir::loops::Node::For(f) = &mut m.kernels[1].body[0] {
+        if let eintup::ir::loops::Node::Compute(c) = &mut f.body[0] {
+            c.values[2].op = eintup::ir::loops::VOp::Bin(eintup::ir::loops::VBin::Add, 0, 2);
+        }
+    }
+    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+    let mut m = cases::matmul();
+    m.buffers.truncate(2);
+    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+}
+
+#[test]
+fn host_llvm_is_optimised_without_fast_math() {
+    let ir = emit_llvm(&cases::matmul(), 0, Target::Host).unwrap();
+    assert!(ir.contains("@et.matmul(ptr"), "{ir}");
+    assert!(ir.contains("@et.scale(ptr"), "{ir}");
+    for flag in ["fast ", "nnan", "ninf", "nsz", "arcp", "contract", "reassoc"] {
+        assert!(!ir.contains(flag), "fast-math flag `{flag}` in\n{ir}");
+    }
+    // Constant divisor: after O3 no select guards the divisor any more.
+    let ir = emit_llvm(&cases::index_ops(), 0, Target::Host).unwrap();
+    let f = ir.split("define").find(|f| f.contains("@et.index5(")).unwrap();
+    assert!(!f.contains("icmp eq i64") || !f.contains(", 0\n"), "{f}");
+    assert!(f.lines().filter(|l| l.contains("sdiv") || l.contains("srem")).all(|l| l.trim_end().ends_with(", 3") || l.trim_end().ends_with(", -3")), "{f}");
+}
+
