@@ -9,6 +9,7 @@ pub mod codegen;
 pub mod cli;
 pub mod arith;
 pub mod driver;
+pub mod exec;
 pub mod interp;
 pub mod ir;
 pub mod passes;

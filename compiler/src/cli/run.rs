@@ -1,18 +1,15 @@
 //! `eintup run`: execute a program on one configuration (DESIGN.md s.5).
-//! Only the interpreter backend exists so far; `cpu`/`gpu` exit 3.
+//! Backends: the interpreter, compiled host code (`cpu`), NVPTX (`gpu`).
 
-use super::{backend_unavailable, Backend, RunArgs};
+use super::RunArgs;
 use crate::driver::{Failure, Source};
-use crate::interp::{self, RunOptions};
+use crate::interp::RunOptions;
 use crate::ir::et::Module;
 use crate::tensor::{shape_text, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 pub fn main(args: RunArgs) -> Result<(), Failure> {
-    if args.backend != Backend::Interp {
-        return Err(backend_unavailable(args.backend));
-    }
     let src = Source::load(&args.file)?;
     let (module, config) = crate::pipeline::specialized_module(&src, &args.bind, args.seed)?;
     let arrays = execute(&src, &module, &args)?;
@@ -25,7 +22,7 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
     }
 }
 
-/// Reads `--input` files and runs the interpreter.
+/// Reads `--input` files and runs the chosen backend.
 pub fn execute(src: &Source, module: &Module, args: &RunArgs) -> Result<Vec<Tensor>, Failure> {
     let mut inputs = BTreeMap::new();
     for spec in &args.input {
@@ -35,7 +32,7 @@ pub fn execute(src: &Source, module: &Module, args: &RunArgs) -> Result<Vec<Tens
         }
     }
     let opts = RunOptions { seed: args.seed, float: args.float, inputs };
-    interp::run(module, &opts).map_err(|e| e.into_failure(src))
+    crate::exec::execute(src, module, args.backend, &opts)
 }
 
 /// `NAME=PATH.npy` -> (NAME, contents).
