@@ -34,6 +34,16 @@ pub struct Device {
     arch: (u32, u32),
 }
 
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("ordinal", &self.ordinal)
+            .field("name", &self.name)
+            .field("arch", &self.arch)
+            .finish()
+    }
+}
+
 /// Median times of [`Device::run_timed`], in milliseconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timings {

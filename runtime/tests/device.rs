@@ -40,6 +40,13 @@ fn x_input() -> BTreeMap<String, HostTensor> {
 }
 
 #[test]
+fn devices_and_bundles_can_be_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Device>();
+    send_sync::<Bundle>();
+}
+
+#[test]
 fn without_driver_new_reports_no_driver() {
     if driver_present() {
         let _ = writeln!(std::io::stderr(), "skipped: a CUDA driver is installed here");
