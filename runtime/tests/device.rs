@@ -52,7 +52,7 @@ fn without_driver_new_reports_no_driver() {
         let _ = writeln!(std::io::stderr(), "skipped: a CUDA driver is installed here");
         return;
     }
-    let err = Device::new(0).err().expect("no driver, so no device");
+    let err = Device::new(0).expect_err("no driver, so no device");
     assert!(matches!(err, Error::NoDriver), "{err:?}");
     assert_eq!(err.to_string(), "no CUDA driver found (libcuda could not be loaded)");
     assert!(matches!(Device::count(), Err(Error::NoDriver)));

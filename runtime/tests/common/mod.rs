@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 pub const N: usize = 1000;
 
 /// Two kernels, as LLVM 19's NVPTX back end prints them (`llc -mcpu=sm_80
-/// -mattr=+ptx70`), comments trimmed:
+/// -mattr=+ptx70` on generic pointer parameters cast to the global space,
+/// hence the `cvta.to.global`), comments trimmed:
 /// - `add_one(x, y)`: `y[i] = x[i] + 1` for `i < 1000` over f32, with a
 ///   grid-stride loop, so that a grid smaller than 1000 threads covers all;
 /// - `noop(a)`: does nothing; receives the zero-sized buffer (a null pointer).
@@ -33,10 +34,12 @@ pub const PTX: &str = r#"//
 	.reg .pred 	%p<2>;
 	.reg .b32 	%r<10>;
 	.reg .f32 	%f<3>;
-	.reg .b64 	%rd<6>;
+	.reg .b64 	%rd<8>;
 
-	ld.param.u64 	%rd2, [add_one_param_1];
-	ld.param.u64 	%rd1, [add_one_param_0];
+	ld.param.u64 	%rd3, [add_one_param_0];
+	ld.param.u64 	%rd4, [add_one_param_1];
+	cvta.to.global.u64 	%rd1, %rd4;
+	cvta.to.global.u64 	%rd2, %rd3;
 	mov.u32 	%r5, %tid.x;
 	mov.u32 	%r6, %ctaid.x;
 	mov.u32 	%r7, %ntid.x;
@@ -46,12 +49,12 @@ pub const PTX: &str = r#"//
 $L__BB0_1:
 	setp.gt.s32 	%p1, %r9, 999;
 	@%p1 bra 	$L__BB0_3;
-	mul.wide.s32 	%rd3, %r9, 4;
-	add.s64 	%rd4, %rd1, %rd3;
-	ld.global.f32 	%f1, [%rd4];
+	mul.wide.s32 	%rd5, %r9, 4;
+	add.s64 	%rd6, %rd2, %rd5;
+	ld.global.f32 	%f1, [%rd6];
 	add.rn.f32 	%f2, %f1, 0f3F800000;
-	add.s64 	%rd5, %rd2, %rd3;
-	st.global.f32 	[%rd5], %f2;
+	add.s64 	%rd7, %rd1, %rd5;
+	st.global.f32 	[%rd7], %f2;
 	add.s32 	%r9, %r9, %r2;
 	bra.uni 	$L__BB0_1;
 $L__BB0_3:
