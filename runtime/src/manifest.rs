@@ -1,0 +1,417 @@
+//! `manifest.json`: the description of a bundle (see docs/bundle.md).
+//!
+//! The manifest lists the bundle's buffers (name, dtype, shape, role), its
+//! kernels (name and parameter list) and the steps that run them. This module
+//! holds the serde types, [`Manifest::parse`] and the validation that every
+//! consumer relies on: after `parse` succeeds, every name a step uses exists,
+//! every launch passes as many buffers as its kernel takes, every buffer's
+//! byte size fits in memory, and the target architecture is well-formed.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::error::{Error, Result};
+use crate::tensor::{element_count, DType};
+
+/// The one `format_version` this runtime reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Most threads in one block, on every compute capability since 2.0 (CUDA C
+/// Programming Guide, "Technical Specifications per Compute Capability").
+pub const MAX_BLOCK_THREADS: u64 = 1024;
+/// Largest block extent per axis (x, y, z), same source.
+pub const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
+/// Largest grid extent per axis (x, y, z) since compute capability 3.0.
+pub const MAX_GRID_DIM: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+/// The whole manifest. Unknown fields are ignored when reading, so that a
+/// producer may add informative fields without a version bump (docs/bundle.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u64,
+    /// Who wrote the bundle, e.g. `"eintup 0.1.0"`; informative.
+    pub producer: String,
+    pub source: SourceInfo,
+    pub config: Config,
+    pub target: Target,
+    pub buffers: Vec<Buffer>,
+    pub kernels: Vec<Kernel>,
+    pub steps: Vec<Step>,
+}
+
+/// The `.et` program the bundle was compiled from; informative.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    pub name: String,
+    pub text: String,
+}
+
+/// The specialisation the bundle was compiled for; informative (the shapes
+/// that matter are the buffers').
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Seed of the `RANDOM` inputs the producer generated.
+    pub seed: u64,
+    /// The floating-point type `FLOAT` was compiled as (`f32` or `f64`).
+    pub float: DType,
+    /// Every eintup's dimensions.
+    pub eintups: BTreeMap<String, Vec<i64>>,
+}
+
+/// The GPU the PTX was generated for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// `sm_NN` (or `sm_NNN`): the oldest compute capability that can run it.
+    pub arch: String,
+    /// The PTX ISA version in `kernels.ptx`'s `.version` line, e.g. `"7.0"`.
+    pub ptx_version: String,
+}
+
+/// What a buffer is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Supplied by the caller.
+    Input,
+    /// A result of the program.
+    Output,
+    /// Scratch memory between kernels.
+    Temp,
+}
+
+/// How a buffer starts out before the first step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Init {
+    /// The caller supplies the contents; `random` records how the producer
+    /// generated them, for information only.
+    Input {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        random: Option<RandomSpec>,
+    },
+    /// All bytes zero.
+    Zero,
+}
+
+/// The `RANDOM(lo, hi, type)` call that defines an input, as source text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RandomSpec {
+    pub lo: String,
+    pub hi: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+/// One device buffer: a dense row-major array.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Buffer {
+    pub name: String,
+    pub dtype: DType,
+    #[serde(deserialize_with = "non_negative_shape")]
+    pub shape: Vec<usize>,
+    pub role: Role,
+    pub init: Init,
+}
+
+impl Buffer {
+    /// Number of elements (validated not to overflow by [`Manifest::parse`];
+    /// saturates for a manifest built by hand and never validated).
+    pub fn len(&self) -> usize {
+        element_count(&self.shape).unwrap_or(usize::MAX)
+    }
+
+    /// Whether the buffer has no elements (it is then passed as a null pointer).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Size in bytes, `None` on overflow.
+    pub fn byte_size(&self) -> Option<usize> {
+        element_count(&self.shape)?.checked_mul(self.dtype.size())
+    }
+}
+
+/// One PTX kernel of `kernels.ptx`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// The `.entry` name.
+    pub name: String,
+    /// Formal parameter names, one device pointer each, in order.
+    pub params: Vec<String>,
+    /// Register count and spills reported by ptxas; `null` when the producer
+    /// had no ptxas.
+    pub registers: Option<u32>,
+    pub spill_stores: Option<u32>,
+    pub spill_loads: Option<u32>,
+}
+
+/// One step of the program, run in order on one stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Step {
+    /// Set every byte of `buffer` to `value` (only 0 in format version 1).
+    Fill { buffer: String, value: i64 },
+    /// Launch `kernel` with the device pointers of `args`. Skipped when any
+    /// grid or block component is 0 (an empty iteration space).
+    Launch { kernel: String, grid: [u32; 3], block: [u32; 3], args: Vec<String> },
+}
+
+impl Step {
+    /// Whether this is a launch that is skipped because it has no threads.
+    pub fn is_empty_launch(&self) -> bool {
+        match self {
+            Step::Launch { grid, block, .. } => grid.contains(&0) || block.contains(&0),
+            Step::Fill { .. } => false,
+        }
+    }
+}
+
+/// Reads a shape as signed integers so that a negative dimension gets a
+/// message of its own rather than serde's "expected usize".
+fn non_negative_shape<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<usize>, D::Error> {
+    let dims = Vec::<i64>::deserialize(d)?;
+    dims.iter()
+        .map(|&x| {
+            usize::try_from(x).map_err(|_| {
+                serde::de::Error::custom(format!("shape {dims:?} has a negative dimension {x}"))
+            })
+        })
+        .collect()
+}
+
+/// Just the version, read before anything else so that a manifest of another
+/// version is reported as such instead of as a missing field.
+#[derive(Deserialize)]
+struct VersionProbe {
+    format_version: u64,
+}
+
+impl Manifest {
+    /// Parses and validates `manifest.json` text.
+    pub fn parse(text: &str) -> Result<Manifest> {
+        let probe: VersionProbe = serde_json::from_str(text).map_err(|e| Error::BadManifest(e.to_string()))?;
+        if probe.format_version != FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion { found: probe.format_version, supported: FORMAT_VERSION });
+        }
+        let manifest: Manifest = serde_json::from_str(text).map_err(|e| Error::BadManifest(e.to_string()))?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// Pretty-printed JSON, as a producer writes it.
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string_pretty(self).map_err(|e| Error::BadManifest(e.to_string()))
+    }
+
+    /// The buffer called `name`.
+    pub fn buffer(&self, name: &str) -> Option<&Buffer> {
+        self.buffers.iter().find(|b| b.name == name)
+    }
+
+    /// The kernel called `name`.
+    pub fn kernel(&self, name: &str) -> Option<&Kernel> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+
+    /// The buffers the caller must supply, in manifest order.
+    pub fn inputs(&self) -> impl Iterator<Item = &Buffer> {
+        self.buffers.iter().filter(|b| b.role == Role::Input)
+    }
+
+    /// The target as `(major, minor)` compute capability.
+    pub fn target_arch(&self) -> Result<(u32, u32)> {
+        parse_arch(&self.target.arch)
+            .ok_or_else(|| Error::BadManifest(format!("target.arch `{}` is not of the form sm_NN", self.target.arch)))
+    }
+
+    /// Checks everything that does not need `kernels.ptx` or a device.
+    /// [`Manifest::parse`] calls it; a producer that builds a `Manifest` in
+    /// memory should call it before writing.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::BadManifest(msg));
+        if self.format_version != FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion { found: self.format_version, supported: FORMAT_VERSION });
+        }
+        self.target_arch()?;
+        if parse_ptx_version(&self.target.ptx_version).is_none() {
+            return bad(format!("target.ptx_version `{}` is not of the form MAJOR.MINOR", self.target.ptx_version));
+        }
+        if !matches!(self.config.float, DType::F32 | DType::F64) {
+            return bad(format!("config.float is {}, expected f32 or f64", self.config.float));
+        }
+
+        let mut buffer_names = BTreeSet::new();
+        for b in &self.buffers {
+            if b.name.is_empty() {
+                return bad("a buffer has an empty name".into());
+            }
+            if !buffer_names.insert(b.name.as_str()) {
+                return bad(format!("buffer `{}` is declared twice", b.name));
+            }
+            // Vec<u8> (the download buffer) cannot exceed isize::MAX bytes.
+            match b.byte_size() {
+                Some(n) if n <= isize::MAX as usize => {}
+                _ => return bad(format!("buffer `{}`: shape {:?} of {} is too large", b.name, b.shape, b.dtype)),
+            }
+            let input_init = matches!(b.init, Init::Input { .. });
+            if (b.role == Role::Input) != input_init {
+                return bad(format!(
+                    "buffer `{}`: role {} needs init kind {}",
+                    b.name,
+                    role_name(b.role),
+                    if b.role == Role::Input { "input" } else { "zero" }
+                ));
+            }
+        }
+
+        let mut kernel_names = BTreeSet::new();
+        for k in &self.kernels {
+            if !is_ptx_identifier(&k.name) {
+                return bad(format!("kernel name `{}` is not a PTX identifier", k.name));
+            }
+            if !kernel_names.insert(k.name.as_str()) {
+                return bad(format!("kernel `{}` is declared twice", k.name));
+            }
+            let mut params = BTreeSet::new();
+            for p in &k.params {
+                if !params.insert(p.as_str()) {
+                    return bad(format!("kernel `{}`: parameter `{p}` is listed twice", k.name));
+                }
+            }
+        }
+
+        for (i, step) in self.steps.iter().enumerate() {
+            match step {
+                Step::Fill { buffer, value } => {
+                    if !buffer_names.contains(buffer.as_str()) {
+                        return bad(format!("step {i}: fill of unknown buffer `{buffer}`"));
+                    }
+                    if *value != 0 {
+                        return bad(format!(
+                            "step {i}: fill of `{buffer}` with {value}; format version 1 fills with 0 only"
+                        ));
+                    }
+                }
+                Step::Launch { kernel, grid, block, args } => {
+                    let Some(k) = self.kernel(kernel) else {
+                        return bad(format!("step {i}: launch of unknown kernel `{kernel}`"));
+                    };
+                    if args.len() != k.params.len() {
+                        return bad(format!(
+                            "step {i}: kernel `{kernel}` takes {} arguments ({}), the launch passes {}",
+                            k.params.len(),
+                            k.params.join(", "),
+                            args.len()
+                        ));
+                    }
+                    if let Some(a) = args.iter().find(|a| !buffer_names.contains(a.as_str())) {
+                        return bad(format!("step {i}: launch of `{kernel}` passes unknown buffer `{a}`"));
+                    }
+                    check_launch_dims(i, kernel, grid, block)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Rejects grids and blocks no CUDA device can launch, so that the error
+/// names the step instead of being a bare CUDA_ERROR_INVALID_VALUE.
+fn check_launch_dims(i: usize, kernel: &str, grid: &[u32; 3], block: &[u32; 3]) -> Result<()> {
+    let bad = |msg: String| Err(Error::BadManifest(format!("step {i}: launch of `{kernel}`: {msg}")));
+    for axis in 0..3 {
+        if grid[axis] > MAX_GRID_DIM[axis] {
+            return bad(format!("grid {grid:?} exceeds the CUDA limit {MAX_GRID_DIM:?}"));
+        }
+        if block[axis] > MAX_BLOCK_DIM[axis] {
+            return bad(format!("block {block:?} exceeds the CUDA limit {MAX_BLOCK_DIM:?}"));
+        }
+    }
+    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
+    if threads > MAX_BLOCK_THREADS {
+        return bad(format!("block {block:?} has {threads} threads, more than {MAX_BLOCK_THREADS}"));
+    }
+    Ok(())
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Input => "input",
+        Role::Output => "output",
+        Role::Temp => "temp",
+    }
+}
+
+/// `sm_NN` / `sm_NNN` to `(major, minor)`: `sm_80` is (8, 0), `sm_120` is
+/// (12, 0). Architecture-specific variants (`sm_90a`) are not accepted: their
+/// PTX does not run on later GPUs, which the forward-compatibility rule of
+/// [`crate::check::check_target`] assumes.
+pub fn parse_arch(arch: &str) -> Option<(u32, u32)> {
+    let digits = arch.strip_prefix("sm_")?;
+    if !(2..=3).contains(&digits.len()) || !digits.bytes().all(|c| c.is_ascii_digit()) || digits.starts_with('0') {
+        return None;
+    }
+    let n: u32 = digits.parse().ok()?;
+    Some((n / 10, n % 10))
+}
+
+/// `"7.0"` to `(7, 0)`.
+pub fn parse_ptx_version(v: &str) -> Option<(u32, u32)> {
+    let (major, minor) = v.split_once('.')?;
+    let num = |s: &str| -> Option<u32> {
+        if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    Some((num(major)?, num(minor)?))
+}
+
+/// PTX identifiers: `[a-zA-Z][a-zA-Z0-9_$]*` or `[_$%][a-zA-Z0-9_$]+`
+/// (PTX ISA, "Identifiers").
+pub fn is_ptx_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    let Some(first) = chars.next() else { return false };
+    let rest_ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    if first.is_ascii_alphabetic() {
+        chars.all(rest_ok)
+    } else if matches!(first, '_' | '$' | '%') {
+        s.len() > 1 && chars.all(rest_ok)
+    } else {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_forms() {
+        assert_eq!(parse_arch("sm_80"), Some((8, 0)));
+        assert_eq!(parse_arch("sm_86"), Some((8, 6)));
+        assert_eq!(parse_arch("sm_120"), Some((12, 0)));
+        for bad in ["sm80", "sm_8", "sm_90a", "compute_80", "sm_08", "sm_1000", ""] {
+            assert_eq!(parse_arch(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn ptx_version_forms() {
+        assert_eq!(parse_ptx_version("7.0"), Some((7, 0)));
+        assert_eq!(parse_ptx_version("8.5"), Some((8, 5)));
+        for bad in ["7", "7.", ".0", "7.0.1", "a.b", ""] {
+            assert_eq!(parse_ptx_version(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn identifiers() {
+        assert!(is_ptx_identifier("s2_y"));
+        assert!(is_ptx_identifier("_k"));
+        assert!(!is_ptx_identifier("_"));
+        assert!(!is_ptx_identifier("2k"));
+        assert!(!is_ptx_identifier("a-b"));
+        assert!(!is_ptx_identifier(""));
+    }
+}

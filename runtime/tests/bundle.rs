@@ -1,0 +1,106 @@
+//! Bundle directories: opening a good one, and each way `kernels.ptx` or the
+//! files themselves can disagree with the manifest.
+
+mod common;
+
+use common::{manifest_value, write_bundle, TempDir, PTX};
+use eintup_runtime::bundle::{MANIFEST_FILE, PTX_FILE};
+use eintup_runtime::{Bundle, Error, Manifest};
+
+fn open_with(tag: &str, ptx: &str) -> Result<Bundle, Error> {
+    let dir = TempDir::new(tag);
+    let path = write_bundle(&dir, &manifest_value().to_string(), ptx);
+    Bundle::open(path)
+}
+
+fn bad_ptx(tag: &str, ptx: &str, needle: &str) {
+    match open_with(tag, ptx) {
+        Err(Error::BadPtx(msg)) => assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}"),
+        other => panic!("expected BadPtx containing {needle:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn opens_a_valid_bundle() {
+    let b = open_with("valid", PTX).unwrap();
+    assert_eq!(b.ptx(), PTX);
+    assert_eq!(b.manifest().kernels.len(), 2);
+    assert_eq!(b.manifest().source.name, "add_one.et");
+}
+
+#[test]
+fn missing_directory_or_file_is_io_with_path() {
+    let dir = TempDir::new("missing");
+    match Bundle::open(dir.path().join("nope.etb")) {
+        Err(Error::Io { path, .. }) => assert!(path.ends_with(MANIFEST_FILE)),
+        other => panic!("{other:?}"),
+    }
+    let path = write_bundle(&dir, &manifest_value().to_string(), PTX);
+    std::fs::remove_file(path.join(PTX_FILE)).unwrap();
+    let err = Bundle::open(&path).unwrap_err();
+    assert!(matches!(&err, Error::Io { path, .. } if path.ends_with(PTX_FILE)), "{err:?}");
+    assert!(err.to_string().contains("kernels.ptx"), "{err}");
+}
+
+#[test]
+fn bad_manifest_is_reported_before_the_ptx_is_read() {
+    let dir = TempDir::new("badmanifest");
+    let path = write_bundle(&dir, "{}", "not ptx");
+    assert!(matches!(Bundle::open(path), Err(Error::BadManifest(_))));
+}
+
+#[test]
+fn every_kernel_needs_an_entry() {
+    bad_ptx("noentry", &PTX.replace(".entry noop", ".func noop"), "no `.entry noop` for manifest kernel `noop`");
+}
+
+#[test]
+fn an_entry_in_a_comment_does_not_count() {
+    let ptx = PTX.replace(".visible .entry noop", "// .visible .entry noop\n.visible .func noop");
+    bad_ptx("commented", &ptx, "no `.entry noop`");
+}
+
+#[test]
+fn unlisted_entry_is_rejected() {
+    let ptx = format!("{PTX}\n.visible .entry extra()\n{{\n\tret;\n}}\n");
+    bad_ptx("extra", &ptx, ".entry extra is not listed");
+}
+
+#[test]
+fn parameter_count_must_match() {
+    let ptx = PTX.replace(".param .u64 noop_param_0", ".param .u64 noop_param_0,\n\t.param .u64 noop_param_1");
+    bad_ptx("params", &ptx, ".entry noop has 2 parameters but the manifest lists 1");
+}
+
+#[test]
+fn header_must_match_target() {
+    bad_ptx("version", &PTX.replace(".version 7.0", ".version 7.8"), ".version 7.8 but the manifest says ptx_version 7.0");
+    bad_ptx("target", &PTX.replace(".target sm_80", ".target sm_86"), ".target sm_86 but the manifest says arch sm_80");
+    bad_ptx("addr", &PTX.replace(".address_size 64", ""), ".address_size is absent (32), expected 64");
+    bad_ptx("noversion", &PTX.replace(".version 7.0", ""), "no `.version` directive");
+}
+
+#[test]
+fn nul_byte_is_rejected() {
+    bad_ptx("nul", &format!("{PTX}\0"), "NUL");
+}
+
+#[test]
+fn new_write_open_round_trip() {
+    let manifest = Manifest::parse(&manifest_value().to_string()).unwrap();
+    let bundle = Bundle::new(manifest.clone(), PTX.to_string()).unwrap();
+    let dir = TempDir::new("roundtrip");
+    let path = dir.path().join("nested").join("out.etb");
+    bundle.write(&path).unwrap();
+    let back = Bundle::open(&path).unwrap();
+    assert_eq!(back.manifest(), &manifest);
+    assert_eq!(back.ptx(), PTX);
+}
+
+#[test]
+fn new_validates_too() {
+    let mut manifest = Manifest::parse(&manifest_value().to_string()).unwrap();
+    assert!(matches!(Bundle::new(manifest.clone(), "".into()), Err(Error::BadPtx(_))));
+    manifest.buffers[1].name = "x".into();
+    assert!(matches!(Bundle::new(manifest, PTX.into()), Err(Error::BadManifest(_))));
+}

@@ -1,0 +1,207 @@
+//! manifest.json parsing and validation: the fixture is accepted, and each
+//! kind of mistake is rejected with its own error and a message naming it.
+
+mod common;
+
+use eintup_runtime::manifest::{Init, Role, Step};
+use eintup_runtime::{DType, Error, Manifest};
+use serde_json::{json, Value};
+
+fn parse(v: &Value) -> Result<Manifest, Error> {
+    Manifest::parse(&v.to_string())
+}
+
+/// Applies `edit` to the fixture and expects BadManifest mentioning `needle`.
+fn rejected(edit: impl FnOnce(&mut Value), needle: &str) {
+    let mut v = common::manifest_value();
+    edit(&mut v);
+    match parse(&v) {
+        Err(Error::BadManifest(msg)) => assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}"),
+        other => panic!("expected BadManifest containing {needle:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn fixture_parses_with_its_fields() {
+    let m = parse(&common::manifest_value()).unwrap();
+    assert_eq!(m.format_version, 1);
+    assert_eq!(m.target.arch, "sm_80");
+    assert_eq!(m.target_arch().unwrap(), (8, 0));
+    assert_eq!(m.buffers.len(), 4);
+    let x = m.buffer("x").unwrap();
+    assert_eq!((x.dtype, x.shape.clone(), x.role), (DType::F32, vec![common::N], Role::Input));
+    assert!(matches!(&x.init, Init::Input { random: Some(r) } if r.hi == "10" && r.ty == "FLOAT"));
+    let e = m.buffer("e").unwrap();
+    assert_eq!((e.len(), e.byte_size()), (0, Some(0)));
+    assert_eq!(m.kernel("noop").unwrap().registers, None);
+    assert_eq!(m.kernel("add_one").unwrap().registers, Some(10));
+    assert_eq!(m.inputs().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["x"]);
+    assert!(m.steps[2].is_empty_launch());
+    assert!(!m.steps[1].is_empty_launch());
+    assert!(matches!(&m.steps[0], Step::Fill { buffer, value: 0 } if buffer == "z"));
+}
+
+#[test]
+fn the_issue_example_parses() {
+    // The example of the bundle format description, with its kernel.
+    let text = r#"{
+      "format_version": 1,
+      "producer": "eintup 0.1.0",
+      "source": {"name": "conv_valid.et", "text": "<the .et program>"},
+      "config": {"seed": 0, "float": "f64", "eintups": {"batch": [2], "ipos": [8]}},
+      "target": {"arch": "sm_80", "ptx_version": "7.0"},
+      "buffers": [
+        {"name": "w", "dtype": "f64", "shape": [6, 1, 1], "role": "input", "init": {"kind": "input"}},
+        {"name": "x", "dtype": "f64", "shape": [2, 8, 1], "role": "input",
+         "init": {"kind": "input", "random": {"lo": "0", "hi": "10", "type": "FLOAT"}}},
+        {"name": "y", "dtype": "f64", "shape": [2, 3, 1], "role": "output", "init": {"kind": "zero"}}
+      ],
+      "kernels": [{"name": "s2_y", "params": ["w", "x", "y"], "registers": 40, "spill_stores": 0, "spill_loads": 0}],
+      "steps": [
+        {"op": "fill", "buffer": "y", "value": 0},
+        {"op": "launch", "kernel": "s2_y", "grid": [1, 1, 1], "block": [256, 1, 1], "args": ["w", "x", "y"]}
+      ]
+    }"#;
+    let m = Manifest::parse(text).unwrap();
+    assert_eq!(m.config.float, DType::F64);
+    assert_eq!(m.config.eintups["ipos"], vec![8]);
+    assert_eq!(m.buffer("y").unwrap().byte_size(), Some(2 * 3 * 8));
+}
+
+#[test]
+fn serialised_manifest_parses_back_equal() {
+    let m = parse(&common::manifest_value()).unwrap();
+    let again = Manifest::parse(&m.to_json().unwrap()).unwrap();
+    assert_eq!(m, again);
+}
+
+#[test]
+fn unknown_fields_are_ignored() {
+    let mut v = common::manifest_value();
+    v["comment"] = json!("added by a later producer");
+    v["buffers"][0]["layout"] = json!("row-major");
+    assert!(parse(&v).is_ok());
+}
+
+#[test]
+fn random_may_be_absent() {
+    let mut v = common::manifest_value();
+    v["buffers"][0]["init"] = json!({"kind": "input"});
+    assert!(matches!(parse(&v).unwrap().buffers[0].init, Init::Input { random: None }));
+}
+
+#[test]
+fn other_format_version_is_unsupported() {
+    let mut v = common::manifest_value();
+    v["format_version"] = json!(2);
+    // Even with fields a version-2 manifest might not have, the version is
+    // what is reported.
+    v.as_object_mut().unwrap().remove("steps");
+    match parse(&v) {
+        Err(Error::UnsupportedVersion { found: 2, supported: 1 }) => {}
+        other => panic!("{other:?}"),
+    }
+    let msg = Error::UnsupportedVersion { found: 2, supported: 1 }.to_string();
+    assert_eq!(msg, "bundle format_version 2 is not supported (this runtime reads version 1)");
+}
+
+#[test]
+fn not_json_or_missing_version() {
+    assert!(matches!(Manifest::parse("{ not json"), Err(Error::BadManifest(_))));
+    rejected(|v| drop(v.as_object_mut().unwrap().remove("format_version")), "format_version");
+    rejected(|v| v["format_version"] = json!("1"), "invalid type");
+}
+
+#[test]
+fn missing_and_mistyped_fields() {
+    rejected(|v| drop(v.as_object_mut().unwrap().remove("buffers")), "missing field `buffers`");
+    rejected(|v| v["buffers"][0]["dtype"] = json!("f16"), "unknown variant `f16`");
+    rejected(|v| v["buffers"][0]["role"] = json!("scratch"), "unknown variant `scratch`");
+    rejected(|v| v["buffers"][1]["init"] = json!({"kind": "ones"}), "unknown variant `ones`");
+    rejected(|v| v["steps"][0]["op"] = json!("copy"), "unknown variant `copy`");
+    rejected(|v| v["steps"][1]["grid"] = json!([1, 1]), "invalid length 2");
+    rejected(|v| v["steps"][1]["block"] = json!([-1, 1, 1]), "invalid value");
+}
+
+#[test]
+fn negative_dimension() {
+    rejected(|v| v["buffers"][2]["shape"] = json!([4, -2]), "negative dimension -2");
+}
+
+#[test]
+fn size_overflow() {
+    // 2^40 * 2^40 elements overflow usize; 2^61 f64 elements overflow bytes.
+    rejected(|v| v["buffers"][2]["shape"] = json!([1u64 << 40, 1u64 << 40]), "buffer `z`: shape");
+    rejected(
+        |v| {
+            v["buffers"][2]["dtype"] = json!("f64");
+            v["buffers"][2]["shape"] = json!([1u64 << 61]);
+        },
+        "too large",
+    );
+}
+
+#[test]
+fn duplicate_names() {
+    rejected(|v| v["buffers"][1]["name"] = json!("x"), "buffer `x` is declared twice");
+    rejected(|v| v["kernels"][1]["name"] = json!("add_one"), "kernel `add_one` is declared twice");
+    rejected(|v| v["kernels"][0]["params"] = json!(["a", "a"]), "parameter `a` is listed twice");
+    rejected(|v| v["buffers"][1]["name"] = json!(""), "empty name");
+}
+
+#[test]
+fn steps_refer_to_known_things() {
+    rejected(|v| v["steps"][0]["buffer"] = json!("w"), "step 0: fill of unknown buffer `w`");
+    rejected(|v| v["steps"][1]["kernel"] = json!("sub_one"), "step 1: launch of unknown kernel `sub_one`");
+    rejected(|v| v["steps"][3]["args"] = json!(["y", "q"]), "step 3: launch of `add_one` passes unknown buffer `q`");
+}
+
+#[test]
+fn args_match_params() {
+    rejected(
+        |v| v["steps"][1]["args"] = json!(["x"]),
+        "step 1: kernel `add_one` takes 2 arguments (src, dst), the launch passes 1",
+    );
+}
+
+#[test]
+fn fill_value_must_be_zero() {
+    rejected(|v| v["steps"][0]["value"] = json!(1), "fills with 0 only");
+}
+
+#[test]
+fn target_forms() {
+    for arch in ["sm80", "compute_80", "sm_90a", "sm_8"] {
+        rejected(|v| v["target"]["arch"] = json!(arch), "is not of the form sm_NN");
+    }
+    rejected(|v| v["target"]["ptx_version"] = json!("7"), "MAJOR.MINOR");
+}
+
+#[test]
+fn role_and_init_agree() {
+    rejected(|v| v["buffers"][0]["init"] = json!({"kind": "zero"}), "buffer `x`: role input needs init kind input");
+    rejected(|v| v["buffers"][2]["init"] = json!({"kind": "input"}), "buffer `z`: role output needs init kind zero");
+}
+
+#[test]
+fn float_config_is_a_float_type() {
+    rejected(|v| v["config"]["float"] = json!("i32"), "config.float is i32");
+}
+
+#[test]
+fn kernel_names_are_ptx_identifiers() {
+    rejected(|v| v["kernels"][1]["name"] = json!("no-op"), "not a PTX identifier");
+}
+
+#[test]
+fn launch_dimensions_within_cuda_limits() {
+    rejected(|v| v["steps"][1]["block"] = json!([1024, 2, 1]), "2048 threads, more than 1024");
+    rejected(|v| v["steps"][1]["block"] = json!([1, 1, 65]), "exceeds the CUDA limit");
+    rejected(|v| v["steps"][1]["grid"] = json!([1, 65536, 1]), "exceeds the CUDA limit");
+    // Exactly at the limits is fine, and so is an empty grid (skipped).
+    let mut v = common::manifest_value();
+    v["steps"][1]["grid"] = json!([2147483647u32, 65535, 65535]);
+    v["steps"][1]["block"] = json!([1024, 1, 1]);
+    v["steps"][3]["block"] = json!([0, 0, 0]);
+    assert!(parse(&v).is_ok());
+}
