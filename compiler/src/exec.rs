@@ -23,7 +23,7 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
             bufs.truncate(module.arrays.len());
             Ok(bufs)
         }
-        Backend::Gpu => Err(crate::cli::backend_unavailable(Backend::Gpu)),
+        Backend::Gpu => crate::gpu::execute(src, module, opts),
     }
 }
 

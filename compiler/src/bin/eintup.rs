@@ -1,7 +1,7 @@
 //! `eintup`: run, check, build and inspect Einsum Tuple programs.
 
 use clap::{Parser, Subcommand};
-use eintup::cli::{CheckArgs, RunArgs, ShapesArgs};
+use eintup::cli::{BuildArgs, CheckArgs, ExecArgs, RunArgs, ShapesArgs};
 use eintup::driver::run_main;
 
 #[derive(Parser, Debug)]
@@ -19,6 +19,10 @@ enum Command {
     Run(RunArgs),
     /// Verify a program against its framework call on every configuration.
     Check(CheckArgs),
+    /// Compile a program ahead of time into a PTX bundle (NAME.etb).
+    Build(BuildArgs),
+    /// Run a PTX bundle on the GPU.
+    Exec(ExecArgs),
 }
 
 fn main() {
@@ -27,5 +31,7 @@ fn main() {
         Command::Shapes(a) => eintup::cli::shapes::main(a),
         Command::Run(a) => eintup::cli::run::main(a),
         Command::Check(a) => eintup::cli::check::main(a),
+        Command::Build(a) => eintup::cli::build::main(a),
+        Command::Exec(a) => eintup::cli::exec::main(a),
     })
 }

@@ -3,6 +3,7 @@
 
 use clap::{Parser, ValueEnum};
 use eintup::cli::FloatWidth;
+use eintup::codegen::{self, Target};
 use eintup::driver::{run_main, Failure, Source};
 use eintup::passes::manager::{print_ir, Instrument};
 use eintup::passes::{Ir, Level, Options, PassManager, Unit, DEFAULT_PIPELINE};
@@ -40,6 +41,12 @@ struct Args {
     /// Width of FLOAT in the loop level and below.
     #[arg(long = "float", value_enum, default_value = "f64")]
     float: FloatWidth,
+    /// GPU architecture for `--emit llvm|ptx` (sm_60 .. sm_90).
+    #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
+    target: String,
+    /// `--emit llvm` for the host instead of NVPTX.
+    #[arg(long)]
+    host: bool,
     /// Print each pass's statistics on stderr.
     #[arg(long)]
     stats: bool,
@@ -88,8 +95,15 @@ fn run(args: Args) -> Result<(), Failure> {
     let text = match (args.emit, unit.ir.level()) {
         (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => print_ir(&unit),
         (Some(Emit::Ast), _) => unreachable_ast(),
-        (Some(e @ (Emit::Llvm | Emit::Ptx)), _) => {
-            return Err(Failure::user(format!("etopt: error: --emit {} is not implemented yet", format!("{e:?}").to_lowercase())))
+        (Some(e @ (Emit::Llvm | Emit::Ptx)), Level::Loop) => {
+            let Ir::Loop(m) = &unit.ir else { unreachable_ast(); return Ok(()) };
+            let sm = eintup::cli::build::parse_target(&args.target)?;
+            let target = if args.host { Target::Host } else { Target::Nvptx { sm } };
+            let r = match e {
+                Emit::Llvm => codegen::emit_llvm(m, args.seed, target),
+                _ => codegen::emit_ptx(m, args.seed, sm).map(|(p, _)| p),
+            };
+            r.map_err(|e| Failure::Internal(format!("code generation: {e}")))?
         }
         (Some(e), l) => {
             return Err(Failure::user(format!(

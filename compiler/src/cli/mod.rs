@@ -6,7 +6,9 @@ use crate::driver::Failure;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
+pub mod build;
 pub mod check;
+pub mod exec;
 pub mod run;
 pub mod shapes;
 
@@ -67,6 +69,39 @@ pub struct RunArgs {
     /// Supply an input array: NAME=PATH.npy.
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
     pub input: Vec<String>,
+    /// Write every array as DIR/NAME.npy plus DIR/config.json.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    pub file: PathBuf,
+    /// Fix an eintup's dims: NAME=[d1,d2,...] (NAME=[] is rank 0).
+    #[arg(long = "bind", value_name = "NAME=[..]")]
+    pub bind: Vec<String>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long = "float", value_enum, default_value = "f64")]
+    pub float: FloatWidth,
+    /// GPU architecture: sm_60 .. sm_90.
+    #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
+    pub target: String,
+    /// The bundle directory to write (conventionally NAME.etb).
+    #[arg(short = 'o', value_name = "OUT.etb")]
+    pub output: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// A bundle directory written by `eintup build`.
+    pub bundle: PathBuf,
+    /// Supply an input array: NAME=PATH.npy.
+    #[arg(long = "input", value_name = "NAME=PATH.npy")]
+    pub input: Vec<String>,
+    /// Seed for RANDOM inputs not supplied (default: the bundle's).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -24,15 +24,21 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
 
 /// Reads `--input` files and runs the chosen backend.
 pub fn execute(src: &Source, module: &Module, args: &RunArgs) -> Result<Vec<Tensor>, Failure> {
+    let inputs = read_inputs(&args.input)?;
+    let opts = RunOptions { seed: args.seed, float: args.float, inputs };
+    crate::exec::execute(src, module, args.backend, &opts)
+}
+
+/// Every `--input NAME=PATH.npy`, by name.
+pub fn read_inputs(specs: &[String]) -> Result<BTreeMap<String, Tensor>, Failure> {
     let mut inputs = BTreeMap::new();
-    for spec in &args.input {
+    for spec in specs {
         let (name, tensor) = parse_input(spec)?;
         if inputs.insert(name.to_string(), tensor).is_some() {
             return Err(Failure::user(format!("eintup: error[E0407]: `--input {spec}`: `{name}` is supplied twice")));
         }
     }
-    let opts = RunOptions { seed: args.seed, float: args.float, inputs };
-    crate::exec::execute(src, module, args.backend, &opts)
+    Ok(inputs)
 }
 
 /// `NAME=PATH.npy` -> (NAME, contents).

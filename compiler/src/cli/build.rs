@@ -1,0 +1,28 @@
+//! `eintup build`: compile one configuration of a program ahead of time
+//! into a PTX bundle (docs/bundle.md).
+
+use super::BuildArgs;
+use crate::bundle::{self, BuildOptions};
+use crate::driver::{Failure, Source};
+
+pub fn main(args: BuildArgs) -> Result<(), Failure> {
+    let sm = parse_target(&args.target)?;
+    let src = Source::load(&args.file)?;
+    let (module, config) = crate::pipeline::specialized_module(&src, &args.bind, args.seed)?;
+    let lm = crate::exec::lower(&src, &module, args.float)?;
+    let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm })?;
+    b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
+    let launches = b.manifest().steps.len();
+    eprintln!("wrote {} ({} kernels, {launches} launches, sm_{sm}, PTX {})", args.output.display(), b.manifest().kernels.len(), b.manifest().target.ptx_version);
+    Ok(())
+}
+
+/// `sm_80` -> 80; the architectures LLVM 19's NVPTX backend and the
+/// bundle format support.
+pub fn parse_target(t: &str) -> Result<u32, Failure> {
+    let sm = t.strip_prefix("sm_").and_then(|n| n.parse::<u32>().ok());
+    match sm {
+        Some(sm) if (60..=90).contains(&sm) => Ok(sm),
+        _ => Err(Failure::user(format!("eintup: error: --target {t}: expected sm_60 .. sm_90 (e.g. sm_80, sm_90)"))),
+    }
+}
