@@ -31,3 +31,12 @@ try:
         config.available_features.add("tensorflow")
 except (OSError, subprocess.TimeoutExpired):
     pass
+
+# Feature `cuda` when the CUDA driver library loads: tests of the no-GPU
+# paths say `%if cuda %{ ... %} %else %{ ... %}` or `UNSUPPORTED: cuda`.
+import ctypes
+try:
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda")
+except OSError:
+    pass

@@ -3,12 +3,12 @@
 //! file (the original Einsum Tuple tool's purpose). Exit 0 iff every row is
 //! valid, 1 otherwise, 3 when the framework cannot be imported.
 
-use super::{backend_unavailable, Backend, CheckArgs};
+use super::{Backend, CheckArgs};
 use crate::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
 use crate::check::compare::compare;
 use crate::cli::shapes::{aligned, dims_text};
 use crate::driver::{Failure, Source};
-use crate::interp::{self, RunOptions};
+use crate::interp::RunOptions;
 use crate::ir::et::{CallArg, Module};
 use crate::pipeline;
 use crate::sema::config::Space;
@@ -29,10 +29,11 @@ struct Row {
 }
 
 pub fn main(args: CheckArgs) -> Result<(), Failure> {
-    if args.backend != Backend::Interp {
-        return Err(backend_unavailable(args.backend));
-    }
     let src = Source::load(&args.file)?;
+    if args.backend == Backend::Gpu {
+        // Fail before starting TensorFlow when there is no GPU.
+        crate::gpu::device()?;
+    }
     let (prog, ranks) = pipeline::ranked(&src)?;
     let m = &prog.module;
     let Some(call) = &m.call else {
@@ -104,7 +105,7 @@ fn check_one(
         return Ok(row);
     }
     let m = &p.module;
-    let arrays = interp::run(m, &RunOptions { seed: args.seed, ..RunOptions::default() }).map_err(|e| e.into_failure(src))?;
+    let arrays = crate::exec::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() })?;
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let request = build_request(m, &arrays, dir)?;
     let results = match bridge.call(&request) {

@@ -2,7 +2,6 @@
 //! structs live here so the contract of DESIGN.md section 5 reads in one
 //! place; each module's `main` does the work.
 
-use crate::driver::Failure;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
@@ -105,9 +104,4 @@ pub struct ExecArgs {
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-/// The one message for a backend that does not exist yet (exit 3).
-pub fn backend_unavailable(b: Backend) -> Failure {
-    Failure::Unavailable(format!("backend `{}` is not available yet in this build", format!("{b:?}").to_lowercase()))
 }
