@@ -13,6 +13,7 @@ pub mod ir;
 pub mod pipeline;
 pub mod random;
 pub mod sema;
+pub mod simplify;
 pub mod tensor;
 
 pub use et_grammar as grammar;
