@@ -454,3 +454,168 @@ pub fn simplify_kernel(k: &mut Kernel) -> Stats {
 pub fn simplify_module(m: &mut LoopModule) -> Stats {
     Simplifier::new().module(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::loops::{Compute, DType, For, LoopKind, Value, Var, Write, WriteKind};
+
+    fn v(i: usize) -> IExpr {
+        IExpr::v(i)
+    }
+    fn c(x: i64) -> IExpr {
+        IExpr::c(x)
+    }
+    fn b(op: IBin, x: IExpr, y: IExpr) -> IExpr {
+        IExpr::bin(op, x, y)
+    }
+    fn range(e: IExpr, lo: i64, hi: i64) -> Cond {
+        Cond::InRange { e, lo: c(lo), hi: c(hi) }
+    }
+    fn for_(var: usize, lo: IExpr, hi: IExpr, body: Vec<Node>) -> Node {
+        Node::For(For { var, lo, hi, kind: LoopKind::Reduce, body })
+    }
+    fn guard(conds: Vec<Cond>, body: Vec<Node>) -> Node {
+        Node::Guard(Guard { conds, body })
+    }
+    /// A compute node storing `Index(value)` at `offset`.
+    fn store(offset: IExpr, value: VOp) -> Node {
+        Node::Compute(Compute {
+            values: vec![Value { op: value, dtype: DType::I32 }],
+            write: Write { kind: WriteKind::Store, buf: 0, offset, value: 0 },
+        })
+    }
+    fn kernel(nvars: usize, body: Vec<Node>) -> Kernel {
+        Kernel { name: "k".into(), vars: (0..nvars).map(|i| Var { name: format!("x{i}") }).collect(), body }
+    }
+
+    #[test]
+    fn space_to_depth_split_folds_back() {
+        // v0 in [0, 3], v1 in [0, 1]: p = v0*2 + v1 is a position inside a
+        // block of 2; p // 2 is v0 and p % 2 is v1.
+        let r = Ranges::new().with(0, 0, 3).with(1, 0, 1);
+        let p = IExpr::add(IExpr::mul(v(0), c(2)), v(1));
+        assert_eq!(simplify_expr(&b(IBin::FloorDiv, p.clone(), c(2)), &r), v(0));
+        assert_eq!(simplify_expr(&b(IBin::Mod, p.clone(), c(2)), &r), v(1));
+        // FLAT(p // 2, p % 2) with dims (4, 2) is p itself.
+        let flat = IExpr::add(IExpr::mul(b(IBin::FloorDiv, p.clone(), c(2)), c(2)), b(IBin::Mod, p.clone(), c(2)));
+        assert_eq!(simplify_expr(&flat, &r), p);
+    }
+
+    #[test]
+    fn result_never_has_more_ops_and_constants_fold() {
+        let r = Ranges::new().with(0, -10, 10);
+        // 2 + 3*4 - v0 + v0: everything but 14 cancels.
+        let e = IExpr::add(IExpr::sub(IExpr::add(c(2), IExpr::mul(c(3), c(4))), v(0)), v(0));
+        assert_eq!(simplify_expr(&e, &r), c(14));
+        // Nothing to do: unchanged.
+        let e = b(IBin::Max, v(0), v(1));
+        assert_eq!(simplify_expr(&e, &r), e);
+    }
+
+    #[test]
+    fn empty_domain_leaves_expressions_alone() {
+        let r = Ranges::new().with(0, 5, 4);
+        let e = IExpr::add(v(0), c(0));
+        assert_eq!(simplify_expr(&e, &r), e);
+        assert_eq!(decide(&range(v(0), 0, 1), &r), None);
+    }
+
+    #[test]
+    fn decide_uses_sides_and_differences() {
+        let r = Ranges::new().with(0, 0, 5).with(1, 0, 2);
+        // Valid convolution: 0 <= oh + kh < 8 with oh in [0, 5], kh in [0, 2].
+        assert_eq!(decide(&range(IExpr::add(v(0), v(1)), 0, 8), &r), Some(true));
+        assert_eq!(decide(&range(IExpr::add(v(0), v(1)), 0, 7), &r), None);
+        assert_eq!(decide(&range(IExpr::add(v(0), v(1)), 8, 9), &r), Some(false));
+        // v0 <= v0 + v1 < v0 + 3: intervals of the sides overlap, but the
+        // differences v1 and 3 - v1 are in [0, 2] and [1, 3].
+        let c2 = Cond::InRange { e: IExpr::add(v(0), v(1)), lo: v(0), hi: IExpr::add(v(0), c(3)) };
+        assert_eq!(decide(&c2, &r), Some(true));
+        let c3 = Cond::InRange { e: IExpr::add(v(0), v(1)), lo: IExpr::add(v(0), c(3)), hi: IExpr::add(v(0), c(9)) };
+        assert_eq!(decide(&c3, &r), Some(false));
+        assert_eq!(decide(&Cond::NonZero(IExpr::add(v(0), c(1))), &r), Some(true));
+        assert_eq!(decide(&Cond::NonZero(IExpr::sub(v(0), v(0))), &r), Some(false));
+        assert_eq!(decide(&Cond::NonZero(v(0)), &r), None);
+    }
+
+    #[test]
+    fn decide_does_not_trust_a_wrapping_difference() {
+        // e = v0 in [MIN, MIN+1], lo = 1: e - lo wraps to near MAX, yet e < lo.
+        let r = Ranges::new().with(0, i64::MIN, i64::MIN + 1);
+        assert_eq!(decide(&Cond::InRange { e: v(0), lo: c(1), hi: c(i64::MAX) }, &r), Some(false));
+    }
+
+    #[test]
+    fn kernel_walk_removes_proved_guards_dead_regions_and_empty_loops() {
+        // vars: 0 = i in [0, 4), 1 = j in [0, 2), 2 = t (loaded), 3 = k.
+        let p = IExpr::add(IExpr::mul(v(0), c(2)), v(1));
+        let inner = guard(
+            vec![range(b(IBin::FloorDiv, p.clone(), c(2)), 0, 4), range(v(1), 0, 2)],
+            vec![store(
+                IExpr::add(IExpr::mul(b(IBin::FloorDiv, p.clone(), c(2)), c(2)), b(IBin::Mod, p.clone(), c(2))),
+                VOp::Lookup { table: vec![10, 20, 30], index: IExpr::add(IExpr::sub(v(1), v(1)), c(2)) },
+            )],
+        );
+        let body = vec![for_(
+            0,
+            c(0),
+            c(4),
+            vec![
+                for_(1, c(0), IExpr::add(c(1), c(1)), vec![inner]),
+                // i - 5 is in [-5, -2]: never in [0, 3).
+                guard(vec![range(IExpr::sub(v(0), c(5)), 0, 3)], vec![store(c(0), VOp::Index(c(1)))]),
+                // k in [i + 3, 2): i + 3 >= 3 > 2, no iteration.
+                for_(3, IExpr::add(v(0), c(3)), c(2), vec![store(v(3), VOp::Index(c(1)))]),
+                // Not provable (i reaches 3), but inside it i < 2 proves i < 3.
+                guard(vec![range(v(0), 0, 2)], vec![guard(vec![range(v(0), 0, 3)], vec![store(v(0), VOp::Index(c(0)))])]),
+                Node::LoadIndex { var: 2, buf: 1, offset: IExpr::add(v(0), c(0)) },
+                // A loaded index is an i32: this holds, 0 <= t < 5 does not.
+                guard(
+                    vec![range(v(2), i32::MIN as i64, 1 << 31), range(v(2), 0, 5), Cond::NonZero(v(2))],
+                    vec![store(b(IBin::FloorDiv, v(2), v(2)), VOp::Index(c(0)))],
+                ),
+            ],
+        )];
+        let mut k = kernel(4, body);
+        let st = simplify_kernel(&mut k);
+
+        let want = vec![for_(
+            0,
+            c(0),
+            c(4),
+            vec![
+                for_(1, c(0), c(2), vec![store(p.clone(), VOp::Index(c(30)))]),
+                guard(vec![range(v(0), 0, 2)], vec![store(v(0), VOp::Index(c(0)))]),
+                Node::LoadIndex { var: 2, buf: 1, offset: v(0) },
+                guard(
+                    vec![range(v(2), 0, 5), Cond::NonZero(v(2))],
+                    // t in [1, 4] inside the guard: t // t is not folded by
+                    // intervals alone (no rule for x // x), so it stays.
+                    vec![store(b(IBin::FloorDiv, v(2), v(2)), VOp::Index(c(0)))],
+                ),
+            ],
+        )];
+        assert_eq!(k.body, want);
+        assert_eq!(st.guards_removed, 2, "{st}");
+        assert_eq!(st.conds_removed, 4, "{st}");
+        assert_eq!(st.regions_removed, 1, "{st}");
+        assert_eq!(st.loops_removed, 1, "{st}");
+        assert!(st.ops_after < st.ops_before, "{st}");
+        assert_eq!(st.stopped_by_limit, 0, "{st}");
+        assert!(st.to_string().starts_with("simplify-index: "));
+    }
+
+    #[test]
+    fn module_stats_add_up_over_kernels() {
+        let k = kernel(1, vec![for_(0, c(0), c(3), vec![store(IExpr::add(v(0), c(0)), VOp::Index(c(0)))])]);
+        let mut m = LoopModule { buffers: vec![], kernels: vec![k.clone(), k] };
+        let st = simplify_module(&mut m);
+        // Per kernel: two bounds, the offset, the index value.
+        assert_eq!(st.exprs, 8);
+        assert_eq!((st.ops_before, st.ops_after), (2, 0));
+        for k in &m.kernels {
+            assert_eq!(k.body, vec![for_(0, c(0), c(3), vec![store(v(0), VOp::Index(c(0)))])]);
+        }
+    }
+}
