@@ -69,8 +69,17 @@ impl IndexLang {
     /// The binary operator and operands of an operator node; `None` for
     /// leaves.
     pub fn as_bin(&self) -> Option<(IBin, Id, Id)> {
+        match self.shape() {
+            Shape::Bin(op, a, b) => Some((op, a, b)),
+            Shape::Leaf(_) => None,
+        }
+    }
+
+    /// The node as an `IExpr` leaf or an operator over two e-classes.
+    pub fn shape(&self) -> Shape {
         let (op, [a, b]) = match self {
-            IndexLang::Num(_) | IndexLang::Var(_) => return None,
+            IndexLang::Num(c) => return Shape::Leaf(IExpr::Const(*c)),
+            IndexLang::Var(v) => return Shape::Leaf(IExpr::Var(v.0)),
             IndexLang::Add(c) => (IBin::Add, c),
             IndexLang::Sub(c) => (IBin::Sub, c),
             IndexLang::Mul(c) => (IBin::Mul, c),
@@ -80,8 +89,14 @@ impl IndexLang {
             IndexLang::Min(c) => (IBin::Min, c),
             IndexLang::Max(c) => (IBin::Max, c),
         };
-        Some((op, *a, *b))
+        Shape::Bin(op, *a, *b)
     }
+}
+
+/// What a node is, in `IExpr` terms.
+pub enum Shape {
+    Leaf(IExpr),
+    Bin(IBin, Id, Id),
 }
 
 /// Appends `e` to `out` and returns the id of its root node.
@@ -110,11 +125,9 @@ pub fn from_recexpr(r: &RecExpr<IndexLang>) -> Option<IExpr> {
     // every subtree before it is needed.
     let mut built: Vec<IExpr> = Vec::with_capacity(r.as_ref().len());
     for node in r.as_ref() {
-        let e = match node {
-            IndexLang::Num(c) => IExpr::Const(*c),
-            IndexLang::Var(v) => IExpr::Var(v.0),
-            other => {
-                let (op, a, b) = other.as_bin()?;
+        let e = match node.shape() {
+            Shape::Leaf(e) => e,
+            Shape::Bin(op, a, b) => {
                 let a = built.get(usize::from(a))?.clone();
                 let b = built.get(usize::from(b))?.clone();
                 IExpr::bin(op, a, b)

@@ -19,7 +19,7 @@ pub use analysis::{Interval, IntervalAnalysis, Ranges};
 
 use crate::ir::loops::{Cond, Guard, IBin, IExpr, Kernel, LoopModule, Node, VOp};
 use egg::{BackoffScheduler, CostFunction, EGraph, Extractor, Id, Language, Rewrite, Runner, StopReason};
-use lang::IndexLang;
+use lang::{IndexLang, Shape};
 use std::fmt;
 use std::time::Duration;
 
@@ -168,13 +168,9 @@ fn empty_domain(exprs: &[&IExpr], r: &Ranges) -> bool {
 fn extract(ex: &Extractor<FewestOps, IndexLang, IntervalAnalysis>, id: Id) -> IExpr {
     // Terminates: a best node's operator cost is larger than each of its
     // children's best costs, so the chosen nodes form no cycle.
-    match ex.find_best_node(id) {
-        IndexLang::Num(c) => IExpr::Const(*c),
-        IndexLang::Var(v) => IExpr::Var(v.0),
-        node => match node.as_bin() {
-            Some((op, a, b)) => IExpr::bin(op, extract(ex, a), extract(ex, b)),
-            None => unreachable!("leaves are handled above"),
-        },
+    match ex.find_best_node(id).shape() {
+        Shape::Leaf(e) => e,
+        Shape::Bin(op, a, b) => IExpr::bin(op, extract(ex, a), extract(ex, b)),
     }
 }
 
@@ -230,6 +226,12 @@ impl Simplifier {
     /// more operators.
     pub fn expr(&self, e: &IExpr, r: &Ranges) -> IExpr {
         self.expr_in(e, r, &mut Stats::default()).0
+    }
+
+    /// `expr`, adding what the run did to `st` (expression and operator
+    /// counts, e-graph size, limit stops).
+    pub fn expr_counted(&self, e: &IExpr, r: &Ranges, st: &mut Stats) -> IExpr {
+        self.expr_in(e, r, st).0
     }
 
     /// `Some(b)` when `c` is `b` at every point of `r` (proved from the
@@ -603,7 +605,7 @@ mod tests {
         assert_eq!(st.loops_removed, 1, "{st}");
         assert!(st.ops_after < st.ops_before, "{st}");
         assert_eq!(st.stopped_by_limit, 0, "{st}");
-        assert!(st.to_string().starts_with("simplify-index: "));
+        assert!(st.to_string().starts_with("simplify-index: "), "{st}");
     }
 
     #[test]
