@@ -205,7 +205,7 @@ impl Simplifier {
     fn expr_in(&self, e: &IExpr, r: &Ranges, st: &mut Stats) -> (IExpr, Interval) {
         st.exprs += 1;
         st.ops_before += e.op_count();
-        if empty_domain(&[e], r) || e.op_count() == 0 && !matches!(e, IExpr::Var(_)) {
+        if empty_domain(&[e], r) || matches!(e, IExpr::Const(_)) {
             // A constant has nothing to simplify; an empty domain nothing
             // to say.
             st.ops_after += e.op_count();
