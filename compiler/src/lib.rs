@@ -18,6 +18,7 @@ pub mod passes;
 pub mod pipeline;
 pub mod random;
 pub mod sema;
+pub mod simplify;
 pub mod tensor;
 
 pub use et_grammar as grammar;
