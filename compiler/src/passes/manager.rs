@@ -49,6 +49,13 @@ pub static PASSES: &[PassInfo] = &[
         run: super::lower_to_loops::run,
     },
     PassInfo {
+        name: "simplify-index",
+        summary: "egg equality saturation: fold dims, div/mod/FLAT identities, prove guards",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::simplify_index::run,
+    },
+    PassInfo {
         name: "tighten-bounds",
         summary: "turn guards on a loop variable into that loop's bounds",
         input: Level::Loop,
@@ -65,11 +72,12 @@ pub static PASSES: &[PassInfo] = &[
 ];
 
 /// The `default` pipeline: front end then middle end.
-pub const DEFAULT_PIPELINE: &[&str] = &["resolve", "infer-ranks", "specialize", "lower-to-loops", "tighten-bounds", "parallelize"];
+pub const DEFAULT_PIPELINE: &[&str] =
+    &["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "parallelize"];
 /// From a `.et` file to a specialised `et` module.
 pub const FRONT_END: &[&str] = &["resolve", "infer-ranks", "specialize"];
 /// From a specialised `et` module to the optimised `loop` module.
-pub const MIDDLE_END: &[&str] = &["lower-to-loops", "tighten-bounds", "parallelize"];
+pub const MIDDLE_END: &[&str] = &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "parallelize"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

@@ -12,6 +12,7 @@ pub mod lower_to_loops;
 pub mod manager;
 pub mod parallelize;
 pub mod resolve;
+pub mod simplify_index;
 pub mod specialize;
 pub mod tighten_bounds;
 

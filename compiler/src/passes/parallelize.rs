@@ -77,11 +77,18 @@ pub fn parallelize_kernel(k: &mut Kernel) -> Outcome {
         }
         i += 1;
     }
-    let cands: Vec<VarId> = sp.loops.iter().map(|l| l.0).filter(|v| used.contains(v)).collect();
+    // A spine loop of one iteration (a dim of 1 that simplify-index folded
+    // out of the offset) is a candidate too: it is trivially determined,
+    // and keeping it parallel keeps the parallel chain unbroken for codegen.
+    let single = |r: (i64, i64)| r.0 == r.1;
+    let prefix = sp.loops.iter().position(|l| !used.contains(&l.0) && !single(l.1)).unwrap_or(sp.loops.len());
+    let cands: Vec<VarId> =
+        sp.loops.iter().enumerate().filter(|(i, l)| used.contains(&l.0) || (*i < prefix && single(l.1))).map(|(_, l)| l.0).collect();
     if cands.is_empty() {
         return Outcome::default();
     }
-    let injective = determined(&write.offset, &sp).map_or(false, |d| cands.iter().all(|v| d.contains(v)));
+    let injective = determined(&write.offset, &sp)
+        .map_or(false, |d| cands.iter().all(|v| d.contains(v) || sp.loops.iter().any(|l| l.0 == *v && single(l.1))));
     // Racing stores of one constant are harmless; other racing stores are
     // not, and have no atomic form: leave such a kernel sequential.
     let harmless_store = write.kind == WriteKind::Store && sp.write_value_const;
