@@ -41,6 +41,39 @@ macro_rules! python_division {
 python_division!(i64);
 
 /// The same rules on `i128`, for interval arithmetic over shapes.
+/// INT (`i32`) `+ - * // //^ %` of LANGUAGE.md s.3: `+ - *` wrap; the
+/// divisions are floor/ceil/floor-mod computed in i64 and wrapped
+/// (`i32::MIN // -1`), divisor 0 gives 0. `None` for `/` (INT / INT is
+/// FLOAT). The one definition both interpreters use.
+pub fn int_binary(op: crate::ir::loops::VBin, x: i32, y: i32) -> Option<i32> {
+    use crate::ir::loops::VBin;
+    Some(match op {
+        VBin::Add => x.wrapping_add(y),
+        VBin::Sub => x.wrapping_sub(y),
+        VBin::Mul => x.wrapping_mul(y),
+        VBin::Div => return None,
+        _ if y == 0 => 0,
+        VBin::FloorDiv => floor_div(x as i64, y as i64) as i32,
+        VBin::CeilDiv => ceil_div(x as i64, y as i64) as i32,
+        VBin::Mod => floor_mod(x as i64, y as i64) as i32,
+    })
+}
+
+/// FLOAT `+ - * / // //^ %`: `//` is floor(a/b), `//^` ceil(a/b), `%` is
+/// `a - b*floor(a/b)` (in f64; callers round to f32 where FLOAT is f32).
+pub fn float_binary(op: crate::ir::loops::VBin, x: f64, y: f64) -> f64 {
+    use crate::ir::loops::VBin;
+    match op {
+        VBin::Add => x + y,
+        VBin::Sub => x - y,
+        VBin::Mul => x * y,
+        VBin::Div => x / y,
+        VBin::FloorDiv => (x / y).floor(),
+        VBin::CeilDiv => (x / y).ceil(),
+        VBin::Mod => x - y * (x / y).floor(),
+    }
+}
+
 pub mod wide {
     python_division!(i128);
 }

@@ -9,7 +9,7 @@
 //! their semantics allows. An offset outside its buffer is a compiler bug
 //! (guards must prevent it); it is reported as `Err`, never a panic.
 
-use crate::arith::{ceil_div, floor_div, floor_mod};
+use crate::arith::{float_binary, int_binary};
 use crate::ir::loops::*;
 use crate::ir::loops_verify::verify;
 use crate::random::Stream;
@@ -203,30 +203,8 @@ impl Exec<'_> {
 /// `VBin` on two values of dtype `d`, as the et interpreter's `binary`.
 fn binary(op: VBin, d: DType, a: Val, b: Val) -> Result<Val, String> {
     Ok(match (a, b) {
-        (Val::I(x), Val::I(y)) => match op {
-            VBin::Add => Val::I(x.wrapping_add(y)),
-            VBin::Sub => Val::I(x.wrapping_sub(y)),
-            VBin::Mul => Val::I(x.wrapping_mul(y)),
-            VBin::Div => return Err("`div` on i32 values".to_string()),
-            // Divisor 0 gives 0; computed in i64 and wrapped
-            // (i32::MIN // -1).
-            _ if y == 0 => Val::I(0),
-            VBin::FloorDiv => Val::I(floor_div(x as i64, y as i64) as i32),
-            VBin::CeilDiv => Val::I(ceil_div(x as i64, y as i64) as i32),
-            VBin::Mod => Val::I(floor_mod(x as i64, y as i64) as i32),
-        },
-        (Val::F(x), Val::F(y)) => {
-            let r = match op {
-                VBin::Add => x + y,
-                VBin::Sub => x - y,
-                VBin::Mul => x * y,
-                VBin::Div => x / y,
-                VBin::FloorDiv => (x / y).floor(),
-                VBin::CeilDiv => (x / y).ceil(),
-                VBin::Mod => x - y * (x / y).floor(),
-            };
-            Val::F(fl(d, r))
-        }
+        (Val::I(x), Val::I(y)) => Val::I(int_binary(op, x, y).ok_or_else(|| "`div` on i32 values".to_string())?),
+        (Val::F(x), Val::F(y)) => Val::F(fl(d, float_binary(op, x, y))),
         _ => return Err(format!("`{}` on an i32 and a float value", op.text())),
     })
 }

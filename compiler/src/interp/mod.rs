@@ -18,6 +18,8 @@ pub use plan::{ceil_div, floor_div, floor_mod};
 use crate::cli::FloatWidth;
 use crate::driver::{Failure, Source};
 use crate::ir::et::{ArrayId, IndexOp, Module};
+use crate::arith::{float_binary, int_binary};
+use crate::ir::loops::VBin;
 use crate::random::Stream;
 use crate::tensor::{element_count, shape_text, Data, ElemKind, Tensor};
 use et_grammar::ast::{BinOp, ElemType};
@@ -333,32 +335,14 @@ impl Exec<'_, '_> {
     }
 
     fn binary(&self, op: BinOp, a: Val, b: Val) -> Val {
+        let op = VBin::from(op);
         match (a, b) {
-            (Val::I(x), Val::I(y)) => match op {
-                BinOp::Add => Val::I(x.wrapping_add(y)),
-                BinOp::Sub => Val::I(x.wrapping_sub(y)),
-                BinOp::Mul => Val::I(x.wrapping_mul(y)),
-                BinOp::Div => Val::F(self.fl(x as f64 / y as f64)),
-                // INT division by zero yields 0 (LANGUAGE.md s.3); results
-                // are computed in i64 and wrapped (i32::MIN // -1).
-                _ if y == 0 => Val::I(0),
-                BinOp::FloorDiv => Val::I(floor_div(x as i64, y as i64) as i32),
-                BinOp::CeilDiv => Val::I(ceil_div(x as i64, y as i64) as i32),
-                BinOp::Mod => Val::I(floor_mod(x as i64, y as i64) as i32),
+            (Val::I(x), Val::I(y)) => match int_binary(op, x, y) {
+                Some(v) => Val::I(v),
+                // INT / INT is FLOAT.
+                None => Val::F(self.fl(x as f64 / y as f64)),
             },
-            _ => {
-                let (x, y) = (self.fl(a.as_f64()), self.fl(b.as_f64()));
-                let r = match op {
-                    BinOp::Add => x + y,
-                    BinOp::Sub => x - y,
-                    BinOp::Mul => x * y,
-                    BinOp::Div => x / y,
-                    BinOp::FloorDiv => (x / y).floor(),
-                    BinOp::CeilDiv => (x / y).ceil(),
-                    BinOp::Mod => x - y * (x / y).floor(),
-                };
-                Val::F(self.fl(r))
-            }
+            _ => Val::F(self.fl(float_binary(op, self.fl(a.as_f64()), self.fl(b.as_f64())))),
         }
     }
 }

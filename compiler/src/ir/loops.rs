@@ -495,6 +495,22 @@ pub enum VBin {
     Mod,
 }
 
+impl From<et_grammar::ast::BinOp> for VBin {
+    /// The `et` operator with the same meaning.
+    fn from(op: et_grammar::ast::BinOp) -> VBin {
+        use et_grammar::ast::BinOp;
+        match op {
+            BinOp::Add => VBin::Add,
+            BinOp::Sub => VBin::Sub,
+            BinOp::Mul => VBin::Mul,
+            BinOp::Div => VBin::Div,
+            BinOp::FloorDiv => VBin::FloorDiv,
+            BinOp::CeilDiv => VBin::CeilDiv,
+            BinOp::Mod => VBin::Mod,
+        }
+    }
+}
+
 impl VBin {
     pub fn text(self) -> &'static str {
         match self {

@@ -474,12 +474,12 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
                         let q = push(&mut values, VOp::Bin(VBin::Div, x, y), DType::F64);
                         cast(&mut values, q, fty)
                     } else {
-                        push(&mut values, VOp::Bin(vbin(*op), a, b), DType::I32)
+                        push(&mut values, VOp::Bin(VBin::from(*op), a, b), DType::I32)
                     }
                 } else {
                     let x = cast(&mut values, a, fty);
                     let y = cast(&mut values, b, fty);
-                    push(&mut values, VOp::Bin(vbin(*op), x, y), fty)
+                    push(&mut values, VOp::Bin(VBin::from(*op), x, y), fty)
                 }
             }
         };
@@ -503,17 +503,6 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
     Ok(())
 }
 
-fn vbin(op: BinOp) -> VBin {
-    match op {
-        BinOp::Add => VBin::Add,
-        BinOp::Sub => VBin::Sub,
-        BinOp::Mul => VBin::Mul,
-        BinOp::Div => VBin::Div,
-        BinOp::FloorDiv => VBin::FloorDiv,
-        BinOp::CeilDiv => VBin::CeilDiv,
-        BinOp::Mod => VBin::Mod,
-    }
-}
 
 /// Builds the loop nest: at each level, the items of that level (in the
 /// order they were emitted, so a load follows the guards of its offset and
