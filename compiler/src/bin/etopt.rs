@@ -92,6 +92,15 @@ fn run(args: Args) -> Result<(), Failure> {
     }
     let opts = Options { binds: args.bind.clone(), seed: args.seed, float: args.float };
     pm.run(&mut unit, &opts, &mut std::io::stderr().lock())?;
+    if args.stats {
+        if let Ir::Loop(m) = &unit.ir {
+            // Per kernel: exact points visited and guard conditions left.
+            for k in &m.kernels {
+                let n = k.iteration_count().map_or("unknown".to_string(), |n| n.to_string());
+                eprintln!("stats: kernel={} iterations={n} guards={}", k.name, k.guard_count());
+            }
+        }
+    }
     let text = match (args.emit, unit.ir.level()) {
         (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => print_ir(&unit),
         (Some(Emit::Ast), _) => unreachable_ast(),

@@ -547,11 +547,7 @@ fn build_nest(loops: &[(VarId, i64)], items: &[Item], inner: Node) -> Vec<Node> 
 pub fn run(unit: &mut super::Unit, opts: &super::Options) -> Result<Option<String>, crate::driver::Failure> {
     let super::Ir::Et(prog) = &unit.ir else { return Err(crate::driver::Failure::Internal("lower-to-loops runs on the et level".into())) };
     let m = lower(&prog.module, opts.float).map_err(|e| e.into_failure(&unit.source))?;
-    let guards = m.kernels.iter().map(|k| {
-        let mut n = 0;
-        k.walk(&mut |x| if let Node::Guard(g) = x { n += g.conds.len() });
-        n
-    });
+    let guards = m.kernels.iter().map(|k| k.guard_count());
     let stats = format!("{} buffers, {} kernels, {} guard conditions", m.buffers.len(), m.kernels.len(), guards.sum::<usize>());
     unit.ir = super::Ir::Loop(m);
     Ok(Some(stats))
