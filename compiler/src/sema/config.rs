@@ -367,7 +367,10 @@ impl<'a> Space<'a> {
             }
             let e = c.target;
             let binding = self.bound[e].is_some();
-            if !binding && (self.derive[e] == Some(ci) || self.draw_in[e] == Some(ci)) {
+            // Skip only the constraint that produced the dims: an `IN` range
+            // of a derived eintup is a check.
+            let produced = self.derive[e] == Some(ci) || (self.derive[e].is_none() && self.draw_in[e] == Some(ci));
+            if !binding && produced {
                 continue;
             }
             let ok = match &c.rel {
