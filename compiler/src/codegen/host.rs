@@ -5,13 +5,12 @@
 //! Host ABI (docs/codegen.md): kernel `NAME` is `void @et.NAME(ptr %args)`;
 //! `args[i]` is the data pointer of buffer `kernel_params(m, k)[i]`.
 
-use super::lower::{host_symbol, lower_module, Flavour};
+use super::lower::{host_symbol, lower_and_optimize, Flavour};
 use super::{kernel_params, CodegenError};
 use crate::ir::loops::{DType, LoopModule};
 use crate::tensor::{Data, Tensor};
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::OptimizationLevel;
 
@@ -36,12 +35,7 @@ pub(crate) fn optimized_module<'ctx>(
     seed: u64,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = host_machine()?;
-    let module = lower_module(ctx, m, seed, Flavour::Host)?;
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
-    module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
-        .map_err(|e| CodegenError(format!("LLVM optimisation failed: {}", e.to_string())))?;
+    let module = lower_and_optimize(ctx, m, seed, Flavour::Host, &tm)?;
     Ok((module, tm))
 }
 

@@ -884,3 +884,22 @@ mod tests {
         assert!(check_kernel_name("").is_err());
     }
 }
+
+/// `m` lowered for `flavour`, given `tm`'s triple and data layout, and
+/// optimised with LLVM's `default<O3>` pipeline: the one path both the
+/// host JIT and PTX emission take.
+pub(crate) fn lower_and_optimize<'ctx>(
+    ctx: &'ctx Context,
+    m: &LoopModule,
+    seed: u64,
+    flavour: Flavour,
+    tm: &inkwell::targets::TargetMachine,
+) -> Result<Module<'ctx>, CodegenError> {
+    let module = lower_module(ctx, m, seed, flavour)?;
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    module
+        .run_passes("default<O3>", tm, inkwell::passes::PassBuilderOptions::create())
+        .map_err(|e| CodegenError(format!("LLVM optimisation failed: {}", e.to_string())))?;
+    Ok(module)
+}

@@ -4,12 +4,11 @@
 //! optionally assembled by `ptxas` to prove it is accepted and to read
 //! register and spill counts.
 
-use super::lower::{lower_module, Flavour};
+use super::lower::{lower_and_optimize, Flavour};
 use super::CodegenError;
 use crate::ir::loops::LoopModule;
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::OptimizationLevel;
 use std::path::{Path, PathBuf};
@@ -78,12 +77,7 @@ pub(crate) fn optimized_module<'ctx>(
     sm: u32,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = machine(sm)?;
-    let module = lower_module(ctx, m, seed, Flavour::Nvptx)?;
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
-    module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
-        .map_err(|e| CodegenError(format!("LLVM optimisation failed: {}", e.to_string())))?;
+    let module = lower_and_optimize(ctx, m, seed, Flavour::Nvptx, &tm)?;
     Ok((module, tm))
 }
 

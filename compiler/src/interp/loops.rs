@@ -10,6 +10,7 @@
 //! (guards must prevent it); it is reported as `Err`, never a panic.
 
 use crate::arith::{float_binary, int_binary};
+use super::Val;
 use crate::ir::loops::*;
 use crate::ir::loops_verify::verify;
 use crate::random::Stream;
@@ -51,22 +52,6 @@ fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), String> {
     Ok(())
 }
 
-/// A scalar value: i32 values as `I`, f64 and f32 values as `F` (an f32
-/// value is always exactly representable in f32).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Val {
-    I(i32),
-    F(f64),
-}
-
-impl Val {
-    fn as_f64(self) -> f64 {
-        match self {
-            Val::I(i) => i as f64,
-            Val::F(f) => f,
-        }
-    }
-}
 
 /// Rounds a float result to its dtype (the f32 rule).
 fn fl(d: DType, x: f64) -> f64 {

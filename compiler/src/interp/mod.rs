@@ -161,15 +161,16 @@ fn check_inputs(m: &Module, opts: &RunOptions, arrays: &[Tensor]) -> Result<Vec<
     Ok(out)
 }
 
-/// A right-hand-side value.
+/// A scalar value of either interpreter: INT as `I`, FLOAT as `F` (an
+/// f32 value is kept exactly as f64).
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Val {
+pub(crate) enum Val {
     I(i32),
     F(f64),
 }
 
 impl Val {
-    fn as_f64(self) -> f64 {
+    pub(crate) fn as_f64(self) -> f64 {
         match self {
             Val::I(i) => i as f64,
             Val::F(f) => f,
