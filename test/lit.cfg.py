@@ -15,6 +15,8 @@ bindir = os.environ.get("EINTUP_BIN_DIR", os.path.join(root, "target", "debug"))
 llvm_bin = os.environ.get("LLVM_BIN_DIR", "/usr/lib/llvm-19/bin")
 config.environment["PATH"] = os.pathsep.join([bindir, llvm_bin, os.path.join(root, ".venv", "bin"), os.environ.get("PATH", "")])
 config.substitutions.append(("%examples", os.path.join(root, "docs", "examples")))
+config.substitutions.append(("%root", root))
+config.substitutions.append(("%bindir", bindir))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
 # %python: the repository's virtual environment (numpy; TensorFlow after

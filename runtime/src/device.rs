@@ -202,6 +202,38 @@ impl Device {
         })
     }
 
+    /// Median time, in milliseconds, of one device-to-device copy of
+    /// `bytes` bytes over `reps` timed repetitions after `warmup` untimed
+    /// ones: the bandwidth baseline memory-bound kernels are judged against
+    /// (a copy reads and writes `bytes` each).
+    pub fn copy_timed(&self, bytes: usize, warmup: usize, reps: usize) -> Result<f64> {
+        if reps == 0 || bytes == 0 {
+            return Err(Error::InvalidArgument("a timed copy needs at least one repetition and one byte".into()));
+        }
+        guarded("timing a device copy", || {
+            self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+            let src = self.stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e))?;
+            let mut dst = self.stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e))?;
+            let event = || {
+                self.ctx
+                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| driver("cuEventCreate", e))
+            };
+            let (start, end) = (event()?, event()?);
+            for _ in 0..warmup {
+                self.stream.memcpy_dtod(&src, &mut dst).map_err(|e| driver("cuMemcpyDtoDAsync", e))?;
+            }
+            let mut times = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                start.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
+                self.stream.memcpy_dtod(&src, &mut dst).map_err(|e| driver("cuMemcpyDtoDAsync", e))?;
+                end.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
+                times.push(f64::from(start.elapsed_ms(&end).map_err(|e| driver("cuEventElapsedTime", e))?));
+            }
+            Ok(median(&mut times))
+        })
+    }
+
     /// Everything checked before any device work.
     fn check(&self, bundle: &Bundle, inputs: &BTreeMap<String, HostTensor>) -> Result<()> {
         check_inputs(bundle.manifest(), inputs)?;

@@ -146,3 +146,12 @@ fn gpu_jit_error_carries_the_log() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn gpu_copy_timed_gives_a_positive_time_and_rejects_empty_copies() {
+    let Some(dev) = device_or_skip() else { return };
+    let ms = dev.copy_timed(1 << 24, 1, 3).unwrap();
+    assert!(ms.is_finite() && ms > 0.0, "{ms}");
+    assert!(matches!(dev.copy_timed(0, 0, 1), Err(Error::InvalidArgument(_))));
+    assert!(matches!(dev.copy_timed(16, 0, 0), Err(Error::InvalidArgument(_))));
+}

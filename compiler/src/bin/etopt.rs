@@ -108,10 +108,17 @@ fn run(args: Args) -> Result<(), Failure> {
             let Ir::Loop(m) = &unit.ir else { unreachable_ast(); return Ok(()) };
             let sm = eintup::cli::build::parse_target(&args.target)?;
             let target = if args.host { Target::Host } else { Target::Nvptx { sm } };
-            let r = match e {
-                Emit::Llvm => codegen::emit_llvm(m, args.seed, target),
-                _ => codegen::emit_ptx(m, args.seed, sm).map(|(p, _)| p),
+            let t = std::time::Instant::now();
+            let (r, what) = match e {
+                Emit::Llvm if args.host => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-host"),
+                Emit::Llvm => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-nvptx"),
+                _ => (codegen::emit_ptx(m, args.seed, sm).map(|(p, _)| p), "codegen-ptx"),
             };
+            if args.time_passes {
+                // Lowering, `default<O3>` and (for PTX) the asm printer,
+                // which --time-passes' pass table does not cover.
+                eprint!("{}", eintup::passes::manager::codegen_timing_report(what, t.elapsed()));
+            }
             r.map_err(|e| Failure::Internal(format!("code generation: {e}")))?
         }
         (Some(e), l) => {

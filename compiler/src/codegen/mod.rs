@@ -13,7 +13,7 @@ use crate::ir::loops::{BufId, Kernel, LoopModule, Node, VOp};
 use inkwell::context::Context;
 use std::fmt;
 
-pub use host::run_host;
+pub use host::{run_host, with_compiled, HostProgram};
 pub use lower::thread_count;
 pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 

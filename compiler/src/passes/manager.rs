@@ -214,6 +214,12 @@ pub fn timing_report(times: &[(&str, Duration)], total: Duration) -> String {
     o
 }
 
+/// `--time-passes` with `--emit llvm|ptx`: code generation, which runs
+/// after the pass pipeline, in the same line format.
+pub fn codegen_timing_report(what: &str, d: Duration) -> String {
+    format!("// ----- codegen timing ----- //\n{:>10.3} ms  {what}\n", d.as_secs_f64() * 1e3)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,116 @@
+//! GPU execution: each op built into a PTX bundle for the device found,
+//! timed with CUDA events (`Device::run_timed`: median of many runs after
+//! warm-up), against PyTorch on the same inputs and against a
+//! device-to-device copy measured in the same run. Without a CUDA driver
+//! or device the section records why it was skipped.
+
+use crate::host::Setup;
+use crate::ops::{Metric, Op};
+use crate::peers::{self, Job, PeerResult};
+use crate::prepare::prepare;
+use eintup::bundle::{build, BuildOptions};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum GpuSection {
+    Skipped { skipped: String },
+    Ran { device: String, copy_gbps: f64, results: Vec<GpuResult>, versions: BTreeMap<String, String> },
+}
+
+#[derive(Debug, Serialize)]
+pub struct GpuResult {
+    pub op: String,
+    pub binds: Vec<String>,
+    pub unit: &'static str,
+    pub work: f64,
+    /// Median of the whole bundle (every launch, resets included).
+    pub eintup_ms: f64,
+    /// Median of each launch, by kernel.
+    pub launches_ms: Vec<(String, f64)>,
+    pub rate: BTreeMap<String, f64>,
+    /// Memory-bound ops: eintup's GB/s over the copy's.
+    pub fraction_of_copy: Option<f64>,
+    pub peers: BTreeMap<String, PeerResult>,
+    pub ratio: BTreeMap<String, f64>,
+}
+
+/// Bytes of the copy baseline: large enough to leave every cache.
+const COPY_BYTES: usize = 1 << 30;
+
+pub fn run(s: &Setup, ops: &[Op], warmup: usize, reps: usize) -> GpuSection {
+    let dev = match eintup_runtime::Device::new(0) {
+        Ok(d) => d,
+        Err(e) => return GpuSection::Skipped { skipped: format!("no CUDA device: {e}") },
+    };
+    match run_on(&dev, s, ops, warmup, reps) {
+        Ok(section) => section,
+        Err(e) => GpuSection::Skipped { skipped: format!("failed on {}: {e}", dev.name()) },
+    }
+}
+
+fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, reps: usize) -> Result<GpuSection, String> {
+    let (major, minor) = dev.arch();
+    let sm = (major * 10 + minor).clamp(eintup::gpu::DEFAULT_SM, 90);
+    let copy_ms = dev.copy_timed(COPY_BYTES, warmup, reps).map_err(|e| e.to_string())?;
+    let copy_gbps = 2.0 * COPY_BYTES as f64 / (copy_ms / 1e3) / 1e9;
+    let mut results = Vec::new();
+    let mut jobs = Vec::new();
+    for op in ops {
+        eprintln!("bench: gpu {}", op.name);
+        let p = prepare(s.ops_dir, op)?;
+        let bundle = build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm })
+            .map_err(|e| e.to_string())?;
+        let inputs: BTreeMap<String, eintup_runtime::HostTensor> = p
+            .module
+            .arrays
+            .iter()
+            .zip(&p.buffers)
+            .filter(|(a, _)| a.is_input)
+            .map(|(a, t)| (a.name.clone(), eintup::gpu::to_host(t)))
+            .collect();
+        let t = dev.run_timed(&bundle, &inputs, warmup, reps).map_err(|e| e.to_string())?;
+        // The result PyTorch is checked against comes from this device.
+        let arrays = eintup::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers).map_err(|e| e.to_string())?;
+        let dir = s.work_dir.join(format!("gpu-{}", op.name));
+        let input_paths = p.write_inputs(&dir)?;
+        let out = dir.join("eintup_out.npy");
+        arrays[p.output()?].write_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        jobs.push(Job {
+            name: op.name.clone(),
+            kind: op.kind.into(),
+            float: format!("{:?}", op.float).to_lowercase(),
+            params: op.params.clone(),
+            inputs: input_paths,
+            output: out,
+        });
+        let gbps = op.work / (t.total_ms / 1e3) / 1e9;
+        results.push(GpuResult {
+            op: op.name.clone(),
+            binds: op.binds.clone(),
+            unit: op.metric.unit(),
+            work: op.work,
+            eintup_ms: t.total_ms,
+            launches_ms: t.launches.iter().map(|l| (l.kernel.clone(), l.median_ms)).collect(),
+            rate: BTreeMap::from([("eintup".to_string(), gbps)]),
+            fraction_of_copy: (op.metric == Metric::Gbytes).then_some(gbps / copy_gbps),
+            peers: BTreeMap::new(),
+            ratio: BTreeMap::new(),
+        });
+    }
+    let req = peers::Request { device: "cuda", min_reps: reps, max_reps: reps, budget_s: 0.0, jobs };
+    let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
+    for (r, op) in results.iter_mut().zip(ops) {
+        if let Some(per) = resp.results.get(&r.op) {
+            for (fw, pr) in per {
+                if let Some(t) = pr.median_s {
+                    r.ratio.insert(fw.clone(), r.eintup_ms / 1e3 / t);
+                    r.rate.insert(fw.clone(), op.work / t / 1e9);
+                }
+                r.peers.insert(fw.clone(), pr.clone());
+            }
+        }
+    }
+    Ok(GpuSection::Ran { device: dev.name().to_string(), copy_gbps, results, versions: resp.versions })
+}

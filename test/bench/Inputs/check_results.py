@@ -1,0 +1,20 @@
+"""Checks etbench's JSON: every example timed, every host op timed by
+eintup and by both peers, and every peer agreeing with eintup."""
+import json
+import sys
+
+r = json.load(open(sys.argv[1]))
+assert len(r["compile"]) >= 14, len(r["compile"])
+for c in r["compile"]:
+    assert c["end_to_end_host_ms"] > 0 and c["codegen_host_ms"] > 0, c
+    assert [p[0] for p in c["passes_ms"]][:3] == ["resolve", "infer-ranks", "specialize"], c
+host = r["host"]["results"]
+assert len(host) == 7, len(host)
+for h in host:
+    assert h["eintup_ms"] > 0 and h["reps"] >= 3, h
+    for fw in ("numpy", "tensorflow"):
+        p = h["peers"][fw]
+        assert p.get("error") is None and p["median_s"] > 0, (h["op"], fw, p)
+        assert p["max_rel_err"] <= (1e-3 if h["op"].endswith("f32") else 1e-9), (h["op"], fw, p)
+        assert abs(h["ratio"][fw] - h["eintup_ms"] / 1e3 / p["median_s"]) < 1e-9 * h["ratio"][fw]
+print("ok")
