@@ -59,7 +59,7 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
     let mut jobs = Vec::new();
     for op in ops {
         eprintln!("bench: gpu {}", op.name);
-        let p = prepare(s.ops_dir, op)?;
+        let p = prepare(s.ops_dir, op, false)?;
         let bundle = build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm })
             .map_err(|e| e.to_string())?;
         let inputs: BTreeMap<String, eintup_runtime::HostTensor> = p

@@ -21,11 +21,13 @@ pub struct Prepared {
     pub buffers: Vec<Tensor>,
 }
 
-pub fn prepare(ops_dir: &Path, op: &Op) -> Result<Prepared, String> {
+/// `host`: with the host-only loop passes (else the GPU's loop module).
+pub fn prepare(ops_dir: &Path, op: &Op, host: bool) -> Result<Prepared, String> {
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_module(&src, &op.binds, 0).map_err(|e| e.to_string())?;
     let opts = RunOptions { seed: 0, float: op.float, inputs: BTreeMap::new() };
-    let loops = eintup::exec::lower(&src, &module, op.float).map_err(|e| e.to_string())?;
+    let lower = if host { eintup::exec::lower_host } else { eintup::exec::lower };
+    let loops = lower(&src, &module, op.float).map_err(|e| e.to_string())?;
     let buffers = eintup::exec::initial_buffers(&src, &module, &loops, &opts).map_err(|e| e.to_string())?;
     Ok(Prepared { src, module, config, loops, buffers })
 }

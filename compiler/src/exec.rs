@@ -8,7 +8,7 @@ use crate::driver::{Failure, Source};
 use crate::interp::{self, RunOptions};
 use crate::ir::et::Module;
 use crate::ir::loops::{DType, LoopModule};
-use crate::passes::{manager, Ir, Options, Unit, MIDDLE_END};
+use crate::passes::{manager, Ir, Options, Unit, HOST_PASSES, MIDDLE_END};
 use crate::sema::Program;
 use crate::tensor::{ElemKind, Tensor};
 
@@ -17,7 +17,7 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
-            let lm = lower(src, module, opts.float)?;
+            let lm = lower_host(src, module, opts.float)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
             crate::codegen::run_host(&lm, opts.seed, &mut bufs).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
             bufs.truncate(module.arrays.len());
@@ -28,11 +28,22 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
 }
 
 /// The middle end on a specialised module: `lower-to-loops` and the loop
-/// passes of the default pipeline.
+/// passes of the default pipeline (the loop module every target starts
+/// from; the GPU takes it as it is).
 pub fn lower(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopModule, Failure> {
+    run_passes(src, module, float, MIDDLE_END)
+}
+
+/// `lower`, then the host-only loop passes (`--backend cpu`).
+pub fn lower_host(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopModule, Failure> {
+    let names: Vec<&str> = MIDDLE_END.iter().chain(HOST_PASSES).copied().collect();
+    run_passes(src, module, float, &names)
+}
+
+fn run_passes(src: &Source, module: &Module, float: FloatWidth, names: &[&str]) -> Result<LoopModule, Failure> {
     let mut unit = Unit::from_source(src.clone());
     unit.ir = Ir::Et(Program { module: module.clone(), constraints: Vec::new() });
-    let pm = manager::PassManager::from_names(MIDDLE_END, manager::Instrument::default())?;
+    let pm = manager::PassManager::from_names(names, manager::Instrument::default())?;
     let opts = Options { binds: Vec::new(), seed: 0, float };
     pm.run(&mut unit, &opts, &mut std::io::sink())?;
     match unit.ir {

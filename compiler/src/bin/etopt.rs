@@ -6,7 +6,7 @@ use eintup::cli::FloatWidth;
 use eintup::codegen::{self, Target};
 use eintup::driver::{run_main, Failure, Source};
 use eintup::passes::manager::{print_ir, Instrument};
-use eintup::passes::{Ir, Level, Options, PassManager, Unit, DEFAULT_PIPELINE};
+use eintup::passes::{Ir, Level, Options, PassManager, Unit, DEFAULT_PIPELINE, HOST_PASSES};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -44,7 +44,8 @@ struct Args {
     /// GPU architecture for `--emit llvm|ptx` (sm_60 .. sm_90).
     #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
     target: String,
-    /// `--emit llvm` for the host instead of NVPTX.
+    /// Target the host: the default pipeline adds the host-only loop
+    /// passes (`interchange`), and `--emit llvm` gives host IR.
     #[arg(long)]
     host: bool,
     /// Print each pass's statistics on stderr.
@@ -150,8 +151,11 @@ fn default_pipeline(args: &Args) -> Vec<String> {
     for p in DEFAULT_PIPELINE {
         v.push(p.to_string());
         if *p == stop {
-            break;
+            return v;
         }
+    }
+    if args.host {
+        v.extend(HOST_PASSES.iter().map(|p| p.to_string()));
     }
     v
 }

@@ -556,6 +556,47 @@ impl WriteKind {
     }
 }
 
+impl Node {
+    /// The index expressions this node itself evaluates (loop bounds,
+    /// guard conditions, offsets, index values), not those of its body.
+    pub fn own_exprs(&self) -> Vec<&IExpr> {
+        match self {
+            Node::For(l) => vec![&l.lo, &l.hi],
+            Node::Guard(g) => g.conds.iter().flat_map(|c| c.exprs()).collect(),
+            Node::LoadIndex { offset, .. } => vec![offset],
+            Node::Compute(c) => {
+                let mut v: Vec<&IExpr> = c
+                    .values
+                    .iter()
+                    .filter_map(|v| match &v.op {
+                        VOp::Load { offset, .. } => Some(offset),
+                        VOp::Index(e) => Some(e),
+                        VOp::Lookup { index, .. } => Some(index),
+                        VOp::Random { counter, .. } => Some(counter),
+                        _ => None,
+                    })
+                    .collect();
+                v.push(&c.write.offset);
+                v
+            }
+        }
+    }
+
+    /// The nodes directly inside this one.
+    pub fn body(&self) -> &[Node] {
+        match self {
+            Node::For(l) => &l.body,
+            Node::Guard(g) => &g.body,
+            _ => &[],
+        }
+    }
+}
+
+/// Does any node of `nodes`, at any depth, use variable `v`?
+pub fn nodes_use(nodes: &[Node], v: VarId) -> bool {
+    nodes.iter().any(|n| n.own_exprs().iter().any(|e| e.uses(v)) || nodes_use(n.body(), v))
+}
+
 impl LoopModule {
     pub fn buffer_by_name(&self, name: &str) -> Option<BufId> {
         self.buffers.iter().position(|b| b.name == name)

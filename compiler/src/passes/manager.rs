@@ -63,21 +63,39 @@ pub static PASSES: &[PassInfo] = &[
         run: super::tighten_bounds::run,
     },
     PassInfo {
+        name: "drop-unused-loops",
+        summary: "run once the idempotent body of a loop whose variable it does not use",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::drop_unused_loops::run,
+    },
+    PassInfo {
         name: "parallelize",
         summary: "mark parallel loops; atomics only where the write is not injective",
         input: Level::Loop,
         output: Level::Loop,
         run: super::parallelize::run,
     },
+    PassInfo {
+        name: "interchange",
+        summary: "host: move the loop along the contiguous written dim inside the reductions",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::interchange::run,
+    },
 ];
 
 /// The `default` pipeline: front end then middle end.
 pub const DEFAULT_PIPELINE: &[&str] =
-    &["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "parallelize"];
+    &["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize"];
 /// From a `.et` file to a specialised `et` module.
 pub const FRONT_END: &[&str] = &["resolve", "infer-ranks", "specialize"];
 /// From a specialised `et` module to the optimised `loop` module.
-pub const MIDDLE_END: &[&str] = &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "parallelize"];
+pub const MIDDLE_END: &[&str] =
+    &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize"];
+/// Loop passes for the host target only, after the middle end (the GPU
+/// wants the loop order the middle end leaves).
+pub const HOST_PASSES: &[&str] = &["interchange"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

@@ -7,7 +7,9 @@
 //! chosen configuration). Each pass declares the level it reads and the
 //! level it leaves.
 
+pub mod drop_unused_loops;
 pub mod infer_ranks;
+pub mod interchange;
 pub mod lower_to_loops;
 pub mod manager;
 pub mod parallelize;
@@ -22,7 +24,7 @@ use crate::ir::loops::LoopModule;
 use crate::sema::{Config, Program, RankSystem};
 use et_grammar::Diagnostic;
 
-pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, MIDDLE_END};
+pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, HOST_PASSES, MIDDLE_END};
 
 /// The IR levels a pass reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
