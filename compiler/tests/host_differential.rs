@@ -73,3 +73,39 @@ fn cpu_backend_handles_zero_sized_and_rank_0_eintups() {
     }
     assert!(tried >= 15, "only {tried} configurations were valid");
 }
+
+/// The benchmark programs (bench/ops) at sizes where the host splits the
+/// root loop across threads (`MIN_SPLIT_ITERATIONS`) and, after
+/// `interchange`, vectorises: the results must still be the interpreter's,
+/// bit for bit (each cell sums its terms in the interpreter's order).
+#[test]
+fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
+    use eintup::codegen::{host::MIN_SPLIT_ITERATIONS, lower::split_range};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/ops");
+    let cases: [(&str, &[&str], bool); 6] = [
+        ("matmul.et", &["batch=[3]", "row=[40]", "k=[30]", "col=[40]"], true),
+        ("conv2d.et", &["batch=[3]", "ipos=[20,20]", "fpos=[3,3]", "stride=[1,1]", "ichan=[4]", "ochan=[8]"], true),
+        ("reduce_sum.et", &["keep=[300]", "drop=[300]"], true),
+        ("space_to_depth.et", &["batch=[2]", "pos=[200,200]", "chan=[2]", "blk=[2,2]"], true),
+        ("gather_nd.et", &["batch=[]", "loc=[30,30]", "item=[3]", "w=[30000]"], true),
+        // Duplicate targets: the atomic kernel stays on one thread.
+        ("scatter_nd.et", &["upd=[70000]", "dest=[50]", "item=[2]"], false),
+    ];
+    for (file, binds, split) in cases {
+        let src = Source::load(&dir.join(file)).unwrap();
+        let binds: Vec<String> = binds.iter().map(|s| s.to_string()).collect();
+        let (module, _) = eintup::pipeline::specialized_module(&src, &binds, 1).unwrap();
+        for float in [FloatWidth::F64, FloatWidth::F32] {
+            let lm = eintup::exec::lower_host(&src, &module, float).unwrap();
+            let big = lm.kernels.iter().filter(|k| k.iteration_count().unwrap() >= MIN_SPLIT_ITERATIONS);
+            let splits = big.filter(|k| split_range(k).is_some()).count();
+            assert_eq!(splits > 0, split, "{file}: kernels split across threads");
+            let opts = RunOptions { seed: 1, float, inputs: Default::default() };
+            let want = interp::run(&module, &opts).unwrap();
+            let got = eintup::exec::execute(&src, &module, Backend::Cpu, &opts).unwrap();
+            for (k, a) in module.arrays.iter().enumerate() {
+                same(&format!("{file} {float:?} {}", a.name), &want[k], &got[k], 0.0);
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@
 //! Host ABI (docs/codegen.md): kernel `NAME` is `void @et.NAME(ptr %args)`;
 //! `args[i]` is the data pointer of buffer `kernel_params(m, k)[i]`.
 
-use super::lower::{host_symbol, lower_and_optimize, Flavour};
+use super::lower::{host_symbol, lower_and_optimize, split_range, Flavour};
 use super::{kernel_params, CodegenError};
 use crate::ir::loops::{DType, LoopModule};
 use crate::tensor::{Data, Tensor};
@@ -64,25 +64,61 @@ pub fn with_compiled<R>(m: &LoopModule, seed: u64, f: impl FnOnce(&HostProgram<'
         // signature (host ABI, docs/codegen.md).
         let f = unsafe { ee.get_function::<KernelFn>(&host_symbol(&k.name)) }
             .map_err(|e| CodegenError(format!("JIT: kernel `{}` not found: {e}", k.name)))?;
-        kernels.push((f, kernel_params(m, k)));
+        let split = split_range(k).filter(|_| k.iteration_count().is_some_and(|n| n >= MIN_SPLIT_ITERATIONS));
+        kernels.push(HostKernel { f, params: kernel_params(m, k), split });
     }
-    let prog = HostProgram { m, kernels };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let prog = HostProgram { m, kernels, threads, _ee: ee };
     let r = f(&prog);
     drop(prog);
     Ok(r)
 }
 
-type KernelFn = unsafe extern "C" fn(*const *mut u8);
+type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+
+/// Below this many iterations a kernel runs on the calling thread: starting
+/// threads costs tens of microseconds.
+pub const MIN_SPLIT_ITERATIONS: u128 = 1 << 16;
+
+struct HostKernel<'ctx> {
+    f: JitFunction<'ctx, KernelFn>,
+    /// The buffers it takes, in parameter order.
+    params: Vec<usize>,
+    /// Root-loop bounds when the kernel runs split across threads.
+    split: Option<(i64, i64)>,
+}
 
 /// A module compiled for this CPU: one JIT entry per kernel, with the
 /// buffers it takes.
 pub struct HostProgram<'ctx, 'm> {
     m: &'m LoopModule,
-    kernels: Vec<(JitFunction<'ctx, KernelFn>, Vec<usize>)>,
+    kernels: Vec<HostKernel<'ctx>>,
+    /// Threads a splittable kernel is spread over.
+    threads: usize,
+    /// Keeps the JIT (and the code the entries point to) alive.
+    _ee: inkwell::execution_engine::ExecutionEngine<'ctx>,
+}
+
+/// Kernel arguments shared by the threads of one launch.
+#[derive(Clone, Copy)]
+struct Args(*const *mut u8);
+// SAFETY: the pointers are only dereferenced by the generated code, and
+// threads of one split launch write disjoint cells (root loop `parallel`,
+// so distinct iterations write distinct cells) and read no written buffer.
+unsafe impl Send for Args {}
+unsafe impl Sync for Args {}
+
+impl Args {
+    /// A method, so closures capture the whole (Send) wrapper.
+    fn ptr(self) -> *const *mut u8 {
+        self.0
+    }
 }
 
 impl HostProgram<'_, '_> {
-    /// Runs every kernel, in order, on `buffers` (see `run_host`).
+    /// Runs every kernel, in order, on `buffers` (see `run_host`). A kernel
+    /// whose root loop is `parallel` (and that is large enough) runs with
+    /// that loop split into one contiguous slice per thread.
     pub fn run(&self, buffers: &mut [Tensor]) -> Result<(), CodegenError> {
         check_buffers(self.m, buffers)?;
         // Empty buffers get a private scratch word instead of a dangling Vec
@@ -99,11 +135,26 @@ impl HostProgram<'_, '_> {
                 _ => s as *mut u64 as *mut u8,
             })
             .collect();
-        for (f, params) in &self.kernels {
-            let args: Vec<*mut u8> = params.iter().map(|&b| ptrs[b]).collect();
+        for k in &self.kernels {
+            let args: Vec<*mut u8> = k.params.iter().map(|&b| ptrs[b]).collect();
             // SAFETY: `args` holds one live pointer per parameter, each to a
-            // buffer of the size the kernel was compiled for (checked above).
-            unsafe { f.call(args.as_ptr()) };
+            // buffer of the size the kernel was compiled for (checked above);
+            // the raw entry stays valid while `self._ee` lives.
+            let f = unsafe { k.f.as_raw() };
+            let a = Args(args.as_ptr());
+            match k.split {
+                Some((lo, hi)) if self.threads > 1 && hi - lo > 1 => {
+                    let n = (self.threads as i64).min(hi - lo);
+                    std::thread::scope(|s| {
+                        for t in 1..n {
+                            let (b, e) = (lo + (hi - lo) * t / n, lo + (hi - lo) * (t + 1) / n);
+                            s.spawn(move || unsafe { f(a.ptr(), b, e) });
+                        }
+                        unsafe { f(a.0, lo, lo + (hi - lo) / n) };
+                    });
+                }
+                _ => unsafe { f(a.0, i64::MIN, i64::MAX) },
+            }
         }
         drop(scratch);
         Ok(())

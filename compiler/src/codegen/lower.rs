@@ -96,6 +96,18 @@ pub fn thread_count(k: &Kernel) -> i64 {
     ParChain::of(&k.body).total
 }
 
+/// The root loop's bounds when the host may split kernel `k` across
+/// threads: its body is one `parallel` loop with constant bounds and no
+/// write is atomic (an atomic sum would be exact but its order, and so
+/// its rounding, would change from run to run).
+pub fn split_range(k: &Kernel) -> Option<(i64, i64)> {
+    let [Node::For(l)] = k.body.as_slice() else { return None };
+    let (lo, hi) = (l.lo.as_const()?, l.hi.as_const()?);
+    let mut atomic = false;
+    k.walk(&mut |n| atomic |= matches!(n, Node::Compute(c) if c.write.kind == WriteKind::AtomicAccumulate));
+    (l.kind == LoopKind::Parallel && !atomic).then_some((lo, hi))
+}
+
 /// The maximal chain of `parallel` loops with constant bounds from the
 /// kernel root, along a single path on which only `guard` and
 /// `load_index` may sit between them. Its iteration space is flattened
@@ -170,6 +182,9 @@ struct KernelLowering<'a, 'ctx> {
     bufs: Vec<Option<PointerValue<'ctx>>>,
     /// Current value (i64) of each variable in scope.
     env: Vec<Option<IntValue<'ctx>>>,
+    /// Host: `[begin, end)` that clamps the root loop of a splittable
+    /// kernel (see `split_range`); taken by the first loop lowered.
+    split: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
 }
 
 impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
@@ -198,7 +213,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             Flavour::Nvptx => (k.name.clone(), AddressSpace::from(NVPTX_GLOBAL_AS)),
         };
         let ptr = ctx.ptr_type(addr_space);
-        let tys: Vec<_> = params.iter().map(|_| ptr.into()).collect();
+        let mut tys: Vec<_> = params.iter().map(|_| ptr.into()).collect();
+        if flavour == Flavour::Host {
+            // begin, end: the slice of the root loop this call runs.
+            let i64: inkwell::types::BasicMetadataTypeEnum = ctx.i64_type().into();
+            tys.extend([i64, i64]);
+        }
         let func = module.add_function(&func, ctx.void_type().fn_type(&tys, false), None);
         for i in 0..params.len() {
             func.add_attribute(AttributeLoc::Param(i as u32), noalias);
@@ -220,6 +240,14 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             let p = func.get_nth_param(i as u32).map(|p| p.into_pointer_value());
             bufs[buf] = Some(p.ok_or_else(|| CodegenError("internal error: missing kernel parameter".into()))?);
         }
+        let split = match (flavour, split_range(k)) {
+            (Flavour::Host, Some(_)) => {
+                let n = params.len() as u32;
+                let p = |i| func.get_nth_param(i).map(|p| p.into_int_value());
+                p(n).zip(p(n + 1))
+            }
+            _ => None,
+        };
         Ok(KernelLowering {
             ctx,
             module,
@@ -234,6 +262,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             i64: ctx.i64_type(),
             bufs,
             env: vec![None; k.vars.len()],
+            split,
         })
     }
 
@@ -249,18 +278,23 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         Ok(())
     }
 
-    /// `void @et.NAME(ptr %args)`: loads `args[i]` and calls the body.
+    /// `void @et.NAME(ptr %args, i64 %begin, i64 %end)`: loads `args[i]`
+    /// and calls the body with the slice of the root loop to run.
     fn host_entry(&self) -> Result<(), CodegenError> {
         let ptr = self.ctx.ptr_type(AddressSpace::default());
-        let f = self.module.add_function(&host_symbol(&self.k.name), self.ctx.void_type().fn_type(&[ptr.into()], false), None);
+        let fty = self.ctx.void_type().fn_type(&[ptr.into(), self.i64.into(), self.i64.into()], false);
+        let f = self.module.add_function(&host_symbol(&self.k.name), fty, None);
         let b = &self.b;
         b.position_at_end(self.ctx.append_basic_block(f, "entry"));
-        let args = f.get_nth_param(0).ok_or_else(|| self.err("internal error: host entry has no parameter"))?.into_pointer_value();
+        let param = |i| f.get_nth_param(i).ok_or_else(|| self.err("internal error: host entry parameter missing"));
+        let args = param(0)?.into_pointer_value();
         let mut ptrs = Vec::new();
-        for i in 0..self.func.count_params() {
+        for i in 0..self.func.count_params() - 2 {
             let slot = unsafe { b.build_in_bounds_gep(ptr, args, &[self.i64.const_int(u64::from(i), false)], "arg")? };
             ptrs.push(b.build_load(ptr, slot, "")?.into());
         }
+        ptrs.push(param(1)?.into());
+        ptrs.push(param(2)?.into());
         b.build_call(self.func, &ptrs, "")?;
         b.build_return(None)?;
         Ok(())
@@ -393,8 +427,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     fn node(&mut self, n: &Node) -> Result<(), CodegenError> {
         match n {
             Node::For(l) => {
-                let lo = self.iexpr(&l.lo)?;
-                let hi = self.iexpr(&l.hi)?;
+                let mut lo = self.iexpr(&l.lo)?;
+                let mut hi = self.iexpr(&l.hi)?;
+                if let Some((begin, end)) = self.split.take() {
+                    lo = self.ibin(IBin::Max, lo, begin)?;
+                    hi = self.ibin(IBin::Min, hi, end)?;
+                }
                 let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 let header = self.block("for.header");
                 let body = self.block("for.body");
@@ -606,7 +644,14 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.m.buffers[w.buf].name
             )));
         }
-        match w.kind {
+        // The host runs a kernel with atomic writes on one thread only
+        // (`split_range`), where a plain add is exact and far cheaper than
+        // an atomic read-modify-write (a compare-exchange loop for floats).
+        let kind = match (self.flavour, w.kind) {
+            (Flavour::Host, WriteKind::AtomicAccumulate) => WriteKind::Accumulate,
+            (_, k) => k,
+        };
+        match kind {
             WriteKind::Store => {
                 self.b.build_store(p, val)?;
             }
