@@ -6,7 +6,7 @@
 
 use crate::host::Setup;
 use crate::ops::{Metric, Op};
-use crate::peers::{self, Job, PeerResult};
+use crate::peers::{self, Comparison, Job};
 use crate::prepare::prepare;
 use eintup::bundle::{build, BuildOptions};
 use serde::Serialize;
@@ -29,11 +29,11 @@ pub struct GpuResult {
     pub eintup_ms: f64,
     /// Median of each launch, by kernel.
     pub launches_ms: Vec<(String, f64)>,
-    pub rate: BTreeMap<String, f64>,
     /// Memory-bound ops: eintup's GB/s over the copy's.
     pub fraction_of_copy: Option<f64>,
-    pub peers: BTreeMap<String, PeerResult>,
-    pub ratio: BTreeMap<String, f64>,
+    /// Peers' results, ratios and rates (in `unit`).
+    #[serde(flatten)]
+    pub cmp: Comparison,
 }
 
 /// Bytes of the copy baseline: large enough to leave every cache.
@@ -77,14 +77,7 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
         let input_paths = p.write_inputs(&dir)?;
         let out = dir.join("eintup_out.npy");
         arrays[p.output()?].write_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-        jobs.push(Job {
-            name: op.name.clone(),
-            kind: op.kind.into(),
-            float: format!("{:?}", op.float).to_lowercase(),
-            params: op.params.clone(),
-            inputs: input_paths,
-            output: out,
-        });
+        jobs.push(Job::new(op, input_paths, out));
         let gbps = op.work / (t.total_ms / 1e3) / 1e9;
         results.push(GpuResult {
             op: op.name.clone(),
@@ -93,24 +86,14 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
             work: op.work,
             eintup_ms: t.total_ms,
             launches_ms: t.launches.iter().map(|l| (l.kernel.clone(), l.median_ms)).collect(),
-            rate: BTreeMap::from([("eintup".to_string(), gbps)]),
             fraction_of_copy: (op.metric == Metric::Gbytes).then_some(gbps / copy_gbps),
-            peers: BTreeMap::new(),
-            ratio: BTreeMap::new(),
+            cmp: Comparison::new(op.work, t.total_ms),
         });
     }
     let req = peers::Request { device: "cuda", min_reps: reps, max_reps: reps, budget_s: 0.0, jobs };
     let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
-    for (r, op) in results.iter_mut().zip(ops) {
-        if let Some(per) = resp.results.get(&r.op) {
-            for (fw, pr) in per {
-                if let Some(t) = pr.median_s {
-                    r.ratio.insert(fw.clone(), r.eintup_ms / 1e3 / t);
-                    r.rate.insert(fw.clone(), op.work / t / 1e9);
-                }
-                r.peers.insert(fw.clone(), pr.clone());
-            }
-        }
+    for r in &mut results {
+        r.cmp.add_peers(&resp, &r.op, r.work);
     }
     Ok(GpuSection::Ran { device: dev.name().to_string(), copy_gbps, results, versions: resp.versions })
 }

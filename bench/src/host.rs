@@ -3,7 +3,7 @@
 //! same inputs in the same run.
 
 use crate::ops::Op;
-use crate::peers::{self, Job, PeerResult};
+use crate::peers::{self, Comparison, Job};
 use crate::prepare::prepare;
 use crate::stats::{time_median, Budget};
 use serde::Serialize;
@@ -22,11 +22,9 @@ pub struct HostResult {
     pub compile_ms: f64,
     pub eintup_ms: f64,
     pub reps: usize,
-    /// Framework -> its result; `ratio` below is eintup time / peer time.
-    pub peers: BTreeMap<String, PeerResult>,
-    pub ratio: BTreeMap<String, f64>,
-    /// Achieved rate in `unit` of eintup and of each peer.
-    pub rate: BTreeMap<String, f64>,
+    /// Peers' results, ratios and rates (in `unit`).
+    #[serde(flatten)]
+    pub cmp: Comparison,
 }
 
 pub struct Setup<'a> {
@@ -56,15 +54,7 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, S
         .map_err(|e| format!("{}: {e}", op.name))?;
         let out = dir.join("eintup_out.npy");
         p.buffers[out_id].write_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-        jobs.push(Job {
-            name: op.name.clone(),
-            kind: op.kind.into(),
-            float: format!("{:?}", op.float).to_lowercase(),
-            params: op.params.clone(),
-            inputs,
-            output: out,
-        });
-        let rate = BTreeMap::from([("eintup".to_string(), op.work / timed.0 / 1e9)]);
+        jobs.push(Job::new(op, inputs, out));
         results.push(HostResult {
             op: op.name.clone(),
             binds: op.binds.clone(),
@@ -73,25 +63,15 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, S
             compile_ms,
             eintup_ms: timed.0 * 1e3,
             reps: timed.1,
-            peers: BTreeMap::new(),
-            ratio: BTreeMap::new(),
-            rate,
+            cmp: Comparison::new(op.work, timed.0 * 1e3),
         });
     }
     eprintln!("bench: host peers (NumPy, TensorFlow)");
     let b = s.budget;
     let req = peers::Request { device: "cpu", min_reps: b.min_reps, max_reps: b.max_reps, budget_s: b.time.as_secs_f64(), jobs };
     let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
-    for (r, op) in results.iter_mut().zip(ops) {
-        if let Some(per) = resp.results.get(&r.op) {
-            for (fw, pr) in per {
-                if let Some(t) = pr.median_s {
-                    r.ratio.insert(fw.clone(), r.eintup_ms / 1e3 / t);
-                    r.rate.insert(fw.clone(), op.work / t / 1e9);
-                }
-                r.peers.insert(fw.clone(), pr.clone());
-            }
-        }
+    for r in &mut results {
+        r.cmp.add_peers(&resp, &r.op, r.work);
     }
     Ok((results, resp.versions))
 }

@@ -101,7 +101,7 @@ fn run(args: &Args) -> Result<(), String> {
         print_host(&r, &versions);
         let bad: Vec<String> = r
             .iter()
-            .flat_map(|h| h.peers.iter().filter(|(_, p)| p.error.as_deref().is_some_and(|e| e.starts_with("MISMATCH"))).map(move |(f, _)| format!("{} vs {f}", h.op)))
+            .flat_map(|h| h.cmp.peers.iter().filter(|(_, p)| p.error.as_deref().is_some_and(|e| e.starts_with("MISMATCH"))).map(move |(f, _)| format!("{} vs {f}", h.op)))
             .collect();
         report.insert("host".into(), serde_json::json!({ "versions": versions, "results": r }));
         write(&args.out, &report)?;
@@ -166,20 +166,20 @@ fn print_host(r: &[host::HostResult], versions: &BTreeMap<String, String>) {
     println!("peers: {}", v.join(", "));
     println!("{:<20} {:>9} {:>18} {:>17} {:>17} {:>10} {:>10}", "op", "eintup", "eintup rate", "numpy  ratio", "tf  ratio", "numpy rate", "tf rate");
     for h in r {
-        let peer = |f: &str| fmt_peer(h.peers.get(f).and_then(|p| p.median_s).map(|s| s * 1e3), h.ratio.get(f));
-        let rate = |f: &str| h.rate.get(f).map_or("-".to_string(), |x| format!("{x:.2}"));
+        let peer = |f: &str| fmt_peer(h.cmp.peers.get(f).and_then(|p| p.median_s).map(|s| s * 1e3), h.cmp.ratio.get(f));
+        let rate = |f: &str| h.cmp.rate.get(f).map_or("-".to_string(), |x| format!("{x:.2}"));
         println!(
             "{:<20} {:>9.3} {:>10.2} {:<7} {} {} {:>10} {:>10}",
             h.op,
             h.eintup_ms,
-            h.rate["eintup"],
+            h.cmp.rate["eintup"],
             h.unit,
             peer("numpy"),
             peer("tensorflow"),
             rate("numpy"),
             rate("tensorflow")
         );
-        for (f, p) in &h.peers {
+        for (f, p) in &h.cmp.peers {
             if let Some(e) = &p.error {
                 println!("    {f}: {e}");
             }
@@ -195,9 +195,9 @@ fn print_gpu(g: &gpu::GpuSection) {
             println!("{:<20} {:>9} {:>18} {:>9} {:>17}", "op", "eintup", "eintup rate", "of copy", "torch  ratio");
             for r in results {
                 let frac = r.fraction_of_copy.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
-                let torch = fmt_peer(r.peers.get("torch").and_then(|p| p.median_s).map(|s| s * 1e3), r.ratio.get("torch"));
-                println!("{:<20} {:>9.3} {:>10.2} {:<7} {:>9} {}", r.op, r.eintup_ms, r.rate["eintup"], r.unit, frac, torch);
-                for (f, p) in &r.peers {
+                let torch = fmt_peer(r.cmp.peers.get("torch").and_then(|p| p.median_s).map(|s| s * 1e3), r.cmp.ratio.get("torch"));
+                println!("{:<20} {:>9.3} {:>10.2} {:<7} {:>9} {}", r.op, r.eintup_ms, r.cmp.rate["eintup"], r.unit, frac, torch);
+                for (f, p) in &r.cmp.peers {
                     if let Some(e) = &p.error {
                         println!("    {f}: {e}");
                     }

@@ -68,3 +68,47 @@ pub fn run(python: &Path, script: &Path, dir: &Path, req: &Request) -> Result<Re
     }
     serde_json::from_slice(&out.stdout).map_err(|e| format!("peers.py printed no valid JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
+
+impl Job {
+    pub fn new(op: &crate::ops::Op, inputs: BTreeMap<String, PathBuf>, output: PathBuf) -> Job {
+        Job {
+            name: op.name.clone(),
+            kind: op.kind.into(),
+            float: format!("{:?}", op.float).to_lowercase(),
+            params: op.params.clone(),
+            inputs,
+            output,
+        }
+    }
+}
+
+/// eintup against its peers on one op.
+#[derive(Debug, Default, Serialize)]
+pub struct Comparison {
+    /// Framework -> what it did.
+    pub peers: BTreeMap<String, PeerResult>,
+    /// Framework -> eintup time / its time (above 1: eintup is slower).
+    pub ratio: BTreeMap<String, f64>,
+    /// `eintup` and each framework -> achieved rate (work / time / 1e9).
+    pub rate: BTreeMap<String, f64>,
+}
+
+impl Comparison {
+    /// eintup alone, `work` done in `eintup_ms`.
+    pub fn new(work: f64, eintup_ms: f64) -> Comparison {
+        let rate = BTreeMap::from([("eintup".to_string(), work / (eintup_ms / 1e3) / 1e9)]);
+        Comparison { rate, ..Default::default() }
+    }
+
+    /// Adds every peer's result on op `name` from `resp`.
+    pub fn add_peers(&mut self, resp: &Response, name: &str, work: f64) {
+        let eintup_s = work / self.rate["eintup"] / 1e9;
+        for (fw, pr) in resp.results.get(name).into_iter().flatten() {
+            if let Some(t) = pr.median_s {
+                self.ratio.insert(fw.clone(), eintup_s / t);
+                self.rate.insert(fw.clone(), work / t / 1e9);
+            }
+            self.peers.insert(fw.clone(), pr.clone());
+        }
+    }
+}
