@@ -93,7 +93,7 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
     let req = peers::Request { device: "cuda", min_reps: reps, max_reps: reps, budget_s: 0.0, jobs };
     let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
     for r in &mut results {
-        r.cmp.add_peers(&resp, &r.op, r.work);
+        r.cmp.add_peers(&resp, &r.op, r.work, r.eintup_ms);
     }
     Ok(GpuSection::Ran { device: dev.name().to_string(), copy_gbps, results, versions: resp.versions })
 }

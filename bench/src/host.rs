@@ -71,7 +71,7 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, S
     let req = peers::Request { device: "cpu", min_reps: b.min_reps, max_reps: b.max_reps, budget_s: b.time.as_secs_f64(), jobs };
     let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
     for r in &mut results {
-        r.cmp.add_peers(&resp, &r.op, r.work);
+        r.cmp.add_peers(&resp, &r.op, r.work, r.eintup_ms);
     }
     Ok((results, resp.versions))
 }

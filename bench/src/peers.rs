@@ -101,8 +101,8 @@ impl Comparison {
     }
 
     /// Adds every peer's result on op `name` from `resp`.
-    pub fn add_peers(&mut self, resp: &Response, name: &str, work: f64) {
-        let eintup_s = work / self.rate["eintup"] / 1e9;
+    pub fn add_peers(&mut self, resp: &Response, name: &str, work: f64, eintup_ms: f64) {
+        let eintup_s = eintup_ms / 1e3;
         for (fw, pr) in resp.results.get(name).into_iter().flatten() {
             if let Some(t) = pr.median_s {
                 self.ratio.insert(fw.clone(), eintup_s / t);

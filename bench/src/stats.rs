@@ -3,14 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-pub fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    match xs.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => xs[n / 2],
-        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
-    }
-}
+pub use eintup_runtime::device::median;
 
 /// How long to keep repeating.
 #[derive(Clone, Copy, Debug)]

@@ -420,7 +420,9 @@ enum Action {
 
 /// Median of `xs` (the mean of the middle two for an even count); `xs` is
 /// not empty where it is called.
-fn median(xs: &mut [f64]) -> f64 {
+/// Median of `xs` (sorted in place); NaN when empty. Shared with the
+/// benchmark harness so that every reported median means the same.
+pub fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len();
     match n {

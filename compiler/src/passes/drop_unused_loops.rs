@@ -36,9 +36,8 @@ pub fn drop_in(nodes: &mut Vec<Node>) -> usize {
             Node::Guard(g) => dropped += drop_in(&mut g.body),
             _ => {}
         }
-        if let Node::For(l) = &nodes[i] {
-            if droppable(l) {
-                let Node::For(l) = nodes.remove(i) else { unreachable!("checked just above") };
+        if matches!(&nodes[i], Node::For(l) if droppable(l)) {
+            if let Node::For(l) = nodes.remove(i) {
                 let n = l.body.len();
                 nodes.splice(i..i, l.body);
                 dropped += 1;
