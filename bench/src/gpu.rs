@@ -16,7 +16,14 @@ use std::collections::BTreeMap;
 #[serde(untagged)]
 pub enum GpuSection {
     Skipped { skipped: String },
-    Ran { device: String, copy_gbps: f64, results: Vec<GpuResult>, versions: BTreeMap<String, String> },
+    Ran {
+        device: String,
+        copy_gbps: f64,
+        results: Vec<GpuResult>,
+        /// Ops that could not be built or run, with why; the others still ran.
+        failed: BTreeMap<String, String>,
+        versions: BTreeMap<String, String>,
+    },
 }
 
 #[derive(Debug, Serialize)]
@@ -57,43 +64,59 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
     let copy_gbps = 2.0 * COPY_BYTES as f64 / (copy_ms / 1e3) / 1e9;
     let mut results = Vec::new();
     let mut jobs = Vec::new();
+    let mut failed = BTreeMap::new();
     for op in ops {
         eprintln!("bench: gpu {}", op.name);
-        let p = prepare(s.ops_dir, op, false)?;
-        let bundle = build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm })
-            .map_err(|e| e.to_string())?;
-        let inputs: BTreeMap<String, eintup_runtime::HostTensor> = p
-            .module
-            .arrays
-            .iter()
-            .zip(&p.buffers)
-            .filter(|(a, _)| a.is_input)
-            .map(|(a, t)| (a.name.clone(), eintup::gpu::to_host(t)))
-            .collect();
-        let t = dev.run_timed(&bundle, &inputs, warmup, reps).map_err(|e| e.to_string())?;
-        // The result PyTorch is checked against comes from this device.
-        let arrays = eintup::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers).map_err(|e| e.to_string())?;
-        let dir = s.work_dir.join(format!("gpu-{}", op.name));
-        let input_paths = p.write_inputs(&dir)?;
-        let out = dir.join("eintup_out.npy");
-        arrays[p.output()?].write_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-        jobs.push(Job::new(op, input_paths, out));
-        let gbps = op.work / (t.total_ms / 1e3) / 1e9;
-        results.push(GpuResult {
-            op: op.name.clone(),
-            binds: op.binds.clone(),
-            unit: op.metric.unit(),
-            work: op.work,
-            eintup_ms: t.total_ms,
-            launches_ms: t.launches.iter().map(|l| (l.kernel.clone(), l.median_ms)).collect(),
-            fraction_of_copy: (op.metric == Metric::Gbytes).then_some(gbps / copy_gbps),
-            cmp: Comparison::new(op.work, t.total_ms),
-        });
+        // A size or build problem in one op is reported and the others go on.
+        match run_op(dev, s, op, sm, warmup, reps, copy_gbps) {
+            Ok((result, job)) => {
+                results.push(result);
+                jobs.push(job);
+            }
+            Err(e) => {
+                eprintln!("bench: gpu {}: {e}", op.name);
+                failed.insert(op.name.clone(), e);
+            }
+        }
     }
     let req = peers::Request { device: "cuda", min_reps: reps, max_reps: reps, budget_s: 0.0, jobs };
     let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
     for r in &mut results {
         r.cmp.add_peers(&resp, &r.op, r.work, r.eintup_ms);
     }
-    Ok(GpuSection::Ran { device: dev.name().to_string(), copy_gbps, results, versions: resp.versions })
+    Ok(GpuSection::Ran { device: dev.name().to_string(), copy_gbps, results, failed, versions: resp.versions })
+}
+
+/// Builds, times and runs one op; the job asks the peers to check and time
+/// the same computation.
+fn run_op(dev: &eintup_runtime::Device, s: &Setup, op: &Op, sm: u32, warmup: usize, reps: usize, copy_gbps: f64) -> Result<(GpuResult, Job), String> {
+    let p = prepare(s.ops_dir, op, false)?;
+    let bundle = build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm }).map_err(|e| e.to_string())?;
+    let inputs: BTreeMap<String, eintup_runtime::HostTensor> = p
+        .module
+        .arrays
+        .iter()
+        .zip(&p.buffers)
+        .filter(|(a, _)| a.is_input)
+        .map(|(a, t)| (a.name.clone(), eintup::gpu::to_host(t)))
+        .collect();
+    let t = dev.run_timed(&bundle, &inputs, warmup, reps).map_err(|e| e.to_string())?;
+    // The result PyTorch is checked against comes from this device.
+    let arrays = eintup::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers).map_err(|e| e.to_string())?;
+    let dir = s.work_dir.join(format!("gpu-{}", op.name));
+    let input_paths = p.write_inputs(&dir)?;
+    let out = dir.join("eintup_out.npy");
+    arrays[p.output()?].write_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let gbps = op.work / (t.total_ms / 1e3) / 1e9;
+    let result = GpuResult {
+        op: op.name.clone(),
+        binds: op.binds.clone(),
+        unit: op.metric.unit(),
+        work: op.work,
+        eintup_ms: t.total_ms,
+        launches_ms: t.launches.iter().map(|l| (l.kernel.clone(), l.median_ms)).collect(),
+        fraction_of_copy: (op.metric == Metric::Gbytes).then_some(gbps / copy_gbps),
+        cmp: Comparison::new(op.work, t.total_ms),
+    };
+    Ok((result, Job::new(op, input_paths, out)))
 }

@@ -6,6 +6,7 @@
 mod compile;
 mod gpu;
 mod host;
+mod kit;
 mod ops;
 mod peers;
 mod prepare;
@@ -50,6 +51,10 @@ struct Args {
     /// Scratch directory for inputs and outputs shared with the peers.
     #[arg(long, default_value = "target/bench-work")]
     work: PathBuf,
+    /// Instead of benchmarking, write the GPU-size ops as bundles for
+    /// `scripts/gpu-check` into this directory.
+    #[arg(long, value_name = "DIR")]
+    gpu_kit: Option<PathBuf>,
     /// Runs of each `etopt` command for the compile-time medians.
     #[arg(long, default_value_t = 5)]
     compile_runs: usize,
@@ -64,12 +69,17 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<(), String> {
+    let keep = |name: &str| args.only.is_empty() || args.only.iter().any(|o| name.contains(o.as_str()));
+    if let Some(dir) = &args.gpu_kit {
+        let size = if args.quick { ops::Size::Quick } else { ops::Size::Gpu };
+        let list: Vec<ops::Op> = ops::ops(size).into_iter().filter(|o| keep(&o.name)).collect();
+        return kit::write(&args.root.join("bench/ops"), dir, &list);
+    }
     let mut report = serde_json::Map::new();
     report.insert("command".into(), serde_json::json!(std::env::args().collect::<Vec<_>>().join(" ")));
     report.insert("machine".into(), serde_json::json!(machine()));
     report.insert("quick".into(), serde_json::json!(args.quick));
     std::fs::create_dir_all(&args.work).map_err(|e| format!("{}: {e}", args.work.display()))?;
-    let keep = |name: &str| args.only.is_empty() || args.only.iter().any(|o| name.contains(o.as_str()));
     let setup = host::Setup {
         ops_dir: &args.root.join("bench/ops"),
         work_dir: &args.work,
@@ -190,7 +200,7 @@ fn print_host(r: &[host::HostResult], versions: &BTreeMap<String, String>) {
 fn print_gpu(g: &gpu::GpuSection) {
     match g {
         gpu::GpuSection::Skipped { skipped } => println!("\n== GPU execution: skipped ({skipped})"),
-        gpu::GpuSection::Ran { device, copy_gbps, results, .. } => {
+        gpu::GpuSection::Ran { device, copy_gbps, results, failed, .. } => {
             println!("\n== GPU execution on {device} (ms by CUDA events, median); device copy {copy_gbps:.0} GB/s");
             println!("{:<20} {:>9} {:>18} {:>9} {:>17}", "op", "eintup", "eintup rate", "of copy", "torch  ratio");
             for r in results {
@@ -202,6 +212,9 @@ fn print_gpu(g: &gpu::GpuSection) {
                         println!("    {f}: {e}");
                     }
                 }
+            }
+            for (op, why) in failed {
+                println!("{op:<20} failed: {why}");
             }
         }
     }

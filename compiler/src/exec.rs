@@ -41,8 +41,22 @@ pub fn lower_host(src: &Source, module: &Module, float: FloatWidth) -> Result<Lo
 }
 
 fn run_passes(src: &Source, module: &Module, float: FloatWidth, names: &[&str]) -> Result<LoopModule, Failure> {
+    run_from(src, Ir::Et(Program { module: module.clone(), constraints: Vec::new() }), float, names)
+}
+
+/// The kernels that make a program's `RANDOM` inputs on the device (what a
+/// bundle's `generate` section runs), through the loop passes of the
+/// middle end; with each input buffer's kernels, in order.
+pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(usize, Vec<String>)>), Failure> {
+    let (lm, writers) = crate::passes::lower_to_loops::lower_inputs(module, float)
+        .map_err(|e| e.into_failure(src))?;
+    let loop_passes: Vec<&str> = MIDDLE_END.iter().copied().filter(|&p| p != "lower-to-loops").collect();
+    Ok((run_from(src, Ir::Loop(lm), float, &loop_passes)?, writers))
+}
+
+fn run_from(src: &Source, ir: Ir, float: FloatWidth, names: &[&str]) -> Result<LoopModule, Failure> {
     let mut unit = Unit::from_source(src.clone());
-    unit.ir = Ir::Et(Program { module: module.clone(), constraints: Vec::new() });
+    unit.ir = ir;
     let pm = manager::PassManager::from_names(names, manager::Instrument::default())?;
     let opts = Options { binds: Vec::new(), seed: 0, float };
     pm.run(&mut unit, &opts, &mut std::io::sink())?;

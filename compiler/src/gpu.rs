@@ -6,8 +6,8 @@ use crate::bundle::{self, BuildOptions};
 use crate::driver::{Failure, Source};
 use crate::interp::RunOptions;
 use crate::ir::et::Module;
-use crate::tensor::{Data, Tensor};
-use eintup_runtime::{Bundle, Device, HostData, HostTensor};
+use crate::tensor::Tensor;
+use eintup_runtime::{Bundle, Device, HostTensor};
 use std::collections::BTreeMap;
 
 /// Compute capability the in-memory bundle of `run --backend gpu` targets:
@@ -53,19 +53,9 @@ pub fn run_bundle(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor]) ->
 }
 
 pub fn to_host(t: &Tensor) -> HostTensor {
-    let data = match &t.data {
-        Data::Int(v) => HostData::I32(v.clone()),
-        Data::F32(v) => HostData::F32(v.clone()),
-        Data::F64(v) => HostData::F64(v.clone()),
-    };
-    HostTensor { dtype: data.dtype(), shape: t.shape.clone(), data }
+    HostTensor::from(t)
 }
 
 pub fn from_host(h: &HostTensor) -> Tensor {
-    let data = match &h.data {
-        HostData::I32(v) => Data::Int(v.clone()),
-        HostData::F32(v) => Data::F32(v.clone()),
-        HostData::F64(v) => Data::F64(v.clone()),
-    };
-    Tensor { shape: h.shape.clone(), data }
+    Tensor::from(h.clone())
 }

@@ -2,6 +2,7 @@
 //! parse -> resolve -> infer ranks -> choose a configuration -> specialise.
 //! Each step is also a pass of the pass manager (`passes/`).
 
+use crate::cli::FloatWidth;
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
 use crate::sema::config::Space;
@@ -36,11 +37,27 @@ pub fn choose_config(src: &Source, prog: &Program, ranks: &RankSystem, binds: &[
 
 /// Parse, resolve, infer ranks, choose a configuration and specialise: the
 /// module every backend and the interpreter start from.
+/// FLOAT arrays count as f64 against the memory limit.
 pub fn specialized_module(src: &Source, binds: &[String], seed: u64) -> Result<(Module, Config), Failure> {
+    specialized_for(src, binds, seed, FloatWidth::F64)
+}
+
+/// [`specialized_module`] for a program that will run with FLOAT of width
+/// `float` (which its arrays count with against the memory limit).
+pub fn specialized_for(src: &Source, binds: &[String], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
     let (mut prog, ranks) = ranked(src)?;
     let cfg = choose_config(src, &prog, &ranks, binds, seed)?;
-    sema::specialize::specialize(&mut prog, &cfg, sema::specialize::DEFAULT_MEMORY_LIMIT).map_err(|d| src.failure(d))?;
+    let limit = sema::specialize::MemoryLimit::with_float_bytes(float_bytes(float));
+    sema::specialize::specialize(&mut prog, &cfg, limit).map_err(|d| src.failure(d))?;
     Ok((prog.module, cfg))
+}
+
+/// Bytes of one FLOAT element.
+pub fn float_bytes(float: FloatWidth) -> u64 {
+    match float {
+        FloatWidth::F64 => 8,
+        FloatWidth::F32 => 4,
+    }
 }
 
 #[cfg(test)]

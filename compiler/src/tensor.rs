@@ -3,9 +3,9 @@
 //! FLOAT is f64, or f32 when a program runs with `--float f32`.
 //!
 //! `.npy` files (NPY v1.0, C order, `<i4`, `<f8`, `<f4`) are read and
-//! written through the `npyz` crate.
+//! written by the runtime's `npy` module.
 
-use npyz::WriterBuilder;
+use eintup_runtime::{npy, HostData, HostTensor};
 use std::fmt;
 use std::io;
 use std::path::Path;
@@ -118,63 +118,43 @@ impl Tensor {
         Tensor { shape: self.shape, data }
     }
 
-    /// Reads a `.npy` file with element type `<i4`, `<f8` or `<f4` in C order
-    /// (Fortran order is accepted for at most one dimension, where it is the
-    /// same layout). The error is a one-line reason without the path.
+    /// Reads a `.npy` file (the runtime's reader: `<i4`, `<f8`, `<f4`, C
+    /// order). The error is a one-line reason without the path.
     pub fn read_npy(path: &Path) -> Result<Tensor, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("cannot read file: {e}"))?;
-        Tensor::from_npy_bytes(&bytes)
+        npy::read(path).map(Tensor::from)
     }
 
     pub fn from_npy_bytes(bytes: &[u8]) -> Result<Tensor, String> {
-        let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a valid .npy file: {e}"))?;
-        let shape: Vec<usize> = npy
-            .shape()
-            .iter()
-            .map(|&d| usize::try_from(d).map_err(|_| "shape too large".to_string()))
-            .collect::<Result<_, _>>()?;
-        if npy.order() == npyz::Order::Fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
-            return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
-        }
-        let ty = match npy.dtype() {
-            npyz::DType::Plain(t) => t.to_string(),
-            other => return Err(format!("unsupported dtype {}", other.descr())),
-        };
-        let bad = |e: io::Error| format!("cannot read data: {e}");
-        let data = match ty.as_str() {
-            "<i4" => Data::Int(npy.into_vec::<i32>().map_err(bad)?),
-            "<f8" => Data::F64(npy.into_vec::<f64>().map_err(bad)?),
-            "<f4" => Data::F32(npy.into_vec::<f32>().map_err(bad)?),
-            other => {
-                return Err(format!(
-                    "unsupported element type `{other}`; expected `<i4` (INT), `<f8` or `<f4` (FLOAT) \
-                     (numpy: .astype(np.int32) / .astype(np.float64))"
-                ))
-            }
-        };
-        let t = Tensor { shape, data };
-        if Some(t.len()) != element_count(&t.shape) {
-            return Err("the data length does not match the shape".into());
-        }
-        Ok(t)
+        npy::from_bytes(bytes).map(Tensor::from)
     }
 
     /// Writes NPY v1.0, C order.
     pub fn write_npy(&self, path: &Path) -> io::Result<()> {
-        let file = io::BufWriter::new(std::fs::File::create(path)?);
-        let shape: Vec<u64> = self.shape.iter().map(|&d| d as u64).collect();
-        match &self.data {
-            Data::Int(v) => write_all(file, &shape, v),
-            Data::F64(v) => write_all(file, &shape, v),
-            Data::F32(v) => write_all(file, &shape, v),
-        }
+        npy::write(path, &HostTensor::from(self))
     }
 }
 
-fn write_all<T: npyz::AutoSerialize + Copy, W: io::Write>(w: W, shape: &[u64], v: &[T]) -> io::Result<()> {
-    let mut writer = npyz::WriteOptions::new().default_dtype().shape(shape).writer(w).begin_nd()?;
-    writer.extend(v.iter().copied())?;
-    writer.finish()
+/// The runtime's tensors carry the same three element types.
+impl From<&Tensor> for HostTensor {
+    fn from(t: &Tensor) -> HostTensor {
+        let data = match &t.data {
+            Data::Int(v) => HostData::I32(v.clone()),
+            Data::F32(v) => HostData::F32(v.clone()),
+            Data::F64(v) => HostData::F64(v.clone()),
+        };
+        HostTensor { dtype: data.dtype(), shape: t.shape.clone(), data }
+    }
+}
+
+impl From<HostTensor> for Tensor {
+    fn from(h: HostTensor) -> Tensor {
+        let data = match h.data {
+            HostData::I32(v) => Data::Int(v),
+            HostData::F32(v) => Data::F32(v),
+            HostData::F64(v) => Data::F64(v),
+        };
+        Tensor { shape: h.shape, data }
+    }
 }
 
 /// Product of the dims, `None` on overflow.
@@ -245,19 +225,6 @@ mod tests {
             assert_eq!(&Tensor::read_npy(&p).unwrap(), t);
         }
         std::fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn rejects_other_dtypes_and_garbage() {
-        let mut buf = Vec::new();
-        {
-            let mut w = npyz::WriteOptions::new().default_dtype().shape(&[2]).writer(&mut buf).begin_nd().unwrap();
-            w.extend([1i64, 2]).unwrap();
-            w.finish().unwrap();
-        }
-        let e = Tensor::from_npy_bytes(&buf).unwrap_err();
-        assert!(e.contains("<i8"), "{e}");
-        assert!(Tensor::from_npy_bytes(b"hello").is_err());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use eintup::interp::{self, RunOptions};
 use eintup::ir::{et_parse, et_verify, print};
 use eintup::pipeline;
 use eintup::sema::config::Space;
-use eintup::sema::specialize::specialize;
+use eintup::sema::specialize::{specialize, MemoryLimit};
 use proptest::prelude::*;
 
 const EINTUPS: &[&str] = &["a", "b", "c", "d"];
@@ -25,7 +25,7 @@ const ARRAYS: &[&str] = &["x", "y", "z"];
 const MAX_WORK: i64 = 4096;
 /// Memory limit for specialisation (bytes): far below the default 4 GiB so
 /// big draws are rejected as an error instead of allocated.
-const MEMORY_LIMIT: u64 = 1 << 20;
+const MEMORY_LIMIT: MemoryLimit = MemoryLimit { bytes: 1 << 20, float_bytes: 8 };
 
 /// Index expression skeleton; arrays are chosen by number and fitted to
 /// what is defined when the program is rendered.

@@ -33,7 +33,12 @@ fn every_example_builds_a_bundle_that_assembles_for_sm80_and_sm90() {
                 let b = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm }).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let man = b.manifest();
                 assert_eq!(man.target.arch, format!("sm_{sm}"));
-                assert_eq!(man.kernels.len(), lm.kernels.len(), "{what}");
+                // The main kernels, then every input's generator kernels.
+                let (gen, _) = eintup::exec::lower_generators(&src, &m, float).unwrap();
+                assert_eq!(man.kernels.len(), lm.kernels.len() + gen.kernels.len(), "{what}");
+                for a in m.arrays.iter().filter(|a| a.is_input) {
+                    assert!(man.generator(&a.name).is_some(), "{what}: no generator for input `{}`", a.name);
+                }
                 for k in &man.kernels {
                     assert!(b.ptx().contains(&format!(".entry {}(", k.name)), "{what}: no entry for {}", k.name);
                     // bundle::build runs ptxas when it is installed; the
@@ -51,4 +56,34 @@ fn every_example_builds_a_bundle_that_assembles_for_sm80_and_sm90() {
         }
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The generator kernels a bundle runs to make its inputs, compiled for the
+/// host, produce the interpreter's `RANDOM` values bit for bit (the GPU kit
+/// checks the same on a device).
+#[test]
+fn input_generators_reproduce_the_interpreters_inputs() {
+    use eintup::interp::RunOptions;
+    use eintup::tensor::Tensor;
+    for p in examples() {
+        let src = Source::load(&p).unwrap();
+        for (seed, float) in [(0, FloatWidth::F64), (3, FloatWidth::F32), (5, FloatWidth::F64)] {
+            let what = format!("{} seed {seed} {float:?}", p.display());
+            let (m, _) = eintup::pipeline::specialized_module(&src, &[], seed).unwrap();
+            let opts = RunOptions { seed, float, inputs: Default::default() };
+            let want = eintup::interp::initial_arrays(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            let (gen, writers) = eintup::exec::lower_generators(&src, &m, float).unwrap();
+            let mut bufs: Vec<Tensor> = want
+                .iter()
+                .map(|t| Tensor::zeros(t.kind(), &t.shape).unwrap())
+                .collect();
+            codegen::run_host(&gen, seed, &mut bufs).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(writers.len(), m.arrays.iter().filter(|a| a.is_input).count(), "{what}");
+            for (a, (got, want)) in m.arrays.iter().zip(bufs.iter().zip(&want)) {
+                if a.is_input {
+                    assert_eq!(got, want, "{what}: generated `{}` differs from the interpreter's", a.name);
+                }
+            }
+        }
+    }
 }

@@ -8,8 +8,9 @@
 //!
 //! [`Device::run`] executes a bundle: check inputs and target, JIT the PTX,
 //! allocate one plain device buffer per manifest buffer (never managed
-//! memory), upload inputs, zero the rest, run the steps in order on the
-//! device's one stream, download everything.
+//! memory), upload inputs, zero the rest, generate the inputs the caller
+//! left out (the manifest's `generate` steps), run the steps in order on
+//! the device's one stream, download everything.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -63,6 +64,35 @@ pub struct LaunchTiming {
     pub step: usize,
     pub kernel: String,
     pub median_ms: f64,
+}
+
+/// What `etrun --device-info` prints: enough to tell which GPU and driver
+/// a report came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub arch: (u32, u32),
+    pub multiprocessors: u32,
+    pub memory_bytes: usize,
+    /// `cuDriverGetVersion`, e.g. `13000` for CUDA 13.0.
+    pub driver_version: i32,
+}
+
+impl std::fmt::Display for DeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (sm_{}{}, {} SMs, {:.1} GiB), driver API {}.{}",
+            self.name,
+            self.arch.0,
+            self.arch.1,
+            self.multiprocessors,
+            self.memory_bytes as f64 / (1u64 << 30) as f64,
+            self.driver_version / 1000,
+            self.driver_version % 1000 / 10
+        )
+    }
 }
 
 /// Whether the CUDA driver library can be loaded. Probing first matters:
@@ -136,12 +166,36 @@ impl Device {
         self.arch
     }
 
+    /// Name, compute capability, multiprocessors, memory and driver version.
+    pub fn info(&self) -> Result<DeviceInfo> {
+        guarded("querying the device", || {
+            let sms = self
+                .ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(|e| driver("cuDeviceGetAttribute", e))?;
+            let memory_bytes = self.ctx.total_mem().map_err(|e| driver("cuDeviceTotalMem", e))?;
+            let mut version = 0;
+            // SAFETY: the driver was loaded by Device::new; the call writes one int.
+            let r = unsafe { sys::cuDriverGetVersion(&mut version) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(Error::Driver(format!("cuDriverGetVersion: {r:?}")));
+            }
+            Ok(DeviceInfo {
+                name: self.name.clone(),
+                arch: self.arch,
+                multiprocessors: u32::try_from(sms).unwrap_or(0),
+                memory_bytes,
+                driver_version: version,
+            })
+        })
+    }
+
     /// Runs `bundle` once and returns every buffer by name.
     pub fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, HostTensor>) -> Result<BTreeMap<String, HostTensor>> {
         self.check(bundle, inputs)?;
         guarded("running the bundle", || {
             let prepared = self.prepare(bundle, inputs)?;
-            self.execute(&prepared, None)?;
+            self.execute(&prepared.actions, None)?;
             self.download(bundle.manifest(), &prepared)
         })
     }
@@ -164,7 +218,7 @@ impl Device {
         guarded("timing the bundle", || {
             let prepared = self.prepare(bundle, inputs)?;
             for _ in 0..warmup {
-                self.execute(&prepared, None)?;
+                self.execute(&prepared.actions, None)?;
             }
             let event = || {
                 self.ctx
@@ -179,11 +233,11 @@ impl Device {
             let mut per_launch = vec![Vec::with_capacity(reps); launches];
             for _ in 0..reps {
                 start.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
-                self.execute(&prepared, None)?;
+                self.execute(&prepared.actions, None)?;
                 end.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
                 totals.push(f64::from(start.elapsed_ms(&end).map_err(|e| driver("cuEventElapsedTime", e))?));
 
-                self.execute(&prepared, Some(&pairs))?;
+                self.execute(&prepared.actions, Some(&pairs))?;
                 for (times, (a, b)) in per_launch.iter_mut().zip(&pairs) {
                     times.push(f64::from(a.elapsed_ms(b).map_err(|e| driver("cuEventElapsedTime", e))?));
                 }
@@ -280,12 +334,34 @@ impl Device {
         drop(staged);
 
         let index: BTreeMap<&str, usize> = manifest.buffers.iter().enumerate().map(|(i, b)| (b.name.as_str(), i)).collect();
+        let actions_of = |steps: &[Step]| self.actions(steps, &index, &buffers, &module);
+        // Inputs the caller left out are made on the device, once, by their
+        // generators (check_inputs made sure each has one).
+        let generate: Vec<Action> = manifest
+            .generate
+            .iter()
+            .filter(|g| !inputs.contains_key(&g.buffer))
+            .map(|g| actions_of(&g.steps))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        if !generate.is_empty() {
+            self.execute(&generate, None)?;
+        }
+        let actions = actions_of(&manifest.steps)?;
+        Ok(Prepared { actions, buffers, _module: module })
+    }
+
+    /// Steps resolved to actions on this preparation's buffers; empty
+    /// launches are dropped.
+    fn actions(&self, steps: &[Step], index: &BTreeMap<&str, usize>, buffers: &[DeviceBuffer], module: &Module) -> Result<Vec<Action>> {
         let ptr = |name: &str| -> Result<sys::CUdeviceptr> {
             let i = *index.get(name).ok_or_else(|| Error::BadManifest(format!("unknown buffer `{name}`")))?;
             Ok(buffers[i].ptr(&self.stream))
         };
-        let mut actions = Vec::with_capacity(manifest.steps.len());
-        for (step, s) in manifest.steps.iter().enumerate() {
+        let mut actions = Vec::with_capacity(steps.len());
+        for (step, s) in steps.iter().enumerate() {
             if s.is_empty_launch() {
                 continue;
             }
@@ -306,15 +382,15 @@ impl Device {
                 }
             }
         }
-        Ok(Prepared { actions, buffers, _module: module })
+        Ok(actions)
     }
 
     /// Enqueues every action on the stream; with `events`, records the i-th
     /// pair around the i-th launch. Does not wait for completion.
-    fn execute(&self, p: &Prepared, events: Option<&[(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)]>) -> Result<()> {
+    fn execute(&self, actions: &[Action], events: Option<&[(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)]>) -> Result<()> {
         self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
         let mut launch_no = 0;
-        for a in &p.actions {
+        for a in actions {
             match a {
                 Action::Fill { ptr, bytes } => {
                     if *bytes > 0 {

@@ -16,11 +16,12 @@ pub mod device;
 pub mod error;
 pub mod manifest;
 mod module;
+pub mod npy;
 pub mod ptx;
 pub mod tensor;
 
 pub use bundle::Bundle;
-pub use device::{Device, LaunchTiming, Timings};
+pub use device::{Device, DeviceInfo, LaunchTiming, Timings};
 pub use error::{Error, Result};
 pub use manifest::Manifest;
 pub use tensor::{DType, HostData, HostTensor};

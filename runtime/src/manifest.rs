@@ -37,6 +37,20 @@ pub struct Manifest {
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
     pub steps: Vec<Step>,
+    /// How inputs the caller does not supply are made on the device: one
+    /// entry per input buffer defined by `RANDOM`. Optional (an older
+    /// reader that ignores it still runs the bundle with every input given).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generate: Vec<Generator>,
+}
+
+/// Steps that fill one input buffer with the values of its `RANDOM`
+/// definition under `config.seed` (bit-identical to the compiler's
+/// interpreter), run once before `steps` when the caller leaves the input out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    pub buffer: String,
+    pub steps: Vec<Step>,
 }
 
 /// The `.et` program the bundle was compiled from; informative.
@@ -213,9 +227,14 @@ impl Manifest {
         self.kernels.iter().find(|k| k.name == name)
     }
 
-    /// The buffers the caller must supply, in manifest order.
+    /// The input buffers, in manifest order.
     pub fn inputs(&self) -> impl Iterator<Item = &Buffer> {
         self.buffers.iter().filter(|b| b.role == Role::Input)
+    }
+
+    /// The steps that generate input buffer `name` on the device, if any.
+    pub fn generator(&self, name: &str) -> Option<&Generator> {
+        self.generate.iter().find(|g| g.buffer == name)
     }
 
     /// The target as `(major, minor)` compute capability.
@@ -280,34 +299,56 @@ impl Manifest {
             }
         }
 
-        for (i, step) in self.steps.iter().enumerate() {
+        self.validate_steps("step", &self.steps, &buffer_names)?;
+        let mut generated = BTreeSet::new();
+        for g in &self.generate {
+            match self.buffer(&g.buffer) {
+                None => return bad(format!("generate: unknown buffer `{}`", g.buffer)),
+                Some(b) if b.role != Role::Input => {
+                    return bad(format!("generate: buffer `{}` is not an input", g.buffer))
+                }
+                Some(_) => {}
+            }
+            if !generated.insert(g.buffer.as_str()) {
+                return bad(format!("generate: buffer `{}` has two generators", g.buffer));
+            }
+            self.validate_steps(&format!("generate `{}` step", g.buffer), &g.steps, &buffer_names)?;
+        }
+        Ok(())
+    }
+
+    /// Every step names known buffers and kernels and launches within
+    /// CUDA's limits; `what` prefixes the messages (`step 3: ...`).
+    fn validate_steps(&self, what: &str, steps: &[Step], buffer_names: &BTreeSet<&str>) -> Result<()> {
+        let bad = |msg: String| Err(Error::BadManifest(msg));
+        for (i, step) in steps.iter().enumerate() {
             match step {
                 Step::Fill { buffer, value } => {
                     if !buffer_names.contains(buffer.as_str()) {
-                        return bad(format!("step {i}: fill of unknown buffer `{buffer}`"));
+                        return bad(format!("{what} {i}: fill of unknown buffer `{buffer}`"));
                     }
                     if *value != 0 {
                         return bad(format!(
-                            "step {i}: fill of `{buffer}` with {value}; format version 1 fills with 0 only"
+                            "{what} {i}: fill of `{buffer}` with {value}; format version 1 fills with 0 only"
                         ));
                     }
                 }
                 Step::Launch { kernel, grid, block, args } => {
                     let Some(k) = self.kernel(kernel) else {
-                        return bad(format!("step {i}: launch of unknown kernel `{kernel}`"));
+                        return bad(format!("{what} {i}: launch of unknown kernel `{kernel}`"));
                     };
                     if args.len() != k.params.len() {
                         return bad(format!(
-                            "step {i}: kernel `{kernel}` takes {} arguments ({}), the launch passes {}",
+                            "{what} {i}: kernel `{kernel}` takes {} arguments ({}), the launch passes {}",
                             k.params.len(),
                             k.params.join(", "),
                             args.len()
                         ));
                     }
                     if let Some(a) = args.iter().find(|a| !buffer_names.contains(a.as_str())) {
-                        return bad(format!("step {i}: launch of `{kernel}` passes unknown buffer `{a}`"));
+                        return bad(format!("{what} {i}: launch of `{kernel}` passes unknown buffer `{a}`"));
                     }
-                    check_launch_dims(i, kernel, grid, block)?;
+                    check_launch_dims(&format!("{what} {i}"), kernel, grid, block)?;
                 }
             }
         }
@@ -317,8 +358,8 @@ impl Manifest {
 
 /// Rejects grids and blocks no CUDA device can launch, so that the error
 /// names the step instead of being a bare CUDA_ERROR_INVALID_VALUE.
-fn check_launch_dims(i: usize, kernel: &str, grid: &[u32; 3], block: &[u32; 3]) -> Result<()> {
-    let bad = |msg: String| Err(Error::BadManifest(format!("step {i}: launch of `{kernel}`: {msg}")));
+fn check_launch_dims(at: &str, kernel: &str, grid: &[u32; 3], block: &[u32; 3]) -> Result<()> {
+    let bad = |msg: String| Err(Error::BadManifest(format!("{at}: launch of `{kernel}`: {msg}")));
     for axis in 0..3 {
         if grid[axis] > MAX_GRID_DIM[axis] {
             return bad(format!("grid {grid:?} exceeds the CUDA limit {MAX_GRID_DIM:?}"));

@@ -155,3 +155,18 @@ fn gpu_copy_timed_gives_a_positive_time_and_rejects_empty_copies() {
     assert!(matches!(dev.copy_timed(0, 0, 1), Err(Error::InvalidArgument(_))));
     assert!(matches!(dev.copy_timed(16, 0, 0), Err(Error::InvalidArgument(_))));
 }
+
+#[test]
+fn gpu_inputs_left_out_are_generated_on_the_device() {
+    let Some(dev) = device_or_skip() else { return };
+    let (_dir, bundle) = open("gpu-generate", &common::manifest_with_generator(), PTX);
+    // Generated: x = 0 + 1 everywhere, so z = x + 2 = 3 (exact in f32).
+    let out = dev.run(&bundle, &BTreeMap::new()).unwrap();
+    assert_eq!(out["x"].data, HostData::F32(vec![1.0; N]));
+    assert_eq!(out["z"].data, HostData::F32(vec![3.0; N]));
+    // Supplied, the input wins and no generator runs.
+    let out = dev.run(&bundle, &x_input()).unwrap();
+    assert_eq!(out["x"].data, HostData::F32(x_values()));
+    // Timing uses the generated input too.
+    assert!(dev.run_timed(&bundle, &BTreeMap::new(), 1, 2).is_ok());
+}

@@ -127,3 +127,16 @@ fn host_tensor_constructors() {
     assert!(z.is_empty());
     assert!(HostTensor::zeros(DType::F32, vec![usize::MAX, 2]).is_none());
 }
+
+#[test]
+fn a_generated_input_may_be_left_out_or_supplied() {
+    let m = Manifest::parse(&common::manifest_with_generator().to_string()).unwrap();
+    check_inputs(&m, &BTreeMap::new()).unwrap();
+    check_inputs(&m, &inputs(vec![("x", good_x())])).unwrap();
+    // Supplied, it is checked like any input.
+    let t = HostTensor::new(vec![3], HostData::F32(vec![0.0; 3])).unwrap();
+    match check_inputs(&m, &inputs(vec![("x", t)])) {
+        Err(Error::Input { name, reason }) => assert!(name == "x" && reason.contains("shape [3]"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -205,3 +205,29 @@ fn launch_dimensions_within_cuda_limits() {
     v["steps"][3]["block"] = json!([0, 0, 0]);
     assert!(parse(&v).is_ok());
 }
+
+#[test]
+fn generators_parse_and_are_validated() {
+    let m = parse(&common::manifest_with_generator()).unwrap();
+    assert_eq!(m.generate.len(), 1);
+    assert_eq!(m.generator("x").map(|g| g.steps.len()), Some(1));
+    assert!(m.generator("z").is_none());
+    // Written back, the section survives; absent, it is not written at all.
+    assert_eq!(parse(&serde_json::from_str(&m.to_json().unwrap()).unwrap()).unwrap(), m);
+    assert!(!parse(&common::manifest_value()).unwrap().to_json().unwrap().contains("generate"));
+
+    let with = |edit: fn(&mut Value), needle: &str| {
+        let mut v = common::manifest_with_generator();
+        edit(&mut v);
+        match parse(&v) {
+            Err(Error::BadManifest(msg)) => assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}"),
+            other => panic!("expected BadManifest containing {needle:?}, got {other:?}"),
+        }
+    };
+    with(|v| v["generate"][0]["buffer"] = json!("nope"), "generate: unknown buffer `nope`");
+    with(|v| v["generate"][0]["buffer"] = json!("z"), "generate: buffer `z` is not an input");
+    with(|v| { let g = v["generate"][0].clone(); v["generate"].as_array_mut().unwrap().push(g) }, "buffer `x` has two generators");
+    with(|v| v["generate"][0]["steps"][0]["kernel"] = json!("gone"), "generate `x` step 0: launch of unknown kernel `gone`");
+    with(|v| v["generate"][0]["steps"][0]["args"] = json!(["y"]), "generate `x` step 0: kernel `add_one` takes 2 arguments");
+    with(|v| v["generate"][0]["steps"][0]["block"] = json!([2048, 1, 1]), "generate `x` step 0: launch of `add_one`: block");
+}

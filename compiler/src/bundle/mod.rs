@@ -2,6 +2,10 @@
 //! NVPTX plus the manifest the runtime needs (docs/bundle.md; the types
 //! are the runtime's own, so writer and reader cannot drift apart).
 //!
+//! Inputs defined by `RANDOM` get a `generate` entry: kernels lowered from
+//! their defining statements, so a runtime can make them on the device with
+//! the interpreter's values (docs/bundle.md).
+//!
 //! Launch configuration: one thread per point of the kernel's parallel
 //! chain (`codegen::thread_count`), blocks of [`BLOCK`] threads, at most
 //! [`GRID_CAP`] blocks (the kernels loop grid-stride over the rest). A
@@ -33,7 +37,16 @@ pub struct BuildOptions {
 
 /// Compiles `lm` (lowered from `module`) into a bundle.
 pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o: &BuildOptions) -> Result<Bundle, Failure> {
-    let (ptx, info) = codegen::emit_ptx(lm, o.seed, o.sm).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    // The input generators' kernels go into the same PTX module: they share
+    // the buffers, and their names (`s<stmt>_<array>`) differ from the main
+    // kernels' because the main lowering skips the statements they come from.
+    let (gen, writers) = crate::exec::lower_generators(src, module, o.float)?;
+    let generators_fit = gen.buffers.len() == lm.buffers.len();
+    let mut all = lm.clone();
+    if generators_fit {
+        all.kernels.extend(gen.kernels.iter().cloned());
+    }
+    let (ptx, info) = codegen::emit_ptx(&all, o.seed, o.sm).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
     // Registers and spills when ptxas is installed; the build succeeds
     // without it.
     let resources = match codegen::ptxas_path() {
@@ -60,9 +73,9 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         })
         .collect();
     let mut kernels = Vec::new();
-    let mut steps = Vec::new();
-    for k in &lm.kernels {
-        let params: Vec<String> = codegen::kernel_params(lm, k).into_iter().map(|b| lm.buffers[b].name.clone()).collect();
+    let mut launches = std::collections::BTreeMap::new();
+    for k in &all.kernels {
+        let params: Vec<String> = codegen::kernel_params(&all, k).into_iter().map(|b| all.buffers[b].name.clone()).collect();
         let r = resources.iter().find(|r| r.name == k.name);
         kernels.push(Kernel {
             name: k.name.clone(),
@@ -76,8 +89,20 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
             continue;
         }
         let (grid, block) = launch_dims(threads);
-        steps.push(Step::Launch { kernel: k.name.clone(), grid: [grid, 1, 1], block: [block, 1, 1], args: params });
+        launches.insert(k.name.clone(), Step::Launch { kernel: k.name.clone(), grid: [grid, 1, 1], block: [block, 1, 1], args: params });
     }
+    let steps = lm.kernels.iter().filter_map(|k| launches.get(&k.name).cloned()).collect();
+    let generate = if generators_fit {
+        writers
+            .iter()
+            .map(|(buf, names)| manifest::Generator {
+                buffer: all.buffers[*buf].name.clone(),
+                steps: names.iter().filter_map(|n| launches.get(n).cloned()).collect(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let m = Manifest {
         format_version: manifest::FORMAT_VERSION,
         producer: format!("eintup {}", env!("CARGO_PKG_VERSION")),
@@ -94,6 +119,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         buffers,
         kernels,
         steps,
+        generate,
     };
     m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
     Bundle::new(m, ptx).map_err(|e| Failure::Internal(format!("bundle: {e}")))

@@ -8,12 +8,19 @@ use crate::driver::{Failure, Source};
 pub fn main(args: BuildArgs) -> Result<(), Failure> {
     let sm = parse_target(&args.target)?;
     let src = Source::load(&args.file)?;
-    let (module, config) = crate::pipeline::specialized_module(&src, &args.bind, args.seed)?;
+    let (module, config) = crate::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
     let lm = crate::exec::lower(&src, &module, args.float)?;
     let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm })?;
     b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
-    let launches = b.manifest().steps.len();
-    eprintln!("wrote {} ({} kernels, {launches} launches, sm_{sm}, PTX {})", args.output.display(), b.manifest().kernels.len(), b.manifest().target.ptx_version);
+    let m = b.manifest();
+    eprintln!(
+        "wrote {} ({} kernels, {} launches, {} inputs generated on the device, sm_{sm}, PTX {})",
+        args.output.display(),
+        m.kernels.len(),
+        m.steps.len(),
+        m.generate.len(),
+        m.target.ptx_version
+    );
     Ok(())
 }
 

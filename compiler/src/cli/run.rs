@@ -11,7 +11,7 @@ use std::path::Path;
 
 pub fn main(args: RunArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
-    let (module, config) = crate::pipeline::specialized_module(&src, &args.bind, args.seed)?;
+    let (module, config) = crate::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
     let arrays = execute(&src, &module, &args)?;
     match &args.out {
         Some(dir) => write_out(dir, &module, &arrays, args.seed, &config.dims),

@@ -29,14 +29,52 @@ use et_grammar::Diagnostic;
 
 /// Lowers a specialised module. `float` is the width of FLOAT.
 pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
+    let fty = float_type(m, float)?;
+    let mut out = LoopModule { buffers: buffers(m, fty)?, kernels: Vec::new() };
+    for (si, s) in m.stmts.iter().enumerate() {
+        let arr = &m.arrays[s.array];
+        if arr.is_input && arr.def_stmt == si {
+            continue;
+        }
+        lower_stmt(m, si, s, fty, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The statements that define input arrays (their `RANDOM` calls), lowered
+/// like any other statement, over the same buffers as [`lower`]: the
+/// kernels a bundle runs to make the inputs its caller leaves out. Returns
+/// each input buffer with the kernels that write it, in module order.
+pub fn lower_inputs(m: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(BufId, Vec<String>)>), PassError> {
+    let fty = float_type(m, float)?;
+    let mut out = LoopModule { buffers: buffers(m, fty)?, kernels: Vec::new() };
+    let mut writers = Vec::new();
+    for (si, s) in m.stmts.iter().enumerate() {
+        let arr = &m.arrays[s.array];
+        if !(arr.is_input && arr.def_stmt == si) {
+            continue;
+        }
+        let first = out.kernels.len();
+        lower_stmt(m, si, s, fty, &mut out)?;
+        writers.push((s.array, out.kernels[first..].iter().map(|k| k.name.clone()).collect()));
+    }
+    Ok((out, writers))
+}
+
+/// The element type of FLOAT, once the module is known to be specialised.
+fn float_type(m: &Module, float: FloatWidth) -> Result<DType, PassError> {
     if !m.is_specialized() {
         return Err(PassError::Internal("lower-to-loops needs a specialised module (run `specialize` first)".into()));
     }
-    let fty = match float {
+    Ok(match float {
         FloatWidth::F64 => DType::F64,
         FloatWidth::F32 => DType::F32,
-    };
-    let mut out = LoopModule { buffers: Vec::new(), kernels: Vec::new() };
+    })
+}
+
+/// One buffer per array, in module order: inputs, outputs, temporaries.
+fn buffers(m: &Module, fty: DType) -> Result<Vec<Buffer>, PassError> {
+    let mut out = Vec::new();
     for (id, a) in m.arrays.iter().enumerate() {
         let shape = m.array_shape(id).ok_or_else(|| PassError::Internal(format!("array `{}` has no static shape", a.name)))?;
         let role = if a.is_input {
@@ -46,20 +84,13 @@ pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
         } else {
             Role::Temp
         };
-        out.buffers.push(Buffer {
+        out.push(Buffer {
             name: a.name.clone(),
             dtype: dtype_of(a.dtype, fty),
             shape,
             role,
             init: if a.is_input { Init::Input } else { Init::Zero },
         });
-    }
-    for (si, s) in m.stmts.iter().enumerate() {
-        let arr = &m.arrays[s.array];
-        if arr.is_input && arr.def_stmt == si {
-            continue;
-        }
-        lower_stmt(m, si, s, fty, &mut out)?;
     }
     Ok(out)
 }

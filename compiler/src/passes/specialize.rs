@@ -4,7 +4,7 @@
 
 use super::{Ir, Options, Unit};
 use crate::driver::Failure;
-use crate::sema::specialize::{specialize, DEFAULT_MEMORY_LIMIT};
+use crate::sema::specialize::{specialize, MemoryLimit};
 
 pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, Failure> {
     let Ir::Et(prog) = &mut unit.ir else { return Err(Failure::Internal("specialize runs on the et level".into())) };
@@ -30,7 +30,7 @@ pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, Failure> {
         None => crate::sema::ranks::infer(prog).map_err(|d| unit.source.failure(d))?,
     };
     let cfg = crate::pipeline::choose_config(&unit.source, prog, &ranks, &opts.binds, opts.seed)?;
-    specialize(prog, &cfg, DEFAULT_MEMORY_LIMIT).map_err(|d| unit.source.failure(d))?;
+    specialize(prog, &cfg, MemoryLimit::with_float_bytes(crate::pipeline::float_bytes(opts.float))).map_err(|d| unit.source.failure(d))?;
     let stats = cfg.dims.iter().map(|(n, d)| format!("{n}={d:?}")).collect::<Vec<_>>().join(" ");
     unit.ranks = Some(ranks);
     unit.config = Some(cfg);

@@ -9,12 +9,28 @@ use super::{Config, Program};
 use crate::ir::et::*;
 use et_grammar::Diagnostic;
 
-/// Default limit on the total size of all arrays of one configuration.
-pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
+/// How much array memory one configuration may need, and how wide a FLOAT
+/// element is counted (the width it will run at: 4 bytes under `--float
+/// f32`, 8 under f64; INT is always 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryLimit {
+    pub bytes: u64,
+    pub float_bytes: u64,
+}
+
+/// 4 GiB of arrays, FLOAT counted as f64 (the default width).
+pub const DEFAULT_MEMORY_LIMIT: MemoryLimit = MemoryLimit { bytes: 4 << 30, float_bytes: 8 };
+
+impl MemoryLimit {
+    /// The default limit with FLOAT elements of `float_bytes` bytes.
+    pub const fn with_float_bytes(float_bytes: u64) -> MemoryLimit {
+        MemoryLimit { bytes: DEFAULT_MEMORY_LIMIT.bytes, float_bytes }
+    }
+}
 
 /// Specialises `prog.module` in place under `cfg` (dims per eintup, in
 /// module order).
-pub fn specialize(prog: &mut Program, cfg: &Config, memory_limit: u64) -> Result<(), Vec<Diagnostic>> {
+pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Result<(), Vec<Diagnostic>> {
     let m = &mut prog.module;
     let mut dims = Vec::with_capacity(m.eintups.len());
     for e in m.eintups.iter_mut() {
@@ -72,18 +88,18 @@ pub fn specialize(prog: &mut Program, cfg: &Config, memory_limit: u64) -> Result
                 }
             }
         }
-        let bytes = n as u128 * if a.dtype == DType::Int { 4 } else { 8 };
+        let bytes = n as u128 * if a.dtype == DType::Int { 4 } else { u128::from(limit.float_bytes) };
         sizes.push((bytes, ai, shape));
         total += bytes;
     }
     if !diags.is_empty() {
         return Err(diags);
     }
-    if total > memory_limit as u128 {
+    if total > u128::from(limit.bytes) {
         sizes.sort_by(|x, y| y.0.cmp(&x.0));
         let mut d = Diagnostic::error(
             "E0306",
-            format!("this configuration needs {total} bytes of arrays, more than the limit of {memory_limit} bytes"),
+            format!("this configuration needs {total} bytes of arrays, more than the limit of {} bytes", limit.bytes),
         );
         for (k, (b, ai, shape)) in sizes.iter().take(3).enumerate() {
             let a = &m.arrays[*ai];
@@ -93,4 +109,36 @@ pub fn specialize(prog: &mut Program, cfg: &Config, memory_limit: u64) -> Result
         return Err(vec![d.note("choose smaller dims (--bind or constraints)")]);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::FloatWidth;
+    use crate::driver::Source;
+    use crate::pipeline::specialized_for;
+
+    /// A copy: two FLOAT arrays of the same length.
+    const COPY: &str = "x[i] = RANDOM(0, 1, FLOAT)\ny[i] = x[i]\n\ny\n";
+
+    fn bytes_needed(elems: u64, width: u64) -> u64 {
+        2 * elems * width
+    }
+
+    #[test]
+    fn float_arrays_count_at_their_width() {
+        let src = Source::from_string("copy.et", COPY);
+        // 3 GiB of f32 in all (two arrays of 384 Mi elements): accepted as
+        // f32, refused as f64 (6 GiB).
+        let elems: u64 = 384 << 20;
+        assert_eq!(bytes_needed(elems, 4), 3 << 30);
+        let bind = vec![format!("i=[{elems}]")];
+        assert!(specialized_for(&src, &bind, 0, FloatWidth::F32).is_ok());
+        let e = specialized_for(&src, &bind, 0, FloatWidth::F64).expect_err("6 GiB of f64 is over 4 GiB");
+        assert!(e.to_string().contains("E0306"), "{e}");
+        // 5 GiB of f32 is over the limit too.
+        let elems: u64 = 640 << 20;
+        assert_eq!(bytes_needed(elems, 4), 5 << 30);
+        let e = specialized_for(&src, &[format!("i=[{elems}]")], 0, FloatWidth::F32).expect_err("5 GiB is over 4 GiB");
+        assert!(e.to_string().contains("E0306"), "{e}");
+    }
 }

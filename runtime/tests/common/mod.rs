@@ -137,3 +137,13 @@ pub fn write_bundle(dir: &TempDir, manifest: &str, ptx: &str) -> PathBuf {
 pub fn x_values() -> Vec<f32> {
     (0..N).map(|i| i as f32 * 0.5 - 3.0).collect()
 }
+
+/// [`manifest_value`] with a generator for `x`: `add_one` from the zeroed
+/// temporary `y` into `x`, so a generated `x` is all ones.
+pub fn manifest_with_generator() -> Value {
+    let mut v = manifest_value();
+    v["generate"] = json!([{"buffer": "x", "steps": [
+        {"op": "launch", "kernel": "add_one", "grid": [4, 1, 1], "block": [256, 1, 1], "args": ["y", "x"]}
+    ]}]);
+    v
+}

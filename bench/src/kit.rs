@@ -1,0 +1,54 @@
+//! `etbench --gpu-kit DIR`: the benchmark ops at GPU sizes as PTX bundles
+//! for `scripts/gpu-check`, plus `DIR/ops.json` describing each (what the
+//! PyTorch peer computes and how much work it is). No input is generated
+//! here: `etrun` makes the inputs on the device from the bundles'
+//! `generate` kernels, so nothing large is shipped.
+
+use crate::ops::{Metric, Op};
+use eintup::bundle::{build, BuildOptions};
+use eintup::driver::Source;
+use std::path::Path;
+
+/// The architecture the kit's bundles target: Hopper, the GPUs we are lent.
+pub const KIT_SM: u32 = 90;
+
+pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut listed = Vec::new();
+    for op in ops {
+        eprintln!("bench: gpu kit {}", op.name);
+        // One failing op is reported and the others go on.
+        match bundle(ops_dir, dir, op) {
+            Ok(()) => listed.push(serde_json::json!({
+                "name": op.name,
+                "kind": op.kind,
+                "params": op.params,
+                "float": match op.float { eintup::cli::FloatWidth::F32 => "f32", eintup::cli::FloatWidth::F64 => "f64" },
+                "binds": op.binds,
+                "unit": op.metric.unit(),
+                "memory_bound": op.metric == Metric::Gbytes,
+                "work": op.work,
+                "bundle": format!("{}.etb", op.name),
+            })),
+            Err(e) => {
+                eprintln!("bench: gpu kit {}: {e}", op.name);
+                listed.push(serde_json::json!({ "name": op.name, "error": e }));
+            }
+        }
+    }
+    let text = serde_json::to_string_pretty(&listed).map_err(|e| e.to_string())?;
+    let path = dir.join("ops.json");
+    std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn bundle(ops_dir: &Path, dir: &Path, op: &Op) -> Result<(), String> {
+    let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
+    let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, 0, op.float).map_err(|e| e.to_string())?;
+    let loops = eintup::exec::lower(&src, &module, op.float).map_err(|e| e.to_string())?;
+    let b = build(&src, &module, &loops, &config, &BuildOptions { seed: 0, float: op.float, sm: KIT_SM }).map_err(|e| e.to_string())?;
+    let missing: Vec<&str> = b.manifest().inputs().filter(|i| b.manifest().generator(&i.name).is_none()).map(|i| i.name.as_str()).collect();
+    if !missing.is_empty() {
+        return Err(format!("the bundle cannot generate input(s) {}", missing.join(", ")));
+    }
+    b.write(dir.join(format!("{}.etb", op.name))).map_err(|e| e.to_string())
+}

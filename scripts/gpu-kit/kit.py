@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""The GPU validation kit's runner (DIR/run OUT; docs/gpu-check.md).
+
+1. device: `etrun --device-info` (exit 3, with the reason, without a GPU);
+2. the runtime's own test binaries (hand-written PTX bundles);
+3. every example case: run with `etrun` (inputs generated on the device),
+   generated inputs compared bit for bit with the interpreter's, outputs
+   with the interpreter's (INT exactly, FLOAT within TOLERANCE);
+4. compute-sanitizer memcheck and racecheck on one case per example;
+5. benchmark bundles timed by `etrun --time` (CUDA events), checked and
+   timed against PyTorch by peers.py, against a device-to-device copy.
+Writes OUT/report.md and OUT/results.json, prints the summary last.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+np = None  # NumPy, imported once a device is found (see main)
+
+# max|got - ref| <= rtol * max(1, max|ref|): summation order differs on the
+# GPU (atomics, another loop order), nothing else may.
+TOLERANCE = {"f32": 1e-4, "f64": 1e-10}
+BENCH_REPS = 20
+
+
+def sh(cmd, timeout=300, env=None):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        return r.returncode, r.stdout, r.stderr
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout} s"
+
+
+def tail(text, n=6):
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def compare(got, ref, fl):
+    """None when equal within tolerance, else a one-line reason."""
+    if got.shape != ref.shape or got.dtype != ref.dtype:
+        return f"got {got.dtype}{list(got.shape)}, expected {ref.dtype}{list(ref.shape)}"
+    if ref.size == 0:
+        return None
+    if ref.dtype.kind == "i":
+        bad = np.flatnonzero(got.ravel() != ref.ravel())
+        if bad.size:
+            i = bad[0]
+            return f"{bad.size} INT elements differ; first at flat {i}: {got.ravel()[i]} != {ref.ravel()[i]}"
+        return None
+    g, r = got.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    both_nan = np.isnan(g) & np.isnan(r)
+    err = np.where(both_nan, 0.0, np.abs(g - r))
+    err = np.where(np.isnan(err), np.inf, err)
+    scale = max(1.0, float(np.nanmax(np.abs(r))) if np.isfinite(r).any() else 1.0)
+    tol = TOLERANCE[fl] * scale
+    if float(err.max()) > tol:
+        i = int(err.argmax())
+        return f"max error {err.max():.3g} > {tol:.3g}; first worst at flat {i}: {g[i]!r} != {r[i]!r}"
+    return None
+
+
+def device_info(etrun):
+    code, out, err = sh([etrun, "--device-info", "--json"], timeout=120)
+    if code != 0:
+        return code, err.strip().replace("etrun: error: ", "")
+    return 0, json.loads(out)["device"]
+
+
+def runtime_tests(kit):
+    res = []
+    for exe in sorted((kit / "bin").glob("runtime-test-*")):
+        code, out, err = sh([str(exe), "--test-threads=1"], timeout=300)
+        summary = [l for l in (out + err).splitlines() if l.startswith("test result:")]
+        skipped = sum(1 for l in (out + err).splitlines() if "skipped:" in l)
+        res.append({"binary": exe.name, "ok": code == 0, "summary": summary[-1] if summary else tail(out + err),
+                    "skipped_notes": skipped, "log": "" if code == 0 else tail(out + err, 30)})
+    return res
+
+
+def run_case(etrun, kit, case, work):
+    d = kit / "cases" / case["name"]
+    got_dir = work / "cases" / case["name"]
+    code, out, err = sh([etrun, str(d / "bundle.etb"), "--out", str(got_dir)])
+    if code != 0:
+        return {"name": case["name"], "ok": False, "problems": [f"etrun exit {code}: {tail(err)}"]}
+    problems = []
+    for n in case["generated"] + case["outputs"]:
+        ref_p, got_p = d / "expected" / f"{n}.npy", got_dir / f"{n}.npy"
+        if not ref_p.exists() or not got_p.exists():
+            problems.append(f"{n}: missing ({'expected' if not ref_p.exists() else 'device'} file)")
+            continue
+        ref, got = np.load(ref_p), np.load(got_p)
+        # Generated inputs must be the interpreter's bit for bit.
+        why = compare(got, ref, case["float"]) if n in case["outputs"] else (
+            None if got.shape == ref.shape and got.tobytes() == ref.tobytes() else "generated input differs from the interpreter's")
+        if why:
+            problems.append(f"{n}: {why}")
+    return {"name": case["name"], "ok": not problems, "problems": problems}
+
+
+def find_sanitizer():
+    for p in [shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer"]:
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
+def sanitize(san, etrun, kit, cases):
+    res = []
+    firsts = {}
+    for c in cases:
+        if c["float"] == "f32" and c["example"] not in firsts:
+            firsts[c["example"]] = c
+    for c in firsts.values():
+        b = str(kit / "cases" / c["name"] / "bundle.etb")
+        for tool in ("memcheck", "racecheck"):
+            code, out, err = sh([san, "--tool", tool, "--error-exitcode", "99", etrun, b], timeout=300)
+            text = out + err
+            errors = [l for l in text.splitlines() if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
+            res.append({"case": c["name"], "tool": tool, "ok": code == 0, "summary": errors[-1] if errors else tail(text, 2),
+                        "log": "" if code == 0 else tail(text, 20)})
+    return res
+
+
+def bench(etrun, kit, work, python):
+    ops_file = kit / "bench" / "ops.json"
+    if not ops_file.exists():
+        return {"skipped": "no benchmark bundles"}
+    ops = json.loads(ops_file.read_text())
+    results, jobs = [], []
+    for op in ops:
+        if "error" in op:
+            results.append({"op": op["name"], "error": op["error"]})
+            continue
+        b = kit / "bench" / op["bundle"]
+        wd = work / "bench" / op["name"]
+        code, out, err = sh([etrun, str(b), "--time", str(BENCH_REPS), "--warmup", "3", "--json", "--out", str(wd)], timeout=400)
+        if code != 0:
+            results.append({"op": op["name"], "error": f"etrun exit {code}: {tail(err)}"})
+            continue
+        j = json.loads(out)
+        m = json.loads((b / "manifest.json").read_text())
+        ins = {x["name"]: str(wd / f"{x['name']}.npy") for x in m["buffers"] if x["role"] == "input"}
+        outs = [x["name"] for x in m["buffers"] if x["role"] == "output"]
+        t = j["timing"]
+        results.append({"op": op["name"], "unit": op["unit"], "work": op["work"], "memory_bound": op["memory_bound"],
+                        "eintup_ms": t["total_ms"], "launches": t["launches"], "binds": op["binds"]})
+        jobs.append({"name": op["name"], "kind": op["kind"], "params": op["params"], "float": op["float"],
+                     "inputs": ins, "output": str(wd / f"{outs[0]}.npy")})
+    peers, copy = {}, None
+    req = {"device": "cuda", "min_reps": BENCH_REPS, "max_reps": BENCH_REPS, "budget_s": 0.0, "jobs": jobs}
+    rp = work / "peers-request.json"
+    rp.write_text(json.dumps(req))
+    code, out, err = sh([python, str(kit / "peers.py"), str(rp)], timeout=500)
+    if code == 0:
+        peers = json.loads(out)
+    else:
+        peers = {"error": f"peers.py exit {code}: {tail(err)}"}
+    code, out, err = sh([python, "-c", COPY_SNIPPET], timeout=120)
+    if code == 0:
+        copy = json.loads(out)
+    for r in results:
+        p = peers.get("results", {}).get(r["op"], {}).get("torch") if isinstance(peers, dict) else None
+        if p is not None:
+            r["torch"] = p
+            if p.get("median_s"):
+                r["ratio_vs_torch"] = r["eintup_ms"] / (p["median_s"] * 1e3)
+        if "eintup_ms" in r:
+            r["rate"] = r["work"] / (r["eintup_ms"] / 1e3) / 1e9
+            if copy and r["memory_bound"]:
+                r["fraction_of_copy"] = r["rate"] / copy["gbps"]
+    return {"results": results, "copy": copy, "peer_versions": peers.get("versions"), "peer_error": peers.get("error")}
+
+
+# A 1 GiB device-to-device copy through PyTorch, median of 20 after warm-up,
+# counting bytes read plus bytes written.
+COPY_SNIPPET = r"""
+import json, torch
+n = 1 << 30
+a = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 255)
+b = torch.empty_like(a)
+for _ in range(5): b.copy_(a)
+torch.cuda.synchronize()
+ts = []
+for _ in range(20):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); b.copy_(a); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
+ts.sort(); ms = ts[len(ts) // 2]
+print(json.dumps({"bytes": n, "median_ms": ms, "gbps": 2 * n / (ms / 1e3) / 1e9}))
+"""
+
+
+def report_md(r):
+    L = [f"# GPU check report", "", f"- commit: {r['commit']}", f"- device: {r['device']}", f"- wall time: {r['wall_s']:.0f} s", ""]
+    L += ["## Runtime tests", ""]
+    for t in r["runtime_tests"]:
+        L.append(f"- {t['binary']}: {'ok' if t['ok'] else 'FAILED'} — {t['summary']}")
+    cs = r["cases"]
+    L += ["", f"## Example cases: {sum(c['ok'] for c in cs)} of {len(cs)} agree with the interpreter", ""]
+    for c in cs:
+        if not c["ok"]:
+            L.append(f"- **{c['name']}**: " + "; ".join(c["problems"]))
+    L += ["", "## compute-sanitizer", ""]
+    if isinstance(r["sanitizer"], str):
+        L.append(f"skipped: {r['sanitizer']}")
+    else:
+        for s in r["sanitizer"]:
+            L.append(f"- {s['case']} {s['tool']}: {'ok' if s['ok'] else 'FAILED'} — {s['summary']}")
+    L += ["", "## Benchmarks (ms, CUDA events, median)", ""]
+    b = r["bench"]
+    if "skipped" in b:
+        L.append(f"skipped: {b['skipped']}")
+    else:
+        if b.get("copy"):
+            L.append(f"device copy: {b['copy']['gbps']:.0f} GB/s (1 GiB, read + write)")
+        if b.get("peer_versions"):
+            L.append(f"peers: {b['peer_versions']}")
+        if b.get("peer_error"):
+            L.append(f"peer error: {b['peer_error']}")
+        L += ["", "| op | eintup ms | rate | of copy | torch ms | eintup/torch |", "|---|---|---|---|---|---|"]
+        for x in b["results"]:
+            if "error" in x:
+                L.append(f"| {x['op']} | error: {x['error']} | | | | |")
+                continue
+            t = x.get("torch", {})
+            tm = f"{t['median_s'] * 1e3:.3f}" if t.get("median_s") else (t.get("error") or "-")
+            fr = f"{x['fraction_of_copy'] * 100:.0f}%" if "fraction_of_copy" in x else "-"
+            ra = f"{x['ratio_vs_torch']:.2f}x" if "ratio_vs_torch" in x else "-"
+            L.append(f"| {x['op']} | {x['eintup_ms']:.3f} | {x['rate']:.1f} {x['unit']} | {fr} | {tm} | {ra} |")
+        L += ["", "Per launch:", ""]
+        for x in b["results"]:
+            for l in x.get("launches", []):
+                L.append(f"- {x['op']} {l['kernel']}: {l['median_ms']:.3f} ms")
+    L += ["", f"**{r['verdict']}**", ""]
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="run")
+    ap.add_argument("--kit", required=True)
+    ap.add_argument("out")
+    ap.add_argument("--work", default="/tmp/eintup-gpu-check-work")
+    ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--no-sanitizer", action="store_true")
+    a = ap.parse_args()
+    kit, out, work = pathlib.Path(a.kit), pathlib.Path(a.out), pathlib.Path(a.work)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    etrun = str(kit / "bin" / "etrun")
+    t0 = time.time()
+    r = {"commit": (kit / "commit").read_text().strip() if (kit / "commit").exists() else "unknown"}
+    code, dev = device_info(etrun)
+    if code != 0:
+        msg = f"no CUDA device: {dev}"
+        r.update(device=msg, verdict=msg)
+        (out / "results.json").write_text(json.dumps(r, indent=1) + "\n")
+        (out / "report.md").write_text(f"# GPU check report\n\n{msg}\n")
+        print(f"gpu-check: {msg}", file=sys.stderr)
+        return 3 if code == 3 else 70
+    global np
+    try:
+        import numpy
+    except ImportError as e:
+        print(f"gpu-check: NumPy is needed to compare results: {e}", file=sys.stderr)
+        return 3
+    np = numpy
+    r["device"] = f"{dev['name']} ({dev['arch']}, {dev['multiprocessors']} SMs, {dev['memory_bytes'] / 2**30:.1f} GiB, driver API {dev['driver_version']})"
+    print(f"gpu-check: device {r['device']}", file=sys.stderr)
+    r["runtime_tests"] = runtime_tests(kit)
+    cases = json.loads((kit / "cases" / "cases.json").read_text())
+    r["cases"] = [run_case(etrun, kit, c, work) for c in cases]
+    print(f"gpu-check: {sum(c['ok'] for c in r['cases'])}/{len(cases)} cases agree", file=sys.stderr)
+    san = find_sanitizer()
+    if a.no_sanitizer:
+        r["sanitizer"] = "--no-sanitizer"
+    elif not san:
+        r["sanitizer"] = "compute-sanitizer not found"
+    else:
+        r["sanitizer"] = sanitize(san, etrun, kit, cases)
+    r["bench"] = {"skipped": "--no-bench"} if a.no_bench else bench(etrun, kit, work, sys.executable)
+    failed = [t["binary"] for t in r["runtime_tests"] if not t["ok"]] + [c["name"] for c in r["cases"] if not c["ok"]]
+    if isinstance(r["sanitizer"], list):
+        failed += [f"{s['case']}:{s['tool']}" for s in r["sanitizer"] if not s["ok"]]
+    if "results" in r["bench"]:
+        failed += [f"bench {x['op']}" for x in r["bench"]["results"] if "error" in x
+                   or str(x.get("torch", {}).get("error", "")).startswith("MISMATCH")]
+    r["failed"] = failed
+    r["verdict"] = "all checks passed" if not failed else f"{len(failed)} checks failed: {', '.join(failed[:20])}"
+    r["wall_s"] = time.time() - t0
+    (out / "results.json").write_text(json.dumps(r, indent=1, default=str) + "\n")
+    md = report_md(r)
+    (out / "report.md").write_text(md)
+    print(md)
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
