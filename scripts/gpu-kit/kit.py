@@ -74,7 +74,9 @@ def device_info(etrun):
 def runtime_tests(kit):
     res = []
     for exe in sorted((kit / "bin").glob("runtime-test-*")):
-        code, out, err = sh([str(exe), "--test-threads=1"], timeout=300)
+        # tests/cli.rs finds etrun through ETRUN: the path cargo compiled in is not here.
+        env = dict(os.environ, ETRUN=str(kit / "bin" / "etrun"))
+        code, out, err = sh([str(exe), "--test-threads=1"], timeout=300, env=env)
         summary = [l for l in (out + err).splitlines() if l.startswith("test result:")]
         skipped = sum(1 for l in (out + err).splitlines() if "skipped:" in l)
         res.append({"binary": exe.name, "ok": code == 0, "summary": summary[-1] if summary else tail(out + err),

@@ -77,6 +77,13 @@ pub static PASSES: &[PassInfo] = &[
         run: super::parallelize::run,
     },
     PassInfo {
+        name: "direct-stores",
+        summary: "drop the reset kernel of an `=` statement that writes each cell once; store directly",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::direct_stores::run,
+    },
+    PassInfo {
         name: "interchange",
         summary: "host: move the loop along the contiguous written dim inside the reductions",
         input: Level::Loop,
@@ -87,12 +94,12 @@ pub static PASSES: &[PassInfo] = &[
 
 /// The `default` pipeline: front end then middle end.
 pub const DEFAULT_PIPELINE: &[&str] =
-    &["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize"];
+    &["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
 /// From a `.et` file to a specialised `et` module.
 pub const FRONT_END: &[&str] = &["resolve", "infer-ranks", "specialize"];
 /// From a specialised `et` module to the optimised `loop` module.
 pub const MIDDLE_END: &[&str] =
-    &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize"];
+    &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
 /// Loop passes for the host target only, after the middle end (the GPU
 /// wants the loop order the middle end leaves).
 pub const HOST_PASSES: &[&str] = &["interchange"];

@@ -7,6 +7,7 @@
 //! chosen configuration). Each pass declares the level it reads and the
 //! level it leaves.
 
+pub mod direct_stores;
 pub mod drop_unused_loops;
 pub mod infer_ranks;
 pub mod interchange;
