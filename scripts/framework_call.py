@@ -8,7 +8,7 @@ imported lazily, once, on the first request.
 
 Requests:
   {"op": "ping"}
-      -> {"ok": true, "tf_version": "2.x"}
+      -> {"ok": true, "tf_version": "2.x", "sandbox": "landlock ABI 7"}
   {"func": "tf.nn.convolution", "args": [ARG...], "kwargs": {"name": ARG},
    "out_dir": "/path"}
       -> {"ok": true, "outputs": ["/path/result_0.npy", ...]}
@@ -19,12 +19,18 @@ where ARG is one of
   {"kind": "literal", "value": "VALID"}   a str/int/float/bool/None (L(..))
   {"kind": "tensor", "value": [1, 2]}     a constant int32 tensor (TENSOR(..))
 
-Every failure is one response {"ok": false, "error": "<one line>"}; when
+A `.et` file chose the function and the arguments, and files are shared, so
+nothing in a request is trusted: the function must pass framework_policy.py
+(a pure TensorFlow operation, resolved without getattr), arguments are data
+and never evaluated, arrays are read and results written only below the
+working directory, and the process is confined by framework_sandbox.py
+before TensorFlow is imported.
+
+Every failure is one response {"ok": false, "error": "<one line>"}, also for
+exceptions that are not errors (SystemExit, KeyboardInterrupt); when
 TensorFlow cannot be imported every request answers
 {"ok": false, "error": "...", "unavailable": true}. Nothing but responses is
-ever written to stdout: the real stdout is kept for the protocol and file
-descriptor 1 is pointed at stderr, so prints from TensorFlow or its C++ side
-cannot corrupt the stream.
+ever written to stdout, and nothing but this loop reads stdin.
 
 Debugging: `framework_call.py --request FILE.json` answers one request
 (FILE `-` reads stdin) and exits 0 if it succeeded, 3 if TensorFlow is
@@ -34,7 +40,15 @@ unavailable, 1 otherwise.
 import json
 import os
 import re
+import stat
 import sys
+
+# The bridge leaves nothing behind in the source tree (its helper modules
+# would otherwise be cached in scripts/__pycache__).
+sys.dont_write_bytecode = True
+
+from framework_policy import Policy, Refused  # noqa: E402 (after the line above)
+from framework_sandbox import confine_stdio, restrict_filesystem  # noqa: E402
 
 # Must be set before TensorFlow is imported: silences its C++ logging, which
 # would otherwise flood stderr with CPU-feature and oneDNN notices.
@@ -46,6 +60,9 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # Longest error message passed back; TensorFlow messages can embed whole graphs.
 MAX_ERROR_CHARS = 2000
 
+# Result dtypes eintup can compare (INT is int32, FLOAT float64 or float32).
+RESULT_DTYPES = ("int32", "float64", "float32")
+
 
 class BridgeError(Exception):
     """A request that cannot be served; its message becomes the response."""
@@ -53,19 +70,23 @@ class BridgeError(Exception):
 
 class Frameworks:
     """TensorFlow and NumPy, imported on first use and remembered (also a
-    failed import, so every later request answers "unavailable" at once)."""
+    failed import, so every later request answers "unavailable" at once),
+    with the rules every request is held to."""
 
-    def __init__(self):
+    def __init__(self, policy, workdir, sandbox):
         self.tf = None
         self.np = None
         self.import_error = None
+        self.policy = policy
+        self.workdir = workdir
+        self.sandbox = sandbox
 
     def load(self):
         if self.tf is None and self.import_error is None:
             try:
                 import numpy as np
                 import tensorflow as tf
-            except Exception as e:  # ImportError, but also broken installs
+            except BaseException as e:  # ImportError, but also broken installs
                 self.import_error = (
                     f"TensorFlow is not available to {sys.executable} "
                     f"({type(e).__name__}: {one_line(str(e))}); "
@@ -75,6 +96,15 @@ class Frameworks:
                 self.np, self.tf = np, tf
         return self.import_error is None
 
+    def inside(self, path, what):
+        """`path` made absolute, when it lies (links resolved) below the
+        working directory."""
+        if not isinstance(path, str) or not path:
+            raise BridgeError(f"{what}: expected a non-empty path")
+        if os.path.commonpath([os.path.realpath(path), self.workdir]) != self.workdir:
+            raise BridgeError(f"{what}: {path} is outside the bridge's working directory {self.workdir}")
+        return os.path.abspath(path)
+
 
 # TensorFlow prefixes eager errors with the wrapped op's device placement
 # and ends them with an empty op name; neither helps a user.
@@ -82,34 +112,24 @@ TF_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*name:\s*$")
 
 
 def one_line(text):
-    """Collapses a (possibly multi-line) message into one bounded line."""
+    """Collapses a (possibly multi-line) message into one bounded line.
+    Control characters (a string literal of the .et file can hold any) are
+    escaped, so a message cannot drive the user's terminal."""
     text = TF_NOISE.sub("", " ".join(str(text).split()))
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + " ..."
     return text
 
 
-def resolve_function(tf, name):
-    """`tf.nn.convolution` -> the callable, by a getattr chain from `tf`.
-    Only public names under `tf.` are allowed: the bridge runs what a .et
-    file says, so it must not become a way to call arbitrary Python."""
-    if not isinstance(name, str):
-        raise BridgeError(f"function name must be a string, got {json.dumps(name)}")
-    parts = name.split(".")
-    if len(parts) < 2 or parts[0] != "tf":
-        raise BridgeError(f"{name}: only functions under `tf.` can be called")
-    obj = tf
-    for i, part in enumerate(parts[1:], start=1):
-        if not part.isidentifier() or part.startswith("_"):
-            raise BridgeError(f"{name}: `{part}` is not a public attribute name")
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            prefix = ".".join(parts[:i])
-            raise BridgeError(f"{name}: unknown function (`{prefix}` has no attribute `{part}`)")
-    if not callable(obj):
-        raise BridgeError(f"{name}: not a function")
-    return obj
+def resolve_function(fw, name):
+    """The function a request names, if the policy allows it."""
+    try:
+        return fw.policy.resolve(fw.tf, name)
+    except Refused as e:
+        raise BridgeError(f"{name}: refused: {e}")
+    except LookupError as e:
+        raise BridgeError(f"{name}: unknown function ({e.args[0]})")
 
 
 def int_list(value, what):
@@ -124,13 +144,17 @@ def convert_arg(fw, arg, what):
         raise BridgeError(f"{what}: expected an object with a `kind`, got {json.dumps(arg)}")
     kind = arg["kind"]
     if kind == "array":
-        path = arg.get("path")
-        if not isinstance(path, str):
-            raise BridgeError(f"{what}: array argument needs a string `path`")
+        path = fw.inside(arg.get("path"), f"{what}: array")
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise BridgeError(f"{what}: {path} is not a regular file")
             a = fw.np.load(path, allow_pickle=False)
+        except BridgeError:
+            raise
         except Exception as e:
             raise BridgeError(f"{what}: cannot load {path}: {type(e).__name__}: {e}")
+        if not isinstance(a, fw.np.ndarray):
+            raise BridgeError(f"{what}: {path} is not a .npy array")
         # TensorFlow wants native byte order; the dtype itself is kept, so
         # INT (int32) arrays stay int32 and FLOAT (float64) stays float64.
         # (np.asarray with order="C", not np.ascontiguousarray: the latter
@@ -156,45 +180,51 @@ def convert_arg(fw, arg, what):
 
 def write_outputs(fw, result, out_dir):
     """Writes the result (one tensor, or a list/tuple of them as from
-    tf.meshgrid) as out_dir/result_K.npy in C order, dtype unchanged."""
+    tf.meshgrid) as out_dir/result_K.npy in C order, dtype unchanged. Only
+    tensors of the dtypes eintup compares are results."""
     items = list(result) if isinstance(result, (list, tuple)) else [result]
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for k, item in enumerate(items):
-        try:
-            value = item.numpy() if hasattr(item, "numpy") else item
-            a = fw.np.asarray(value, order="C")  # keeps rank 0 (see convert_arg)
-        except Exception as e:
-            raise BridgeError(f"result {k} of type {type(item).__name__} is not an array: {e}")
-        if a.dtype == object:
-            raise BridgeError(f"result {k} of type {type(item).__name__} is not a numeric array")
+        if isinstance(item, fw.tf.Tensor):
+            a = fw.np.asarray(item.numpy(), order="C")  # keeps rank 0 (see convert_arg)
+        elif isinstance(item, fw.np.ndarray):
+            a = fw.np.asarray(item, order="C")
+        else:
+            raise BridgeError(f"result {k} is a {type(item).__name__}, not a tensor")
+        if a.dtype.name not in RESULT_DTYPES:
+            raise BridgeError(
+                f"result {k} has dtype {a.dtype.name}; eintup compares only {', '.join(RESULT_DTYPES)} results "
+                "(an op with an `output_type` or `dtype` argument can be asked for int32)")
         path = os.path.join(out_dir, f"result_{k}.npy")
+        if os.path.lexists(path):
+            os.unlink(path)  # never write through a link left in its place
         fw.np.save(path, a, allow_pickle=False)
-        paths.append(os.path.abspath(path))
+        paths.append(path)
     return paths
 
 
 def serve_call(fw, req):
     func = req.get("func")
-    tf_func = resolve_function(fw.tf, func)
+    tf_func = resolve_function(fw, func)
     args = req.get("args", [])
     kwargs = req.get("kwargs", {})
-    out_dir = req.get("out_dir")
     if not isinstance(args, list):
         raise BridgeError(f"{func}: `args` must be a list")
     if not isinstance(kwargs, dict):
         raise BridgeError(f"{func}: `kwargs` must be an object")
-    if not isinstance(out_dir, str) or not out_dir:
-        raise BridgeError(f"{func}: `out_dir` must be a non-empty string")
+    out_dir = fw.inside(req.get("out_dir"), f"{func}: `out_dir`")
     py_args = [convert_arg(fw, a, f"{func}: argument {i + 1}") for i, a in enumerate(args)]
     py_kwargs = {}
     for key, a in kwargs.items():
-        if not key.isidentifier():
-            raise BridgeError(f"{func}: `{key}` is not a keyword argument name")
+        try:
+            fw.policy.vet_keyword(key)
+        except Refused as e:
+            raise BridgeError(f"{func}: refused: {e}")
         py_kwargs[key] = convert_arg(fw, a, f"{func}: argument `{key}`")
     try:
         result = tf_func(*py_args, **py_kwargs)
-    except Exception as e:
+    except BaseException as e:  # also SystemExit and the like: one failed call, not a dead bridge
         raise BridgeError(f"{func} raised {type(e).__name__}: {e}")
     try:
         return write_outputs(fw, result, out_dir)
@@ -217,48 +247,46 @@ def handle(fw, line):
     op = req.get("op", "call")
     try:
         if op == "ping":
-            return {"ok": True, "tf_version": fw.tf.__version__}
+            return {"ok": True, "tf_version": fw.tf.__version__, "sandbox": fw.sandbox}
         if op == "call":
             return {"ok": True, "outputs": serve_call(fw, req)}
         return {"ok": False, "error": f"bad request: unknown op {json.dumps(op)}"}
     except BridgeError as e:
         return {"ok": False, "error": one_line(e)}
-    except Exception as e:  # a bug here must still answer with one line
+    except BaseException as e:  # a bug here must still answer with one line
         return {"ok": False, "error": one_line(f"bridge failure: {type(e).__name__}: {e}")}
 
 
-def protocol_stdout():
-    """Keeps the real stdout for responses and sends everything else that
-    would be written to file descriptor 1 (Python or C++) to stderr."""
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out
-
-
 def main(argv):
-    fw = Frameworks()
-    if len(argv) == 2 and argv[0] == "--request":
-        out = protocol_stdout()
+    if argv and not (len(argv) == 2 and argv[0] == "--request"):
+        print("usage: framework_call.py [--request FILE.json]  (no argument: serve stdin)", file=sys.stderr)
+        return 2
+    requests, responses = confine_stdio()
+    # The working directory is the only place arrays are read from and
+    # results written to; confine the process to it before TensorFlow
+    # starts any thread.
+    workdir = os.path.realpath(os.getcwd())
+    policy = Policy.load()
+    fw = Frameworks(policy, workdir, restrict_filesystem(workdir))
+    if argv:
         try:
-            text = sys.stdin.read() if argv[1] == "-" else open(argv[1], encoding="utf-8").read()
+            if argv[1] == "-":
+                text = requests.read()
+            else:
+                with open(argv[1], encoding="utf-8") as f:
+                    text = f.read()
         except OSError as e:
             resp = {"ok": False, "error": f"cannot read request: {e}"}
         else:
             resp = handle(fw, text)
-        out.write(json.dumps(resp) + "\n")
-        out.flush()
+        responses.write(json.dumps(resp) + "\n")
+        responses.flush()
         return 0 if resp["ok"] else (3 if resp.get("unavailable") else 1)
-    if argv:
-        print("usage: framework_call.py [--request FILE.json]  (no argument: serve stdin)", file=sys.stderr)
-        return 2
-    out = protocol_stdout()
-    for line in sys.stdin:
+    for line in requests:
         if not line.strip():
             continue
-        out.write(json.dumps(handle(fw, line)) + "\n")
-        out.flush()
+        responses.write(json.dumps(handle(fw, line)) + "\n")
+        responses.flush()
     return 0
 
 

@@ -34,6 +34,18 @@ try:
 except (OSError, subprocess.TimeoutExpired):
     pass
 
+# Feature `landlock` when the framework bridge's sandbox
+# (scripts/framework_sandbox.py) can confine a process on this kernel. Asked
+# in a child process: the call confines whoever makes it.
+try:
+    import sys
+    _ll = subprocess.run([sys.executable, "-B", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import framework_sandbox as s; print(s.restrict_filesystem('.'))",
+                          os.path.join(root, "scripts")], capture_output=True, text=True, timeout=60)
+    if _ll.stdout.startswith("landlock"):
+        config.available_features.add("landlock")
+except (OSError, subprocess.TimeoutExpired):
+    pass
+
 # Feature `cuda` when the CUDA driver library loads: tests of the no-GPU
 # paths say `%if cuda %{ ... %} %else %{ ... %}` or `UNSUPPORTED: cuda`.
 import ctypes

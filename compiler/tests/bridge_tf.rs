@@ -69,9 +69,8 @@ fn tensorflow_calls_through_the_bridge() {
     };
     assert!(bridge.tf_version().starts_with('2'), "tf version {:?}", bridge.tf_version());
 
-    let dir = std::env::temp_dir().join(format!("eintup-bridge-tf-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // Arrays and results live in the bridge's private working directory.
+    let dir = bridge.work_dir().to_path_buf();
 
     // --- matmul, f64: [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]]
     // = [[1*7+2*9+3*11, 1*8+2*10+3*12], [4*7+5*9+6*11, 4*8+5*10+6*12]]
@@ -146,10 +145,16 @@ fn tensorflow_calls_through_the_bridge() {
         other => panic!("expected a call error, got {other:?}"),
     }
     let e = bridge.call(&request("os.system", vec![], vec![], &dir.join("e3"))).unwrap_err();
-    assert!(matches!(&e, BridgeError::Call(m) if m.contains("only functions under `tf.`")), "{e:?}");
+    assert!(matches!(&e, BridgeError::Call(m) if m.contains("refused: only TensorFlow operations")), "{e:?}");
+    // a path outside the working directory never reaches the bridge
+    let outside = std::env::temp_dir().join("eintup-bridge-tf-outside");
+    let e = bridge.call(&request("tf.linalg.matmul", vec![arr(&a), arr(&b)], vec![], &outside)).unwrap_err();
+    assert!(matches!(&e, BridgeError::Encode(m) if m.contains("outside the bridge's working directory")), "{e:?}");
+    assert!(!outside.exists());
     let paths = bridge.call(&request("tf.linalg.matmul", vec![arr(&a), arr(&b)], vec![], &dir.join("again"))).unwrap();
     assert_eq!(read_npy::<f64>(&paths[0]).2, vec![58.0, 64.0, 139.0, 154.0]);
 
+    // dropping the bridge removes its working directory
     drop(bridge);
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!dir.exists());
 }

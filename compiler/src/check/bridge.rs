@@ -6,12 +6,18 @@
 //! one JSON response per line on its stdout (protocol in docs/check.md).
 //! Arrays travel as `.npy` files, never inside the JSON.
 //!
+//! The process is untrusted (the call came from a `.et` file): it runs in a
+//! private working directory with a rebuilt environment ([`super::sandbox`]),
+//! every request's paths must lie in that directory, and a response is
+//! accepted only in the exact expected form.
+//!
 //! Where the bridge is found: `EINTUP_FRAMEWORK_BRIDGE` (path to the `.py`)
 //! and `EINTUP_PYTHON` (the interpreter) override; otherwise the repository
 //! is found by walking up from the running executable (`target/debug/eintup`,
 //! or a test binary in `target/debug/deps/`) to the folder holding
 //! `scripts/framework_call.py`, and its `.venv/bin/python` runs it.
 
+use super::sandbox::{self, WorkDir};
 use crate::driver::Failure;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
@@ -19,7 +25,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +37,10 @@ pub const PYTHON_ENV: &str = "EINTUP_PYTHON";
 pub const SCRIPT: &str = "scripts/framework_call.py";
 /// What a user with no TensorFlow should do; part of every "unavailable" reason.
 pub const SETUP_HINT: &str = "run `scripts/setup --with-tf` to install TensorFlow into .venv";
+
+/// How long (in 10 ms steps) a bridge that closed its output is given to
+/// exit before the reason is written without its exit status.
+const DEATH_WAIT_STEPS: u32 = 100;
 
 /// How many of the bridge's last stderr lines are kept to explain a crash.
 /// TensorFlow is chatty; a Python traceback's last lines name the cause.
@@ -76,7 +86,8 @@ pub struct Request {
     /// Keyword arguments in source order (a JSON object on the wire).
     #[serde(serialize_with = "ordered_map")]
     pub kwargs: Vec<(String, CallArgValue)>,
-    /// Where the bridge writes `result_K.npy`; created if missing.
+    /// Where the bridge writes `result_K.npy`; created if missing. Must lie
+    /// in the bridge's [`work_dir`](Bridge::work_dir), as must array paths.
     pub out_dir: PathBuf,
 }
 
@@ -91,6 +102,15 @@ fn ordered_map<S: Serializer>(pairs: &[(String, CallArgValue)], s: S) -> Result<
 }
 
 impl Request {
+    /// Every path the request hands to the bridge.
+    fn paths(&self) -> impl Iterator<Item = &Path> {
+        let arrays = self.args.iter().chain(self.kwargs.iter().map(|(_, v)| v)).filter_map(|a| match a {
+            CallArgValue::Array { path } => Some(path.as_path()),
+            _ => None,
+        });
+        std::iter::once(self.out_dir.as_path()).chain(arrays)
+    }
+
     /// The request as one line of the protocol (no newline).
     pub fn to_json(&self) -> Result<String, BridgeError> {
         for arg in self.args.iter().chain(self.kwargs.iter().map(|(_, v)| v)) {
@@ -116,6 +136,8 @@ struct Response {
     unavailable: bool,
     #[serde(default)]
     tf_version: Option<String>,
+    #[serde(default)]
+    sandbox: Option<String>,
 }
 
 /// Why a call produced no outputs.
@@ -127,7 +149,8 @@ pub enum BridgeError {
     Call(String),
     /// TensorFlow cannot be imported (the reason says how to install it).
     Unavailable(String),
-    /// The request could not be encoded (non-UTF-8 path, non-finite literal).
+    /// The request could not be encoded (non-UTF-8 path, non-finite
+    /// literal, a path outside the bridge's working directory).
     Encode(String),
     /// The bridge process died or broke the protocol; it serves no more calls.
     Protocol(String),
@@ -202,16 +225,20 @@ fn venv_python(root: &Path) -> PathBuf {
     root.join(".venv").join("bin").join("python")
 }
 
-/// A running bridge process. Dropping it kills the process.
+/// A running bridge process. Dropping it kills the process and removes its
+/// working directory.
 pub struct Bridge {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     tf_version: String,
+    sandbox: String,
     /// Set once the process has died or broken the protocol; every later
     /// call fails with this reason instead of writing into a dead pipe.
     broken: Option<String>,
+    /// Declared last: dropped after `Drop::drop` has killed the process.
+    work: WorkDir,
 }
 
 impl Bridge {
@@ -219,9 +246,15 @@ impl Bridge {
     /// interpreter or TensorFlow is `Failure::Unavailable` (exit 3) with a
     /// one-line reason that tells the user how to install it.
     pub fn start(loc: &BridgeLocation) -> Result<Bridge, Failure> {
-        let mut child = Command::new(&loc.python)
-            .arg(&loc.script)
-            .env("TF_CPP_MIN_LOG_LEVEL", "3")
+        let work = WorkDir::new()?;
+        // Paths are made absolute: the process starts in `work`. (A bare
+        // interpreter name is looked up on PATH and stays as it is.)
+        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        let python = if loc.python.components().count() > 1 { absolute(&loc.python) } else { loc.python.clone() };
+        let mut cmd = Command::new(python);
+        sandbox::confine(&mut cmd, &work);
+        let mut child = cmd
+            .arg(absolute(&loc.script))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -249,10 +282,20 @@ impl Bridge {
                 }
             }
         });
-        let mut bridge = Bridge { child, stdin, stdout: BufReader::new(stdout), stderr_tail, tf_version: String::new(), broken: None };
+        let mut bridge = Bridge {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+            stderr_tail,
+            tf_version: String::new(),
+            sandbox: String::new(),
+            broken: None,
+            work,
+        };
         match bridge.exchange("{\"op\":\"ping\"}") {
             Ok(r) if r.ok => {
                 bridge.tf_version = r.tf_version.unwrap_or_default();
+                bridge.sandbox = r.sandbox.unwrap_or_else(|| "none (the bridge did not say)".into());
                 Ok(bridge)
             }
             Ok(r) if r.unavailable => Err(Failure::Unavailable(r.error.unwrap_or_else(|| format!("TensorFlow is not available; {SETUP_HINT}")))),
@@ -266,11 +309,27 @@ impl Bridge {
         &self.tf_version
     }
 
+    /// How the bridge confined itself: `landlock ABI N`, or `none (why)`.
+    pub fn sandbox(&self) -> &str {
+        &self.sandbox
+    }
+
+    /// The private directory the bridge runs in; requests' arrays and
+    /// `out_dir`s must lie below it.
+    pub fn work_dir(&self) -> &Path {
+        self.work.path()
+    }
+
     /// Runs one framework call; returns the paths of `result_0.npy`, ... in
     /// the order of the function's results.
     pub fn call(&mut self, req: &Request) -> Result<Vec<PathBuf>, BridgeError> {
+        if let Some(p) = req.paths().find(|p| !lies_below(p, self.work.path())) {
+            return Err(BridgeError::Encode(format!("{}: {} is outside the bridge's working directory", req.func, p.display())));
+        }
         let line = req.to_json()?;
-        interpret(self.exchange(&line)?)
+        let outputs = interpret(self.exchange(&line)?)?;
+        expect_result_files(&outputs, &req.out_dir)?;
+        Ok(outputs)
     }
 
     /// Writes one request line and reads one response line.
@@ -303,16 +362,23 @@ impl Bridge {
     /// Explains why the process stopped answering: its exit status and the
     /// last line it wrote on stderr (a Python traceback ends with the cause).
     fn death_reason(&mut self, io: Option<std::io::Error>) -> String {
-        let status = match self.child.try_wait() {
-            Ok(Some(s)) => format!("the bridge process exited ({s})"),
-            _ => match io {
-                Some(e) => format!("lost contact with the bridge process ({e})"),
-                None => "the bridge process closed its output".to_string(),
-            },
+        // Closed pipes come before the exit status: wait a moment for it, so
+        // the reason says how the process ended. That moment also lets the
+        // stderr thread read the last lines, which name the cause.
+        let mut exited = None;
+        for _ in 0..DEATH_WAIT_STEPS {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                exited = Some(s);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let status = match (exited, io) {
+            (Some(s), _) => format!("the bridge process exited ({s})"),
+            (None, Some(e)) => format!("lost contact with the bridge process ({e})"),
+            (None, None) => "the bridge process closed its output".to_string(),
         };
-        // The stderr thread may still be reading the last lines; give it a
-        // moment so the reason names the cause.
-        std::thread::sleep(std::time::Duration::from_millis(100));
         let last = self.stderr_tail.lock().ok().and_then(|t| t.iter().rev().find(|l| !l.trim().is_empty()).cloned());
         match last {
             Some(l) => format!("{status}: {}", l.trim()),
@@ -328,6 +394,28 @@ fn interpret(r: Response) -> Result<Vec<PathBuf>, BridgeError> {
     }
     let msg = r.error.unwrap_or_else(|| "the bridge gave no reason".into());
     Err(if r.unavailable { BridgeError::Unavailable(msg) } else { BridgeError::Call(msg) })
+}
+
+/// Whether `p` names something below `dir` by its components alone (no
+/// `..`, which could climb out again); the bridge also resolves links.
+fn lies_below(p: &Path, dir: &Path) -> bool {
+    p.starts_with(dir) && p != dir && !p.components().any(|c| c == Component::ParentDir)
+}
+
+/// A successful response must name exactly `out_dir/result_0.npy`, ...,
+/// each a regular file (not a link): anything else is a broken bridge.
+fn expect_result_files(outputs: &[PathBuf], out_dir: &Path) -> Result<(), BridgeError> {
+    for (k, p) in outputs.iter().enumerate() {
+        let want = out_dir.join(format!("result_{k}.npy"));
+        if *p != want {
+            return Err(BridgeError::Protocol(format!("result {k} is {}, expected {}", p.display(), want.display())));
+        }
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_file() => {}
+            _ => return Err(BridgeError::Protocol(format!("result {k} ({}) is not a regular file", p.display()))),
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Bridge {
@@ -448,6 +536,39 @@ mod tests {
         let e = BridgeLocation::resolve(Some(root.join("nope.py").into()), None, None).unwrap_err();
         assert!(matches!(&e, Failure::Unavailable(m) if m.contains("nope.py")), "{e:?}");
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn request_paths_must_lie_below_the_work_dir() {
+        let w = Path::new("/tmp/eintup-check-1-0");
+        assert!(lies_below(&w.join("0/x.npy"), w));
+        assert!(!lies_below(w, w));
+        assert!(!lies_below(Path::new("/tmp/eintup-check-1-01/x.npy"), w));
+        assert!(!lies_below(&w.join("../x.npy"), w));
+        assert!(!lies_below(&w.join("0/../../etc/passwd"), w));
+        assert!(!lies_below(Path::new("/etc/passwd"), w));
+        assert!(!lies_below(Path::new("0/x.npy"), w));
+    }
+
+    #[test]
+    fn only_the_expected_result_files_are_accepted() {
+        let d = scratch("results");
+        let out = d.join("0");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("result_0.npy"), b"x").unwrap();
+        std::fs::write(out.join("result_1.npy"), b"x").unwrap();
+        let two = vec![out.join("result_0.npy"), out.join("result_1.npy")];
+        assert_eq!(expect_result_files(&two, &out), Ok(()));
+        assert_eq!(expect_result_files(&[], &out), Ok(()));
+        // out of order, elsewhere, missing, or a link: a broken bridge
+        let swapped = vec![out.join("result_1.npy"), out.join("result_0.npy")];
+        assert!(matches!(expect_result_files(&swapped, &out), Err(BridgeError::Protocol(_))));
+        assert!(matches!(expect_result_files(&[PathBuf::from("/etc/passwd")], &out), Err(BridgeError::Protocol(_))));
+        assert!(matches!(expect_result_files(&[out.join("result_0.npy"), out.join("result_1.npy"), out.join("result_2.npy")], &out), Err(BridgeError::Protocol(_))));
+        std::fs::remove_file(out.join("result_0.npy")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", out.join("result_0.npy")).unwrap();
+        assert!(matches!(expect_result_files(&two[..1], &out), Err(BridgeError::Protocol(m)) if m.contains("not a regular file")));
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

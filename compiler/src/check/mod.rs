@@ -2,12 +2,18 @@
 //! outputs with the framework call written in the file (DESIGN.md section 5,
 //! docs/check.md).
 //!
-//! The framework runs in a Python process driven through [`bridge`]; this
-//! module also fixes the comparison tolerances so that every part of `check`
-//! (and its documentation) uses the same numbers.
+//! A `.et` file chose the call and files are shared, so the call is vetted
+//! by [`policy`] before any Python starts. The framework then runs in a
+//! Python process driven through [`bridge`], confined as [`sandbox`]
+//! describes; [`compare`] and [`outcome`] turn its results into verdicts.
+//! This module also fixes the comparison tolerances so that every part of
+//! `check` (and its documentation) uses the same numbers.
 
 pub mod bridge;
 pub mod compare;
+pub mod outcome;
+pub mod policy;
+pub mod sandbox;
 
 /// Relative tolerance for FLOAT outputs. The framework sums in a different
 /// order than the interpreter, so bit equality is not expected; 1e-6 is the

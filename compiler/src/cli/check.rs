@@ -1,15 +1,21 @@
 //! `eintup check`: run a program on every configuration the constraints
 //! allow and compare its outputs with the framework call written in the
-//! file (the original Einsum Tuple tool's purpose). Exit 0 iff every row is
-//! valid, 1 otherwise, 3 when the framework cannot be imported.
+//! file (the original Einsum Tuple tool's purpose). The call is vetted
+//! before anything runs (a refused call is E0503, exit 2); each output of
+//! each configuration is then valid, mismatched or a framework error
+//! (`check::outcome`), or skipped when eintup cannot run it. Exit 1 when
+//! anything mismatched, 2 when the framework failed on every configuration
+//! that reached it (E0504) or nothing could be run (E0505), 3 when the
+//! framework cannot be imported, 0 otherwise.
 
 use super::{Backend, CheckArgs};
 use crate::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
-use crate::check::compare::compare;
+use crate::check::outcome::{judge, Row, Summary, Verdict};
+use crate::check::policy;
 use crate::cli::shapes::{aligned, dims_text};
 use crate::driver::{Failure, Source};
 use crate::interp::RunOptions;
-use crate::ir::et::{CallArg, Module};
+use crate::ir::et::{CallArg, FrameworkCall, Module};
 use crate::pipeline;
 use crate::sema::config::Space;
 use crate::sema::specialize::{specialize, DEFAULT_MEMORY_LIMIT};
@@ -17,16 +23,10 @@ use crate::tensor::Tensor;
 use et_grammar::ast::Literal;
 use et_grammar::Diagnostic;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The verdict on one configuration.
-struct Row {
-    dims: Vec<Vec<i64>>,
-    /// One entry per output array.
-    valid: Vec<bool>,
-    /// Why something is invalid (printed below the table).
-    problems: Vec<String>,
-}
+/// Longest function name quoted in full in a diagnostic's message.
+const QUOTED_NAME_CHARS: usize = 80;
 
 pub fn main(args: CheckArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
@@ -49,15 +49,19 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
             .at(call.span, "the call's results are compared with the outputs list, which is missing")
             .note("add a line naming the arrays to compare, e.g. `y`, after the call")]));
     }
+    // Before any Python starts: the file chose the call, and files are shared.
+    vet_call(&src, call)?;
     let space = Space::new(&prog, &ranks, &[]).map_err(|d| src.failure(d))?;
     let (configs, discarded) = space.enumerate(args.reps, args.seed).map_err(|d| src.failure(d))?;
     let mut bridge = Bridge::start(&BridgeLocation::find()?)?;
-    let work = TempDir::new()?;
+    if bridge.sandbox().starts_with("none") {
+        eprintln!("note: the framework bridge runs without a sandbox: {}", bridge.sandbox());
+    }
     let progress = progress_bar(configs.len());
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
-        let row = check_one(&src, &prog, &space, dims, &args, &mut bridge, &work.0.join(k.to_string()))?;
-        rows.push(row);
+        let dir = bridge.work_dir().join(k.to_string());
+        rows.push(check_one(&src, &prog, &space, dims, &args, &mut bridge, &dir)?);
         if let Some(p) = &progress {
             p.inc(1);
         }
@@ -67,22 +71,80 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     }
     let names: Vec<&str> = m.eintups.iter().map(|e| e.name.as_str()).collect();
     print!("{}", table(&names, &rows));
-    let mut all_valid = true;
     for (k, row) in rows.iter().enumerate() {
         for p in &row.problems {
-            all_valid = false;
             println!("row {k}: {p}");
         }
-        all_valid &= row.valid.iter().all(|&v| v);
     }
+    let summary = Summary::of(&rows);
+    println!("{}", summary.line());
     let total: usize = discarded.values().sum();
     if total > 0 {
         eprintln!("discarded {total} draw(s) that violate the constraints");
     }
-    if all_valid {
+    if summary.mismatched > 0 {
+        return Err(Failure::CheckFailed);
+    }
+    if summary.nothing_compared() {
+        return Err(src.failure(vec![Diagnostic::error("E0505", "no configuration could be run to compare")
+            .at(call.span, "this call was never compared")
+            .note("every configuration the constraints allowed exceeds eintup's limits (rows above); narrow the DIMS ranges")]));
+    }
+    if summary.call_always_failed() {
+        let first = rows.iter().flat_map(|r| r.problems.first()).next().cloned().unwrap_or_default();
+        return Err(src.failure(vec![Diagnostic::error("E0504", "the framework call failed on every configuration")
+            .at(call.span, "no configuration got a comparable result from this call")
+            .note(format!("the first reason: {first}"))
+            .note("the call is wrong (a misspelt function, wrong arguments) or unsupported by the framework; the rows above give each reason")]));
+    }
+    Ok(())
+}
+
+/// Refuses a framework call the policy does not allow (E0503), pointing at
+/// the function name or the keyword (docs/check.md, "Which calls are
+/// allowed"). What is vetted is the resolved call, the one the bridge would
+/// be sent; the syntax tree is read again only for the spans of the name and
+/// keywords, falling back to the whole call.
+fn vet_call(src: &Source, call: &FrameworkCall) -> Result<(), Failure> {
+    let ast = et_grammar::parse_file(&src.text).ok().and_then(|f| f.call);
+    let name_span = ast.as_ref().and_then(|c| Some(c.func.first()?.span.to(c.func.last()?.span))).unwrap_or(call.span);
+    let keyword_span = |kw: &str| {
+        let ast_kw = ast.as_ref().and_then(|c| c.args.iter().filter_map(|a| a.keyword.as_ref()).find(|k| k.name == kw));
+        ast_kw.map_or(call.span, |k| k.span)
+    };
+    let note = format!(
+        "`check` runs only pure TensorFlow operations from {}; see docs/check.md",
+        policy::allowed_namespaces().iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    );
+    let mut diags = Vec::new();
+    if let Err(why) = policy::vet_function(&call.func) {
+        diags.push(
+            Diagnostic::error("E0503", format!("the framework call `{}` is not allowed", shortened(&call.func)))
+                .at(name_span, why.to_string())
+                .note(note),
+        );
+    }
+    for kw in call.args.iter().filter_map(|(kw, _)| kw.as_deref()) {
+        if let Err(why) = policy::vet_keyword(kw) {
+            diags.push(
+                Diagnostic::error("E0503", format!("the keyword `{}` is not allowed in a framework call", shortened(kw)))
+                    .at(keyword_span(kw), why.to_string()),
+            );
+        }
+    }
+    if diags.is_empty() {
         Ok(())
     } else {
-        Err(Failure::CheckFailed)
+        Err(src.failure(diags))
+    }
+}
+
+/// `name`, cut to its first characters when it is very long.
+fn shortened(name: &str) -> String {
+    if name.chars().count() <= QUOTED_NAME_CHARS {
+        name.to_string()
+    } else {
+        format!("{}...", name.chars().take(QUOTED_NAME_CHARS).collect::<String>())
     }
 }
 
@@ -97,12 +159,12 @@ fn check_one(
     dir: &Path,
 ) -> Result<Row, Failure> {
     let n_out = prog.module.outputs.len();
-    let mut row = Row { dims: dims.clone(), valid: vec![false; n_out], problems: Vec::new() };
     let mut p = prog.clone();
     let cfg = space.config(&dims);
     if let Err(d) = specialize(&mut p, &cfg, DEFAULT_MEMORY_LIMIT) {
-        row.problems.push(format!("cannot specialise: {}", first_line(&src.failure(d).to_string())));
-        return Ok(row);
+        // eintup cannot run this configuration (too large): nothing to compare.
+        let why = format!("skipped: {}", first_line(&src.failure(d).to_string()));
+        return Ok(Row::all(dims, n_out, Verdict::Skipped, why));
     }
     let m = &p.module;
     let arrays = crate::exec::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() })?;
@@ -111,21 +173,23 @@ fn check_one(
     let results = match bridge.call(&request) {
         Ok(r) => r,
         Err(BridgeError::Unavailable(why)) => return Err(Failure::Unavailable(why)),
-        Err(BridgeError::Call(why)) => {
-            row.problems.push(why);
-            return Ok(row);
+        // The call raised, or the bridge died or broke the protocol (it then
+        // fails every later row the same way): the framework gave nothing.
+        Err(BridgeError::Call(why)) => return Ok(Row::all(dims, n_out, Verdict::FrameworkError, format!("framework error: {why}"))),
+        Err(e @ BridgeError::Protocol(_)) => {
+            return Ok(Row::all(dims, n_out, Verdict::FrameworkError, format!("framework error: {e}")));
         }
-        Err(e) => return Err(Failure::Internal(e.to_string())),
+        Err(e @ BridgeError::Encode(_)) => return Err(Failure::Internal(e.to_string())),
     };
     if results.len() != n_out {
-        row.problems.push(format!("the call returned {} result(s) but the outputs section names {n_out}", results.len()));
+        let why = format!("framework error: the call returned {} result(s) but the outputs section names {n_out}", results.len());
+        return Ok(Row::all(dims, n_out, Verdict::FrameworkError, why));
     }
-    for (k, (&out, path)) in m.outputs.iter().zip(&results).enumerate() {
-        let theirs = Tensor::read_npy(path).map_err(|e| Failure::Internal(format!("reading {}: {e}", path.display())))?;
-        match compare(&arrays[out], &theirs) {
-            None => row.valid[k] = true,
-            Some(mm) => row.problems.push(format!("output `{}`: {}", m.arrays[out].name, mm)),
-        }
+    let mut row = Row { dims, verdicts: Vec::new(), problems: Vec::new() };
+    for (&out, path) in m.outputs.iter().zip(&results) {
+        let (verdict, problem) = judge(&m.arrays[out].name, &arrays[out], path);
+        row.verdicts.push(verdict);
+        row.problems.extend(problem);
     }
     Ok(row)
 }
@@ -165,7 +229,8 @@ fn build_request(m: &Module, arrays: &[Tensor], dir: &Path) -> Result<Request, F
     Ok(Request { func: call.func.clone(), args, kwargs, out_dir: dir.to_path_buf() })
 }
 
-/// The `shapes` table plus a `Valid` column such as `[True, False]`.
+/// The `shapes` table plus a `Valid` column such as `[True, False]`, with
+/// `Error` for an output the framework gave nothing comparable for.
 fn table(names: &[&str], rows: &[Row]) -> String {
     let mut header: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     header.push("Valid".into());
@@ -173,7 +238,7 @@ fn table(names: &[&str], rows: &[Row]) -> String {
         .iter()
         .map(|r| {
             let mut c: Vec<String> = r.dims.iter().map(|d| dims_text(d)).collect();
-            let v: Vec<&str> = r.valid.iter().map(|&b| if b { "True" } else { "False" }).collect();
+            let v: Vec<&str> = r.verdicts.iter().map(|v| v.word()).collect();
             c.push(format!("[{}]", v.join(", ")));
             c
         })
@@ -196,27 +261,4 @@ fn progress_bar(n: usize) -> Option<indicatif::ProgressBar> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Some(p)
-}
-
-/// A scratch directory for the arrays exchanged with the framework,
-/// removed when the check ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<TempDir, Failure> {
-        let base = std::env::temp_dir();
-        for k in 0..1000u32 {
-            let p = base.join(format!("eintup-check-{}-{k}", std::process::id()));
-            if std::fs::create_dir(&p).is_ok() {
-                return Ok(TempDir(p));
-            }
-        }
-        Err(Failure::Internal(format!("cannot create a scratch directory in {}", base.display())))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
