@@ -100,6 +100,7 @@ impl fmt::Display for Failure {
 /// contract. A panic is a bug and is reported as an internal error (70),
 /// never as a Rust backtrace.
 pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindSafe) -> ! {
+    restore_sigpipe();
     std::panic::set_hook(Box::new(|info| {
         let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
@@ -118,4 +119,17 @@ pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindS
         Err(_) => exit::INTERNAL,
     };
     std::process::exit(code)
+}
+
+/// `eintup run ... | head` must end quietly, as Unix tools do, when the
+/// reader goes away. Rust starts programs with SIGPIPE ignored, which turns
+/// a closed pipe into a write error (and `print!` into a panic); the
+/// default action ends the process silently instead.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
