@@ -98,7 +98,7 @@ fn run_op(dev: &eintup_runtime::Device, s: &Setup, op: &Op, sm: u32, warmup: usi
         .iter()
         .zip(&p.buffers)
         .filter(|(a, _)| a.is_input)
-        .map(|(a, t)| (a.name.clone(), eintup::gpu::to_host(t)))
+        .map(|(a, t)| (a.name.clone(), eintup_runtime::HostTensor::from(t)))
         .collect();
     let t = dev.run_timed(&bundle, &inputs, warmup, reps).map_err(|e| e.to_string())?;
     // The result PyTorch is checked against comes from this device.

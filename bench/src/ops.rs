@@ -56,10 +56,7 @@ fn bind(name: &str, dims: &[usize]) -> String {
 
 /// Bytes of one element.
 fn width(f: FloatWidth) -> f64 {
-    match f {
-        FloatWidth::F32 => 4.0,
-        FloatWidth::F64 => 8.0,
-    }
+    eintup::pipeline::float_bytes(f) as f64
 }
 
 fn float_name(f: FloatWidth) -> &'static str {

@@ -41,21 +41,13 @@ pub fn run_bundle(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor]) ->
     let mut inputs = BTreeMap::new();
     for (a, t) in module.arrays.iter().zip(init) {
         if a.is_input {
-            inputs.insert(a.name.clone(), to_host(t));
+            inputs.insert(a.name.clone(), HostTensor::from(t));
         }
     }
-    let out = dev.run(b, &inputs).map_err(|e| Failure::Internal(format!("CUDA: {e}")))?;
+    let mut out = dev.run(b, &inputs).map_err(|e| Failure::Internal(format!("CUDA: {e}")))?;
     module
         .arrays
         .iter()
-        .map(|a| out.get(&a.name).map(from_host).ok_or_else(|| Failure::Internal(format!("the device returned no buffer `{}`", a.name))))
+        .map(|a| out.remove(&a.name).map(Tensor::from).ok_or_else(|| Failure::Internal(format!("the device returned no buffer `{}`", a.name))))
         .collect()
-}
-
-pub fn to_host(t: &Tensor) -> HostTensor {
-    HostTensor::from(t)
-}
-
-pub fn from_host(h: &HostTensor) -> Tensor {
-    Tensor::from(h.clone())
 }

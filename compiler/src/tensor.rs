@@ -5,7 +5,7 @@
 //! `.npy` files (NPY v1.0, C order, `<i4`, `<f8`, `<f4`) are read and
 //! written by the runtime's `npy` module.
 
-use eintup_runtime::{npy, HostData, HostTensor};
+use eintup_runtime::{npy, HostData, HostDataRef, HostTensor};
 use std::fmt;
 use std::io;
 use std::path::Path;
@@ -130,7 +130,12 @@ impl Tensor {
 
     /// Writes NPY v1.0, C order.
     pub fn write_npy(&self, path: &Path) -> io::Result<()> {
-        npy::write(path, &HostTensor::from(self))
+        let data = match &self.data {
+            Data::Int(v) => HostDataRef::I32(v),
+            Data::F32(v) => HostDataRef::F32(v),
+            Data::F64(v) => HostDataRef::F64(v),
+        };
+        npy::write_data(path, &self.shape, data)
     }
 }
 

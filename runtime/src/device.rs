@@ -337,17 +337,8 @@ impl Device {
         let actions_of = |steps: &[Step]| self.actions(steps, &index, &buffers, &module);
         // Inputs the caller left out are made on the device, once, by their
         // generators (check_inputs made sure each has one).
-        let generate: Vec<Action> = manifest
-            .generate
-            .iter()
-            .filter(|g| !inputs.contains_key(&g.buffer))
-            .map(|g| actions_of(&g.steps))
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect();
-        if !generate.is_empty() {
-            self.execute(&generate, None)?;
+        for g in manifest.generate.iter().filter(|g| !inputs.contains_key(&g.buffer)) {
+            self.execute(&actions_of(&g.steps)?, None)?;
         }
         let actions = actions_of(&manifest.steps)?;
         Ok(Prepared { actions, buffers, _module: module })

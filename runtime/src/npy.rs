@@ -6,7 +6,7 @@ use npyz::WriterBuilder;
 use std::io;
 use std::path::Path;
 
-use crate::tensor::{element_count, HostData, HostTensor};
+use crate::tensor::{element_count, HostData, HostDataRef, HostTensor};
 
 /// Reads a `.npy` file with element type `<i4`, `<f8` or `<f4` in C order
 /// (Fortran order is accepted for at most one dimension, where it is the
@@ -51,12 +51,18 @@ pub fn from_bytes(bytes: &[u8]) -> Result<HostTensor, String> {
 
 /// Writes NPY v1.0, C order.
 pub fn write(path: &Path, t: &HostTensor) -> io::Result<()> {
+    write_data(path, &t.shape, t.data.as_data_ref())
+}
+
+/// [`write`] from borrowed elements (callers with their own tensor type
+/// write without copying the data).
+pub fn write_data(path: &Path, shape: &[usize], data: HostDataRef<'_>) -> io::Result<()> {
     let file = io::BufWriter::new(std::fs::File::create(path)?);
-    let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
-    match &t.data {
-        HostData::I32(v) => write_all(file, &shape, v),
-        HostData::F64(v) => write_all(file, &shape, v),
-        HostData::F32(v) => write_all(file, &shape, v),
+    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    match data {
+        HostDataRef::I32(v) => write_all(file, &shape, v),
+        HostDataRef::F64(v) => write_all(file, &shape, v),
+        HostDataRef::F32(v) => write_all(file, &shape, v),
     }
 }
 

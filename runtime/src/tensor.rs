@@ -122,6 +122,24 @@ impl HostData {
     }
 }
 
+/// Borrowed elements, for writing without a copy (`npy::write_data`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HostDataRef<'a> {
+    I32(&'a [i32]),
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+impl HostData {
+    pub fn as_data_ref(&self) -> HostDataRef<'_> {
+        match self {
+            HostData::I32(v) => HostDataRef::I32(v),
+            HostData::F32(v) => HostDataRef::F32(v),
+            HostData::F64(v) => HostDataRef::F64(v),
+        }
+    }
+}
+
 /// A dense row-major tensor in host memory.
 ///
 /// The fields are public so that callers can build and take apart tensors

@@ -493,13 +493,7 @@ mod tests {
         assert_eq!(interpret(un), Err(BridgeError::Unavailable("no tf".into())));
     }
 
-    /// A scratch folder unique to this test process and test name.
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("eintup-bridge-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
+    use crate::check::scratch_dir as scratch;
 
     #[test]
     fn finds_the_repo_above_the_executable() {

@@ -25,3 +25,13 @@ pub const FLOAT_RTOL: f64 = 1e-6;
 /// bound is then meaningless); 1e-9 is far above f64 round-off of the value
 /// ranges RANDOM produces and far below any real discrepancy.
 pub const FLOAT_ATOL_F64: f64 = 1e-9;
+
+/// An empty scratch folder unique to this test process and name (for the
+/// tests of the submodules).
+#[cfg(test)]
+pub(crate) fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("eintup-check-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -187,12 +187,7 @@ mod tests {
         assert!(!Summary::of(&skipped[..1]).call_always_failed());
     }
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("eintup-outcome-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
+    use crate::check::scratch_dir as scratch;
 
     #[test]
     fn unusable_results_are_framework_errors() {

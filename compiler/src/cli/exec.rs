@@ -16,11 +16,11 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     let src = Source::from_string(&m.source.name, &m.source.text);
     let binds: Vec<String> = m.config.eintups.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
     let seed = args.seed.unwrap_or(m.config.seed);
-    let (module, config) = crate::pipeline::specialized_module(&src, &binds, seed)?;
     let float = match m.config.float {
         DType::F32 => super::FloatWidth::F32,
         _ => super::FloatWidth::F64,
     };
+    let (module, config) = crate::pipeline::specialized_for(&src, &binds, seed, float)?;
     let inputs = super::run::read_inputs(&args.input)?;
     let opts = RunOptions { seed, float, inputs };
     let init = crate::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
