@@ -8,7 +8,7 @@ use crate::host::Setup;
 use crate::ops::{Metric, Op};
 use crate::peers::{self, Comparison, Job};
 use crate::prepare::prepare;
-use eintup::bundle::{build, BuildOptions};
+use eintup_codegen::bundle::{build, BuildOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -59,7 +59,7 @@ pub fn run(s: &Setup, ops: &[Op], warmup: usize, reps: usize) -> GpuSection {
 
 fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, reps: usize) -> Result<GpuSection, String> {
     let (major, minor) = dev.arch();
-    let sm = (major * 10 + minor).clamp(eintup::gpu::DEFAULT_SM, 90);
+    let sm = (major * 10 + minor).clamp(eintup_codegen::gpu::DEFAULT_SM, 90);
     let copy_ms = dev.copy_timed(COPY_BYTES, warmup, reps).map_err(|e| e.to_string())?;
     let copy_gbps = 2.0 * COPY_BYTES as f64 / (copy_ms / 1e3) / 1e9;
     let mut results = Vec::new();
@@ -92,21 +92,21 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
 fn run_op(dev: &eintup_runtime::Device, s: &Setup, op: &Op, sm: u32, warmup: usize, reps: usize, copy_gbps: f64) -> Result<(GpuResult, Job), String> {
     let p = prepare(s.ops_dir, op, false)?;
     let bundle = build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm }).map_err(|e| e.to_string())?;
-    let inputs: BTreeMap<String, eintup_runtime::HostTensor> = p
+    let inputs: BTreeMap<String, eintup_runtime::Tensor> = p
         .module
         .arrays
         .iter()
         .zip(&p.buffers)
         .filter(|(a, _)| a.is_input)
-        .map(|(a, t)| (a.name.clone(), eintup_runtime::HostTensor::from(t)))
+        .map(|(a, t)| (a.name.clone(), t.clone()))
         .collect();
     let t = dev.run_timed(&bundle, &inputs, warmup, reps).map_err(|e| e.to_string())?;
     // The result PyTorch is checked against comes from this device.
-    let arrays = eintup::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers).map_err(|e| e.to_string())?;
+    let arrays = eintup_codegen::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers).map_err(|e| e.to_string())?;
     let dir = s.work_dir.join(format!("gpu-{}", op.name));
     let input_paths = p.write_inputs(&dir)?;
     let out = dir.join("eintup_out.npy");
-    arrays[p.output()?].write_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    eintup::tensor::npy::write(&out, &arrays[p.output()?]).map_err(|e| format!("{}: {e}", out.display()))?;
     let gbps = op.work / (t.total_ms / 1e3) / 1e9;
     let result = GpuResult {
         op: op.name.clone(),

@@ -46,14 +46,14 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, S
         let out_id = p.output()?;
         let t = Instant::now();
         let mut compile_ms = 0.0;
-        let timed = eintup::codegen::with_compiled(&p.loops, 0, |prog| {
+        let timed = eintup_codegen::with_compiled(&p.loops, 0, |prog| {
             compile_ms = t.elapsed().as_secs_f64() * 1e3;
             time_median(s.budget, || prog.run(&mut p.buffers))
         })
         .and_then(|r| r)
         .map_err(|e| format!("{}: {e}", op.name))?;
         let out = dir.join("eintup_out.npy");
-        p.buffers[out_id].write_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        eintup::tensor::npy::write(&out, &p.buffers[out_id]).map_err(|e| format!("{}: {e}", out.display()))?;
         jobs.push(Job::new(op, inputs, out));
         results.push(HostResult {
             op: op.name.clone(),

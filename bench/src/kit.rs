@@ -5,7 +5,7 @@
 //! `generate` kernels, so nothing large is shipped.
 
 use crate::ops::{Metric, Op};
-use eintup::bundle::{build, BuildOptions};
+use eintup_codegen::bundle::{build, BuildOptions};
 use eintup::driver::Source;
 use std::path::Path;
 
@@ -23,7 +23,7 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
                 "name": op.name,
                 "kind": op.kind,
                 "params": op.params,
-                "float": match op.float { eintup::cli::FloatWidth::F32 => "f32", eintup::cli::FloatWidth::F64 => "f64" },
+                "float": match op.float { eintup::ir::loops::FloatWidth::F32 => "f32", eintup::ir::loops::FloatWidth::F64 => "f64" },
                 "binds": op.binds,
                 "unit": op.metric.unit(),
                 "memory_bound": op.metric == Metric::Gbytes,
@@ -44,7 +44,7 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
 fn bundle(ops_dir: &Path, dir: &Path, op: &Op) -> Result<(), String> {
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, 0, op.float).map_err(|e| e.to_string())?;
-    let loops = eintup::exec::lower(&src, &module, op.float).map_err(|e| e.to_string())?;
+    let loops = eintup::pipeline::lower(&src, &module, op.float).map_err(|e| e.to_string())?;
     let b = build(&src, &module, &loops, &config, &BuildOptions { seed: 0, float: op.float, sm: KIT_SM }).map_err(|e| e.to_string())?;
     let missing: Vec<&str> = b.manifest().inputs().filter(|i| b.manifest().generator(&i.name).is_none()).map(|i| i.name.as_str()).collect();
     if !missing.is_empty() {

@@ -3,7 +3,7 @@
 //! compute-bound ops, compulsory bytes for the memory-bound ones), so that
 //! every backend and peer is judged by the same yardstick.
 
-use eintup::cli::FloatWidth;
+use eintup::ir::loops::FloatWidth;
 
 /// What a rate is reported in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ fn bind(name: &str, dims: &[usize]) -> String {
 
 /// Bytes of one element.
 fn width(f: FloatWidth) -> f64 {
-    eintup::pipeline::float_bytes(f) as f64
+    f.bytes() as f64
 }
 
 fn float_name(f: FloatWidth) -> &'static str {

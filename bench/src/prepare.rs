@@ -26,9 +26,9 @@ pub fn prepare(ops_dir: &Path, op: &Op, host: bool) -> Result<Prepared, String> 
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, 0, op.float).map_err(|e| e.to_string())?;
     let opts = RunOptions { seed: 0, float: op.float, inputs: BTreeMap::new() };
-    let lower = if host { eintup::exec::lower_host } else { eintup::exec::lower };
+    let lower = if host { eintup::pipeline::lower_host } else { eintup::pipeline::lower };
     let loops = lower(&src, &module, op.float).map_err(|e| e.to_string())?;
-    let buffers = eintup::exec::initial_buffers(&src, &module, &loops, &opts).map_err(|e| e.to_string())?;
+    let buffers = eintup_codegen::backend::initial_buffers(&src, &module, &loops, &opts).map_err(|e| e.to_string())?;
     Ok(Prepared { src, module, config, loops, buffers })
 }
 
@@ -40,7 +40,7 @@ impl Prepared {
         for (a, t) in self.module.arrays.iter().zip(&self.buffers) {
             if a.is_input {
                 let p = dir.join(format!("{}.npy", a.name));
-                t.write_npy(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                eintup::tensor::npy::write(&p, &t).map_err(|e| format!("{}: {e}", p.display()))?;
                 out.insert(a.name.clone(), p);
             }
         }

@@ -1,5 +1,8 @@
-//! What every command-line tool shares: loading a source file, reporting
-//! diagnostics, and the exit-code contract of DESIGN.md section 5.
+//! What every stage and tool shares: the source file being compiled (so
+//! diagnostics from any stage can quote it), and [`Failure`], the outcome
+//! of a command that did not succeed, one kind per exit code of DESIGN.md
+//! section 5. The process side (panics, signals, `exit`) is the tools'
+//! (`eintup_tools::process`).
 
 use et_grammar::diag::{render_all, Diagnostic};
 use std::fmt;
@@ -93,43 +96,5 @@ impl fmt::Display for Failure {
             Failure::CheckFailed => write!(f, "check failed: some configurations differ from the framework"),
             Failure::Internal(m) => write!(f, "internal compiler error: {}\nthis is a bug in eintup; please report it", m.trim_end()),
         }
-    }
-}
-
-/// Runs a tool's body, turning failures and panics into the exit-code
-/// contract. A panic is a bug and is reported as an internal error (70),
-/// never as a Rust backtrace.
-pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindSafe) -> ! {
-    restore_sigpipe();
-    std::panic::set_hook(Box::new(|info| {
-        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!("internal compiler error: {msg}{loc}\nthis is a bug in eintup; please report it");
-    }));
-    let code = match std::panic::catch_unwind(body) {
-        Ok(Ok(())) => exit::OK,
-        Ok(Err(f)) => {
-            if !matches!(f, Failure::CheckFailed) {
-                eprintln!("{f}");
-            }
-            f.exit_code()
-        }
-        Err(_) => exit::INTERNAL,
-    };
-    std::process::exit(code)
-}
-
-/// `eintup run ... | head` must end quietly, as Unix tools do, when the
-/// reader goes away. Rust starts programs with SIGPIPE ignored, which turns
-/// a closed pipe into a write error (and `print!` into a panic); the
-/// default action ends the process silently instead.
-fn restore_sigpipe() {
-    #[cfg(unix)]
-    // SAFETY: called first thing in main, before any thread exists;
-    // SIG_DFL is a valid disposition for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

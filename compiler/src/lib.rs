@@ -1,17 +1,19 @@
-//! The Einsum Tuple compiler: everything between the AST and the backends.
+//! The Einsum Tuple compiler's core: everything between the AST and the
+//! targets, without LLVM.
 //!
-//! Levels (DESIGN.md section 3): AST (crate `et-grammar`) -> `et` dialect ->
-//! `loop` dialect -> LLVM IR -> PTX. This crate also holds the reference
-//! interpreter and the two command-line tools, `etopt` and `eintup`.
+//! Levels (DESIGN.md section 3, docs/architecture.md): AST (crate
+//! `et-grammar`) -> `et` dialect -> `loop` dialect; the stages that move
+//! between them are [`pipeline`]'s functions. LLVM IR, PTX and bundles are
+//! the `eintup-codegen` crate's; the command-line tools are
+//! `eintup-tools`'. This crate also holds the reference interpreters and
+//! the framework bridge of `eintup check`.
+//!
+//! Calls flow one way: `pipeline` -> `passes` -> `sema`, `simplify` ->
+//! `ir`; `interp`, `check` and `tensor` sit beside them.
 
-pub mod check;
-pub mod codegen;
-pub mod cli;
 pub mod arith;
+pub mod check;
 pub mod driver;
-pub mod bundle;
-pub mod exec;
-pub mod gpu;
 pub mod interp;
 pub mod ir;
 pub mod passes;

@@ -1,63 +1,129 @@
-//! The front half of the compiler as functions other tools call:
-//! parse -> resolve -> infer ranks -> choose a configuration -> specialise.
-//! Each step is also a pass of the pass manager (`passes/`).
+//! The compiler's stages as named functions, the way Triton's
+//! `make_ttir -> make_ttgir -> make_llir -> make_ptx` are: every command
+//! (`etopt`, `eintup run|build|exec|check|shapes`, the bench) compiles
+//! through these, and each runs its passes under the pass manager, which
+//! verifies the IR after every pass.
+//!
+//! - front end: `.et` text -> [`resolved`] -> [`ranked`] -> [`specialized_for`]
+//!   (a static `et` module and the configuration it was specialised to);
+//! - middle end: [`lower`] (the loop module every target starts from),
+//!   [`lower_host`] (plus the host-only loop passes), [`lower_generators`]
+//!   (the kernels that make `RANDOM` inputs on a device).
+//!
+//! The target stages (LLVM IR, PTX, bundles, host JIT) start from the
+//! middle end's loop module; they are the `eintup-codegen` crate's, so
+//! this crate builds without LLVM (docs/architecture.md).
 
-use crate::cli::FloatWidth;
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
-use crate::sema::config::Space;
-use crate::sema::{self, Config, Program, RankSystem};
+use crate::ir::loops::{FloatWidth, LoopModule};
+use crate::passes::manager::{Instrument, PassManager};
+use crate::passes::{Ir, Options, Unit, FRONT_END, HOST_PASSES, MIDDLE_END};
+use crate::sema::{Config, Program, RankSystem};
 
-/// Parses and resolves a source file into a rank-polymorphic program.
+/// `resolve`: a source file as a rank-polymorphic program.
 pub fn resolved(src: &Source) -> Result<Program, Failure> {
-    let file = et_grammar::parse_file(&src.text).map_err(|d| src.failure(d))?;
-    sema::resolve::resolve(&file).map_err(|d| src.failure(d))
+    let unit = run(Unit::from_source(src.clone()), &FRONT_END[..1], &Options::default())?;
+    match unit.ir {
+        Ir::Et(p) => Ok(p),
+        _ => Err(level_bug("resolve", "et")),
+    }
 }
 
-/// Resolves and infers ranks.
+/// `resolve`, `infer-ranks`: the program and its rank system.
 pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
-    let prog = resolved(src)?;
-    let ranks = sema::ranks::infer(&prog).map_err(|d| src.failure(d))?;
-    Ok((prog, ranks))
+    let unit = run(Unit::from_source(src.clone()), &FRONT_END[..2], &Options::default())?;
+    match (unit.ir, unit.ranks) {
+        (Ir::Et(p), Some(r)) => Ok((p, r)),
+        _ => Err(level_bug("infer-ranks", "et")),
+    }
 }
 
-/// Parses `--bind` arguments.
-pub fn parse_bindings(binds: &[String]) -> Result<Vec<sema::Binding>, Failure> {
-    binds.iter().map(|b| sema::parse_binding(b).map_err(|e| Failure::user(format!("error[E0301]: {e}")))).collect()
+/// The whole front end (`resolve`, `infer-ranks`, `specialize`): the
+/// module every backend and the interpreter start from, specialised to the
+/// configuration chosen from `binds` and `seed`. FLOAT arrays count
+/// against the memory limit at the width `float`.
+pub fn specialized_for(src: &Source, binds: &[String], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
+    let opts = Options { binds: binds.to_vec(), seed, float };
+    let unit = run(Unit::from_source(src.clone()), FRONT_END, &opts)?;
+    match (unit.ir, unit.config) {
+        (Ir::Et(p), Some(cfg)) => Ok((p.module, cfg)),
+        _ => Err(level_bug("specialize", "et")),
+    }
 }
 
-/// Chooses one configuration (bindings, then constraints, then defaults;
-/// deterministic in `seed`).
-pub fn choose_config(src: &Source, prog: &Program, ranks: &RankSystem, binds: &[String], seed: u64) -> Result<Config, Failure> {
-    let binds = parse_bindings(binds)?;
-    let space = Space::new(prog, ranks, &binds).map_err(|d| src.failure(d))?;
-    let dims = space.choose(seed).map_err(|d| src.failure(d))?;
-    Ok(space.config(&dims))
+/// `specialize` alone, on a program `ranked` returned, to a configuration
+/// chosen beforehand (`eintup check` walks the configurations of a
+/// `Space`): the configuration goes in as bindings of every eintup.
+pub fn specialized_to(src: &Source, prog: &Program, ranks: &RankSystem, config: &Config, float: FloatWidth) -> Result<Module, Failure> {
+    let binds = config.dims.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
+    let mut unit = Unit::from_source(src.clone());
+    unit.ir = Ir::Et(prog.clone());
+    unit.ranks = Some(ranks.clone());
+    let unit = run(unit, &FRONT_END[2..], &Options { binds, seed: 0, float })?;
+    match unit.ir {
+        Ir::Et(p) => Ok(p.module),
+        _ => Err(level_bug("specialize", "et")),
+    }
 }
 
-/// Parse, resolve, infer ranks, choose a configuration and specialise: the
-/// module every backend and the interpreter start from.
-/// FLOAT arrays count as f64 against the memory limit.
+/// [`specialized_for`] with FLOAT counted as f64 (what the interpreter
+/// runs by default).
 pub fn specialized_module(src: &Source, binds: &[String], seed: u64) -> Result<(Module, Config), Failure> {
     specialized_for(src, binds, seed, FloatWidth::F64)
 }
 
-/// [`specialized_module`] for a program that will run with FLOAT of width
-/// `float` (which its arrays count with against the memory limit).
-pub fn specialized_for(src: &Source, binds: &[String], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
-    let (mut prog, ranks) = ranked(src)?;
-    let cfg = choose_config(src, &prog, &ranks, binds, seed)?;
-    let limit = sema::specialize::MemoryLimit::with_float_bytes(float_bytes(float));
-    sema::specialize::specialize(&mut prog, &cfg, limit).map_err(|d| src.failure(d))?;
-    Ok((prog.module, cfg))
+/// The middle end on a specialised module: `lower-to-loops` and the loop
+/// passes of the default pipeline. Every target starts from this loop
+/// module; the GPU takes it as it is.
+pub fn lower(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopModule, Failure> {
+    loops_of(run(et_unit(src, module), MIDDLE_END, &float_options(float))?)
 }
 
-/// Bytes of one FLOAT element.
-pub fn float_bytes(float: FloatWidth) -> u64 {
-    match float {
-        FloatWidth::F64 => 8,
-        FloatWidth::F32 => 4,
+/// [`lower`], then the host-only loop passes (`--backend cpu`).
+pub fn lower_host(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopModule, Failure> {
+    let names: Vec<&str> = MIDDLE_END.iter().chain(HOST_PASSES).copied().collect();
+    loops_of(run(et_unit(src, module), &names, &float_options(float))?)
+}
+
+/// The kernels that make a program's `RANDOM` inputs on a device (a
+/// bundle's `generate` section), through the loop passes of the middle
+/// end; with each input buffer's kernels, in order.
+pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(usize, Vec<String>)>), Failure> {
+    let (lm, writers) = crate::passes::lower_to_loops::lower_inputs(module, float).map_err(|e| e.into_failure(src))?;
+    let loop_passes: Vec<&str> = MIDDLE_END.iter().copied().filter(|&p| p != "lower-to-loops").collect();
+    let mut unit = Unit::from_source(src.clone());
+    unit.ir = Ir::Loop(lm);
+    Ok((loops_of(run(unit, &loop_passes, &float_options(float))?)?, writers))
+}
+
+/// Runs `names` on `unit` under the pass manager (verifying after each
+/// pass); the one place the stages above meet the passes.
+fn run(mut unit: Unit, names: &[&str], opts: &Options) -> Result<Unit, Failure> {
+    let pm = PassManager::from_names(names, Instrument::default())?;
+    pm.run(&mut unit, opts, &mut std::io::sink())?;
+    Ok(unit)
+}
+
+fn et_unit(src: &Source, module: &Module) -> Unit {
+    let mut unit = Unit::from_source(src.clone());
+    unit.ir = Ir::Et(Program { module: module.clone(), constraints: Vec::new() });
+    unit
+}
+
+fn float_options(float: FloatWidth) -> Options {
+    Options { float, ..Options::default() }
+}
+
+fn loops_of(unit: Unit) -> Result<LoopModule, Failure> {
+    match unit.ir {
+        Ir::Loop(m) => Ok(m),
+        _ => Err(level_bug("the middle end", "loop")),
     }
+}
+
+fn level_bug(stage: &str, level: &str) -> Failure {
+    Failure::Internal(format!("{stage} did not leave the IR at the {level} level"))
 }
 
 #[cfg(test)]

@@ -330,7 +330,7 @@ fn exec_text(text: &str, binds: &[&str], inputs: Vec<(&str, Tensor)>) -> HashMap
 }
 
 fn ints(shape: &[usize], v: &[i32]) -> Tensor {
-    Tensor { shape: shape.to_vec(), data: eintup::tensor::Data::Int(v.to_vec()) }
+    Tensor { shape: shape.to_vec(), data: eintup::tensor::Data::I32(v.to_vec()) }
 }
 
 #[test]

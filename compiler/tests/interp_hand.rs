@@ -2,7 +2,7 @@
 //! not need semantic analysis). Every expected value is worked out from
 //! LANGUAGE.md section 3 in the comments, not taken from the interpreter.
 
-use eintup::cli::FloatWidth;
+use eintup::ir::loops::FloatWidth;
 use eintup::interp::{run, RunError, RunOptions};
 use eintup::ir::et::*;
 use eintup::tensor::{Data, Tensor};
@@ -59,7 +59,7 @@ impl B {
 }
 
 fn int(shape: &[usize], v: &[i32]) -> Tensor {
-    Tensor { shape: shape.to_vec(), data: Data::Int(v.to_vec()) }
+    Tensor { shape: shape.to_vec(), data: Data::I32(v.to_vec()) }
 }
 fn flt(shape: &[usize], v: &[f64]) -> Tensor {
     Tensor { shape: shape.to_vec(), data: Data::F64(v.to_vec()) }
@@ -82,7 +82,7 @@ fn random_values_follow_the_formula() {
     b.stmt(x, vec![var(i)], AssignOp::Assign, random_int(3, 10));
     let m = b.build();
     let out = run(&m, &RunOptions { seed: 7, ..RunOptions::default() }).unwrap();
-    let Data::Int(v) = &out[0].data else { panic!() };
+    let Data::I32(v) = &out[0].data else { panic!() };
     assert_eq!(v[5], 9);
     assert!(v.iter().all(|&e| (3..10).contains(&e)));
 }

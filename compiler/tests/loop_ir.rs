@@ -36,7 +36,7 @@ fn buffers(m: &LoopModule, inputs: Vec<(&str, Data)>) -> Vec<Tensor> {
             let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
             let n = b.len() as usize;
             let data = match b.dtype {
-                DType::I32 => Data::Int(vec![0; n]),
+                DType::I32 => Data::I32(vec![0; n]),
                 DType::F64 => Data::F64(vec![0.0; n]),
                 DType::F32 => Data::F32(vec![0.0; n]),
             };
@@ -185,7 +185,7 @@ kernel @out_main {
 fn gather_through_load_index() {
     let idx = vec![3, -1, 0, 7, 3];
     let src = vec![1.25f32, 2.5, -3.0, 1e8];
-    let (m, bufs) = run_text(GATHER, 0, vec![("idx", Data::Int(idx.clone())), ("src", Data::F32(src.clone()))]);
+    let (m, bufs) = run_text(GATHER, 0, vec![("idx", Data::I32(idx.clone())), ("src", Data::F32(src.clone()))]);
     let want: Vec<f32> = idx.iter().map(|&i| if (0..4).contains(&i) { src[i as usize] + 0.5 } else { 0.0 }).collect();
     assert_eq!(get(&m, &bufs, "out"), &Data::F32(want));
     // 1e8 + 0.5 is not representable in f32: the f32 rule rounds it away.
@@ -218,10 +218,10 @@ kernel @r_main {
 #[test]
 fn reduction_into_rank0_buffers() {
     let v = vec![5, i32::MAX, 1, -7, 100, 3];
-    let (m, bufs) = run_text(REDUCE, 0, vec![("v", Data::Int(v.clone()))]);
+    let (m, bufs) = run_text(REDUCE, 0, vec![("v", Data::I32(v.clone()))]);
     let sum = v.iter().fold(0i32, |a, &x| a.wrapping_add(x));
     assert_eq!(sum, i32::MIN + 101, "the sum wraps");
-    assert_eq!(get(&m, &bufs, "s"), &Data::Int(vec![sum]));
+    assert_eq!(get(&m, &bufs, "s"), &Data::I32(vec![sum]));
     assert_eq!(get(&m, &bufs, "r"), &Data::F64(vec![sum as f64 / 2.5]));
     assert_eq!(bufs[1].shape, Vec::<usize>::new());
 }
@@ -325,7 +325,7 @@ fn scalar_operations_follow_the_language_rules() {
     // `as` casts, f32 rounding after every operation).
     let (m, bufs) = run_text(SCALAR_OPS, 0, vec![]);
     // lookup index 8 % 3 = 2 -> 30; index (-3 * 1000) - 1 = -3001.
-    assert_eq!(get(&m, &bufs, "o"), &Data::Int(vec![-4, -3, -1, 9, -2, i32::MAX, 0, 30 + 3001]));
+    assert_eq!(get(&m, &bufs, "o"), &Data::I32(vec![-4, -3, -1, 9, -2, i32::MAX, 0, 30 + 3001]));
     let f = match get(&m, &bufs, "f") {
         Data::F32(f) => f.clone(),
         d => panic!("{d:?}"),
@@ -367,7 +367,7 @@ kernel @x_main {
 }
 ";
     let (m, bufs) = run_text(text, 0, vec![]);
-    let Data::Int(a) = get(&m, &bufs, "a") else { panic!() };
+    let Data::I32(a) = get(&m, &bufs, "a") else { panic!() };
     assert_eq!(a[0], 4);
     assert!(a.iter().all(|v| (3..10).contains(v)));
     let (m, bufs) = run_text(text, 7, vec![]);

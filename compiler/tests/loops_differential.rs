@@ -4,7 +4,7 @@
 //! loop interpreter, gives the `et` interpreter's results: INT bit for
 //! bit, FLOAT within 1e-12 relative (summation order may differ).
 
-use eintup::cli::FloatWidth;
+use eintup::ir::loops::FloatWidth;
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
 use eintup::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE, HOST_PASSES};
@@ -29,7 +29,7 @@ fn tolerance(float: FloatWidth) -> f64 {
 fn compare(what: &str, name: &str, want: &Tensor, got: &Tensor, tol: f64) {
     assert_eq!(want.shape, got.shape, "{what}: `{name}` shape");
     match (&want.data, &got.data) {
-        (Data::Int(a), Data::Int(b)) => assert_eq!(a, b, "{what}: `{name}` INT values differ"),
+        (Data::I32(a), Data::I32(b)) => assert_eq!(a, b, "{what}: `{name}` INT values differ"),
         (Data::F64(a), Data::F64(b)) => close(what, name, a.iter().copied(), b.iter().copied(), tol),
         (Data::F32(a), Data::F32(b)) => close(what, name, a.iter().map(|&x| x as f64), b.iter().map(|&x| x as f64), tol),
         _ => panic!("{what}: `{name}` element kinds differ"),
@@ -69,13 +69,8 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
                 let (m, want, init) = expected.as_ref().expect("specialised before lowering");
                 let mut bufs: Vec<Tensor> = init.clone();
                 for b in &lm.buffers[init.len()..] {
-                    let kind = match b.dtype {
-                        eintup::ir::loops::DType::I32 => eintup::tensor::ElemKind::Int,
-                        eintup::ir::loops::DType::F64 => eintup::tensor::ElemKind::F64,
-                        eintup::ir::loops::DType::F32 => eintup::tensor::ElemKind::F32,
-                    };
                     let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
-                    bufs.push(Tensor::zeros(kind, &shape).unwrap());
+                    bufs.push(Tensor::zeros(b.dtype, &shape).unwrap());
                 }
                 let what = format!("{} {binds:?} seed {seed} {float:?} after {name}", path.display());
                 interp::loops::run(lm, seed, &mut bufs).unwrap_or_else(|e| panic!("{what}: {e}"));

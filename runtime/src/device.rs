@@ -24,7 +24,7 @@ use crate::check::{check_inputs, check_target};
 use crate::error::{driver, Error, Result};
 use crate::manifest::{Manifest, Role, Step};
 use crate::module::Module;
-use crate::tensor::{HostData, HostTensor};
+use crate::tensor::{Data, Tensor};
 
 /// A CUDA device with its primary context and the one stream all work goes to.
 pub struct Device {
@@ -191,7 +191,7 @@ impl Device {
     }
 
     /// Runs `bundle` once and returns every buffer by name.
-    pub fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, HostTensor>) -> Result<BTreeMap<String, HostTensor>> {
+    pub fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
         self.check(bundle, inputs)?;
         guarded("running the bundle", || {
             let prepared = self.prepare(bundle, inputs)?;
@@ -207,7 +207,7 @@ impl Device {
     pub fn run_timed(
         &self,
         bundle: &Bundle,
-        inputs: &BTreeMap<String, HostTensor>,
+        inputs: &BTreeMap<String, Tensor>,
         warmup: usize,
         reps: usize,
     ) -> Result<Timings> {
@@ -289,14 +289,14 @@ impl Device {
     }
 
     /// Everything checked before any device work.
-    fn check(&self, bundle: &Bundle, inputs: &BTreeMap<String, HostTensor>) -> Result<()> {
+    fn check(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
         check_inputs(bundle.manifest(), inputs)?;
         check_target(bundle.manifest(), self.arch, &self.name)
     }
 
     /// Loads the module, resolves kernels, allocates and fills the buffers,
     /// and turns the steps into actions on raw pointers.
-    fn prepare(&self, bundle: &Bundle, inputs: &BTreeMap<String, HostTensor>) -> Result<Prepared> {
+    fn prepare(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<Prepared> {
         self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
         let manifest = bundle.manifest();
         let module = Module::load(&self.ctx, bundle.ptx())?;
@@ -417,7 +417,7 @@ impl Device {
     }
 
     /// Copies every buffer back, in manifest order.
-    fn download(&self, manifest: &Manifest, p: &Prepared) -> Result<BTreeMap<String, HostTensor>> {
+    fn download(&self, manifest: &Manifest, p: &Prepared) -> Result<BTreeMap<String, Tensor>> {
         let mut raw = Vec::with_capacity(p.buffers.len());
         for buf in &p.buffers {
             raw.push(match &buf.mem {
@@ -430,9 +430,9 @@ impl Device {
         self.ctx.check_err().map_err(|e| driver("deferred error", e))?;
         let mut out = BTreeMap::new();
         for (b, bytes) in manifest.buffers.iter().zip(raw) {
-            let data = HostData::from_ne_bytes(b.dtype, &bytes)
+            let data = Data::from_ne_bytes(b.dtype, &bytes)
                 .ok_or_else(|| Error::Driver(format!("buffer `{}`: downloaded {} bytes", b.name, bytes.len())))?;
-            out.insert(b.name.clone(), HostTensor { dtype: b.dtype, shape: b.shape.clone(), data });
+            out.insert(b.name.clone(), Tensor { shape: b.shape.clone(), data });
         }
         Ok(out)
     }

@@ -24,4 +24,4 @@ pub use bundle::Bundle;
 pub use device::{Device, DeviceInfo, LaunchTiming, Timings};
 pub use error::{Error, Result};
 pub use manifest::Manifest;
-pub use tensor::{DType, HostData, HostDataRef, HostTensor};
+pub use tensor::{DType, Data, Tensor};

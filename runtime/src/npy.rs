@@ -6,18 +6,18 @@ use npyz::WriterBuilder;
 use std::io;
 use std::path::Path;
 
-use crate::tensor::{element_count, HostData, HostDataRef, HostTensor};
+use crate::tensor::{element_count, Data, Tensor};
 
 /// Reads a `.npy` file with element type `<i4`, `<f8` or `<f4` in C order
 /// (Fortran order is accepted for at most one dimension, where it is the
 /// same layout). The error is a one-line reason without the path.
-pub fn read(path: &Path) -> Result<HostTensor, String> {
+pub fn read(path: &Path) -> Result<Tensor, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read file: {e}"))?;
     from_bytes(&bytes)
 }
 
 /// [`read`] on the bytes of a file.
-pub fn from_bytes(bytes: &[u8]) -> Result<HostTensor, String> {
+pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, String> {
     let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a valid .npy file: {e}"))?;
     let shape: Vec<usize> = npy
         .shape()
@@ -33,9 +33,9 @@ pub fn from_bytes(bytes: &[u8]) -> Result<HostTensor, String> {
     };
     let bad = |e: io::Error| format!("cannot read data: {e}");
     let data = match ty.as_str() {
-        "<i4" => HostData::I32(npy.into_vec::<i32>().map_err(bad)?),
-        "<f8" => HostData::F64(npy.into_vec::<f64>().map_err(bad)?),
-        "<f4" => HostData::F32(npy.into_vec::<f32>().map_err(bad)?),
+        "<i4" => Data::I32(npy.into_vec::<i32>().map_err(bad)?),
+        "<f8" => Data::F64(npy.into_vec::<f64>().map_err(bad)?),
+        "<f4" => Data::F32(npy.into_vec::<f32>().map_err(bad)?),
         other => {
             return Err(format!(
                 "unsupported element type `{other}`; expected `<i4` (INT), `<f8` or `<f4` (FLOAT) \
@@ -46,23 +46,17 @@ pub fn from_bytes(bytes: &[u8]) -> Result<HostTensor, String> {
     if Some(data.len()) != element_count(&shape) {
         return Err("the data length does not match the shape".into());
     }
-    Ok(HostTensor { dtype: data.dtype(), shape, data })
+    Ok(Tensor { shape, data })
 }
 
 /// Writes NPY v1.0, C order.
-pub fn write(path: &Path, t: &HostTensor) -> io::Result<()> {
-    write_data(path, &t.shape, t.data.as_data_ref())
-}
-
-/// [`write`] from borrowed elements (callers with their own tensor type
-/// write without copying the data).
-pub fn write_data(path: &Path, shape: &[usize], data: HostDataRef<'_>) -> io::Result<()> {
+pub fn write(path: &Path, t: &Tensor) -> io::Result<()> {
     let file = io::BufWriter::new(std::fs::File::create(path)?);
-    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-    match data {
-        HostDataRef::I32(v) => write_all(file, &shape, v),
-        HostDataRef::F64(v) => write_all(file, &shape, v),
-        HostDataRef::F32(v) => write_all(file, &shape, v),
+    let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
+    match &t.data {
+        Data::I32(v) => write_all(file, &shape, v),
+        Data::F64(v) => write_all(file, &shape, v),
+        Data::F32(v) => write_all(file, &shape, v),
     }
 }
 
@@ -81,10 +75,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("etrt-npy-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let cases = [
-            HostTensor::new(vec![2, 3], HostData::I32(vec![1, -2, 3, 4, 5, i32::MIN])).unwrap(),
-            HostTensor::new(vec![3], HostData::F64(vec![0.5, -1e300, 7.0])).unwrap(),
-            HostTensor::new(vec![], HostData::F32(vec![2.5])).unwrap(),
-            HostTensor::new(vec![2, 0, 4], HostData::F64(vec![])).unwrap(),
+            Tensor::new(vec![2, 3], Data::I32(vec![1, -2, 3, 4, 5, i32::MIN])).unwrap(),
+            Tensor::new(vec![3], Data::F64(vec![0.5, -1e300, 7.0])).unwrap(),
+            Tensor::new(vec![], Data::F32(vec![2.5])).unwrap(),
+            Tensor::new(vec![2, 0, 4], Data::F64(vec![])).unwrap(),
         ];
         for (i, t) in cases.iter().enumerate() {
             let p = dir.join(format!("t{i}.npy"));

@@ -1,7 +1,7 @@
 //! Host-side tensors exchanged with the runtime.
 //!
 //! The runtime does not know the compiler's tensor type; the compiler converts
-//! its tensors to [`HostTensor`] before a run and back afterwards. Data are
+//! its tensors to [`Tensor`] before a run and back afterwards. Data are
 //! row-major (the last dimension varies fastest), exactly as the bundle's
 //! buffers are laid out on the device.
 
@@ -26,6 +26,11 @@ impl DType {
         }
     }
 
+    /// Whether this is a floating-point type.
+    pub fn is_float(self) -> bool {
+        self != DType::I32
+    }
+
     /// The manifest spelling (`"i32"`, `"f32"`, `"f64"`).
     pub fn name(self) -> &'static str {
         match self {
@@ -44,28 +49,34 @@ impl fmt::Display for DType {
 
 /// The elements of a tensor, row-major.
 #[derive(Clone, Debug, PartialEq)]
-pub enum HostData {
+pub enum Data {
     I32(Vec<i32>),
     F32(Vec<f32>),
     F64(Vec<f64>),
 }
 
-impl HostData {
+impl Default for Data {
+    fn default() -> Data {
+        Data::I32(Vec::new())
+    }
+}
+
+impl Data {
     /// The element type these data hold.
     pub fn dtype(&self) -> DType {
         match self {
-            HostData::I32(_) => DType::I32,
-            HostData::F32(_) => DType::F32,
-            HostData::F64(_) => DType::F64,
+            Data::I32(_) => DType::I32,
+            Data::F32(_) => DType::F32,
+            Data::F64(_) => DType::F64,
         }
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
         match self {
-            HostData::I32(v) => v.len(),
-            HostData::F32(v) => v.len(),
-            HostData::F64(v) => v.len(),
+            Data::I32(v) => v.len(),
+            Data::F32(v) => v.len(),
+            Data::F64(v) => v.len(),
         }
     }
 
@@ -78,32 +89,32 @@ impl HostData {
     /// hosts and GPUs are little-endian alike).
     pub fn to_ne_bytes(&self) -> Vec<u8> {
         match self {
-            HostData::I32(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
-            HostData::F32(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
-            HostData::F64(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+            Data::I32(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+            Data::F32(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+            Data::F64(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
         }
     }
 
     /// Rebuilds data of `dtype` from native-order bytes. Returns `None` when
     /// the byte count is not a multiple of the element size.
-    pub fn from_ne_bytes(dtype: DType, bytes: &[u8]) -> Option<HostData> {
+    pub fn from_ne_bytes(dtype: DType, bytes: &[u8]) -> Option<Data> {
         if !bytes.len().is_multiple_of(dtype.size()) {
             return None;
         }
         Some(match dtype {
-            DType::I32 => HostData::I32(
+            DType::I32 => Data::I32(
                 bytes
                     .chunks_exact(4)
                     .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
                     .collect(),
             ),
-            DType::F32 => HostData::F32(
+            DType::F32 => Data::F32(
                 bytes
                     .chunks_exact(4)
                     .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
                     .collect(),
             ),
-            DType::F64 => HostData::F64(
+            DType::F64 => Data::F64(
                 bytes
                     .chunks_exact(8)
                     .map(|c| f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
@@ -113,57 +124,44 @@ impl HostData {
     }
 
     /// `len` zero elements of `dtype`.
-    pub fn zeros(dtype: DType, len: usize) -> HostData {
+    pub fn zeros(dtype: DType, len: usize) -> Data {
         match dtype {
-            DType::I32 => HostData::I32(vec![0; len]),
-            DType::F32 => HostData::F32(vec![0.0; len]),
-            DType::F64 => HostData::F64(vec![0.0; len]),
+            DType::I32 => Data::I32(vec![0; len]),
+            DType::F32 => Data::F32(vec![0.0; len]),
+            DType::F64 => Data::F64(vec![0.0; len]),
         }
     }
 }
 
-/// Borrowed elements, for writing without a copy (`npy::write_data`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum HostDataRef<'a> {
-    I32(&'a [i32]),
-    F32(&'a [f32]),
-    F64(&'a [f64]),
-}
-
-impl HostData {
-    pub fn as_data_ref(&self) -> HostDataRef<'_> {
-        match self {
-            HostData::I32(v) => HostDataRef::I32(v),
-            HostData::F32(v) => HostDataRef::F32(v),
-            HostData::F64(v) => HostDataRef::F64(v),
-        }
-    }
-}
-
-/// A dense row-major tensor in host memory.
+/// A dense row-major tensor in host memory: the one tensor type of the
+/// project (the compiler's interpreters, its backends and the runtime all
+/// exchange these). Its element type is that of its data.
 ///
 /// The fields are public so that callers can build and take apart tensors
-/// freely; [`HostTensor::new`] and [`HostTensor::check`] say whether the
-/// three agree (the runtime checks every input with `check`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostTensor {
-    pub dtype: DType,
+/// freely; [`Tensor::new`] and [`Tensor::check`] say whether shape and
+/// data agree (the runtime checks every input with `check`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tensor {
     pub shape: Vec<usize>,
-    pub data: HostData,
+    pub data: Data,
 }
 
-impl HostTensor {
-    /// A tensor whose dtype is that of `data`; `None` when the number of
-    /// elements is not the product of `shape`.
-    pub fn new(shape: Vec<usize>, data: HostData) -> Option<HostTensor> {
-        let t = HostTensor { dtype: data.dtype(), shape, data };
+impl Tensor {
+    /// `None` when the number of elements is not the product of `shape`.
+    pub fn new(shape: Vec<usize>, data: Data) -> Option<Tensor> {
+        let t = Tensor { shape, data };
         t.check().ok().map(|()| t)
     }
 
     /// An all-zero tensor; `None` when the element count overflows `usize`.
-    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Option<HostTensor> {
-        let len = element_count(&shape)?;
-        Some(HostTensor { dtype, data: HostData::zeros(dtype, len), shape })
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Option<Tensor> {
+        let len = element_count(shape)?;
+        Some(Tensor { shape: shape.to_vec(), data: Data::zeros(dtype, len) })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
     }
 
     /// Number of elements (the length of `data`).
@@ -176,17 +174,33 @@ impl HostTensor {
         self.data.is_empty()
     }
 
-    /// Checks that `dtype` matches `data` and that `data` holds exactly
-    /// `product(shape)` elements; the error is a reason phrase for
-    /// [`crate::Error::Input`].
-    pub fn check(&self) -> Result<(), String> {
-        if self.data.dtype() != self.dtype {
-            return Err(format!(
-                "dtype field says {} but the data are {}",
-                self.dtype,
-                self.data.dtype()
-            ));
+    /// Element `i` widened to f64 (exact for i32 and f32).
+    pub fn get_f64(&self, i: usize) -> Option<f64> {
+        match &self.data {
+            Data::I32(v) => v.get(i).map(|&x| x as f64),
+            Data::F64(v) => v.get(i).copied(),
+            Data::F32(v) => v.get(i).map(|&x| x as f64),
         }
+    }
+
+    /// All elements widened to f64 (for comparisons in tests and tools).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        (0..self.len()).filter_map(|i| self.get_f64(i)).collect()
+    }
+
+    /// The same values with floats stored at the given width; i32 unchanged.
+    pub fn with_float_width(self, f32: bool) -> Tensor {
+        let data = match (self.data, f32) {
+            (Data::F64(v), true) => Data::F32(v.into_iter().map(|x| x as f32).collect()),
+            (Data::F32(v), false) => Data::F64(v.into_iter().map(|x| x as f64).collect()),
+            (d, _) => d,
+        };
+        Tensor { shape: self.shape, data }
+    }
+
+    /// Checks that `data` holds exactly `product(shape)` elements; the
+    /// error is a reason phrase for [`crate::Error::Input`].
+    pub fn check(&self) -> Result<(), String> {
         match element_count(&self.shape) {
             Some(n) if n == self.data.len() => Ok(()),
             Some(n) => Err(format!(
@@ -199,8 +213,59 @@ impl HostTensor {
     }
 }
 
-/// Product of the dimensions, `None` on overflow. The empty shape (a scalar)
-/// has one element.
+/// Product of the dims, `None` on overflow.
 pub fn element_count(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// Shape written like `[2, 3]`.
+pub fn shape_text(shape: &[usize]) -> String {
+    format!("[{}]", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
+}
+
+/// Nested-bracket text, numpy style: `[[1, 2], [3, 4]]` (rank 0: the value).
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let elem = |i: usize| -> String {
+            match &self.data {
+                Data::I32(v) => v[i].to_string(),
+                Data::F64(v) => format!("{:?}", v[i]),
+                Data::F32(v) => format!("{:?}", v[i]),
+            }
+        };
+        fn rec(f: &mut fmt::Formatter<'_>, shape: &[usize], start: usize, depth: usize, elem: &dyn Fn(usize) -> String) -> fmt::Result {
+            let Some((&d, rest)) = shape.split_first() else {
+                return write!(f, "{}", elem(start));
+            };
+            let inner = element_count(rest).unwrap_or(0);
+            write!(f, "[")?;
+            for k in 0..d {
+                if k > 0 {
+                    if rest.is_empty() {
+                        write!(f, ", ")?;
+                    } else {
+                        write!(f, ",\n{}", " ".repeat(depth + 1))?;
+                    }
+                }
+                rec(f, rest, start + k * inner, depth + 1, elem)?;
+            }
+            write!(f, "]")
+        }
+        rec(f, &self.shape, 0, 0, &elem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_nested() {
+        let t = Tensor { shape: vec![2, 2], data: Data::I32(vec![1, 2, 3, 4]) };
+        assert_eq!(t.to_string(), "[[1, 2],\n [3, 4]]");
+        let s = Tensor { shape: vec![], data: Data::F64(vec![1.5]) };
+        assert_eq!(s.to_string(), "1.5");
+        let z = Tensor { shape: vec![0, 3], data: Data::I32(vec![]) };
+        assert_eq!(z.to_string(), "[]");
+    }
 }

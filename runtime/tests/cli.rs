@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{manifest_value, manifest_with_generator, write_bundle, TempDir, N, PTX};
-use eintup_runtime::{npy, Device, HostData};
+use eintup_runtime::{npy, Device, Data};
 
 /// The binary under test: `ETRUN` when set (the GPU kit runs this test
 /// binary far from the build tree), else the one cargo built beside it.
@@ -49,7 +49,7 @@ fn mistakes_are_exit_2_before_the_driver() {
     user_error(&[&plain], "input `x`: not supplied");
     // A wrongly shaped input file.
     let f = dir.path().join("x3.npy");
-    npy::write(&f, &eintup_runtime::HostTensor::new(vec![3], HostData::F32(vec![1.0; 3])).unwrap()).unwrap();
+    npy::write(&f, &eintup_runtime::Tensor::new(vec![3], Data::F32(vec![1.0; 3])).unwrap()).unwrap();
     user_error(&[&b, "--input", &format!("x={}", f.display())], "shape [3], expected [1000]");
 }
 
@@ -84,7 +84,7 @@ fn gpu_runs_a_bundle_and_writes_npy() {
     assert!(j["device"]["multiprocessors"].as_u64().unwrap() > 0);
     // Generated x = 1, so z = 3 (see common::manifest_with_generator).
     let z = npy::read(&out.join("z.npy")).unwrap();
-    assert_eq!(z.data, HostData::F32(vec![3.0; N]));
+    assert_eq!(z.data, Data::F32(vec![3.0; N]));
     assert!(Path::new(&out.join("x.npy")).exists());
     assert!(!Path::new(&out.join("y.npy")).exists(), "temporaries are not written");
 }

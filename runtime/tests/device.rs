@@ -11,7 +11,7 @@ use std::io::Write;
 
 use common::{manifest_value, write_bundle, x_values, TempDir, N, PTX};
 use eintup_runtime::device::driver_present;
-use eintup_runtime::{Bundle, Device, Error, HostData, HostTensor};
+use eintup_runtime::{Bundle, Device, Error, Data, Tensor};
 use serde_json::json;
 
 /// The device, or `None` after printing why the test is skipped. Written to
@@ -34,8 +34,8 @@ fn open(tag: &str, manifest: &serde_json::Value, ptx: &str) -> (TempDir, Bundle)
     (dir, bundle)
 }
 
-fn x_input() -> BTreeMap<String, HostTensor> {
-    let x = HostTensor::new(vec![N], HostData::F32(x_values())).unwrap();
+fn x_input() -> BTreeMap<String, Tensor> {
+    let x = Tensor::new(vec![N], Data::F32(x_values())).unwrap();
     BTreeMap::from([("x".to_string(), x)])
 }
 
@@ -89,11 +89,11 @@ fn gpu_add_one_bundle() {
     let x = x_values();
     let want_y: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
     let want_z: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
-    assert_eq!(out["x"].data, HostData::F32(x));
-    assert_eq!(out["y"].data, HostData::F32(want_y));
-    assert_eq!(out["z"].data, HostData::F32(want_z));
+    assert_eq!(out["x"].data, Data::F32(x));
+    assert_eq!(out["y"].data, Data::F32(want_y));
+    assert_eq!(out["z"].data, Data::F32(want_z));
     assert_eq!(out["z"].shape, vec![N]);
-    assert_eq!((out["e"].shape.clone(), out["e"].data.clone()), (vec![0, 3], HostData::F64(vec![])));
+    assert_eq!((out["e"].shape.clone(), out["e"].data.clone()), (vec![0, 3], Data::F64(vec![])));
     // A second run starts from zeroed buffers again.
     let again = dev.run(&bundle, &x_input()).unwrap();
     assert_eq!(again["z"], out["z"]);
@@ -162,11 +162,11 @@ fn gpu_inputs_left_out_are_generated_on_the_device() {
     let (_dir, bundle) = open("gpu-generate", &common::manifest_with_generator(), PTX);
     // Generated: x = 0 + 1 everywhere, so z = x + 2 = 3 (exact in f32).
     let out = dev.run(&bundle, &BTreeMap::new()).unwrap();
-    assert_eq!(out["x"].data, HostData::F32(vec![1.0; N]));
-    assert_eq!(out["z"].data, HostData::F32(vec![3.0; N]));
+    assert_eq!(out["x"].data, Data::F32(vec![1.0; N]));
+    assert_eq!(out["z"].data, Data::F32(vec![3.0; N]));
     // Supplied, the input wins and no generator runs.
     let out = dev.run(&bundle, &x_input()).unwrap();
-    assert_eq!(out["x"].data, HostData::F32(x_values()));
+    assert_eq!(out["x"].data, Data::F32(x_values()));
     // Timing uses the generated input too.
     assert!(dev.run_timed(&bundle, &BTreeMap::new(), 1, 2).is_ok());
 }

@@ -28,7 +28,7 @@ pub fn compare(ours: &Tensor, theirs: &Tensor) -> Option<Mismatch> {
     if ours.shape != theirs.shape {
         return Some(Mismatch::Shape { ours: ours.shape.clone(), theirs: theirs.shape.clone() });
     }
-    let exact = matches!(ours.data, Data::Int(_)) && matches!(theirs.data, Data::Int(_));
+    let exact = matches!(ours.data, Data::I32(_)) && matches!(theirs.data, Data::I32(_));
     let (a, b) = (ours.to_f64_vec(), theirs.to_f64_vec());
     let bad = a.iter().zip(&b).position(|(&x, &y)| {
         if exact {
@@ -68,7 +68,7 @@ mod tests {
         Tensor { shape: shape.to_vec(), data: Data::F64(v.to_vec()) }
     }
     fn i(shape: &[usize], v: &[i32]) -> Tensor {
-        Tensor { shape: shape.to_vec(), data: Data::Int(v.to_vec()) }
+        Tensor { shape: shape.to_vec(), data: Data::I32(v.to_vec()) }
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub fn judge(name: &str, ours: &Tensor, result: &Path) -> (Verdict, Option<Strin
         Ok(_) => {}
         Err(e) => return error(format!("cannot read the result: {e}")),
     }
-    let theirs = match Tensor::read_npy(result) {
+    let theirs = match crate::tensor::npy::read(result) {
         Ok(t) => t,
         Err(e) => return error(format!("unusable result: {e}")),
     };
@@ -194,17 +194,17 @@ mod tests {
         let d = scratch("judge");
         let ours = Tensor { shape: vec![2], data: Data::F64(vec![1.0, 2.0]) };
         let same = d.join("same.npy");
-        ours.write_npy(&same).unwrap();
+        crate::tensor::npy::write(&same, &ours).unwrap();
         assert_eq!(judge("y", &ours, &same), (Verdict::Valid, None));
 
         let other = d.join("other.npy");
-        Tensor { shape: vec![2], data: Data::F64(vec![1.0, 3.0]) }.write_npy(&other).unwrap();
+        crate::tensor::npy::write(&other, &Tensor { shape: vec![2], data: Data::F64(vec![1.0, 3.0]) }).unwrap();
         let (v, why) = judge("y", &ours, &other);
         assert_eq!(v, Verdict::Mismatch);
         assert!(why.unwrap().starts_with("output `y`: first difference at index [1]"));
 
         let shape = d.join("shape.npy");
-        Tensor { shape: vec![1, 2], data: Data::F64(vec![1.0, 2.0]) }.write_npy(&shape).unwrap();
+        crate::tensor::npy::write(&shape, &Tensor { shape: vec![1, 2], data: Data::F64(vec![1.0, 2.0]) }).unwrap();
         let (v, why) = judge("y", &ours, &shape);
         assert_eq!(v, Verdict::FrameworkError);
         assert!(why.unwrap().contains("shape [1, 2], but `y` has shape [2]"));

@@ -35,15 +35,15 @@ fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), String> {
         return Err(format!("{} tensors passed for {} buffers", buffers.len(), m.buffers.len()));
     }
     for (b, t) in m.buffers.iter().zip(buffers) {
-        let kind_ok = matches!((b.dtype, &t.data), (DType::I32, Data::Int(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_)));
+        let kind_ok = matches!((b.dtype, &t.data), (DType::I32, Data::I32(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_)));
         let shape_ok = t.shape.len() == b.shape.len() && t.shape.iter().zip(&b.shape).all(|(&a, &d)| a as i64 == d);
         if !kind_ok || !shape_ok || t.len() as i64 != b.len() {
             return Err(format!(
                 "buffer `{}` is {}{:?} but the tensor passed for it is {}{:?} with {} elements",
                 b.name,
-                b.dtype.text(),
+                b.dtype.name(),
                 b.shape,
-                t.kind().text(),
+                crate::tensor::type_text(t.dtype()),
                 t.shape,
                 t.len()
             ));
@@ -92,7 +92,7 @@ impl Exec<'_> {
                 Node::LoadIndex { var, buf, offset } => {
                     let i = self.offset(*buf, offset)?;
                     let x = match &self.buffers[*buf].data {
-                        Data::Int(d) => d[i],
+                        Data::I32(d) => d[i],
                         _ => return Err(format!("load_index from non-i32 buffer `{}`", self.m.buffers[*buf].name)),
                     };
                     self.env[*var] = x as i64;
@@ -130,7 +130,7 @@ impl Exec<'_> {
         let x = self.vals[w.value];
         let acc = w.kind != WriteKind::Store;
         match (&mut self.buffers[w.buf].data, x) {
-            (Data::Int(d), Val::I(x)) => d[i] = if acc { d[i].wrapping_add(x) } else { x },
+            (Data::I32(d), Val::I(x)) => d[i] = if acc { d[i].wrapping_add(x) } else { x },
             (Data::F64(d), Val::F(x)) => d[i] = if acc { d[i] + x } else { x },
             // The sum is an f32 addition, as in the et interpreter.
             (Data::F32(d), Val::F(x)) => d[i] = if acc { d[i] + x as f32 } else { x as f32 },
@@ -151,7 +151,7 @@ impl Exec<'_> {
             VOp::Load { buf, offset } => {
                 let i = self.offset(*buf, offset)?;
                 match &self.buffers[*buf].data {
-                    Data::Int(t) => Val::I(t[i]),
+                    Data::I32(t) => Val::I(t[i]),
                     Data::F64(t) => Val::F(t[i]),
                     Data::F32(t) => Val::F(t[i] as f64),
                 }

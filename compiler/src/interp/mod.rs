@@ -15,13 +15,13 @@ mod plan;
 
 pub use plan::{ceil_div, floor_div, floor_mod};
 
-use crate::cli::FloatWidth;
+use crate::ir::loops::FloatWidth;
 use crate::driver::{Failure, Source};
 use crate::ir::et::{ArrayId, IndexOp, Module};
 use crate::arith::{float_binary, int_binary};
 use crate::ir::loops::VBin;
 use crate::random::Stream;
-use crate::tensor::{element_count, shape_text, Data, ElemKind, Tensor};
+use crate::tensor::{element_count, shape_text, DType, Data, Tensor};
 use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;
 use plan::{Access, CheckKind, IExpr, ROp, StmtPlan};
@@ -105,11 +105,11 @@ fn run_statements(m: &Module, opts: &RunOptions, only_inputs: bool) -> Result<Ve
     Ok(arrays)
 }
 
-fn elem_kind(d: ElemType, f32: bool) -> ElemKind {
+fn elem_kind(d: ElemType, f32: bool) -> DType {
     match (d, f32) {
-        (ElemType::Int, _) => ElemKind::Int,
-        (ElemType::Float, false) => ElemKind::F64,
-        (ElemType::Float, true) => ElemKind::F32,
+        (ElemType::Int, _) => DType::I32,
+        (ElemType::Float, false) => DType::F64,
+        (ElemType::Float, true) => DType::F32,
     }
 }
 
@@ -141,14 +141,14 @@ fn check_inputs(m: &Module, opts: &RunOptions, arrays: &[Tensor]) -> Result<Vec<
         }
         let want = &arrays[id].shape;
         let want_float = a.dtype == ElemType::Float;
-        if &t.shape != want || t.kind().is_float() != want_float {
+        if &t.shape != want || t.dtype().is_float() != want_float {
             return Err(RunError::User(
                 Diagnostic::error(
                     "E0403",
                     format!(
                         "input `{name}` has shape {} and type {}, but the program's array `{name}` has shape {} and type {}",
                         shape_text(&t.shape),
-                        t.kind().text(),
+                        crate::tensor::type_text(t.dtype()),
                         shape_text(want),
                         a.dtype.text()
                     ),
@@ -323,7 +323,7 @@ impl Exec<'_, '_> {
         let cell = cell as usize;
         let reset = self.p.assign && !std::mem::replace(&mut self.touched[cell], true);
         match &mut self.target.data {
-            Data::Int(d) => {
+            Data::I32(d) => {
                 let x = match v {
                     Val::I(i) => i,
                     Val::F(f) => f as i32,
@@ -350,7 +350,7 @@ impl Exec<'_, '_> {
 
 fn load(t: &Tensor, i: usize) -> Val {
     match &t.data {
-        Data::Int(d) => Val::I(d.get(i).copied().unwrap_or(0)),
+        Data::I32(d) => Val::I(d.get(i).copied().unwrap_or(0)),
         Data::F64(d) => Val::F(d.get(i).copied().unwrap_or(0.0)),
         Data::F32(d) => Val::F(d.get(i).map_or(0.0, |&x| x as f64)),
     }
@@ -397,7 +397,7 @@ fn eval(e: &IExpr, cur: &[i64], reads: &Reads) -> Option<IVal> {
         IExpr::Slice(s) => {
             let base = offset(&s.access, cur, reads)?;
             let t = reads.get(s.access.array);
-            let Data::Int(d) = &t.data else { return None };
+            let Data::I32(d) = &t.data else { return None };
             let mut out = SmallVec::new();
             for k in 0..s.len {
                 out.push(*d.get((base + k as i64 * s.colon_stride) as usize)? as i64);

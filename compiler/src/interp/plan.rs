@@ -375,8 +375,3 @@ pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-}

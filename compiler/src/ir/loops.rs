@@ -29,31 +29,46 @@ pub struct LoopModule {
     pub kernels: Vec<Kernel>,
 }
 
-/// Scalar element types of buffers and values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DType {
-    I32,
-    F32,
+/// Scalar element types of buffers and values: the runtime's own, so the
+/// compiler, bundles and devices name element types one way.
+pub use eintup_runtime::DType;
+
+/// Width of FLOAT at the loop level and below (`--float`); INT is always
+/// i32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FloatWidth {
+    #[default]
     F64,
+    F32,
 }
 
-impl DType {
-    pub fn text(self) -> &'static str {
+impl FloatWidth {
+    /// The element type FLOAT lowers to.
+    pub fn dtype(self) -> DType {
         match self {
-            DType::I32 => "i32",
-            DType::F32 => "f32",
-            DType::F64 => "f64",
+            FloatWidth::F64 => DType::F64,
+            FloatWidth::F32 => DType::F32,
         }
     }
 
-    pub fn is_float(self) -> bool {
-        self != DType::I32
+    /// Bytes of one FLOAT element.
+    pub fn bytes(self) -> u64 {
+        self.dtype().size() as u64
     }
 
-    pub fn size_bytes(self) -> usize {
-        match self {
-            DType::I32 | DType::F32 => 4,
-            DType::F64 => 8,
+    /// The `--float` spelling.
+    pub fn name(self) -> &'static str {
+        self.dtype().name()
+    }
+}
+
+impl std::str::FromStr for FloatWidth {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FloatWidth, String> {
+        match s {
+            "f64" => Ok(FloatWidth::F64),
+            "f32" => Ok(FloatWidth::F32),
+            _ => Err(format!("invalid float width `{s}` (expected f64 or f32)")),
         }
     }
 }

@@ -43,7 +43,7 @@ pub(crate) fn role_text(r: Role) -> &'static str {
 
 fn buffer(o: &mut String, b: &Buffer) {
     let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();
-    let _ = write!(o, "buffer {} : {}[{}] {}", b.name, b.dtype.text(), dims.join(", "), role_text(b.role));
+    let _ = write!(o, "buffer {} : {}[{}] {}", b.name, b.dtype.name(), dims.join(", "), role_text(b.role));
     // `init` is printed only when it differs from what the role implies
     // (the verifier rejects that, but the text must still say it).
     if b.init != default_init(b.role) {
@@ -262,7 +262,7 @@ fn compute(o: &mut String, m: &LoopModule, k: &Kernel, c: &Compute, depth: usize
 
 /// The right-hand side of a value line: `op operands : dtype`.
 pub fn value(m: &LoopModule, k: &Kernel, v: &Value) -> String {
-    format!("{} : {}", vop(m, k, &v.op, v.dtype), v.dtype.text())
+    format!("{} : {}", vop(m, k, &v.op, v.dtype), v.dtype.name())
 }
 
 /// Integers below 2^53 are exact in f64; an i32 constant prints as one.

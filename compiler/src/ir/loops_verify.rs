@@ -135,7 +135,7 @@ impl Ck<'_> {
                     let what = format!("load_index `{}`", self.var_name(*var));
                     let b = self.buffer(*buf, &what)?;
                     if b.dtype != DType::I32 {
-                        return Err(format!("{what}: buffer `{}` is {}, not i32", b.name, b.dtype.text()));
+                        return Err(format!("{what}: buffer `{}` is {}, not i32", b.name, b.dtype.name()));
                     }
                     self.expr(offset, &format!("offset of {what}"))?;
                     self.bind(*var, &what)?;
@@ -163,13 +163,13 @@ impl Ck<'_> {
             let same = |a: ValId, role: &str| -> Result<(), String> {
                 let d = operand(a)?;
                 if d != v.dtype {
-                    return Err(format!("{what} is {} but its {role} %{a} is {}", v.dtype.text(), d.text()));
+                    return Err(format!("{what} is {} but its {role} %{a} is {}", v.dtype.name(), d.name()));
                 }
                 Ok(())
             };
             let need_i32 = |op: &str| -> Result<(), String> {
                 if v.dtype != DType::I32 {
-                    return Err(format!("{what}: `{op}` gives i32, not {}", v.dtype.text()));
+                    return Err(format!("{what}: `{op}` gives i32, not {}", v.dtype.name()));
                 }
                 Ok(())
             };
@@ -182,7 +182,7 @@ impl Ck<'_> {
                 VOp::Load { buf, offset } => {
                     let b = self.buffer(*buf, &what)?;
                     if b.dtype != v.dtype {
-                        return Err(format!("{what} is {} but loads buffer `{}` of {}", v.dtype.text(), b.name, b.dtype.text()));
+                        return Err(format!("{what} is {} but loads buffer `{}` of {}", v.dtype.name(), b.name, b.dtype.name()));
                     }
                     self.expr(offset, &format!("offset of {what}"))?;
                 }
@@ -202,7 +202,7 @@ impl Ck<'_> {
                 VOp::Neg(a) => same(*a, "operand")?,
                 VOp::Bin(op, a, b) => {
                     if *op == VBin::Div && !v.dtype.is_float() {
-                        return Err(format!("{what}: `div` on {} (only on floats)", v.dtype.text()));
+                        return Err(format!("{what}: `div` on {} (only on floats)", v.dtype.name()));
                     }
                     same(*a, "left operand")?;
                     same(*b, "right operand")?;
@@ -219,7 +219,7 @@ impl Ck<'_> {
             return Err(format!("{what} to `{}`: value %{} is not defined (the compute has {} values)", b.name, w.value, c.values.len()));
         };
         if v.dtype != b.dtype {
-            return Err(format!("{what} to `{}`: value %{} is {} but the buffer is {}", b.name, w.value, v.dtype.text(), b.dtype.text()));
+            return Err(format!("{what} to `{}`: value %{} is {} but the buffer is {}", b.name, w.value, v.dtype.name(), b.dtype.name()));
         }
         self.expr(&w.offset, &format!("offset of {what} to `{}`", b.name))
     }

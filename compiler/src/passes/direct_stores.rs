@@ -18,11 +18,11 @@
 //! reads the buffer it writes.
 
 use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Loop(m) = &mut unit.ir else { return Err(Failure::Internal("direct-stores runs on the loop level".into())) };
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("direct-stores runs on the loop level".into())) };
     let fused = fuse_resets(m);
     Ok(Some(format!("{fused} reset kernels removed")))
 }

@@ -14,11 +14,11 @@
 //! reaches).
 
 use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Loop(m) = &mut unit.ir else { return Err(Failure::Internal("drop-unused-loops runs on the loop level".into())) };
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("drop-unused-loops runs on the loop level".into())) };
     let mut dropped = 0;
     for k in &mut m.kernels {
         dropped += drop_in(&mut k.body);

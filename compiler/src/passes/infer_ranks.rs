@@ -4,11 +4,11 @@
 //! reason for every equation, stays in the unit for `specialize`.
 
 use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::PassError;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Et(prog) = &mut unit.ir else { return Err(Failure::Internal("infer-ranks runs on the et level".into())) };
-    let ranks = crate::sema::ranks::infer(prog).map_err(|d| unit.source.failure(d))?;
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Et(prog) = &mut unit.ir else { return Err(PassError::Internal("infer-ranks runs on the et level".into())) };
+    let ranks = crate::sema::ranks::infer(prog).map_err(PassError::User)?;
     let mut fixed = 0;
     for (id, e) in prog.module.eintups.iter_mut().enumerate() {
         if let Some(r) = ranks.fixed_rank(id) {

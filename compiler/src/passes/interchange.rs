@@ -20,11 +20,11 @@
 //! each thread keeps its sum in a register.
 
 use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Loop(m) = &mut unit.ir else { return Err(Failure::Internal("interchange runs on the loop level".into())) };
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("interchange runs on the loop level".into())) };
     let mut moved = 0;
     for k in &mut m.kernels {
         if let Some(body) = interchange(&k.body) {

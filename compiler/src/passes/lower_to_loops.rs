@@ -20,7 +20,7 @@
 //! loop it constrains.
 
 use super::PassError;
-use crate::cli::FloatWidth;
+use crate::ir::loops::FloatWidth;
 use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
 use crate::ir::loops::*;
 use crate::sema::dims;
@@ -575,9 +575,9 @@ fn build_nest(loops: &[(VarId, i64)], items: &[Item], inner: Node) -> Vec<Node> 
 }
 
 /// The pass: et (specialised) -> loop.
-pub fn run(unit: &mut super::Unit, opts: &super::Options) -> Result<Option<String>, crate::driver::Failure> {
-    let super::Ir::Et(prog) = &unit.ir else { return Err(crate::driver::Failure::Internal("lower-to-loops runs on the et level".into())) };
-    let m = lower(&prog.module, opts.float).map_err(|e| e.into_failure(&unit.source))?;
+pub fn run(unit: &mut super::Unit, opts: &super::Options) -> Result<Option<String>, PassError> {
+    let super::Ir::Et(prog) = &unit.ir else { return Err(PassError::Internal("lower-to-loops runs on the et level".into())) };
+    let m = lower(&prog.module, opts.float)?;
     let guards = m.kernels.iter().map(|k| k.guard_count());
     let stats = format!("{} buffers, {} kernels, {} guard conditions", m.buffers.len(), m.kernels.len(), guards.sum::<usize>());
     unit.ir = super::Ir::Loop(m);

@@ -3,7 +3,7 @@
 //! (`--dump-ir`, `--dump-ir-after`) and timing (`--time-passes`), in the
 //! manner of `mlir-opt`.
 
-use super::{Ir, Level, Options, Unit};
+use super::{Ir, Level, Options, PassError, Unit};
 use crate::driver::Failure;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ pub struct PassInfo {
     pub summary: &'static str,
     pub input: Level,
     pub output: Level,
-    pub run: fn(&mut Unit, &Options) -> Result<Option<String>, Failure>,
+    pub run: fn(&mut Unit, &Options) -> Result<Option<String>, PassError>,
 }
 
 /// Every pass, in pipeline order.
@@ -174,6 +174,8 @@ impl PassManager {
     /// statistics go to `err`.
     pub fn run(&self, unit: &mut Unit, opts: &Options, err: &mut dyn std::io::Write) -> Result<(), Failure> {
         let mut times: Vec<(&str, Duration)> = Vec::new();
+        // Verification after each pass, summed: one line of --time-passes.
+        let mut verifying = Duration::ZERO;
         let total = Instant::now();
         for p in &self.passes {
             if unit.ir.level() != p.input {
@@ -189,9 +191,11 @@ impl PassManager {
                 _ => None,
             };
             let t = Instant::now();
-            let stats = (p.run)(unit, opts)?;
+            let stats = (p.run)(unit, opts).map_err(|e| e.into_failure(&unit.source))?;
             times.push((p.name, t.elapsed()));
+            let t = Instant::now();
             verify(p.name, before.as_ref(), &unit.ir)?;
+            verifying += t.elapsed();
             if self.instrument.stats {
                 if let Some(s) = stats {
                     let _ = writeln!(err, "// stats {}: {s}", p.name);
@@ -202,6 +206,7 @@ impl PassManager {
             }
         }
         if self.instrument.time {
+            times.push(("(verify after each pass)", verifying));
             let _ = err.write_all(timing_report(&times, total.elapsed()).as_bytes());
         }
         Ok(())

@@ -19,7 +19,7 @@ pub mod simplify_index;
 pub mod specialize;
 pub mod tighten_bounds;
 
-use crate::cli::FloatWidth;
+use crate::ir::loops::FloatWidth;
 use crate::driver::{Failure, Source};
 use crate::ir::loops::LoopModule;
 use crate::sema::{Config, Program, RankSystem};
@@ -99,10 +99,16 @@ impl Default for Options {
     }
 }
 
-/// Why a pass failed: located user errors or a bug.
+/// Why a pass failed: the passes' own error type (the pass manager turns
+/// it into a [`Failure`] of the tool that runs it).
 #[derive(Clone, Debug)]
 pub enum PassError {
+    /// User errors located in the source.
     User(Vec<Diagnostic>),
+    /// A user error with no place in the source (a bad `--bind`), as a
+    /// complete message.
+    Message(String),
+    /// A bug.
     Internal(String),
 }
 
@@ -110,6 +116,7 @@ impl PassError {
     pub fn into_failure(self, src: &Source) -> Failure {
         match self {
             PassError::User(d) => src.failure(d),
+            PassError::Message(m) => Failure::User(m),
             PassError::Internal(m) => Failure::Internal(m),
         }
     }

@@ -18,11 +18,11 @@
 //! a constant, as reset kernels do, races harmlessly and stays a store).
 
 use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Loop(m) = &mut unit.ir else { return Err(Failure::Internal("parallelize runs on the loop level".into())) };
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("parallelize runs on the loop level".into())) };
     let (mut par, mut atomic) = (0, 0);
     for k in &mut m.kernels {
         let r = parallelize_kernel(k);

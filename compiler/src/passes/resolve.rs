@@ -1,12 +1,13 @@
 //! `resolve`: `.et` source -> rank-polymorphic `et` module (names,
 //! signatures, element types, every error found without shapes). The work
-//! is `sema::resolve`; this file makes it a pass.
+//! is the parser (`et_grammar`) and `sema::resolve`; this file makes it a
+//! pass.
 
-use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::{Ir, Options, PassError, Unit};
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let prog = crate::pipeline::resolved(&unit.source)?;
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let file = et_grammar::parse_file(&unit.source.text).map_err(PassError::User)?;
+    let prog = crate::sema::resolve::resolve(&file).map_err(PassError::User)?;
     let stats = format!("{} eintups, {} arrays, {} statements", prog.module.eintups.len(), prog.module.arrays.len(), prog.module.stmts.len());
     unit.ir = Ir::Et(prog);
     Ok(Some(stats))

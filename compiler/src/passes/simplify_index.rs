@@ -5,10 +5,10 @@
 //! and again after `tighten-bounds` (clean the new `max`/`min` bounds).
 
 use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::PassError;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Loop(m) = &mut unit.ir else { return Err(Failure::Internal("simplify-index runs on the loop level".into())) };
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("simplify-index runs on the loop level".into())) };
     let stats = crate::simplify::simplify_module(m);
     let line = stats.to_string();
     Ok(Some(line.trim_start_matches("simplify-index: ").to_string()))

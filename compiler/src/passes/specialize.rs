@@ -2,20 +2,20 @@
 //! defaults, deterministic in `--seed`) and substitute it: every eintup and
 //! array position gets static dims (`sema::specialize`).
 
-use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::{Ir, Options, PassError, Unit};
+use crate::sema::config::{choose_config, parse_bindings};
 use crate::sema::specialize::{specialize, MemoryLimit};
 
-pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Et(prog) = &mut unit.ir else { return Err(Failure::Internal("specialize runs on the et level".into())) };
+pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Et(prog) = &mut unit.ir else { return Err(PassError::Internal("specialize runs on the et level".into())) };
     if prog.module.is_specialized() {
         // A printed specialised module read back: keep its configuration;
         // a --bind may only repeat it.
         let dims: Vec<(String, Vec<i64>)> = prog.module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect();
-        for b in crate::pipeline::parse_bindings(&opts.binds)? {
+        for b in parse_bindings(&opts.binds).map_err(PassError::Message)? {
             if let Some((_, d)) = dims.iter().find(|(n, _)| *n == b.name) {
                 if *d != b.dims {
-                    return Err(Failure::user(format!(
+                    return Err(PassError::Message(format!(
                         "error[E0303]: --bind {}={:?} contradicts the module, which is specialised to {:?}",
                         b.name, b.dims, d
                     )));
@@ -27,10 +27,11 @@ pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, Failure> {
     }
     let ranks = match &unit.ranks {
         Some(r) => r.clone(),
-        None => crate::sema::ranks::infer(prog).map_err(|d| unit.source.failure(d))?,
+        None => crate::sema::ranks::infer(prog).map_err(PassError::User)?,
     };
-    let cfg = crate::pipeline::choose_config(&unit.source, prog, &ranks, &opts.binds, opts.seed)?;
-    specialize(prog, &cfg, MemoryLimit::with_float_bytes(crate::pipeline::float_bytes(opts.float))).map_err(|d| unit.source.failure(d))?;
+    let binds = parse_bindings(&opts.binds).map_err(PassError::Message)?;
+    let cfg = choose_config(prog, &ranks, &binds, opts.seed).map_err(PassError::User)?;
+    specialize(prog, &cfg, MemoryLimit::with_float_bytes(opts.float.bytes())).map_err(PassError::User)?;
     let stats = cfg.dims.iter().map(|(n, d)| format!("{n}={d:?}")).collect::<Vec<_>>().join(" ");
     unit.ranks = Some(ranks);
     unit.config = Some(cfg);

@@ -13,11 +13,11 @@
 //! but work. Loops whose bounds become constant and empty are removed.
 
 use super::{Ir, Options, Unit};
-use crate::driver::Failure;
+use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, Failure> {
-    let Ir::Loop(m) = &mut unit.ir else { return Err(Failure::Internal("tighten-bounds runs on the loop level".into())) };
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("tighten-bounds runs on the loop level".into())) };
     let mut stats = Stats::default();
     for k in &mut m.kernels {
         tighten_kernel(k, &mut stats);

@@ -43,6 +43,20 @@ pub struct Binding {
     pub dims: Vec<i64>,
 }
 
+/// Parses `--bind` arguments; a malformed one is error E0301 (a message:
+/// it has no place in the source).
+pub fn parse_bindings(binds: &[String]) -> Result<Vec<Binding>, String> {
+    binds.iter().map(|b| parse_binding(b).map_err(|e| format!("error[E0301]: {e}"))).collect()
+}
+
+/// Chooses one configuration: bindings, then constraints, then defaults;
+/// deterministic in `seed`.
+pub fn choose_config(prog: &Program, ranks: &RankSystem, binds: &[Binding], seed: u64) -> Result<Config, Vec<Diagnostic>> {
+    let space = Space::new(prog, ranks, binds)?;
+    let dims = space.choose(seed)?;
+    Ok(space.config(&dims))
+}
+
 /// Parses `NAME=[d1,d2,...]` (`NAME=[]` is rank 0).
 pub fn parse_binding(s: &str) -> Result<Binding, String> {
     let bad = || format!("invalid binding `{s}`: expected NAME=[d1,d2,...] with non-negative integers (NAME=[] is rank 0)");

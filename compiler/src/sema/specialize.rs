@@ -113,7 +113,7 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use crate::cli::FloatWidth;
+    use crate::ir::loops::FloatWidth;
     use crate::driver::Source;
     use crate::pipeline::specialized_for;
 

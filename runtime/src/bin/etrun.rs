@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use eintup_runtime::manifest::Role;
-use eintup_runtime::{npy, Bundle, Device, Error, HostData, HostTensor};
+use eintup_runtime::{npy, Bundle, Device, Error, Data, Tensor};
 
 #[derive(Parser, Debug)]
 #[command(name = "etrun", version, about = "Run an eintup PTX bundle on a GPU (the runtime alone, no compiler)")]
@@ -118,7 +118,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     if let Some(dir) = &args.out {
         write_out(dir, &bundle, &out)?;
     }
-    let outputs: Vec<(&str, &HostTensor)> = bundle
+    let outputs: Vec<(&str, &Tensor)> = bundle
         .manifest()
         .buffers
         .iter()
@@ -130,7 +130,7 @@ fn run(args: &Args) -> Result<(), Failure> {
             "device": device_json(&info),
             "bundle": args.bundle.as_ref().map(|p| p.display().to_string()),
             "outputs": outputs.iter().map(|(n, t)| serde_json::json!({
-                "name": n, "dtype": t.dtype.name(), "shape": t.shape, "sum": sum(t),
+                "name": n, "dtype": t.dtype().name(), "shape": t.shape, "sum": sum(t),
             })).collect::<Vec<_>>(),
             "timing": timings.as_ref().map(|t| serde_json::json!({
                 "reps": t.reps,
@@ -145,7 +145,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         return Ok(());
     }
     for (name, t) in &outputs {
-        println!("{name}: {} {:?}, sum {}", t.dtype, t.shape, sum(t));
+        println!("{name}: {} {:?}, sum {}", t.dtype(), t.shape, sum(t));
     }
     if let Some(t) = &timings {
         println!("timing: median of {} runs after {} warm-up: {:.4} ms in all", t.reps, args.warmup, t.total_ms);
@@ -157,7 +157,7 @@ fn run(args: &Args) -> Result<(), Failure> {
 }
 
 /// Opens the bundle and reads the `--input` files.
-fn open(path: &Path, args: &Args) -> Result<(Bundle, BTreeMap<String, HostTensor>), Failure> {
+fn open(path: &Path, args: &Args) -> Result<(Bundle, BTreeMap<String, Tensor>), Failure> {
     let bundle = Bundle::open(path).map_err(|e| user(format!("{}: {e}", path.display())))?;
     let m = bundle.manifest();
     if let Some(seed) = args.seed {
@@ -183,7 +183,7 @@ fn open(path: &Path, args: &Args) -> Result<(Bundle, BTreeMap<String, HostTensor
     Ok((bundle, inputs))
 }
 
-fn write_out(dir: &Path, bundle: &Bundle, out: &BTreeMap<String, HostTensor>) -> Result<(), Failure> {
+fn write_out(dir: &Path, bundle: &Bundle, out: &BTreeMap<String, Tensor>) -> Result<(), Failure> {
     std::fs::create_dir_all(dir).map_err(|e| user(format!("--out {}: {e}", dir.display())))?;
     for b in bundle.manifest().buffers.iter().filter(|b| b.role != Role::Temp) {
         if let Some(t) = out.get(&b.name) {
@@ -195,11 +195,11 @@ fn write_out(dir: &Path, bundle: &Bundle, out: &BTreeMap<String, HostTensor>) ->
 }
 
 /// Sum of all elements in f64: a one-number fingerprint for the summary.
-fn sum(t: &HostTensor) -> f64 {
+fn sum(t: &Tensor) -> f64 {
     match &t.data {
-        HostData::I32(v) => v.iter().map(|&x| f64::from(x)).sum(),
-        HostData::F32(v) => v.iter().map(|&x| f64::from(x)).sum(),
-        HostData::F64(v) => v.iter().sum(),
+        Data::I32(v) => v.iter().map(|&x| f64::from(x)).sum(),
+        Data::F32(v) => v.iter().map(|&x| f64::from(x)).sum(),
+        Data::F64(v) => v.iter().sum(),
     }
 }
 

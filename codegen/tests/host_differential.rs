@@ -4,7 +4,8 @@
 //! match bit for bit; FLOAT within 1e-12 relative for f64 (summation order
 //! may differ) and 1e-5 for f32.
 
-use eintup::cli::{Backend, FloatWidth};
+use eintup::ir::loops::FloatWidth;
+use eintup_codegen::backend::Backend;
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
 use eintup::tensor::{Data, Tensor};
@@ -20,7 +21,7 @@ fn same(what: &str, want: &Tensor, got: &Tensor, tol: f64) {
     assert_eq!(want.shape, got.shape, "{what}: shape");
     let close = |x: f64, y: f64| x == y || (x - y).abs() <= tol * x.abs().max(y.abs()) || (x.is_nan() && y.is_nan());
     match (&want.data, &got.data) {
-        (Data::Int(a), Data::Int(b)) => assert_eq!(a, b, "{what}: INT values"),
+        (Data::I32(a), Data::I32(b)) => assert_eq!(a, b, "{what}: INT values"),
         (Data::F64(a), Data::F64(b)) => {
             for (i, (x, y)) in a.iter().zip(b).enumerate() {
                 assert!(close(*x, *y), "{what}[{i}]: interpreter {x}, cpu {y}");
@@ -41,7 +42,7 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
     let Ok((m, _)) = eintup::pipeline::specialized_module(&src, binds, seed) else { return false };
     let opts = RunOptions { seed, float, inputs: Default::default() };
     let want = interp::run(&m, &opts).unwrap();
-    let got = eintup::exec::execute(&src, &m, Backend::Cpu, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let got = eintup_codegen::backend::execute(&src, &m, Backend::Cpu, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let tol = if float == FloatWidth::F32 { 1e-5 } else { 1e-12 };
     for (k, a) in m.arrays.iter().enumerate() {
         same(&format!("{} {binds:?} seed {seed} {float:?}: `{}`", path.display(), a.name), &want[k], &got[k], tol);
@@ -80,7 +81,7 @@ fn cpu_backend_handles_zero_sized_and_rank_0_eintups() {
 /// bit for bit (each cell sums its terms in the interpreter's order).
 #[test]
 fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
-    use eintup::codegen::{host::MIN_SPLIT_ITERATIONS, lower::split_range};
+    use eintup_codegen::{host::MIN_SPLIT_ITERATIONS, lower::split_range};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/ops");
     let cases: [(&str, &[&str], bool); 6] = [
         ("matmul.et", &["batch=[3]", "row=[40]", "k=[30]", "col=[40]"], true),
@@ -96,13 +97,13 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
         let binds: Vec<String> = binds.iter().map(|s| s.to_string()).collect();
         let (module, _) = eintup::pipeline::specialized_module(&src, &binds, 1).unwrap();
         for float in [FloatWidth::F64, FloatWidth::F32] {
-            let lm = eintup::exec::lower_host(&src, &module, float).unwrap();
+            let lm = eintup::pipeline::lower_host(&src, &module, float).unwrap();
             let big = lm.kernels.iter().filter(|k| k.iteration_count().unwrap() >= MIN_SPLIT_ITERATIONS);
             let splits = big.filter(|k| split_range(k).is_some()).count();
             assert_eq!(splits > 0, split, "{file}: kernels split across threads");
             let opts = RunOptions { seed: 1, float, inputs: Default::default() };
             let want = interp::run(&module, &opts).unwrap();
-            let got = eintup::exec::execute(&src, &module, Backend::Cpu, &opts).unwrap();
+            let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts).unwrap();
             for (k, a) in module.arrays.iter().enumerate() {
                 same(&format!("{file} {float:?} {}", a.name), &want[k], &got[k], 0.0);
             }

@@ -2,16 +2,16 @@
 //! Backends: the interpreter, compiled host code (`cpu`), NVPTX (`gpu`).
 
 use super::RunArgs;
-use crate::driver::{Failure, Source};
-use crate::interp::RunOptions;
-use crate::ir::et::Module;
-use crate::tensor::{shape_text, Tensor};
+use eintup::driver::{Failure, Source};
+use eintup::interp::RunOptions;
+use eintup::ir::et::Module;
+use eintup::tensor::{shape_text, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 pub fn main(args: RunArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
-    let (module, config) = crate::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
+    let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
     let arrays = execute(&src, &module, &args)?;
     match &args.out {
         Some(dir) => write_out(dir, &module, &arrays, args.seed, &config.dims),
@@ -26,7 +26,7 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
 pub fn execute(src: &Source, module: &Module, args: &RunArgs) -> Result<Vec<Tensor>, Failure> {
     let inputs = read_inputs(&args.input)?;
     let opts = RunOptions { seed: args.seed, float: args.float, inputs };
-    crate::exec::execute(src, module, args.backend, &opts)
+    eintup_codegen::backend::execute(src, module, args.backend, &opts)
 }
 
 /// Every `--input NAME=PATH.npy`, by name.
@@ -50,7 +50,7 @@ fn parse_input(spec: &str) -> Result<(&str, Tensor), Failure> {
     if name.is_empty() || path.is_empty() {
         return Err(Failure::user(format!("eintup: error[E0407]: `--input {spec}`: expected NAME=PATH.npy")));
     }
-    let t = Tensor::read_npy(Path::new(path)).map_err(|e| Failure::user(format!("eintup: error[E0408]: `--input {spec}`: {path}: {e}")))?;
+    let t = eintup::tensor::npy::read(Path::new(path)).map_err(|e| Failure::user(format!("eintup: error[E0408]: `--input {spec}`: {path}: {e}")))?;
     Ok((name, t))
 }
 
@@ -60,7 +60,7 @@ pub fn write_out(dir: &Path, m: &Module, arrays: &[Tensor], seed: u64, dims: &[(
     std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
     for (a, t) in m.arrays.iter().zip(arrays) {
         let p = dir.join(format!("{}.npy", a.name));
-        t.write_npy(&p).map_err(|e| io(&p.display().to_string(), e))?;
+        eintup::tensor::npy::write(&p, &t).map_err(|e| io(&p.display().to_string(), e))?;
     }
     let eintups: serde_json::Map<String, serde_json::Value> = dims.iter().map(|(n, d)| (n.clone(), serde_json::json!(d))).collect();
     let cfg = serde_json::json!({ "seed": seed, "eintups": eintups });
@@ -91,7 +91,7 @@ pub fn render_outputs(m: &Module, arrays: &[Tensor]) -> String {
         if k > 0 {
             out.push('\n');
         }
-        out.push_str(&format!("{}: {} {}\n{}\n", arr.name, t.kind().text(), shape_text(&t.shape), t));
+        out.push_str(&format!("{}: {} {}\n{}\n", arr.name, eintup::tensor::type_text(t.dtype()), shape_text(&t.shape), t));
     }
     out
 }

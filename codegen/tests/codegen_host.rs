@@ -6,23 +6,18 @@
 mod codegen_cases;
 
 use codegen_cases as cases;
-use eintup::codegen::{emit_llvm, kernel_params, run_host, Target};
+use eintup_codegen::{emit_llvm, kernel_params, run_host, Target};
 use eintup::ir::loops::{DType, IBin, LoopModule};
 use eintup::random::Stream;
-use eintup::tensor::{Data, ElemKind, Tensor};
+use eintup::tensor::{Data, Tensor};
 
 /// A zero tensor for every buffer of `m`.
 fn zeros(m: &LoopModule) -> Vec<Tensor> {
     m.buffers
         .iter()
         .map(|b| {
-            let kind = match b.dtype {
-                DType::I32 => ElemKind::Int,
-                DType::F64 => ElemKind::F64,
-                DType::F32 => ElemKind::F32,
-            };
             let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
-            Tensor::zeros(kind, &shape).unwrap()
+            Tensor::zeros(b.dtype, &shape).unwrap()
         })
         .collect()
 }
@@ -43,7 +38,7 @@ fn f32s(t: &Tensor) -> &[f32] {
 
 fn ints(t: &Tensor) -> &[i32] {
     match &t.data {
-        Data::Int(v) => v,
+        Data::I32(v) => v,
         d => panic!("expected int data, got {d:?}"),
     }
 }
@@ -127,7 +122,7 @@ fn gather_through_load_index_and_lookup() {
     let m = cases::gather();
     let mut bufs = zeros(&m);
     bufs[0].data = Data::F64(vec![10.5, -1.0, 3.25, 8.0]);
-    bufs[1].data = Data::Int(vec![3, -1, 0, 4, 2, 2]);
+    bufs[1].data = Data::I32(vec![3, -1, 0, 4, 2, 2]);
     run_host(&m, 0, &mut bufs).unwrap();
     assert_eq!(f64s(&bufs[2]), &[8.0, 0.0, 10.5, 0.0, 3.25, 3.25]);
     let want: Vec<i32> = cases::TABLE.iter().enumerate().map(|(i, &t)| t as i32 + i as i32).collect();
@@ -140,8 +135,8 @@ fn int_arithmetic_wraps_and_divides_like_python() {
     let a = vec![7, -7, 7, -7, i32::MAX, i32::MIN, i32::MIN, 0, 5, -9];
     let b = vec![2, 2, -2, -2, 1, -1, 0, 3, 0, 4];
     let mut bufs = zeros(&m);
-    bufs[0].data = Data::Int(a.clone());
-    bufs[1].data = Data::Int(b.clone());
+    bufs[0].data = Data::I32(a.clone());
+    bufs[1].data = Data::I32(b.clone());
     run_host(&m, 0, &mut bufs).unwrap();
     let r = ints(&bufs[2]);
     let n = cases::INT_N as usize;
@@ -175,7 +170,7 @@ fn index_arithmetic_with_runtime_and_constant_divisors() {
     let m = cases::index_ops();
     let d = vec![3, -3, 0, 1, -1, 2, -2, 5, -5, 4, 7, -7];
     let mut bufs = zeros(&m);
-    bufs[0].data = Data::Int(d.clone());
+    bufs[0].data = Data::I32(d.clone());
     run_host(&m, 0, &mut bufs).unwrap();
     let r = ints(&bufs[1]);
     let n = cases::INDEX_N as usize;

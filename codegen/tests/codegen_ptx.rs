@@ -5,7 +5,7 @@
 
 mod codegen_cases;
 
-use eintup::codegen::{emit_llvm, emit_ptx, ptxas_check, ptxas_path, thread_count, Target};
+use eintup_codegen::{emit_llvm, emit_ptx, ptxas_check, ptxas_path, thread_count, Target};
 
 const ARCHS: [(u32, (u32, u32)); 2] = [(80, (7, 0)), (90, (7, 8))];
 

@@ -7,8 +7,8 @@
 
 use super::lower::{host_symbol, lower_and_optimize, split_range, Flavour};
 use super::{kernel_params, CodegenError};
-use crate::ir::loops::{DType, LoopModule};
-use crate::tensor::{Data, Tensor};
+use eintup::ir::loops::{DType, LoopModule};
+use eintup::tensor::{Data, Tensor};
 use inkwell::context::Context;
 use inkwell::execution_engine::JitFunction;
 use inkwell::module::Module;
@@ -129,7 +129,7 @@ impl HostProgram<'_, '_> {
             .iter_mut()
             .zip(scratch.iter_mut())
             .map(|(t, s)| match &mut t.data {
-                Data::Int(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
+                Data::I32(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
                 Data::F64(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
                 Data::F32(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
                 _ => s as *mut u64 as *mut u8,
@@ -169,10 +169,10 @@ fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), CodegenError>
     for (b, t) in m.buffers.iter().zip(buffers.iter()) {
         let kind_ok = matches!(
             (b.dtype, &t.data),
-            (DType::I32, Data::Int(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_))
+            (DType::I32, Data::I32(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_))
         );
         if !kind_ok {
-            return Err(CodegenError(format!("run_host: buffer `{}` is {}, the tensor is {}", b.name, b.dtype.text(), t.kind().text())));
+            return Err(CodegenError(format!("run_host: buffer `{}` is {}, the tensor is {}", b.name, b.dtype.name(), eintup::tensor::type_text(t.dtype()))));
         }
         if b.shape.iter().any(|&d| d < 0) || usize::try_from(b.len()).ok() != Some(t.len()) {
             return Err(CodegenError(format!(

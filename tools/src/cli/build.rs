@@ -2,14 +2,14 @@
 //! into a PTX bundle (docs/bundle.md).
 
 use super::BuildArgs;
-use crate::bundle::{self, BuildOptions};
-use crate::driver::{Failure, Source};
+use eintup_codegen::bundle::{self, BuildOptions};
+use eintup::driver::{Failure, Source};
 
 pub fn main(args: BuildArgs) -> Result<(), Failure> {
     let sm = parse_target(&args.target)?;
     let src = Source::load(&args.file)?;
-    let (module, config) = crate::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
-    let lm = crate::exec::lower(&src, &module, args.float)?;
+    let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
+    let lm = eintup::pipeline::lower(&src, &module, args.float)?;
     let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm })?;
     b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
     let m = b.manifest();

@@ -6,7 +6,7 @@
 
 use super::lower::{lower_and_optimize, Flavour};
 use super::CodegenError;
-use crate::ir::loops::LoopModule;
+use eintup::ir::loops::LoopModule;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};

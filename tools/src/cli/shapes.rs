@@ -2,9 +2,9 @@
 //! per configuration (every rank combination, `--reps` dims draws each).
 
 use super::ShapesArgs;
-use crate::driver::{Failure, Source};
-use crate::pipeline;
-use crate::sema::config::Space;
+use eintup::driver::{Failure, Source};
+use eintup::pipeline;
+use eintup::sema::config::Space;
 
 pub fn main(args: ShapesArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;

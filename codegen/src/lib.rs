@@ -1,15 +1,22 @@
-//! Code generation (DESIGN.md section 3, levels 4 and 5): the `loop`
-//! dialect as LLVM IR through inkwell, optimised with LLVM's `default<O3>`
-//! pipeline, then either JIT-compiled and run on the host (`host`) or
-//! compiled to PTX by the NVPTX backend and checked with `ptxas` (`nvptx`).
-//! The IR construction itself, shared by both targets, is `lower`.
-//! docs/codegen.md describes the lowering, the kernel ABIs and the numerics.
+//! The target stages (DESIGN.md section 3, levels 4 and 5), after the
+//! middle end of `eintup::pipeline`: the `loop` dialect as LLVM IR through
+//! inkwell, optimised with LLVM's `default<O3>` pipeline, then either
+//! JIT-compiled and run on the host (`host`) or compiled to PTX by the
+//! NVPTX backend and checked with `ptxas` (`nvptx`), and packed with its
+//! manifest into a bundle (`bundle`) that the runtime runs (`gpu`).
+//! `backend` runs a specialised program on any backend, the interpreter
+//! included. The IR construction shared by both targets is `lower`.
+//! docs/codegen.md describes the lowering, the kernel ABIs and the
+//! numerics. This is the only crate of the compiler that links LLVM.
 
+pub mod backend;
+pub mod bundle;
+pub mod gpu;
 pub mod host;
 pub mod lower;
 pub mod nvptx;
 
-use crate::ir::loops::{BufId, Kernel, LoopModule, Node, VOp};
+use eintup::ir::loops::{BufId, Kernel, LoopModule, Node, VOp};
 use inkwell::context::Context;
 use std::fmt;
 

@@ -2,9 +2,10 @@
 //! printed IR file), runs passes, and prints the IR at the requested level.
 
 use clap::{Parser, ValueEnum};
-use eintup::cli::FloatWidth;
-use eintup::codegen::{self, Target};
-use eintup::driver::{run_main, Failure, Source};
+use eintup::ir::loops::FloatWidth;
+use eintup_codegen::{self as codegen, Target};
+use eintup::driver::{Failure, Source};
+use eintup_tools::process::run_main;
 use eintup::passes::manager::{print_ir, Instrument};
 use eintup::passes::{Ir, Level, Options, PassManager, Unit, DEFAULT_PIPELINE, HOST_PASSES};
 use std::path::PathBuf;
@@ -39,7 +40,7 @@ struct Args {
     #[arg(long, value_enum)]
     emit: Option<Emit>,
     /// Width of FLOAT in the loop level and below.
-    #[arg(long = "float", value_enum, default_value = "f64")]
+    #[arg(long = "float", value_parser = eintup_tools::cli::float_parser(), default_value = "f64")]
     float: FloatWidth,
     /// GPU architecture for `--emit llvm|ptx` (sm_60 .. sm_90).
     #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
@@ -107,7 +108,7 @@ fn run(args: Args) -> Result<(), Failure> {
         (Some(Emit::Ast), _) => unreachable_ast(),
         (Some(e @ (Emit::Llvm | Emit::Ptx)), Level::Loop) => {
             let Ir::Loop(m) = &unit.ir else { unreachable_ast(); return Ok(()) };
-            let sm = eintup::cli::build::parse_target(&args.target)?;
+            let sm = eintup_tools::cli::build::parse_target(&args.target)?;
             let target = if args.host { Target::Host } else { Target::Nvptx { sm } };
             let t = std::time::Instant::now();
             let (r, what) = match e {

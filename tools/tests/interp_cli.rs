@@ -16,12 +16,12 @@ fn out_dir_inputs_and_exit_codes() {
     assert_eq!(code, 0, "{err}");
     let cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     assert_eq!(cfg, serde_json::json!({"seed": 0, "eintups": {"keep": [2], "drop": [3]}}));
-    let x = Tensor::read_npy(&dir.join("x.npy")).unwrap();
+    let x = eintup::tensor::npy::read(&dir.join("x.npy")).unwrap();
     assert_eq!(x.shape, vec![2, 3]);
 
     // Supplying x: s = row sums, printed with a header.
     let xin = dir.join("xin.npy");
-    Tensor { shape: vec![2, 3], data: Data::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.5]) }.write_npy(&xin).unwrap();
+    eintup::tensor::npy::write(&xin, &Tensor { shape: vec![2, 3], data: Data::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.5]) }).unwrap();
     let spec = format!("x={}", xin.display());
     let (code, out, err) = eintup(&["run", "docs/examples/reduce_sum.et", "--bind", "keep=[2]", "--bind", "drop=[3]", "--input", &spec]);
     assert_eq!(code, 0, "{err}");

@@ -1,8 +1,8 @@
 //! `eintup`: run, check, build and inspect Einsum Tuple programs.
 
 use clap::{Parser, Subcommand};
-use eintup::cli::{BuildArgs, CheckArgs, ExecArgs, RunArgs, ShapesArgs};
-use eintup::driver::run_main;
+use eintup_tools::cli::{BuildArgs, CheckArgs, ExecArgs, RunArgs, ShapesArgs};
+use eintup_tools::process::run_main;
 
 #[derive(Parser, Debug)]
 #[command(name = "eintup", version, about = "The Einsum Tuple compiler")]
@@ -28,10 +28,10 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     run_main(move || match cli.command {
-        Command::Shapes(a) => eintup::cli::shapes::main(a),
-        Command::Run(a) => eintup::cli::run::main(a),
-        Command::Check(a) => eintup::cli::check::main(a),
-        Command::Build(a) => eintup::cli::build::main(a),
-        Command::Exec(a) => eintup::cli::exec::main(a),
+        Command::Shapes(a) => eintup_tools::cli::shapes::main(a),
+        Command::Run(a) => eintup_tools::cli::run::main(a),
+        Command::Check(a) => eintup_tools::cli::check::main(a),
+        Command::Build(a) => eintup_tools::cli::build::main(a),
+        Command::Exec(a) => eintup_tools::cli::exec::main(a),
     })
 }

@@ -8,18 +8,17 @@
 //! that reached it (E0504) or nothing could be run (E0505), 3 when the
 //! framework cannot be imported, 0 otherwise.
 
-use super::{Backend, CheckArgs};
-use crate::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
-use crate::check::outcome::{judge, Row, Summary, Verdict};
-use crate::check::policy;
+use super::{Backend, CheckArgs, FloatWidth};
+use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
+use eintup::check::outcome::{judge, Row, Summary, Verdict};
+use eintup::check::policy;
 use crate::cli::shapes::{aligned, dims_text};
-use crate::driver::{Failure, Source};
-use crate::interp::RunOptions;
-use crate::ir::et::{CallArg, FrameworkCall, Module};
-use crate::pipeline;
-use crate::sema::config::Space;
-use crate::sema::specialize::{specialize, DEFAULT_MEMORY_LIMIT};
-use crate::tensor::Tensor;
+use eintup::driver::{Failure, Source};
+use eintup::interp::RunOptions;
+use eintup::ir::et::{CallArg, FrameworkCall, Module};
+use eintup::pipeline;
+use eintup::sema::config::Space;
+use eintup::tensor::Tensor;
 use et_grammar::ast::Literal;
 use et_grammar::Diagnostic;
 use std::io::IsTerminal;
@@ -32,7 +31,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
     if args.backend == Backend::Gpu {
         // Fail before starting TensorFlow when there is no GPU.
-        crate::gpu::device()?;
+        eintup_codegen::gpu::device()?;
     }
     let (prog, ranks) = pipeline::ranked(&src)?;
     let m = &prog.module;
@@ -151,7 +150,7 @@ fn shortened(name: &str) -> String {
 /// Runs one configuration through the interpreter and the framework.
 fn check_one(
     src: &Source,
-    prog: &crate::sema::Program,
+    prog: &eintup::sema::Program,
     space: &Space,
     dims: Vec<Vec<i64>>,
     args: &CheckArgs,
@@ -159,15 +158,15 @@ fn check_one(
     dir: &Path,
 ) -> Result<Row, Failure> {
     let n_out = prog.module.outputs.len();
-    let mut p = prog.clone();
     let cfg = space.config(&dims);
-    if let Err(d) = specialize(&mut p, &cfg, DEFAULT_MEMORY_LIMIT) {
+    let module = match pipeline::specialized_to(src, prog, space.ranks, &cfg, FloatWidth::F64) {
+        Ok(m) => m,
         // eintup cannot run this configuration (too large): nothing to compare.
-        let why = format!("skipped: {}", first_line(&src.failure(d).to_string()));
-        return Ok(Row::all(dims, n_out, Verdict::Skipped, why));
-    }
-    let m = &p.module;
-    let arrays = crate::exec::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() })?;
+        Err(f @ Failure::User(_)) => return Ok(Row::all(dims, n_out, Verdict::Skipped, format!("skipped: {}", first_line(&f.to_string())))),
+        Err(f) => return Err(f),
+    };
+    let m = &module;
+    let arrays = eintup_codegen::backend::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() })?;
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let request = build_request(m, &arrays, dir)?;
     let results = match bridge.call(&request) {
@@ -204,7 +203,7 @@ fn build_request(m: &Module, arrays: &[Tensor], dir: &Path) -> Result<Request, F
         let value = match arg {
             CallArg::Array(a) => {
                 let path = dir.join(format!("{}.npy", m.arrays[*a].name));
-                arrays[*a].write_npy(&path).map_err(|e| Failure::Internal(format!("writing {}: {e}", path.display())))?;
+                eintup::tensor::npy::write(&path, &arrays[*a]).map_err(|e| Failure::Internal(format!("writing {}: {e}", path.display())))?;
                 CallArgValue::Array { path }
             }
             CallArg::Dims(ids) => CallArgValue::Ints { value: dims(ids) },

@@ -2,8 +2,12 @@
 //! structs live here so the contract of DESIGN.md section 5 reads in one
 //! place; each module's `main` does the work.
 
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
 use std::path::PathBuf;
+
+pub use eintup::ir::loops::FloatWidth;
+pub use eintup_codegen::backend::Backend;
 
 pub mod build;
 pub mod check;
@@ -11,20 +15,14 @@ pub mod exec;
 pub mod run;
 pub mod shapes;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// The reference interpreter.
-    Interp,
-    /// LLVM host code (JIT).
-    Cpu,
-    /// NVPTX through the CUDA runtime.
-    Gpu,
+/// `--backend interp|cpu|gpu` (the enum is the codegen crate's).
+fn backend_parser() -> impl TypedValueParser<Value = Backend> {
+    PossibleValuesParser::new(Backend::ALL.map(Backend::name)).map(|s| s.parse::<Backend>().expect("one of the possible values"))
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FloatWidth {
-    F64,
-    F32,
+/// `--float f64|f32` (the enum is the loop dialect's).
+pub fn float_parser() -> impl TypedValueParser<Value = FloatWidth> {
+    PossibleValuesParser::new(["f64", "f32"]).map(|s| s.parse::<FloatWidth>().expect("one of the possible values"))
 }
 
 #[derive(Args, Debug)]
@@ -49,7 +47,7 @@ pub struct CheckArgs {
     /// Seed for dims and for RANDOM array contents.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    #[arg(long, value_enum, default_value = "interp")]
+    #[arg(long, value_parser = backend_parser(), default_value = "interp")]
     pub backend: Backend,
 }
 
@@ -61,9 +59,9 @@ pub struct RunArgs {
     pub bind: Vec<String>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    #[arg(long, value_enum, default_value = "interp")]
+    #[arg(long, value_parser = backend_parser(), default_value = "interp")]
     pub backend: Backend,
-    #[arg(long = "float", value_enum, default_value = "f64")]
+    #[arg(long = "float", value_parser = float_parser(), default_value = "f64")]
     pub float: FloatWidth,
     /// Supply an input array: NAME=PATH.npy.
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
@@ -81,7 +79,7 @@ pub struct BuildArgs {
     pub bind: Vec<String>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    #[arg(long = "float", value_enum, default_value = "f64")]
+    #[arg(long = "float", value_parser = float_parser(), default_value = "f64")]
     pub float: FloatWidth,
     /// GPU architecture: sm_60 .. sm_90.
     #[arg(long, default_value = "sm_80", value_name = "sm_XX")]

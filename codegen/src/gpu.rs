@@ -3,11 +3,11 @@
 //! code 3 with the runtime's one-line reason, before anything is compiled.
 
 use crate::bundle::{self, BuildOptions};
-use crate::driver::{Failure, Source};
-use crate::interp::RunOptions;
-use crate::ir::et::Module;
-use crate::tensor::Tensor;
-use eintup_runtime::{Bundle, Device, HostTensor};
+use eintup::driver::{Failure, Source};
+use eintup::interp::RunOptions;
+use eintup::ir::et::Module;
+use eintup::tensor::Tensor;
+use eintup_runtime::{Bundle, Device};
 use std::collections::BTreeMap;
 
 /// Compute capability the in-memory bundle of `run --backend gpu` targets:
@@ -25,13 +25,13 @@ pub fn device() -> Result<Device, Failure> {
 /// `run --backend gpu`: build the bundle in memory and run it.
 pub fn execute(src: &Source, module: &Module, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
     let dev = device()?;
-    let lm = crate::exec::lower(src, module, opts.float)?;
-    let config = crate::sema::Config {
+    let lm = eintup::pipeline::lower(src, module, opts.float)?;
+    let config = eintup::sema::Config {
         dims: module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect(),
     };
     let sm = (dev.arch().0 * 10 + dev.arch().1).clamp(DEFAULT_SM, 90);
     let b = bundle::build(src, module, &lm, &config, &BuildOptions { seed: opts.seed, float: opts.float, sm })?;
-    let init = crate::interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
+    let init = eintup::interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
     run_bundle(&dev, &b, module, &init)
 }
 
@@ -41,13 +41,13 @@ pub fn run_bundle(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor]) ->
     let mut inputs = BTreeMap::new();
     for (a, t) in module.arrays.iter().zip(init) {
         if a.is_input {
-            inputs.insert(a.name.clone(), HostTensor::from(t));
+            inputs.insert(a.name.clone(), t.clone());
         }
     }
     let mut out = dev.run(b, &inputs).map_err(|e| Failure::Internal(format!("CUDA: {e}")))?;
     module
         .arrays
         .iter()
-        .map(|a| out.remove(&a.name).map(Tensor::from).ok_or_else(|| Failure::Internal(format!("the device returned no buffer `{}`", a.name))))
+        .map(|a| out.remove(&a.name).ok_or_else(|| Failure::Internal(format!("the device returned no buffer `{}`", a.name))))
         .collect()
 }

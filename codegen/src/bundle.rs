@@ -7,16 +7,16 @@
 //! the interpreter's values (docs/bundle.md).
 //!
 //! Launch configuration: one thread per point of the kernel's parallel
-//! chain (`codegen::thread_count`), blocks of [`BLOCK`] threads, at most
+//! chain (`crate::thread_count`), blocks of [`BLOCK`] threads, at most
 //! [`GRID_CAP`] blocks (the kernels loop grid-stride over the rest). A
 //! kernel with no threads is not launched at all.
 
-use crate::cli::FloatWidth;
-use crate::codegen;
-use crate::driver::{Failure, Source};
-use crate::ir::et::{self, Module, OpKind};
-use crate::ir::loops::{self, LoopModule};
-use crate::sema::Config;
+use eintup::ir::loops::FloatWidth;
+
+use eintup::driver::{Failure, Source};
+use eintup::ir::et::{self, Module, OpKind};
+use eintup::ir::loops::{self, LoopModule};
+use eintup::sema::Config;
 use eintup_runtime::manifest::{self, Buffer, Init, Kernel, RandomSpec, Role, Step};
 use eintup_runtime::{Bundle, DType, Manifest};
 
@@ -40,17 +40,17 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     // The input generators' kernels go into the same PTX module: they share
     // the buffers, and their names (`s<stmt>_<array>`) differ from the main
     // kernels' because the main lowering skips the statements they come from.
-    let (gen, writers) = crate::exec::lower_generators(src, module, o.float)?;
+    let (gen, writers) = eintup::pipeline::lower_generators(src, module, o.float)?;
     let generators_fit = gen.buffers.len() == lm.buffers.len();
     let mut all = lm.clone();
     if generators_fit {
         all.kernels.extend(gen.kernels.iter().cloned());
     }
-    let (ptx, info) = codegen::emit_ptx(&all, o.seed, o.sm).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    let (ptx, info) = crate::emit_ptx(&all, o.seed, o.sm).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
     // Registers and spills when ptxas is installed; the build succeeds
     // without it.
-    let resources = match codegen::ptxas_path() {
-        Some(_) => codegen::ptxas_check(&ptx, o.sm).map_err(|e| Failure::Internal(format!("ptxas rejected the generated PTX: {e}")))?,
+    let resources = match crate::ptxas_path() {
+        Some(_) => crate::ptxas_check(&ptx, o.sm).map_err(|e| Failure::Internal(format!("ptxas rejected the generated PTX: {e}")))?,
         None => Vec::new(),
     };
     let buffers = lm
@@ -75,7 +75,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     let mut kernels = Vec::new();
     let mut launches = std::collections::BTreeMap::new();
     for k in &all.kernels {
-        let params: Vec<String> = codegen::kernel_params(&all, k).into_iter().map(|b| all.buffers[b].name.clone()).collect();
+        let params: Vec<String> = crate::kernel_params(&all, k).into_iter().map(|b| all.buffers[b].name.clone()).collect();
         let r = resources.iter().find(|r| r.name == k.name);
         kernels.push(Kernel {
             name: k.name.clone(),
@@ -84,7 +84,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
             spill_stores: r.map(|r| u32::try_from(r.spill_stores).unwrap_or(u32::MAX)),
             spill_loads: r.map(|r| u32::try_from(r.spill_loads).unwrap_or(u32::MAX)),
         });
-        let threads = codegen::thread_count(k);
+        let threads = crate::thread_count(k);
         if threads <= 0 {
             continue;
         }

@@ -16,11 +16,11 @@
 //! than undefined behaviour. docs/codegen.md describes the result.
 
 use super::{kernel_params, CodegenError};
-use crate::ir::loops::{
+use eintup::ir::loops::{
     BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VBin, VOp, Value, VarId,
     WriteKind,
 };
-use crate::random::{fnv1a64, GOLDEN};
+use eintup::random::{fnv1a64, GOLDEN};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -515,7 +515,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     fn load_index(&mut self, buf: BufId, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
         let (p, dt) = self.elem_ptr(buf, offset)?;
         if dt != DType::I32 {
-            return Err(self.err(format_args!("load_index from {} buffer `{}`", dt.text(), self.m.buffers[buf].name)));
+            return Err(self.err(format_args!("load_index from {} buffer `{}`", dt.name(), self.m.buffers[buf].name)));
         }
         let v = self.b.build_load(self.i32, p, "")?.into_int_value();
         Ok(self.b.build_int_s_extend(v, self.i64, "")?)
@@ -639,8 +639,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         if vdt != dt {
             return Err(self.err(format_args!(
                 "writes a {} value into {} buffer `{}`",
-                vdt.text(),
-                dt.text(),
+                vdt.name(),
+                dt.name(),
                 self.m.buffers[w.buf].name
             )));
         }
@@ -699,7 +699,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let opnd = |id: usize, want: Option<DType>| -> Result<BasicValueEnum<'ctx>, CodegenError> {
             let (x, xdt) = operand(vals, defs, id).map_err(|e| self.err(e))?;
             match want {
-                Some(w) if w != xdt => Err(self.err(format_args!("operand %{id} is {}, expected {}", xdt.text(), w.text()))),
+                Some(w) if w != xdt => Err(self.err(format_args!("operand %{id} is {}, expected {}", xdt.name(), w.name()))),
                 _ => Ok(x),
             }
         };
@@ -708,7 +708,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             VOp::Load { buf, offset } => {
                 let (p, bdt) = self.elem_ptr(*buf, offset)?;
                 if bdt != dt {
-                    return Err(self.err(format_args!("loads {} from {} buffer", dt.text(), bdt.text())));
+                    return Err(self.err(format_args!("loads {} from {} buffer", dt.name(), bdt.name())));
                 }
                 self.b.build_load(self.ty(dt), p, "")?
             }
@@ -833,7 +833,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         })
     }
 
-    /// `crate::random::Stream` in IR: `x = splitmix64(key ^ n*GOLDEN)` with
+    /// `eintup::random::Stream` in IR: `x = splitmix64(key ^ n*GOLDEN)` with
     /// `key = seed ^ fnv1a64(stream)` folded at compile time, then the INT
     /// or FLOAT draw. F32 draws are computed in f64 and rounded.
     fn random(
@@ -898,7 +898,7 @@ fn operand<'ctx>(vals: &[BasicValueEnum<'ctx>], defs: &[Value], id: usize) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::{For, Var};
+    use eintup::ir::loops::{For, Var};
 
     fn pfor(var: VarId, lo: i64, hi: i64, body: Vec<Node>) -> Node {
         Node::For(For { var, lo: IExpr::c(lo), hi: IExpr::c(hi), kind: LoopKind::Parallel, body })
@@ -907,7 +907,7 @@ mod tests {
     #[test]
     fn chain_takes_constant_parallel_loops_through_guards() {
         let inner = Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::v(1), kind: LoopKind::Reduce, body: vec![] });
-        let g = Node::Guard(crate::ir::loops::Guard { conds: vec![Cond::NonZero(IExpr::v(0))], body: vec![pfor(1, 2, 5, vec![inner])] });
+        let g = Node::Guard(eintup::ir::loops::Guard { conds: vec![Cond::NonZero(IExpr::v(0))], body: vec![pfor(1, 2, 5, vec![inner])] });
         let body = vec![pfor(0, 0, 4, vec![g])];
         let c = ParChain::of(&body);
         assert_eq!(c.total, 12);
@@ -919,7 +919,7 @@ mod tests {
 
     #[test]
     fn chain_stops_at_reduce_and_keeps_trailing_guards_sequential() {
-        let g = Node::Guard(crate::ir::loops::Guard { conds: vec![], body: vec![] });
+        let g = Node::Guard(eintup::ir::loops::Guard { conds: vec![], body: vec![] });
         let body = vec![pfor(0, 0, 3, vec![g])];
         let c = ParChain::of(&body);
         assert_eq!(c.total, 3);

@@ -4,9 +4,9 @@
 //! from `scripts/setup --with-ptxas`) the assembly step is skipped with a
 //! visible message; everything else still runs.
 
-use eintup::bundle::{self, BuildOptions};
-use eintup::cli::FloatWidth;
-use eintup::codegen;
+use eintup_codegen::bundle::{self, BuildOptions};
+use eintup::ir::loops::FloatWidth;
+use eintup_codegen as codegen;
 use eintup::driver::Source;
 
 fn examples() -> Vec<std::path::PathBuf> {
@@ -27,14 +27,14 @@ fn every_example_builds_a_bundle_that_assembles_for_sm80_and_sm90() {
         let src = Source::load(&p).unwrap();
         for (seed, float) in [(0, FloatWidth::F64), (1, FloatWidth::F32)] {
             let (m, cfg) = eintup::pipeline::specialized_module(&src, &[], seed).unwrap();
-            let lm = eintup::exec::lower(&src, &m, float).unwrap();
+            let lm = eintup::pipeline::lower(&src, &m, float).unwrap();
             for sm in [80, 90] {
                 let what = format!("{} seed {seed} {float:?} sm_{sm}", p.display());
                 let b = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm }).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let man = b.manifest();
                 assert_eq!(man.target.arch, format!("sm_{sm}"));
                 // The main kernels, then every input's generator kernels.
-                let (gen, _) = eintup::exec::lower_generators(&src, &m, float).unwrap();
+                let (gen, _) = eintup::pipeline::lower_generators(&src, &m, float).unwrap();
                 assert_eq!(man.kernels.len(), lm.kernels.len() + gen.kernels.len(), "{what}");
                 for a in m.arrays.iter().filter(|a| a.is_input) {
                     assert!(man.generator(&a.name).is_some(), "{what}: no generator for input `{}`", a.name);
@@ -72,10 +72,10 @@ fn input_generators_reproduce_the_interpreters_inputs() {
             let (m, _) = eintup::pipeline::specialized_module(&src, &[], seed).unwrap();
             let opts = RunOptions { seed, float, inputs: Default::default() };
             let want = eintup::interp::initial_arrays(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-            let (gen, writers) = eintup::exec::lower_generators(&src, &m, float).unwrap();
+            let (gen, writers) = eintup::pipeline::lower_generators(&src, &m, float).unwrap();
             let mut bufs: Vec<Tensor> = want
                 .iter()
-                .map(|t| Tensor::zeros(t.kind(), &t.shape).unwrap())
+                .map(|t| Tensor::zeros(t.dtype(), &t.shape).unwrap())
                 .collect();
             codegen::run_host(&gen, seed, &mut bufs).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(writers.len(), m.arrays.iter().filter(|a| a.is_input).count(), "{what}");

@@ -1,0 +1,77 @@
+//! Executing a specialised program on a backend (`--backend
+//! interp|cpu|gpu`): the one place `run` and `check` go through, so every
+//! backend sees the same inputs (the interpreter's generator, or the
+//! user's `.npy` files) and returns every array in module order.
+
+use eintup::driver::{Failure, Source};
+use eintup::interp::{self, RunOptions};
+use eintup::ir::et::Module;
+use eintup::ir::loops::LoopModule;
+use eintup::tensor::Tensor;
+use std::fmt;
+use std::str::FromStr;
+
+/// Where a program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The reference interpreter.
+    Interp,
+    /// LLVM host code (JIT).
+    Cpu,
+    /// NVPTX through the CUDA runtime.
+    Gpu,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 3] = [Backend::Interp, Backend::Cpu, Backend::Gpu];
+
+    /// The `--backend` spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Interp => "interp",
+            Backend::Cpu => "cpu",
+            Backend::Gpu => "gpu",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Backend, String> {
+        Backend::ALL.into_iter().find(|b| b.name() == s).ok_or_else(|| format!("invalid backend `{s}` (expected interp, cpu or gpu)"))
+    }
+}
+
+/// Runs `module` on `backend`; returns every array, in module order.
+pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
+    match backend {
+        Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
+        Backend::Cpu => {
+            let lm = eintup::pipeline::lower_host(src, module, opts.float)?;
+            let mut bufs = initial_buffers(src, module, &lm, opts)?;
+            crate::run_host(&lm, opts.seed, &mut bufs).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
+            bufs.truncate(module.arrays.len());
+            Ok(bufs)
+        }
+        Backend::Gpu => crate::gpu::execute(src, module, opts),
+    }
+}
+
+/// Buffers as compiled code starts: the arrays' initial contents (inputs
+/// generated or supplied, the rest zero), then zeroed temporaries.
+pub fn initial_buffers(src: &Source, module: &Module, lm: &LoopModule, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
+    let mut bufs = interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
+    for b in &lm.buffers[bufs.len().min(lm.buffers.len())..] {
+        let shape: Vec<usize> = b.shape.iter().map(|&d| d.max(0) as usize).collect();
+        let t = Tensor::zeros(b.dtype.into(), &shape)
+            .ok_or_else(|| Failure::Internal(format!("temporary buffer `{}` is too large", b.name)))?;
+        bufs.push(t);
+    }
+    Ok(bufs)
+}

@@ -1,0 +1,44 @@
+//! The process side of the exit-code contract (DESIGN.md section 5): a
+//! tool's body runs under [`run_main`], which turns its [`Failure`] or a
+//! panic into a message and an exit code, and gives SIGPIPE its Unix
+//! meaning.
+
+use eintup::driver::{exit, Failure};
+
+/// Runs a tool's body, turning failures and panics into the exit-code
+/// contract. A panic is a bug and is reported as an internal error (70),
+/// never as a Rust backtrace.
+pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindSafe) -> ! {
+    restore_sigpipe();
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("internal compiler error: {msg}{loc}\nthis is a bug in eintup; please report it");
+    }));
+    let code = match std::panic::catch_unwind(body) {
+        Ok(Ok(())) => exit::OK,
+        Ok(Err(f)) => {
+            if !matches!(f, Failure::CheckFailed) {
+                eprintln!("{f}");
+            }
+            f.exit_code()
+        }
+        Err(_) => exit::INTERNAL,
+    };
+    std::process::exit(code)
+}
+
+/// `eintup run ... | head` must end quietly, as Unix tools do, when the
+/// reader goes away. Rust starts programs with SIGPIPE ignored, which turns
+/// a closed pipe into a write error (and `print!` into a panic); the
+/// default action ends the process silently instead.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
