@@ -10,6 +10,10 @@ use eintup_codegen::{emit_llvm, kernel_params, run_host, Target};
 use eintup::ir::loops::{DType, IBin, LoopModule};
 use eintup::random::Stream;
 use eintup::tensor::{Data, Tensor};
+use eintup_testkit::{assert_close, Tol};
+
+/// FLOAT agreement between compiled code and the formulas here.
+const TOL: Tol = Tol::rel(1e-12);
 
 /// A zero tensor for every buffer of `m`.
 fn zeros(m: &LoopModule) -> Vec<Tensor> {
@@ -40,15 +44,6 @@ fn ints(t: &Tensor) -> &[i32] {
     match &t.data {
         Data::I32(v) => v,
         d => panic!("expected int data, got {d:?}"),
-    }
-}
-
-/// FLOAT agreement: within 1e-12 relative (NaN matches NaN).
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= 1e-12 * w.abs().max(g.abs());
-        assert!(ok, "{what}[{i}]: got {g}, want {w}");
     }
 }
 
@@ -84,8 +79,8 @@ fn matmul_then_dependent_kernel() {
         }
     }
     let d: Vec<f64> = c.iter().map(|x| 2.0 * x - 1.0).collect();
-    assert_close(f64s(&bufs[2]), &c, "c");
-    assert_close(f64s(&bufs[3]), &d, "d");
+    assert_close("c", f64s(&bufs[2]), &c, TOL);
+    assert_close("d", f64s(&bufs[3]), &d, TOL);
     assert_eq!(kernel_params(&m, &m.kernels[0]), vec![0, 1, 2]);
     assert_eq!(kernel_params(&m, &m.kernels[1]), vec![2, 3]);
 }
@@ -200,7 +195,7 @@ fn float_division_family() {
         let q = x / y;
         let want = [q, q.floor(), q.ceil(), x - y * q.floor()];
         let got: Vec<f64> = (0..4).map(|o| r[o * n + i]).collect();
-        assert_close(&got, &want, &format!("{x} op {y}"));
+        assert_close(&format!("{x} op {y}"), &got, &want, TOL);
     }
     assert_eq!(r[n + 1], -4.0); // -7.5 // 2
     assert_eq!(r[3 * n + 2], -0.5); // 7.5 % -2
@@ -273,7 +268,7 @@ fn atomic_accumulate_sums_every_contribution() {
         ws[i % bins] += xs[i];
     }
     assert_eq!(ints(&bufs[2]), &vec![(n / bins) as i32; bins][..]);
-    assert_close(f64s(&bufs[3]), &w, "w");
+    assert_close("w", f64s(&bufs[3]), &w, TOL);
     assert_eq!(f32s(&bufs[4]), &ws[..]);
 }
 

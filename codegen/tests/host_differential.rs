@@ -8,33 +8,7 @@ use eintup::ir::loops::FloatWidth;
 use eintup_codegen::backend::Backend;
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
-use eintup::tensor::{Data, Tensor};
-
-fn examples() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
-    v.sort();
-    v
-}
-
-fn same(what: &str, want: &Tensor, got: &Tensor, tol: f64) {
-    assert_eq!(want.shape, got.shape, "{what}: shape");
-    let close = |x: f64, y: f64| x == y || (x - y).abs() <= tol * x.abs().max(y.abs()) || (x.is_nan() && y.is_nan());
-    match (&want.data, &got.data) {
-        (Data::I32(a), Data::I32(b)) => assert_eq!(a, b, "{what}: INT values"),
-        (Data::F64(a), Data::F64(b)) => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert!(close(*x, *y), "{what}[{i}]: interpreter {x}, cpu {y}");
-            }
-        }
-        (Data::F32(a), Data::F32(b)) => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert!(close(*x as f64, *y as f64), "{what}[{i}]: interpreter {x}, cpu {y}");
-            }
-        }
-        _ => panic!("{what}: element kinds differ"),
-    }
-}
+use eintup_testkit::{assert_tensors_close, examples, Tol};
 
 /// False when the bindings contradict the program's constraints.
 fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth) -> bool {
@@ -43,9 +17,9 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
     let opts = RunOptions { seed, float, inputs: Default::default() };
     let want = interp::run(&m, &opts).unwrap();
     let got = eintup_codegen::backend::execute(&src, &m, Backend::Cpu, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let tol = if float == FloatWidth::F32 { 1e-5 } else { 1e-12 };
+    let tol = if float == FloatWidth::F32 { Tol::rel(1e-5) } else { Tol::rel(1e-12) };
     for (k, a) in m.arrays.iter().enumerate() {
-        same(&format!("{} {binds:?} seed {seed} {float:?}: `{}`", path.display(), a.name), &want[k], &got[k], tol);
+        assert_tensors_close(&format!("{} {binds:?} seed {seed} {float:?}: `{}` (cpu vs interpreter)", path.display(), a.name), &got[k], &want[k], tol);
     }
     true
 }
@@ -105,7 +79,7 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
             let want = interp::run(&module, &opts).unwrap();
             let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts).unwrap();
             for (k, a) in module.arrays.iter().enumerate() {
-                same(&format!("{file} {float:?} {}", a.name), &want[k], &got[k], 0.0);
+                assert_tensors_close(&format!("{file} {float:?} {} (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
             }
         }
     }

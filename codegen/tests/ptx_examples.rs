@@ -8,13 +8,7 @@ use eintup_codegen::bundle::{self, BuildOptions};
 use eintup::ir::loops::FloatWidth;
 use eintup_codegen as codegen;
 use eintup::driver::Source;
-
-fn examples() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
-    v.sort();
-    v
-}
+use eintup_testkit::examples;
 
 #[test]
 fn every_example_builds_a_bundle_that_assembles_for_sm80_and_sm90() {

@@ -129,13 +129,7 @@ fn level_bug(stage: &str, level: &str) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn examples() -> Vec<std::path::PathBuf> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-        let mut v: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect();
-        v.sort();
-        v
-    }
+    use eintup_testkit::examples;
 
     #[test]
     fn every_example_specialises() {

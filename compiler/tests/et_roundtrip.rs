@@ -8,14 +8,7 @@ use eintup::ir::et::*;
 use eintup::ir::{et_parse, et_verify, print};
 use eintup::pipeline;
 use et_grammar::Span;
-
-fn examples() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let mut v: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect();
-    v.retain(|p| p.extension().is_some_and(|e| e == "et"));
-    v.sort();
-    v
-}
+use eintup_testkit::examples;
 
 // ----- span erasure: equality "up to spans" -----
 

@@ -9,6 +9,10 @@ use eintup::interp::{run, RunOptions};
 use eintup::ir::et::Module;
 use eintup::tensor::Tensor;
 use std::collections::HashMap;
+use eintup_testkit::{assert_close, Tol};
+
+/// The interpreter against independent formulas (summation orders differ).
+const TOL: Tol = Tol { rel: 1e-9, abs: 1e-9 };
 
 struct Run {
     arrays: HashMap<String, Tensor>,
@@ -58,13 +62,6 @@ fn cat(parts: &[&[usize]]) -> Vec<usize> {
     parts.iter().flat_map(|p| p.iter().copied()).collect()
 }
 
-fn close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= 1e-9 * (1.0 + w.abs()), "{what}[{i}]: got {g}, want {w}");
-    }
-}
-
 #[test]
 fn matmul() {
     for binds in [
@@ -87,7 +84,7 @@ fn matmul() {
         }
         let (shape, c) = r.a("c");
         assert_eq!(shape, cat(&[&b, &[row, col]]));
-        close(&c, &want, "matmul");
+        assert_close("matmul", &c, &want, TOL);
     }
 }
 
@@ -141,7 +138,7 @@ fn conv_valid_both_forms() {
                 assert_eq!(opos[d], (xs[1 + d] - fpos[d] + 1).div_ceil(stride[d]));
             }
             let want = conv_ref(&x, &xs, &w, &fpos, &stride, &vec![0; fpos.len()], &opos, r.d("ochan")[0]);
-            close(&r.a("y").1, &want, file);
+            assert_close(file, &r.a("y").1, &want, TOL);
         }
     }
 }
@@ -155,7 +152,7 @@ fn conv_same() {
         let fpos = r.d("fpos");
         let pad: Vec<usize> = fpos.iter().map(|f| (f - 1) / 2).collect();
         let want = conv_ref(&x, &xs, &w, &fpos, &r.d("stride"), &pad, &r.d("opos"), r.d("ochan")[0]);
-        close(&r.a("y").1, &want, "conv_same");
+        assert_close("conv_same", &r.a("y").1, &want, TOL);
     }
 }
 
@@ -185,7 +182,7 @@ fn conv_transpose() {
                 }
             }
         }
-        close(&r.a("y").1, &want, "conv_transpose");
+        assert_close("conv_transpose", &r.a("y").1, &want, TOL);
     }
 }
 
@@ -209,7 +206,7 @@ fn gather_nd() {
                 }
             }
         }
-        close(&r.a("dst").1, &want, "gather_nd");
+        assert_close("gather_nd", &r.a("dst").1, &want, TOL);
     }
 }
 
@@ -235,7 +232,7 @@ fn scatter_nd_accumulates_duplicates() {
             // 8 updates into 2 cells must collide: the test exercises duplicates.
             assert!(addrs.iter().any(|a| addrs.iter().filter(|b| *b == a).count() > 1));
         }
-        close(&r.a("out").1, &want, "scatter_nd");
+        assert_close("scatter_nd", &r.a("out").1, &want, TOL);
     }
 }
 
@@ -249,21 +246,21 @@ fn tile_slice_flatten() {
         let want: Vec<f64> = (0..prod(&ys)).map(|o| x[ravel(&unravel(o, &ys).iter().zip(&e).map(|(i, d)| i % d).collect::<Vec<_>>(), &e)]).collect();
         let (shape, y) = r.a("y");
         assert_eq!(shape, ys);
-        close(&y, &want, "tile");
+        assert_close("tile", &y, &want, TOL);
     }
     for binds in [&["e=[9]", "lo=[2]", "hi=[3]"][..], &["e=[8,10]", "lo=[1,3]", "hi=[2,1]"]] {
         let r = exec("slice.et", binds, 8);
         let (e, lo, keep) = (r.d("e"), r.d("lo"), r.d("keep"));
         let (_, x) = r.a("x");
         let want: Vec<f64> = (0..prod(&keep)).map(|o| x[ravel(&unravel(o, &keep).iter().zip(&lo).map(|(i, l)| i + l).collect::<Vec<_>>(), &e)]).collect();
-        close(&r.a("y").1, &want, "slice");
+        assert_close("slice", &r.a("y").1, &want, TOL);
     }
     for binds in [&["a=[2]", "b=[]", "c=[3]"][..], &["a=[0]", "b=[2]", "c=[2]"], &["a=[2,1]", "b=[3,2]", "c=[]"]] {
         let r = exec("flatten.et", binds, 9);
         let (_, x) = r.a("x");
         let (shape, y) = r.a("y");
         assert_eq!(shape, vec![x.len()]);
-        close(&y, &x, "flatten");
+        assert_close("flatten", &y, &x, TOL);
     }
 }
 
@@ -287,7 +284,7 @@ fn space_to_depth() {
                 }
             }
         }
-        close(&y, &want, "space_to_depth");
+        assert_close("space_to_depth", &y, &want, TOL);
     }
 }
 
@@ -300,14 +297,14 @@ fn meshgrid_bias_add_reduce_sum() {
             let ix = unravel(o, &[2, 3, 4]);
             [p[ix[0]], q[ix[1]], rr[ix[2]]][f]
         }).collect();
-        close(&r.a(name).1, &want, name);
+        assert_close(name, &r.a(name).1, &want, TOL);
     }
     for binds in [&["batch=[2]", "pos=[3]", "chan=[4]"][..], &["batch=[1]", "pos=[]", "chan=[2]"], &["batch=[3]", "pos=[2,2]", "chan=[1]"]] {
         let r = exec("bias_add.et", binds, 12);
         let (_, x) = r.a("x");
         let (_, bias) = r.a("bias");
         let want: Vec<f64> = x.iter().enumerate().map(|(i, v)| v + bias[i % bias.len()]).collect();
-        close(&r.a("y").1, &want, "bias_add");
+        assert_close("bias_add", &r.a("y").1, &want, TOL);
     }
     for binds in [&["keep=[2,3]", "drop=[4]"][..], &["keep=[]", "drop=[5]"], &["keep=[3]", "drop=[0]"]] {
         let r = exec("reduce_sum.et", binds, 13);
@@ -315,7 +312,7 @@ fn meshgrid_bias_add_reduce_sum() {
         let nd = *xs.last().unwrap();
         let nk = prod(&r.d("keep"));
         let want: Vec<f64> = (0..nk).map(|i| (0..nd).map(|j| x[i * nd + j]).sum()).collect();
-        close(&r.a("s").1, &want, "reduce_sum");
+        assert_close("reduce_sum", &r.a("s").1, &want, TOL);
     }
 }
 

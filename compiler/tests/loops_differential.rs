@@ -8,38 +8,15 @@ use eintup::ir::loops::FloatWidth;
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
 use eintup::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE, HOST_PASSES};
-use eintup::tensor::{Data, Tensor};
-
-fn examples() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
-    v.sort();
-    v
-}
+use eintup::tensor::Tensor;
+use eintup_testkit::{assert_tensors_close, examples, Tol};
 
 /// Relative tolerance for FLOAT: summation order may differ between the
 /// two interpreters; f32 rounds every partial sum.
-fn tolerance(float: FloatWidth) -> f64 {
+fn tolerance(float: FloatWidth) -> Tol {
     match float {
-        FloatWidth::F64 => 1e-12,
-        FloatWidth::F32 => 1e-5,
-    }
-}
-
-fn compare(what: &str, name: &str, want: &Tensor, got: &Tensor, tol: f64) {
-    assert_eq!(want.shape, got.shape, "{what}: `{name}` shape");
-    match (&want.data, &got.data) {
-        (Data::I32(a), Data::I32(b)) => assert_eq!(a, b, "{what}: `{name}` INT values differ"),
-        (Data::F64(a), Data::F64(b)) => close(what, name, a.iter().copied(), b.iter().copied(), tol),
-        (Data::F32(a), Data::F32(b)) => close(what, name, a.iter().map(|&x| x as f64), b.iter().map(|&x| x as f64), tol),
-        _ => panic!("{what}: `{name}` element kinds differ"),
-    }
-}
-
-fn close(what: &str, name: &str, a: impl Iterator<Item = f64>, b: impl Iterator<Item = f64>, tol: f64) {
-    for (i, (x, y)) in a.zip(b).enumerate() {
-        let ok = x == y || (x - y).abs() <= tol * x.abs().max(y.abs()).max(1e-300) || (x.is_nan() && y.is_nan());
-        assert!(ok, "{what}: `{name}`[{i}]: et interpreter {x}, loop interpreter {y}");
+        FloatWidth::F64 => Tol::rel(1e-12),
+        FloatWidth::F32 => Tol::rel(1e-5),
     }
 }
 
@@ -75,7 +52,7 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
                 let what = format!("{} {binds:?} seed {seed} {float:?} after {name}", path.display());
                 interp::loops::run(lm, seed, &mut bufs).unwrap_or_else(|e| panic!("{what}: {e}"));
                 for (k, a) in m.arrays.iter().enumerate() {
-                    compare(&what, &a.name, &want[k], &bufs[k], tolerance(float));
+                    assert_tensors_close(&format!("{what}: `{}`", a.name), &bufs[k], &want[k], tolerance(float));
                 }
             }
             _ => {}

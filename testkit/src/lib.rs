@@ -29,27 +29,44 @@ pub fn example(name: &str) -> PathBuf {
     root().join("docs/examples").join(name)
 }
 
-/// Whether `x` and `y` agree within the relative tolerance `rtol` (equal
-/// values, both NaN, or |x - y| <= rtol * max(|x|, |y|)).
-pub fn close(x: f64, y: f64, rtol: f64) -> bool {
-    x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= rtol * x.abs().max(y.abs())
+/// How far apart two float values may be: `|x - y| <= abs + rel * max(|x|, |y|)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tol {
+    pub rel: f64,
+    pub abs: f64,
+}
+
+impl Tol {
+    /// Relative only: exact agreement required at zero.
+    pub const fn rel(rel: f64) -> Tol {
+        Tol { rel, abs: 0.0 }
+    }
+
+    /// Exact agreement.
+    pub const EXACT: Tol = Tol::rel(0.0);
+}
+
+/// Whether `x` and `y` agree within `tol` (equal values and two NaNs
+/// always agree).
+pub fn close(x: f64, y: f64, tol: Tol) -> bool {
+    x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol.abs + tol.rel * x.abs().max(y.abs())
 }
 
 /// Asserts elementwise [`close`]; `what` names the comparison in failures.
-pub fn assert_close(what: &str, got: &[f64], want: &[f64], rtol: f64) {
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: Tol) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(close(g, w, rtol), "{what}[{i}]: got {g}, want {w} (rtol {rtol})");
+        assert!(close(g, w, tol), "{what}[{i}]: got {g}, want {w} ({tol:?})");
     }
 }
 
 /// Asserts that two tensors agree: same shape and element type, i32
-/// values equal, float values [`close`] within `rtol`.
-pub fn assert_tensors_close(what: &str, got: &Tensor, want: &Tensor, rtol: f64) {
+/// values equal, float values [`close`] within `tol`.
+pub fn assert_tensors_close(what: &str, got: &Tensor, want: &Tensor, tol: Tol) {
     assert_eq!(got.shape, want.shape, "{what}: shape");
     match (&got.data, &want.data) {
         (Data::I32(a), Data::I32(b)) => assert_eq!(a, b, "{what}: INT values"),
-        (Data::F64(_), Data::F64(_)) | (Data::F32(_), Data::F32(_)) => assert_close(what, &got.to_f64_vec(), &want.to_f64_vec(), rtol),
+        (Data::F64(_), Data::F64(_)) | (Data::F32(_), Data::F32(_)) => assert_close(what, &got.to_f64_vec(), &want.to_f64_vec(), tol),
         _ => panic!("{what}: element types differ: got {}, want {}", got.dtype(), want.dtype()),
     }
 }
@@ -59,12 +76,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn close_is_relative_and_matches_nan() {
-        assert!(close(1.0, 1.0 + 1e-13, 1e-12));
-        assert!(!close(1.0, 1.0 + 1e-11, 1e-12));
-        assert!(close(f64::NAN, f64::NAN, 0.0));
-        assert!(!close(0.0, 1e-300, 1e-12));
-        assert!(close(0.0, 0.0, 0.0));
+    fn close_is_relative_plus_absolute_and_matches_nan() {
+        assert!(close(1.0, 1.0 + 1e-13, Tol::rel(1e-12)));
+        assert!(!close(1.0, 1.0 + 1e-11, Tol::rel(1e-12)));
+        assert!(close(f64::NAN, f64::NAN, Tol::EXACT));
+        assert!(!close(f64::NAN, 1.0, Tol::rel(1.0)));
+        assert!(!close(0.0, 1e-300, Tol::rel(1e-12)));
+        assert!(close(0.0, 1e-300, Tol { rel: 0.0, abs: 1e-299 }));
+        assert!(close(0.0, 0.0, Tol::EXACT));
     }
 
     #[test]

@@ -5,15 +5,9 @@
 
 use et_grammar::ast::{BinOp, ConstraintRel, ConstraintSubject, Expr, ExprKind};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn examples() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    v.sort();
-    v
-}
+use eintup_testkit::examples;
 
 #[derive(Debug, Clone, PartialEq)]
 enum V {
