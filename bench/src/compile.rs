@@ -43,13 +43,19 @@ fn etopt_once(etopt: &Path, example: &Path, emit: &[&str]) -> Result<(f64, Vec<(
 }
 
 /// `NNN.NNN ms [PP.P%]  name` lines, in order (the pass table's `total`
-/// excluded); repeated names get `#2`, `#3`.
+/// excluded); repeated names get `#2`, `#3`. A name may have spaces
+/// (`(verify after each pass)`).
 pub fn parse_timing(text: &str) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> = Vec::new();
     for line in text.lines() {
-        let mut words = line.split_whitespace();
+        let mut words = line.split_whitespace().peekable();
         let (Some(ms), Some("ms")) = (words.next().and_then(|w| w.parse::<f64>().ok()), words.next()) else { continue };
-        let Some(name) = words.last() else { continue };
+        words.next_if(|w| w.ends_with('%'));
+        let name = words.collect::<Vec<_>>().join(" ");
+        let name = name.as_str();
+        if name.is_empty() {
+            continue;
+        }
         if name == "total" {
             continue;
         }
@@ -100,11 +106,12 @@ mod tests {
 
     #[test]
     fn timing_lines_in_order_with_repeats_numbered() {
-        let text = "// ----- pass timing ----- //\n     0.145 ms   7.5%  resolve\n     1.392 ms  72.4%  simplify-index\n     0.201 ms  10.5%  simplify-index\n     1.923 ms 100.0%  total\n// ----- codegen timing ----- //\n    20.642 ms  codegen-llvm-host\n";
+        let text = "// ----- pass timing ----- //\n     0.145 ms   7.5%  resolve\n     1.392 ms  72.4%  simplify-index\n     0.201 ms  10.5%  simplify-index\n     0.050 ms   2.6%  (verify after each pass)\n     1.923 ms 100.0%  total\n// ----- codegen timing ----- //\n    20.642 ms  codegen-llvm-host\n";
         let t = parse_timing(text);
         let names: Vec<&str> = t.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["resolve", "simplify-index", "simplify-index#2", "codegen-llvm-host"]);
+        assert_eq!(names, ["resolve", "simplify-index", "simplify-index#2", "(verify after each pass)", "codegen-llvm-host"]);
         assert_eq!(t[2].1, 0.201);
-        assert_eq!(t[3].1, 20.642);
+        assert_eq!(t[3].1, 0.05);
+        assert_eq!(t[4].1, 20.642);
     }
 }
