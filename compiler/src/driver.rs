@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 /// Exit codes (DESIGN.md section 5).
 pub mod exit {
     pub const OK: i32 = 0;
-    /// `check` found a configuration whose outputs differ from the framework's.
+    /// `check` found a configuration whose outputs differ from the
+    /// framework's; `etopt --verify-diagnostics` found diagnostics that
+    /// differ from the expected ones.
     pub const CHECK_FAILED: i32 = 1;
     /// The user's input is wrong.
     pub const USER: i32 = 2;

@@ -1,7 +1,8 @@
 //! The `loop` dialect end to end: hand-written texts are parsed, verified,
 //! printed back (byte-identical) and interpreted; results are compared with
 //! the same computations written directly in Rust. Also: the verifier
-//! rejects each kind of violation, and parse errors are located.
+//! rejects each kind of violation. (Parse errors: the lit test
+//! test/ir-errors/loop-parse.etir.)
 
 use eintup::interp::loops::run;
 use eintup::ir::loops::*;
@@ -10,7 +11,6 @@ use eintup::ir::loops_print::{iexpr, module as print};
 use eintup::ir::loops_verify::verify;
 use eintup::random::Stream;
 use eintup::tensor::{Data, Tensor};
-use et_grammar::span::line_col;
 
 /// Parses (panicking with the rendered error), checks the round trip and
 /// verifies.
@@ -551,42 +551,6 @@ fn verifier_rejects_module_level_errors() {
     assert!(e.contains("buffer id 7 out of range"), "{e}");
     // The printer copes with the broken module (for messages).
     assert!(print(&m).contains("?buf7"));
-}
-
-// ------------------------------------------------------------------ parser
-
-/// (code, line, column) of the first parse error.
-fn parse_err(text: &str) -> (&'static str, usize, usize) {
-    let d = parse_module(text).expect_err("must not parse");
-    let sp = d[0].primary_span().expect("errors are located");
-    let (l, c) = line_col(text, sp.start);
-    (d[0].code, l, c)
-}
-
-#[test]
-fn parse_errors_are_located() {
-    let cases: [(&str, (&str, usize, usize)); 12] = [
-        ("buffer x : f64[2] output\nkernel @k {\n  $\n}\n", ("E0640", 3, 3)),
-        ("buffer x : f64[2] output\nkernel @k {\n  for i in [0, 2 parallel {\n", ("E0641", 3, 18)),
-        ("buffer x : f64[2] output\nbuffer x : f32[1] temp\n", ("E0647", 2, 8)),
-        ("buffer x : f16[2] output\n", ("E0648", 1, 12)),
-        ("buffer x : f64[2] outptu\n", ("E0648", 1, 19)),
-        ("kernel @k {\n  %0 = load nope[0] : f64\n", ("E0643", 2, 13)),
-        ("buffer x : f64[2] output\nkernel @k {\n  %0 = load x[j] : f64\n", ("E0644", 3, 15)),
-        ("buffer x : f64[2] output\nkernel @k {\n  %0 = const 1.0 : f64\n  %2 = const 1.0 : f64\n", ("E0646", 4, 3)),
-        ("buffer x : f64[2] output\nkernel @k {\n  %0 = sqrt %0 : f64\n", ("E0648", 3, 8)),
-        ("buffer x : f64[2] output\nkernel @k {\n  for i in [0, 2) sideways {\n", ("E0648", 3, 19)),
-        ("buffer x : f64[2] output\nkernel @k {\n  for i in [0, 2) reduce {\n", ("E0641", 4, 1)),
-        ("kernel @k vars(i, i) {\n}\n", ("E0645", 1, 19)),
-    ];
-    for (text, want) in cases {
-        assert_eq!(parse_err(text), want, "{text}");
-    }
-    // The rendered diagnostic has the file:line:col header.
-    let text = "buffer x : f64[2] output\nkernel @k {\n  store x[(0 ^ 1)] = %0\n}\n";
-    let d = parse_module(text).unwrap_err();
-    let r = et_grammar::diag::render_all(&d, "t.loop", text);
-    assert!(r.starts_with("t.loop:3:14: error[E0640]"), "{r}");
 }
 
 // ------------------------------------------------------- round-trip property

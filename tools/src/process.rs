@@ -9,6 +9,13 @@ use eintup::driver::{exit, Failure};
 /// contract. A panic is a bug and is reported as an internal error (70),
 /// never as a Rust backtrace.
 pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindSafe) -> ! {
+    run_main_status(|| body().map(|()| exit::OK))
+}
+
+/// [`run_main`] for a body that reports some failures itself and goes on
+/// (`etopt --split-input-file`, one input chunk after another): it returns
+/// the exit code they add up to.
+pub fn run_main_status(body: impl FnOnce() -> Result<i32, Failure> + std::panic::UnwindSafe) -> ! {
     restore_sigpipe();
     std::panic::set_hook(Box::new(|info| {
         let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
@@ -18,7 +25,7 @@ pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindS
         eprintln!("internal compiler error: {msg}{loc}\nthis is a bug in eintup; please report it");
     }));
     let code = match std::panic::catch_unwind(body) {
-        Ok(Ok(())) => exit::OK,
+        Ok(Ok(code)) => code,
         Ok(Err(f)) => {
             if !matches!(f, Failure::CheckFailed) {
                 eprintln!("{f}");

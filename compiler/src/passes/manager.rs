@@ -119,6 +119,7 @@ pub struct Instrument {
     pub stats: bool,
 }
 
+#[derive(Clone)]
 pub struct PassManager {
     pub passes: Vec<&'static PassInfo>,
     pub instrument: Instrument,
@@ -173,13 +174,20 @@ impl PassManager {
     /// Runs every pass in order, verifying after each. Dumps, timings and
     /// statistics go to `err`.
     pub fn run(&self, unit: &mut Unit, opts: &Options, err: &mut dyn std::io::Write) -> Result<(), Failure> {
+        self.run_passes(unit, opts, err).map_err(|e| e.into_failure(&unit.source))
+    }
+
+    /// [`run`](Self::run), with the error as data: `etopt
+    /// --verify-diagnostics` matches its diagnostics against the input's
+    /// expectations instead of rendering them.
+    pub fn run_passes(&self, unit: &mut Unit, opts: &Options, err: &mut dyn std::io::Write) -> Result<(), PassError> {
         let mut times: Vec<(&str, Duration)> = Vec::new();
         // Verification after each pass, summed: one line of --time-passes.
         let mut verifying = Duration::ZERO;
         let total = Instant::now();
         for p in &self.passes {
             if unit.ir.level() != p.input {
-                return Err(Failure::user(format!(
+                return Err(PassError::Message(format!(
                     "etopt: error: pass `{}` reads the {} level, but the IR is at the {} level here",
                     p.name,
                     p.input.name(),
@@ -191,7 +199,7 @@ impl PassManager {
                 _ => None,
             };
             let t = Instant::now();
-            let stats = (p.run)(unit, opts).map_err(|e| e.into_failure(&unit.source))?;
+            let stats = (p.run)(unit, opts)?;
             times.push((p.name, t.elapsed()));
             let t = Instant::now();
             verify(p.name, before.as_ref(), &unit.ir)?;
@@ -223,14 +231,14 @@ fn order(l: Level) -> u8 {
 
 /// Verifies the IR after a pass: structure, and for et -> et passes that
 /// no type was widened.
-fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result<(), Failure> {
+fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result<(), PassError> {
     let r = match ir {
         Ir::Source => Ok(()),
         Ir::Et(p) => crate::ir::et_verify::verify(&p.module)
             .and_then(|()| before.map_or(Ok(()), |b| crate::ir::et_verify::verify_refines(b, &p.module))),
         Ir::Loop(m) => crate::ir::loops_verify::verify(m),
     };
-    r.map_err(|e| Failure::Internal(format!("IR after pass `{pass}` does not verify: {e}")))
+    r.map_err(|e| PassError::Internal(format!("IR after pass `{pass}` does not verify: {e}")))
 }
 
 /// `--time-passes`: one line per pass run, like `mlir-opt --mlir-timing`.

@@ -1,13 +1,16 @@
-//! `etopt`: the `mlir-opt` of eintup. Reads a `.et` file (or, later, a
-//! printed IR file), runs passes, and prints the IR at the requested level.
+//! `etopt`: the `mlir-opt` of eintup. Reads a `.et` program or printed IR
+//! (`.etir`), runs passes, and prints the IR at the requested level; with
+//! `--split-input-file` for each chunk of the input, with
+//! `--verify-diagnostics` checking the diagnostics the input expects.
 
 use clap::{Parser, ValueEnum};
+use eintup::driver::{exit, Failure, Source};
 use eintup::ir::loops::FloatWidth;
-use eintup_codegen::{self as codegen, Target};
-use eintup::driver::{Failure, Source};
-use eintup_tools::process::run_main;
 use eintup::passes::manager::{print_ir, Instrument};
-use eintup::passes::{Ir, Level, Options, PassManager, Unit, DEFAULT_PIPELINE, HOST_PASSES};
+use eintup::passes::{Ir, Level, Options, PassError, PassManager, Unit, DEFAULT_PIPELINE, HOST_PASSES};
+use eintup_codegen::{self as codegen, Target};
+use eintup_tools::etopt::{list::list_passes, split, verify_diagnostics, Lang};
+use eintup_tools::process::run_main_status;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -23,7 +26,8 @@ enum Emit {
 #[command(name = "etopt", version, about = "Drive eintup's passes and print IR at any level")]
 struct Args {
     /// Input: a `.et` program or a printed IR file (`.etir`).
-    file: PathBuf,
+    #[arg(required_unless_present = "list_passes")]
+    file: Option<PathBuf>,
     /// Fix an eintup's dims: NAME=[d1,d2,...] (NAME=[] is rank 0).
     #[arg(long = "bind", value_name = "NAME=[..]")]
     bind: Vec<String>,
@@ -64,36 +68,129 @@ struct Args {
     /// Write the output here instead of stdout.
     #[arg(short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Cut the input at `// -----` lines and run each chunk on its own;
+    /// the outputs are joined by `// -----` lines.
+    #[arg(long)]
+    split_input_file: bool,
+    /// Check the diagnostics against the `expected-error` comments of the
+    /// input instead of printing them (exit 1 on a mismatch).
+    #[arg(long)]
+    verify_diagnostics: bool,
+    /// Print every registered pass and the named pipelines, and exit.
+    #[arg(long)]
+    list_passes: bool,
 }
 
 fn main() {
     let args = Args::parse();
-    run_main(move || run(args))
+    run_main_status(move || run(args))
 }
 
-fn run(args: Args) -> Result<(), Failure> {
-    let source = Source::load(&args.file)?;
-    if args.emit == Some(Emit::Ast) {
-        let file = et_grammar::parse_file(&source.text).map_err(|d| source.failure(d))?;
-        return write_out(&args, et_grammar::print::print_file(&file, &source.text));
+/// What does not depend on the input: checked once, before any chunk.
+struct Plan {
+    /// The pass manager before `skip_to` (`None` for `--emit ast`).
+    pm: Option<PassManager>,
+    /// `--passes` given: no pass is skipped.
+    explicit: bool,
+    opts: Options,
+    /// `--target` of `--emit llvm|ptx`.
+    sm: Option<u32>,
+}
+
+fn run(args: Args) -> Result<i32, Failure> {
+    if args.list_passes {
+        print!("{}", list_passes());
+        return Ok(exit::OK);
     }
-    let mut unit = load_unit(source)?;
+    let Some(file) = &args.file else { return Err(Failure::user("etopt: error: no input file")) };
+    let source = Source::load(file)?;
+    let plan = plan(&args)?;
+    let lang = Lang::of(&source.path);
+    let chunks = if args.split_input_file { split::split(&source.text, lang) } else { vec![source.text.clone()] };
+    let mut outputs = Vec::new();
+    let mut status = exit::OK;
+    for text in chunks {
+        let chunk = Source { path: source.path.clone(), name: source.name.clone(), text };
+        let result = process(&args, &plan, chunk.clone());
+        let code = match &result {
+            _ if args.verify_diagnostics => verify_chunk(&chunk, lang, &result),
+            Ok(_) => exit::OK,
+            // Without chunks, a failure is the command's, exactly as before.
+            Err(e) if !args.split_input_file => return Err(e.clone().into_failure(&chunk)),
+            Err(e) => report_failure(e, &chunk),
+        };
+        // The worst outcome wins: internal (70) over user error (2) over a
+        // mismatch of expected diagnostics (1).
+        status = status.max(code);
+        outputs.push(result.unwrap_or_default());
+    }
+    write_out(&args, split::join(&outputs))?;
+    Ok(status)
+}
+
+/// Prints a chunk's failure as `run_main` would and goes on.
+fn report_failure(e: &PassError, chunk: &Source) -> i32 {
+    let f = e.clone().into_failure(chunk);
+    eprintln!("{f}");
+    f.exit_code()
+}
+
+/// `--verify-diagnostics`: the chunk's diagnostics (none when it compiled)
+/// against its expectations; each mismatch on stderr, exit 1 (as
+/// `mlir-opt`) if any. An internal error is a bug, reported as such (exit
+/// 70) whatever the input expects.
+fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>) -> i32 {
+    let produced = match result {
+        Ok(_) => Vec::new(),
+        Err(e) => match verify_diagnostics::produced(e, &chunk.text) {
+            Some(p) => p,
+            None => return report_failure(e, chunk),
+        },
+    };
+    let problems = verify_diagnostics::check(&chunk.name, &chunk.text, lang, &produced);
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    if problems.is_empty() {
+        exit::OK
+    } else {
+        exit::CHECK_FAILED
+    }
+}
+
+fn plan(args: &Args) -> Result<Plan, Failure> {
+    let opts = Options { binds: args.bind.clone(), seed: args.seed, float: args.float };
+    if args.emit == Some(Emit::Ast) {
+        return Ok(Plan { pm: None, explicit: false, opts, sm: None });
+    }
     let explicit = !args.passes.is_empty();
     let names: Vec<String> = if explicit {
         args.passes.clone()
     } else {
         match args.pipeline.as_deref() {
-            Some("default") | None => default_pipeline(&args),
+            Some("default") | None => default_pipeline(args),
             Some(other) => return Err(Failure::user(format!("etopt: error: unknown pipeline `{other}` (known: default)"))),
         }
     };
     let instrument = Instrument { dump_all: args.dump_ir, dump_after: args.dump_ir_after.clone(), time: args.time_passes, stats: args.stats };
-    let mut pm = PassManager::from_names(&names, instrument)?;
-    if !explicit {
-        pm = pm.skip_to(unit.ir.level());
-    }
-    let opts = Options { binds: args.bind.clone(), seed: args.seed, float: args.float };
-    pm.run(&mut unit, &opts, &mut std::io::stderr().lock())?;
+    let pm = PassManager::from_names(&names, instrument)?;
+    let sm = match args.emit {
+        Some(Emit::Llvm | Emit::Ptx) => Some(eintup_tools::cli::build::parse_target(&args.target)?),
+        _ => None,
+    };
+    Ok(Plan { pm: Some(pm), explicit, opts, sm })
+}
+
+/// Compiles one input (the file, or one chunk of it) and returns what to
+/// print.
+fn process(args: &Args, plan: &Plan, source: Source) -> Result<String, PassError> {
+    let Some(pm) = &plan.pm else {
+        let file = et_grammar::parse_file(&source.text).map_err(PassError::User)?;
+        return Ok(et_grammar::print::print_file(&file, &source.text));
+    };
+    let mut unit = load_unit(source)?;
+    let pm = if plan.explicit { pm.clone() } else { pm.clone().skip_to(unit.ir.level()) };
+    pm.run_passes(&mut unit, &plan.opts, &mut std::io::stderr().lock())?;
     if args.stats {
         if let Ir::Loop(m) = &unit.ir {
             // Per kernel: exact points visited and guard conditions left.
@@ -103,12 +200,10 @@ fn run(args: Args) -> Result<(), Failure> {
             }
         }
     }
-    let text = match (args.emit, unit.ir.level()) {
-        (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => print_ir(&unit),
-        (Some(Emit::Ast), _) => unreachable_ast(),
+    match (args.emit, unit.ir.level()) {
+        (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => Ok(print_ir(&unit)),
         (Some(e @ (Emit::Llvm | Emit::Ptx)), Level::Loop) => {
-            let Ir::Loop(m) = &unit.ir else { unreachable_ast(); return Ok(()) };
-            let sm = eintup_tools::cli::build::parse_target(&args.target)?;
+            let (Ir::Loop(m), Some(sm)) = (&unit.ir, plan.sm) else { unreachable!("a loop module, and --target checked by plan()") };
             let target = if args.host { Target::Host } else { Target::Nvptx { sm } };
             let t = std::time::Instant::now();
             let (r, what) = match e {
@@ -121,21 +216,14 @@ fn run(args: Args) -> Result<(), Failure> {
                 // which --time-passes' pass table does not cover.
                 eprint!("{}", eintup::passes::manager::codegen_timing_report(what, t.elapsed()));
             }
-            r.map_err(|e| Failure::Internal(format!("code generation: {e}")))?
+            r.map_err(|e| PassError::Internal(format!("code generation: {e}")))
         }
-        (Some(e), l) => {
-            return Err(Failure::user(format!(
-                "etopt: error: --emit {} asked for, but the pipeline leaves the IR at the {} level",
-                format!("{e:?}").to_lowercase(),
-                l.name()
-            )))
-        }
-    };
-    write_out(&args, text)
-}
-
-fn unreachable_ast() -> String {
-    String::new()
+        (Some(e), l) => Err(PassError::Message(format!(
+            "etopt: error: --emit {} asked for, but the pipeline leaves the IR at the {} level",
+            format!("{e:?}").to_lowercase(),
+            l.name()
+        ))),
+    }
 }
 
 /// The pipeline when neither `--passes` nor `--pipeline` is given: up to
@@ -163,17 +251,16 @@ fn default_pipeline(args: &Args) -> Vec<String> {
 
 /// A `.et` program, or printed IR (`.etir`) at the `et` or `loop` level,
 /// told apart by the first keyword.
-fn load_unit(source: Source) -> Result<Unit, Failure> {
-    let is_ir = source.path.extension().is_some_and(|e| e == "etir");
-    if !is_ir {
+fn load_unit(source: Source) -> Result<Unit, PassError> {
+    if Lang::of(&source.path) == Lang::Et {
         return Ok(Unit::from_source(source));
     }
     let first = source.text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("//")).unwrap_or("");
     let keyword = first.split_whitespace().next().unwrap_or("");
     let ir = match keyword {
-        "buffer" | "kernel" => Ir::Loop(eintup::ir::loops_parse::parse_module(&source.text).map_err(|d| source.failure(d))?),
+        "buffer" | "kernel" => Ir::Loop(eintup::ir::loops_parse::parse_module(&source.text).map_err(PassError::User)?),
         _ => {
-            let module = eintup::ir::et_parse::parse_module(&source.text).map_err(|d| source.failure(d))?;
+            let module = eintup::ir::et_parse::parse_module(&source.text).map_err(PassError::User)?;
             Ir::Et(eintup::sema::Program { module, constraints: Vec::new() })
         }
     };
@@ -185,7 +272,7 @@ fn load_unit(source: Source) -> Result<Unit, Failure> {
         Ir::Loop(m) => eintup::ir::loops_verify::verify(m),
         Ir::Source => Ok(()),
     };
-    checked.map_err(|e| Failure::user(format!("{}: error: the IR does not verify: {e}", unit.source.name)))?;
+    checked.map_err(|e| PassError::Message(format!("{}: error: the IR does not verify: {e}", unit.source.name)))?;
     Ok(unit)
 }
 
