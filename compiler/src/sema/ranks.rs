@@ -175,6 +175,15 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
     let m = &p.module;
     let n = m.eintups.len();
     let mut b = Builder { m, parent: (0..n).collect(), edges: vec![], facts: vec![], deferred: vec![] };
+    // A rank the module already states (`?r` in printed IR read back, where
+    // the constraints that proved it are not printed) is a fact like a
+    // `RANK(t) = r` constraint.
+    for (id, e) in m.eintups.iter().enumerate() {
+        if let Some(r) = e.rank {
+            let fact = Fact { span: e.span, label: format!("the module gives `{}` rank {r}", e.name) };
+            b.facts.push(RangeFact { e: id, lo: r as i64, hi: r as i64, fact });
+        }
+    }
     for (ai, a) in m.arrays.iter().enumerate() {
         for p in &a.positions {
             b.term(&p.expr);
