@@ -5,9 +5,9 @@
 
 use eintup::interp::loops::run;
 use eintup::ir::loops::*;
-use eintup::ir::loops_parse::parse_module;
-use eintup::ir::loops_print::{iexpr, module as print};
-use eintup::ir::loops_verify::verify;
+use eintup::ir::loops::parse::parse_module;
+use eintup::ir::loops::print::{iexpr, module as print};
+use eintup::ir::loops::verify::verify;
 use eintup::random::Stream;
 use eintup::tensor::{Data, Tensor};
 use et_grammar::span::line_col;
@@ -474,8 +474,8 @@ fn verifier_rejects_scope_violations() {
     assert!(e.contains("upper bound of loop over `i`: variable `i` used outside its scope"), "{e}");
     // A declared variable that nothing binds (a pass deleted its empty
     // loop) is fine; a use of it is not.
-    let m = eintup::ir::loops_parse::parse_module("kernel @kk vars(i, unused) {\nfor i in [0, 1) reduce {\n}\n}\n").unwrap();
-    assert_eq!(eintup::ir::loops_verify::verify(&m), Ok(()));
+    let m = eintup::ir::loops::parse::parse_module("kernel @kk vars(i, unused) {\nfor i in [0, 1) reduce {\n}\n}\n").unwrap();
+    assert_eq!(eintup::ir::loops::verify::verify(&m), Ok(()));
     let e = rejected("kernel @kk vars(i, unused) {\nfor i in [0, unused) reduce {\n}\n}\n");
     assert!(e.contains("variable `unused` used outside its scope"), "{e}");
 }

@@ -12,7 +12,7 @@
 use crate::arith::{float_binary, int_binary};
 use super::Val;
 use crate::ir::loops::*;
-use crate::ir::loops_verify::verify;
+use crate::ir::loops::verify::verify;
 use crate::random::Stream;
 use crate::tensor::{Data, Tensor};
 

@@ -133,8 +133,8 @@ pub fn dump_header(pass: &str) -> String {
 pub fn print_ir(unit: &Unit) -> String {
     match &unit.ir {
         Ir::Source => unit.source.text.clone(),
-        Ir::Et(p) => crate::ir::print::module(&p.module),
-        Ir::Loop(m) => crate::ir::loops_print::module(m),
+        Ir::Et(p) => crate::ir::et::print::module(&p.module),
+        Ir::Loop(m) => crate::ir::loops::print::module(m),
     }
 }
 
@@ -226,9 +226,9 @@ fn order(l: Level) -> u8 {
 fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result<(), Failure> {
     let r = match ir {
         Ir::Source => Ok(()),
-        Ir::Et(p) => crate::ir::et_verify::verify(&p.module)
-            .and_then(|()| before.map_or(Ok(()), |b| crate::ir::et_verify::verify_refines(b, &p.module))),
-        Ir::Loop(m) => crate::ir::loops_verify::verify(m),
+        Ir::Et(p) => crate::ir::et::verify::verify(&p.module)
+            .and_then(|()| before.map_or(Ok(()), |b| crate::ir::et::verify::verify_refines(b, &p.module))),
+        Ir::Loop(m) => crate::ir::loops::verify::verify(m),
     };
     r.map_err(|e| Failure::Internal(format!("IR after pass `{pass}` does not verify: {e}")))
 }

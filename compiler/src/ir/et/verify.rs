@@ -6,7 +6,7 @@
 //! Both return every violation found, one per line, each naming the
 //! eintup, array, statement or op concerned; `Ok(())` when there are none.
 
-use super::et::*;
+use super::*;
 use crate::sema::dims::bound;
 
 /// Checks the structural invariants of a module.
@@ -385,8 +385,8 @@ fn bound_le(ma: &Module, a: &Bound, mb: &Module, b: &Bound) -> Option<bool> {
 mod tests {
     use super::*;
     use crate::driver::Source;
-    use crate::ir::et_parse::parse_module;
-    use crate::ir::print;
+    use crate::ir::et::parse::parse_module;
+    use crate::ir::et::print;
 
     fn text(m: &Module) -> String {
         print::module(m)

@@ -1,5 +1,5 @@
 //! Parser for the textual `et` dialect: reads back exactly what
-//! `ir::print::module` writes (docs/ir-et.md describes the format).
+//! `print::module` writes (docs/ir-et.md describes the format).
 //!
 //! The format is line oriented, so the parser is too: every non-blank line
 //! that does not start with `//` is lexed on its own and parsed by its first
@@ -14,7 +14,7 @@
 //! name on its declaration line, a statement at its header line, an op at its
 //! line, index expressions at their own text.
 
-use super::et::*;
+use super::*;
 use et_grammar::ast::{AssignOp, BinOp, ElemType, Literal};
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashMap;
@@ -1135,7 +1135,7 @@ fn index_op(p: &str) -> Option<IndexOp> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::print;
+    use crate::ir::et::print;
 
     const BASE: &str = "\
 eintup i : ?

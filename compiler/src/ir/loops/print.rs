@@ -1,12 +1,12 @@
 //! Textual form of the `loop` dialect (docs/ir-loop.md). MLIR-like: one
 //! line per buffer, node and value; blocks in braces. Index expressions are
-//! fully parenthesised so `loops_parse` needs no precedence rules.
+//! fully parenthesised so `parse` needs no precedence rules.
 //!
 //! The printer never panics, even on a module the verifier rejects: an id
 //! out of range prints as `?var5`, `?buf3`, which the parser refuses (so a
 //! broken module cannot silently round-trip into a different one).
 
-use super::loops::*;
+use super::*;
 use std::fmt::Write as _;
 
 /// Prints a whole module: buffers, then each kernel after a blank line.

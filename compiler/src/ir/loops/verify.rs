@@ -3,7 +3,7 @@
 //! rules are listed in docs/ir-loop.md ("Verifier"). Returns the first
 //! violation as a message naming the kernel (or buffer) and what is wrong.
 
-use super::loops::*;
+use super::*;
 
 /// Checks a module; `Err` holds one human-readable message.
 pub fn verify(m: &LoopModule) -> Result<(), String> {

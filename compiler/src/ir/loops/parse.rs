@@ -1,16 +1,16 @@
-//! Parser for the textual `loop` dialect that `loops_print` writes
+//! Parser for the textual `loop` dialect that `print` writes
 //! (grammar and error codes in docs/ir-loop.md). Hand-written: a lexer to
 //! spanned tokens, then recursive descent. Index expressions are fully
 //! parenthesised, so there are no precedence rules.
 //!
 //! The parser resolves names (buffers, variables) and checks syntax; it
 //! does not check scoping, value order or dtypes, which is the verifier's
-//! job (`loops_verify`). It stops at the first error, which is located.
+//! job (`verify`). It stops at the first error, which is located.
 //! It never panics: nesting is bounded by `MAX_DEPTH`, numbers are
 //! range-checked.
 
-use super::loops::*;
-use super::loops_print::default_init;
+use super::*;
+use super::print::default_init;
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashMap;
 

@@ -1,10 +1,10 @@
 //! Textual form of the `et` dialect (see docs/ir-et.md). One line per
 //! eintup, array and op; index expressions fully parenthesised so the
-//! parser (`ir::et_parse`) needs no precedence rules. Every id is printed
+//! parser (`parse`) needs no precedence rules. Every id is printed
 //! as a name; the parser resolves names back to ids, so `parse(print(m))`
-//! equals `m` up to spans for any module that passes `et_verify::verify`.
+//! equals `m` up to spans for any module that passes `verify::verify`.
 
-use super::et::*;
+use super::*;
 use std::fmt::Write;
 
 fn names(m: &Module, l: &[EintupId]) -> String {

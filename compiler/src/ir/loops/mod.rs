@@ -6,9 +6,9 @@
 //!
 //! Everything is static: shapes are numbers, FLOAT has a width (`f64` or
 //! `f32`), and every index is an `i64` expression over induction variables
-//! and index values loaded from INT buffers. Textual form, verifier and
-//! interpreter live next to this file (`loops_print`, `loops_parse`,
-//! `loops_verify`, `interp::loops`); docs/ir-loop.md documents every op.
+//! and index values loaded from INT buffers. Textual form and verifier live
+//! in this folder (`print`, `parse`, `verify`), the interpreter in
+//! `interp::loops`; docs/ir-loop.md documents every op.
 //!
 //! Semantics of a kernel: run its body once. `for v in [lo, hi)` runs its
 //! body for `v = lo, lo+1, .., hi-1` (nothing when `hi <= lo`); a `parallel`
@@ -16,6 +16,10 @@
 //! in order inside one thread. `guard` runs its body only when every
 //! condition holds. Kernels of a module run in order; each sees the writes
 //! of the previous ones.
+
+pub mod parse;
+pub mod print;
+pub mod verify;
 
 /// Induction variable or loaded index value; indexes `Kernel::vars`.
 pub type VarId = usize;
