@@ -3,3 +3,4 @@
 
 pub mod et;
 pub mod loops;
+pub mod text;

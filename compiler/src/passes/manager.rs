@@ -227,8 +227,10 @@ fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result
     let r = match ir {
         Ir::Source => Ok(()),
         Ir::Et(p) => crate::ir::et::verify::verify(&p.module)
+            .map_err(|v| v.to_string())
             .and_then(|()| before.map_or(Ok(()), |b| crate::ir::et::verify::verify_refines(b, &p.module))),
-        Ir::Loop(m) => crate::ir::loops::verify::verify(m),
+        // A pass's module has no text: the error shows the offending line.
+        Ir::Loop(m) => crate::ir::loops::verify::verify(m).map_err(|e| e.describe(m)),
     };
     r.map_err(|e| Failure::Internal(format!("IR after pass `{pass}` does not verify: {e}")))
 }

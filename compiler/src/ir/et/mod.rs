@@ -9,6 +9,7 @@
 
 pub mod parse;
 pub mod print;
+pub mod syntax;
 pub mod verify;
 
 use et_grammar::ast::{AssignOp, ElemType};

@@ -1,11 +1,11 @@
 //! Parser for the textual `et` dialect: reads back exactly what
 //! `print::module` writes (docs/ir-et.md describes the format).
 //!
-//! The format is line oriented, so the parser is too: every non-blank line
-//! that does not start with `//` is lexed on its own and parsed by its first
-//! word (`eintup`, `array`, `stmt`, `%N`, `}`, `call`, `outputs`). Names are
-//! resolved against the `eintup`/`array` lines of the whole file, found in a
-//! first pass, because an array position may read a later array
+//! The format is line oriented, so the parser is too: every line that
+//! carries tokens (`text::lines`) is lexed on its own and parsed by its
+//! first word (`eintup`, `array`, `stmt`, `%N`, `}`, `call`, `outputs`).
+//! Names are resolved against the `eintup`/`array` lines of the whole file,
+//! found in a first pass, because an array position may read a later array
 //! (`idx[b, :]`). Every diagnostic is located in the text (codes
 //! E0601-E0619) and the parser never panics: recursion depth is bounded and
 //! numbers are checked.
@@ -14,7 +14,9 @@
 //! name on its declaration line, a statement at its header line, an op at its
 //! line, index expressions at their own text.
 
+use super::syntax::{self, OpName};
 use super::*;
+use crate::ir::text::{self, one_of, Cursor, Dialect, PResult, Spelled, Tok, Token};
 use et_grammar::ast::{AssignOp, BinOp, ElemType, Literal};
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashMap;
@@ -31,24 +33,18 @@ pub const MAX_DEPTH: usize = 512;
 /// most 256 operators and brackets, so no printed program nests deeper.
 pub const MAX_NESTED: usize = 256;
 
+/// The `et` dialect's codes for lexical and token errors.
+static ET: Dialect = Dialect { name: "et", end: "end of line", bad_char: "E0601", bad_number: "E0602", bad_string: "E0603", unexpected: "E0604" };
+
 /// Parses a printed `et` module.
 pub fn parse_module(text: &str) -> Result<Module, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     let mut lines = Vec::new();
-    let mut offset = 0;
-    for raw in text.split_inclusive('\n') {
-        let start = offset;
-        offset += raw.len();
-        let body = raw.trim_end_matches(['\n', '\r']);
-        let trimmed = body.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with("//") {
-            continue;
-        }
-        let (toks, err) = lex_line(body, start);
+    for (start, body) in text::lines(text) {
+        let (toks, err) = text::lex_line(body, start, &ET);
         let broken = err.is_some();
         diags.extend(err);
         lines.push(LineToks { toks, end: start + body.len(), broken });
-
     }
     let names = declare(&lines, &mut diags);
     let mut p = ModuleParser {
@@ -73,24 +69,13 @@ pub fn parse_module(text: &str) -> Result<Module, Vec<Diagnostic>> {
     }
 }
 
-// ---------------------------------------------------------------- lexer
-
-#[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Ident(String),
-    /// Unsigned integer digits; the sign is a separate `-` token so that
-    /// `i64::MIN` can be read.
-    Int(String),
-    /// Float text without sign (`1.5`, `1e-7`).
-    Float(String),
-    Str(String),
-    Punct(&'static str),
-}
-
-#[derive(Clone, Debug)]
-struct Token {
-    tok: Tok,
-    span: Span,
+/// Parses a module and verifies it: what a tool reading printed IR wants.
+/// Verifier errors are located at the line (or index expression) they are
+/// about (code E0620).
+pub fn parse_verified(text: &str) -> Result<Module, Vec<Diagnostic>> {
+    let m = parse_module(text)?;
+    verify::verify(&m).map_err(|v| v.diagnostics())?;
+    Ok(m)
 }
 
 struct LineToks {
@@ -99,137 +84,6 @@ struct LineToks {
     end: usize,
     /// A lexical error was reported; `toks` holds the tokens before it.
     broken: bool,
-}
-
-/// Longest first, so `//^` is not read as `//` then `^`.
-const PUNCTS: &[&str] = &["//^", "//", "+=", "[", "]", "(", ")", "<", ">", "{", "}", ",", ":", "=", "+", "-", "*", "%", "?", "."];
-
-fn describe(t: &Tok) -> String {
-    match t {
-        Tok::Ident(s) => format!("`{s}`"),
-        Tok::Int(s) | Tok::Float(s) => format!("number `{s}`"),
-        Tok::Str(s) => format!("string {s:?}"),
-        Tok::Punct(p) => format!("`{p}`"),
-    }
-}
-
-/// The tokens of one line, up to the first lexical error if any.
-fn lex_line(line: &str, base: usize) -> (Vec<Token>, Option<Diagnostic>) {
-    let mut toks = Vec::new();
-    let err = lex_into(line, base, &mut toks).err();
-    (toks, err)
-}
-
-fn lex_into(line: &str, base: usize, toks: &mut Vec<Token>) -> Result<(), Diagnostic> {
-    let mut i = 0;
-    let bytes = line.as_bytes();
-    while i < line.len() {
-        let c = line[i..].chars().next().unwrap_or(' ');
-        let start = i;
-        if c.is_whitespace() {
-            i += c.len_utf8();
-        } else if c == '_' || c.is_alphabetic() {
-            for ch in line[i..].chars() {
-                if ch == '_' || ch.is_alphanumeric() {
-                    i += ch.len_utf8();
-                } else {
-                    break;
-                }
-            }
-            toks.push(Token { tok: Tok::Ident(line[start..i].to_string()), span: Span::new(base + start, base + i) });
-        } else if c.is_ascii_digit() {
-            let digits = |i: &mut usize| {
-                while *i < bytes.len() && bytes[*i].is_ascii_digit() {
-                    *i += 1;
-                }
-            };
-            digits(&mut i);
-            let mut float = false;
-            if i + 1 < bytes.len() && bytes[i] == b'.' && bytes[i + 1].is_ascii_digit() {
-                float = true;
-                i += 1;
-                digits(&mut i);
-            }
-            if i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
-                let sign = usize::from(i + 1 < bytes.len() && (bytes[i + 1] == b'-' || bytes[i + 1] == b'+'));
-                if i + 1 + sign < bytes.len() && bytes[i + 1 + sign].is_ascii_digit() {
-                    float = true;
-                    i += 1 + sign;
-                    digits(&mut i);
-                }
-            }
-            let span = Span::new(base + start, base + i);
-            // Digits run into letters (`12abc`): one malformed number, not
-            // a number and a name.
-            if line[i..].chars().next().is_some_and(|ch| ch == '_' || ch.is_alphanumeric()) {
-                let end = line[i..].find(|ch: char| !(ch == '_' || ch.is_alphanumeric())).map_or(line.len(), |k| i + k);
-                return Err(Diagnostic::error("E0602", "malformed number").at(Span::new(base + start, base + end), "not a number"));
-            }
-            let text = line[start..i].to_string();
-            if float {
-                match text.parse::<f64>() {
-                    Ok(v) if v.is_finite() => toks.push(Token { tok: Tok::Float(text), span }),
-                    _ => return Err(Diagnostic::error("E0602", "number literal too large").at(span, "beyond f64")),
-                }
-            } else {
-                toks.push(Token { tok: Tok::Int(text), span });
-            }
-        } else if c == '"' {
-            let (s, len) = string_literal(&line[i..], base + i)?;
-            i += len;
-            toks.push(Token { tok: Tok::Str(s), span: Span::new(base + start, base + i) });
-        } else if let Some(p) = PUNCTS.iter().find(|p| line[i..].starts_with(**p)) {
-            i += p.len();
-            toks.push(Token { tok: Tok::Punct(p), span: Span::new(base + start, base + i) });
-        } else {
-            let span = Span::new(base + start, base + start + c.len_utf8());
-            return Err(Diagnostic::error("E0601", format!("unexpected character {c:?}")).at(span, "not part of the et dialect"));
-        }
-    }
-    Ok(())
-}
-
-/// A string as Rust's `{:?}` prints it (the printer's format); returns the
-/// value and the byte length consumed, quotes included.
-fn string_literal(s: &str, base: usize) -> Result<(String, usize), Diagnostic> {
-    let mut out = String::new();
-    let mut chars = s.char_indices().skip(1);
-    while let Some((k, c)) = chars.next() {
-        match c {
-            '"' => return Ok((out, k + 1)),
-            '\\' => {
-                let bad = |k: usize| Diagnostic::error("E0603", "invalid escape in string literal").at(Span::new(base + k, base + k + 2), "escape");
-                let Some((_, e)) = chars.next() else { break };
-                match e {
-                    'n' => out.push('\n'),
-                    'r' => out.push('\r'),
-                    't' => out.push('\t'),
-                    '0' => out.push('\0'),
-                    '\\' | '"' | '\'' => out.push(e),
-                    'u' => {
-                        if chars.next().map(|x| x.1) != Some('{') {
-                            return Err(bad(k));
-                        }
-                        let mut hex = String::new();
-                        loop {
-                            match chars.next() {
-                                Some((_, '}')) => break,
-                                Some((_, h)) if h.is_ascii_hexdigit() && hex.len() < 6 => hex.push(h),
-                                _ => return Err(bad(k)),
-                            }
-                        }
-                        match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                            Some(ch) => out.push(ch),
-                            None => return Err(bad(k)),
-                        }
-                    }
-                    _ => return Err(bad(k)),
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    Err(Diagnostic::error("E0603", "unterminated string literal").at(Span::new(base, base + 1), "opened here"))
 }
 
 // ------------------------------------------------------- name pre-pass
@@ -247,15 +101,15 @@ fn declare(lines: &[LineToks], diags: &mut Vec<Diagnostic>) -> Names {
     let (mut ne, mut na) = (0, 0);
     for l in lines {
         let (is_array, count) = match l.toks.first().map(|t| &t.tok) {
-            Some(Tok::Ident(w)) if w == "eintup" => (false, &mut ne),
-            Some(Tok::Ident(w)) if w == "array" => (true, &mut na),
+            Some(Tok::Ident(w)) if w == syntax::EINTUP => (false, &mut ne),
+            Some(Tok::Ident(w)) if w == syntax::ARRAY => (true, &mut na),
             _ => continue,
         };
         let id = *count;
         *count += 1;
         let Some(Token { tok: Tok::Ident(name), span }) = l.toks.get(1) else { continue };
         if let Some(prev) = first.get(&(is_array, name.clone())) {
-            let kind = if is_array { "array" } else { "eintup" };
+            let kind = if is_array { syntax::ARRAY } else { syntax::EINTUP };
             diags.push(
                 Diagnostic::error("E0607", format!("{kind} `{name}` is declared twice"))
                     .at(*span, "second declaration")
@@ -285,13 +139,14 @@ enum Section {
 }
 
 impl Section {
+    /// The keyword of the section's lines.
     fn word(self) -> &'static str {
         match self {
-            Section::Eintups => "eintup",
-            Section::Arrays => "array",
-            Section::Stmts => "stmt",
-            Section::Call => "call",
-            Section::Outputs => "outputs",
+            Section::Eintups => syntax::EINTUP,
+            Section::Arrays => syntax::ARRAY,
+            Section::Stmts => syntax::STMT,
+            Section::Call => syntax::CALL,
+            Section::Outputs => syntax::OUTPUTS,
         }
     }
 }
@@ -317,16 +172,10 @@ fn placeholder_stmt() -> Stmt {
     Stmt { array: 0, indices: vec![], op: AssignOp::Assign, vars: vec![], ops: vec![], result: 0, span: Span::default() }
 }
 
-type PResult<T> = Result<T, Diagnostic>;
-
 impl ModuleParser {
-    fn line(&mut self, l: &LineToks, names: &Names) {
-        let Some(first) = l.toks.first() else { return };
-        let word = match &first.tok {
-            Tok::Ident(w) => w.as_str(),
-            Tok::Punct(p) => p,
-            _ => "",
-        };
+    fn line(&mut self, text: &LineToks, names: &Names) {
+        let Some(first) = text.toks.first() else { return };
+        let word = first.tok.text().unwrap_or("");
         let in_block = matches!(word, "%" | "}");
         if self.skipping {
             // The lines of a block whose header failed are not checked.
@@ -350,22 +199,25 @@ impl ModuleParser {
                 self.module.stmts.push(b.stmt);
             }
         }
-        if l.broken {
+        if text.broken {
             // Already reported by the lexer; only keep numbering aligned.
             self.recover(word);
             return;
         }
-        let mut c = Cursor { toks: &l.toks, pos: 0, end: l.end, names, depth: 0, recursion: 0 };
+        let mut l = Line { c: Cursor::new(&text.toks, text.end, &ET), names, depth: 0, recursion: 0 };
         let r = match word {
-            "eintup" => self.ordered(Section::Eintups, first.span).and_then(|_| self.eintup(&mut c)),
-            "array" => self.ordered(Section::Arrays, first.span).and_then(|_| self.array(&mut c)),
-            "stmt" => self.ordered(Section::Stmts, first.span).and_then(|_| self.stmt_header(&mut c)),
-            "%" => self.op(&mut c),
-            "}" => self.close(&mut c),
-            "call" => self.ordered(Section::Call, first.span).and_then(|_| self.call(&mut c)),
-            "outputs" => self.ordered(Section::Outputs, first.span).and_then(|_| self.outputs(&mut c)),
-            _ => Err(Diagnostic::error("E0605", format!("unexpected {} at the start of a line", describe(&first.tok)))
-                .at(first.span, "expected `eintup`, `array`, `stmt`, `%N = ...`, `}`, `call` or `outputs`")),
+            syntax::EINTUP => self.ordered(Section::Eintups, first.span).and_then(|_| self.eintup(&mut l)),
+            syntax::ARRAY => self.ordered(Section::Arrays, first.span).and_then(|_| self.array(&mut l)),
+            syntax::STMT => self.ordered(Section::Stmts, first.span).and_then(|_| self.stmt_header(&mut l)),
+            "%" => self.op(&mut l),
+            "}" => self.close(&mut l),
+            syntax::CALL => self.ordered(Section::Call, first.span).and_then(|_| self.call(&mut l)),
+            syntax::OUTPUTS => self.ordered(Section::Outputs, first.span).and_then(|_| self.outputs(&mut l)),
+            _ => {
+                let starts = [syntax::EINTUP, syntax::ARRAY, syntax::STMT, "%N = ...", "}", syntax::CALL, syntax::OUTPUTS];
+                Err(Diagnostic::error("E0605", format!("unexpected {} at the start of a line", first.tok.describe()))
+                    .at(first.span, format!("expected {}", one_of(starts))))
+            }
         };
         if let Err(d) = r {
             self.diags.push(d);
@@ -380,9 +232,10 @@ impl ModuleParser {
             return Err(Diagnostic::error("E0606", format!("a second `{}` line", s.word())).at(at, "already given above"));
         }
         if s < self.section {
+            let order = [Section::Eintups, Section::Arrays, Section::Stmts, Section::Call, Section::Outputs].map(Section::word);
             return Err(Diagnostic::error("E0606", format!("`{}` line after the `{}` section", s.word(), self.section.word()))
                 .at(at, "out of order")
-                .note("lines come in this order: eintup, array, stmt blocks, call, outputs"));
+                .note(format!("lines come in this order: {}", order.join(", "))));
         }
         self.section = s;
         Ok(())
@@ -395,8 +248,8 @@ impl ModuleParser {
     fn recover(&mut self, word: &str) {
         let dummy = Span::default();
         match word {
-            "eintup" => self.module.eintups.push(Eintup { name: String::new(), rank: None, dims: None, span: dummy }),
-            "array" => self.module.arrays.push(Array {
+            syntax::EINTUP => self.module.eintups.push(Eintup { name: String::new(), rank: None, dims: None, span: dummy }),
+            syntax::ARRAY => self.module.arrays.push(Array {
                 name: String::new(),
                 dtype: ElemType::Int,
                 positions: vec![],
@@ -405,7 +258,7 @@ impl ModuleParser {
                 is_input: false,
                 span: dummy,
             }),
-            "stmt" => self.skipping = true,
+            syntax::STMT => self.skipping = true,
             "%" => {
                 if let Some(b) = self.block.as_mut() {
                     b.stmt.ops.push(Op { kind: OpKind::ConstInt(0), ty: SigType { dtype: ElemType::Int, eintups: vec![] }, span: dummy });
@@ -415,98 +268,88 @@ impl ModuleParser {
         }
     }
 
-    fn eintup(&mut self, c: &mut Cursor) -> PResult<()> {
-        c.word("eintup")?;
-        let (name, span) = c.ident("an eintup name")?;
-        c.punct(":")?;
-        let (rank, dims) = c.dims()?;
-        c.finish()?;
+    fn eintup(&mut self, l: &mut Line) -> PResult<()> {
+        l.c.word(syntax::EINTUP)?;
+        let (name, span) = l.c.ident("an eintup name")?;
+        l.c.punct(":")?;
+        let (rank, dims) = l.dims()?;
+        l.c.finish()?;
         self.module.eintups.push(Eintup { name, rank, dims, span });
         Ok(())
     }
 
-    fn array(&mut self, c: &mut Cursor) -> PResult<()> {
-        c.word("array")?;
-        let (name, span) = c.ident("an array name")?;
-        c.punct(":")?;
-        let dtype = c.dtype()?;
-        c.punct("[")?;
+    fn array(&mut self, l: &mut Line) -> PResult<()> {
+        l.c.word(syntax::ARRAY)?;
+        let (name, span) = l.c.ident("an array name")?;
+        l.c.punct(":")?;
+        let dtype = l.dtype()?;
+        l.c.punct("[")?;
         let mut positions = Vec::new();
-        if !c.eat("]") {
+        if !l.c.eat("]") {
             loop {
-                let expr = c.index_expr()?;
-                c.punct(":")?;
-                let (rank, dims) = c.dims()?;
+                let expr = l.index_expr()?;
+                l.c.punct(":")?;
+                let (rank, dims) = l.dims()?;
                 positions.push(Position { expr, rank, dims });
-                if c.eat("]") {
+                if l.c.eat("]") {
                     break;
                 }
-                c.punct(",")?;
+                l.c.punct(",")?;
             }
         }
         let mut def_stmt = None;
         let mut is_input = false;
         let mut attrs = Vec::new();
-        while let Some(t) = c.peek() {
-            let t = t.clone();
-            match &t.tok {
-                Tok::Ident(w) if w == "def" => {
-                    c.next();
-                    c.punct("=")?;
-                    let (n, sp) = c.usize_lit()?;
-                    if def_stmt.replace(n).is_some() {
-                        return Err(Diagnostic::error("E0617", format!("array `{name}` has two `def=` flags")).at(sp.to(t.span), "second one"));
-                    }
+        while !l.c.at_end() {
+            let flag = l.c.span();
+            if l.c.eat_word(syntax::DEF) {
+                l.c.punct("=")?;
+                let (n, sp) = l.c.usize("a statement number")?;
+                if def_stmt.replace(n).is_some() {
+                    return Err(Diagnostic::error("E0617", format!("array `{name}` has two `{}=` flags", syntax::DEF)).at(flag.to(sp), "second one"));
                 }
-                Tok::Ident(w) if w == "input" => {
-                    c.next();
-                    if std::mem::replace(&mut is_input, true) {
-                        return Err(Diagnostic::error("E0617", format!("array `{name}` has two `input` flags")).at(t.span, "second one"));
-                    }
+            } else if l.c.eat_word(syntax::INPUT) {
+                if std::mem::replace(&mut is_input, true) {
+                    return Err(Diagnostic::error("E0617", format!("array `{name}` has two `{}` flags", syntax::INPUT)).at(flag, "second one"));
                 }
-                Tok::Ident(w) if w == "range" => {
-                    c.next();
-                    c.punct("=")?;
-                    c.punct("[")?;
-                    let lo = c.bound()?;
-                    c.punct(",")?;
-                    let hi = c.bound()?;
-                    c.punct(")")?;
-                    attrs.push(Attr::Range { lo, hi });
-                }
-                other => return Err(c.unexpected_tok(other, t.span, "`def=N`, `input`, `range=[lo, hi)` or end of line")),
+            } else if l.c.eat_word(syntax::RANGE) {
+                l.c.punct("=")?;
+                l.c.punct("[")?;
+                let lo = l.bound()?;
+                l.c.punct(",")?;
+                let hi = l.bound()?;
+                l.c.punct(")")?;
+                attrs.push(Attr::Range { lo, hi });
+            } else {
+                let flags = format!("`{}=N`, `{}`, `{}=[lo, hi)` or end of line", syntax::DEF, syntax::INPUT, syntax::RANGE);
+                return Err(l.c.unexpected(&flags));
             }
         }
         let Some(def_stmt) = def_stmt else {
-            return Err(Diagnostic::error("E0617", format!("array `{name}` has no `def=N` flag"))
-                .at(Span::new(c.end, c.end), "expected `def=N` (the defining statement)"));
+            return Err(Diagnostic::error("E0617", format!("array `{name}` has no `{}=N` flag", syntax::DEF))
+                .at(l.c.span(), format!("expected `{}=N` (the defining statement)", syntax::DEF)));
         };
         self.module.arrays.push(Array { name, dtype, positions, attrs, def_stmt, is_input, span });
         Ok(())
     }
 
-    fn stmt_header(&mut self, c: &mut Cursor) -> PResult<()> {
-        let start = c.word("stmt")?;
-        let (n, nspan) = c.usize_lit()?;
+    fn stmt_header(&mut self, l: &mut Line) -> PResult<()> {
+        let start = l.c.word(syntax::STMT)?;
+        let (n, nspan) = l.c.usize("a statement number")?;
         let expect = self.module.stmts.len();
         if n != expect {
             return Err(Diagnostic::error("E0610", format!("statement numbered {n}, expected {expect}"))
                 .at(nspan, "statements are numbered from 0 in order"));
         }
-        let (array, _) = c.array_name()?;
-        let indices = c.slots()?;
-        let op = if c.eat("=") {
-            AssignOp::Assign
-        } else if c.eat("+=") {
-            AssignOp::AddAssign
-        } else {
-            return Err(c.unexpected("`=` or `+=`"));
-        };
-        let (result, result_span) = c.value_ref()?;
-        c.word("vars")?;
-        let vars = c.eintup_list()?;
-        let close = c.punct("{")?;
-        c.finish()?;
+        let (array, _) = l.array_name()?;
+        let indices = l.slots()?;
+        let Some(op) = l.c.peek_spelled::<AssignOp>() else { return Err(l.c.unexpected(&AssignOp::one_of())) };
+        l.c.bump();
+        let (result, result_span) = l.c.value_ref()?;
+        l.c.word(syntax::VARS)?;
+        let vars = l.eintup_list()?;
+        let close = l.c.punct("{")?;
+        l.c.finish()?;
         let header = start.to(close);
         self.block = Some(Block {
             stmt: Stmt { array, indices, op, vars, ops: vec![], result, span: header },
@@ -516,71 +359,72 @@ impl ModuleParser {
         Ok(())
     }
 
-    fn op(&mut self, c: &mut Cursor) -> PResult<()> {
+    fn op(&mut self, l: &mut Line) -> PResult<()> {
         let Some(block) = self.block.as_mut() else {
-            let t = c.peek().map_or(Span::new(c.end, c.end), |t| t.span);
-            return Err(Diagnostic::error("E0614", "op line outside a statement block").at(t, "expected a `stmt ... {` line before it"));
+            return Err(Diagnostic::error("E0614", "op line outside a statement block").at(l.c.span(), "expected a `stmt ... {` line before it"));
         };
-        let (k, kspan) = c.value_ref()?;
+        let (k, kspan) = l.c.value_ref()?;
         let expect = block.stmt.ops.len();
         if k != expect {
             return Err(Diagnostic::error("E0611", format!("op numbered %{k}, expected %{expect}")).at(kspan, "ops are numbered from %0 in order"));
         }
-        c.punct("=")?;
-        let (kw, kwspan) = c.ident("an op name")?;
-        let operand = |c: &mut Cursor| -> PResult<ValueId> {
-            let (v, sp) = c.value_ref()?;
+        l.c.punct("=")?;
+        let (kw, kwspan) = l.c.ident("an op name")?;
+        let operand = |l: &mut Line| -> PResult<ValueId> {
+            let (v, sp) = l.c.value_ref()?;
             if v >= k {
                 return Err(Diagnostic::error("E0612", format!("operand %{v} is not defined before %{k}"))
                     .at(sp, "an operand must name an earlier op of the statement"));
             }
             Ok(v)
         };
-        let kind = match kw.as_str() {
-            "const" => c.constant()?,
-            "rank" => OpKind::Rank(c.eintup_list()?),
-            "dims_at" => {
-                let l = c.eintup_list()?;
-                c.punct("[")?;
-                let t = c.index_expr()?;
-                c.punct("]")?;
-                OpKind::DimsAt(l, t)
-            }
-            "read" => {
-                let (array, _) = c.array_name()?;
-                OpKind::Read { array, indices: c.slots()? }
-            }
-            "random" => {
-                let lo = operand(c)?;
-                c.punct(",")?;
-                let hi = operand(c)?;
-                c.punct(",")?;
-                OpKind::Random { lo, hi, dtype: c.dtype()? }
-            }
-            "neg" => OpKind::Neg(operand(c)?),
-            other => {
-                let Some(op) = binop_by_name(other) else {
-                    return Err(Diagnostic::error("E0616", format!("unknown op `{other}`"))
-                        .at(kwspan, "not an et op")
-                        .note("ops: const, rank, dims_at, read, random, neg, add, sub, mul, div, floordiv, ceildiv, mod"));
-                };
-                let a = operand(c)?;
-                c.punct(",")?;
-                let b = operand(c)?;
-                OpKind::Binary(op, a, b)
+        let kind = if let Some(op) = BinOp::from_spelling(&kw) {
+            let a = operand(l)?;
+            l.c.punct(",")?;
+            let b = operand(l)?;
+            OpKind::Binary(op, a, b)
+        } else {
+            let Some(name) = OpName::from_spelling(&kw) else {
+                let all = OpName::ALL.iter().map(|o| o.spelling()).chain(BinOp::ALL.iter().map(|o| o.spelling()));
+                return Err(Diagnostic::error("E0616", format!("unknown op `{kw}`"))
+                    .at(kwspan, "not an et op")
+                    .note(format!("ops: {}", all.collect::<Vec<_>>().join(", "))));
+            };
+            match name {
+                OpName::Const => l.constant()?,
+                OpName::Rank => OpKind::Rank(l.eintup_list()?),
+                OpName::DimsAt => {
+                    let list = l.eintup_list()?;
+                    l.c.punct("[")?;
+                    let t = l.index_expr()?;
+                    l.c.punct("]")?;
+                    OpKind::DimsAt(list, t)
+                }
+                OpName::Read => {
+                    let (array, _) = l.array_name()?;
+                    OpKind::Read { array, indices: l.slots()? }
+                }
+                OpName::Random => {
+                    let lo = operand(l)?;
+                    l.c.punct(",")?;
+                    let hi = operand(l)?;
+                    l.c.punct(",")?;
+                    OpKind::Random { lo, hi, dtype: l.dtype()? }
+                }
+                OpName::Neg => OpKind::Neg(operand(l)?),
             }
         };
-        c.punct(":")?;
-        let ty = c.sig(&self.module)?;
-        let span = kspan.to(c.prev_span());
-        c.finish()?;
+        l.c.punct(":")?;
+        let ty = l.sig(&self.module)?;
+        let span = kspan.to(l.c.prev_span());
+        l.c.finish()?;
         block.stmt.ops.push(Op { kind, ty, span });
         Ok(())
     }
 
-    fn close(&mut self, c: &mut Cursor) -> PResult<()> {
-        let sp = c.punct("}")?;
-        c.finish()?;
+    fn close(&mut self, l: &mut Line) -> PResult<()> {
+        let sp = l.c.punct("}")?;
+        l.c.finish()?;
         let Some(b) = self.block.take() else {
             return Err(Diagnostic::error("E0614", "`}` without an open statement block").at(sp, "nothing to close"));
         };
@@ -595,63 +439,57 @@ impl ModuleParser {
         Ok(())
     }
 
-    fn call(&mut self, c: &mut Cursor) -> PResult<()> {
-        let start = c.word("call")?;
-        let (mut func, _) = c.ident("a function name")?;
-        while c.eat(".") {
+    fn call(&mut self, l: &mut Line) -> PResult<()> {
+        let start = l.c.word(syntax::CALL)?;
+        let (mut func, _) = l.c.ident("a function name")?;
+        while l.c.eat(".") {
             func.push('.');
-            func.push_str(&c.ident("a function name")?.0);
+            func.push_str(&l.c.ident("a function name")?.0);
         }
-        c.punct("(")?;
+        l.c.punct("(")?;
         let mut args = Vec::new();
-        if !c.eat(")") {
+        if !l.c.eat(")") {
             loop {
-                let key = match (c.peek().map(|t| &t.tok), c.peek_at(1).map(|t| &t.tok)) {
+                let key = match (l.c.tok_at(0), l.c.tok_at(1)) {
                     (Some(Tok::Ident(k)), Some(Tok::Punct("="))) => {
-                        let k = k.clone();
-                        c.next();
-                        c.next();
-                        Some(k)
+                        l.c.bump();
+                        l.c.bump();
+                        Some(k.clone())
                     }
                     _ => None,
                 };
-                args.push((key, c.call_arg()?));
-                if c.eat(")") {
+                args.push((key, l.call_arg()?));
+                if l.c.eat(")") {
                     break;
                 }
-                c.punct(",")?;
+                l.c.punct(",")?;
             }
         }
-        let span = start.to(c.prev_span());
-        c.finish()?;
+        let span = start.to(l.c.prev_span());
+        l.c.finish()?;
         self.module.call = Some(FrameworkCall { func, args, span });
         Ok(())
     }
 
-    fn outputs(&mut self, c: &mut Cursor) -> PResult<()> {
-        c.word("outputs")?;
+    fn outputs(&mut self, l: &mut Line) -> PResult<()> {
+        l.c.word(syntax::OUTPUTS)?;
         self.outputs_seen = true;
-        let mut outs = vec![c.array_name()?.0];
-        while c.eat(",") {
-            outs.push(c.array_name()?.0);
+        let mut outs = vec![l.array_name()?.0];
+        while l.c.eat(",") {
+            outs.push(l.array_name()?.0);
         }
-        c.finish()?;
+        l.c.finish()?;
         self.module.outputs = outs;
         Ok(())
     }
 }
 
-fn binop_by_name(s: &str) -> Option<BinOp> {
-    use BinOp::*;
-    [Add, Sub, Mul, Div, FloorDiv, CeilDiv, Mod].into_iter().find(|op| super::print::binop_name(*op) == s)
-}
+// ------------------------------------------------------- one line
 
-// ------------------------------------------------------- line cursor
-
-struct Cursor<'a> {
-    toks: &'a [Token],
-    pos: usize,
-    end: usize,
+/// The cursor over one line, with the names of the module and the nesting
+/// of the index expression being read.
+struct Line<'a> {
+    c: Cursor<'a>,
     names: &'a Names,
     /// Nesting of index expressions (parentheses and recursion).
     depth: usize,
@@ -659,187 +497,62 @@ struct Cursor<'a> {
     recursion: usize,
 }
 
-impl<'a> Cursor<'a> {
-    fn peek(&self) -> Option<&'a Token> {
-        self.toks.get(self.pos)
-    }
-
-    fn peek_at(&self, k: usize) -> Option<&'a Token> {
-        self.toks.get(self.pos + k)
-    }
-
-    fn next(&mut self) -> Option<&'a Token> {
-        let t = self.toks.get(self.pos);
-        self.pos += 1;
-        t
-    }
-
-    fn prev_end(&self) -> usize {
-        self.pos.checked_sub(1).and_then(|k| self.toks.get(k)).map_or(self.end, |t| t.span.end)
-    }
-
-    /// An empty span at the end of the last consumed token.
-    fn prev_span(&self) -> Span {
-        Span::new(self.prev_end(), self.prev_end())
-    }
-
-    fn unexpected_tok(&self, t: &Tok, span: Span, expected: &str) -> Diagnostic {
-        Diagnostic::error("E0604", format!("unexpected {}, expected {expected}", describe(t))).at(span, format!("expected {expected}"))
-    }
-
-    fn unexpected(&self, expected: &str) -> Diagnostic {
-        match self.peek() {
-            Some(t) => self.unexpected_tok(&t.tok, t.span, expected),
-            None => Diagnostic::error("E0604", format!("unexpected end of line, expected {expected}"))
-                .at(Span::new(self.end, self.end), format!("expected {expected}")),
-        }
-    }
-
-    fn is_punct(&self, p: &str) -> bool {
-        matches!(self.peek(), Some(Token { tok: Tok::Punct(q), .. }) if *q == p)
-    }
-
-    fn eat(&mut self, p: &str) -> bool {
-        let yes = self.is_punct(p);
-        if yes {
-            self.pos += 1;
-        }
-        yes
-    }
-
-    fn punct(&mut self, p: &str) -> PResult<Span> {
-        if self.is_punct(p) {
-            Ok(self.next().map_or(Span::default(), |t| t.span))
-        } else {
-            Err(self.unexpected(&format!("`{p}`")))
-        }
-    }
-
-    fn word(&mut self, w: &str) -> PResult<Span> {
-        match self.peek() {
-            Some(Token { tok: Tok::Ident(x), span }) if x == w => {
-                self.pos += 1;
-                Ok(*span)
-            }
-            _ => Err(self.unexpected(&format!("`{w}`"))),
-        }
-    }
-
-    fn ident(&mut self, what: &str) -> PResult<(String, Span)> {
-        match self.peek() {
-            Some(Token { tok: Tok::Ident(x), span }) => {
-                self.pos += 1;
-                Ok((x.clone(), *span))
-            }
-            _ => Err(self.unexpected(what)),
-        }
-    }
-
-    fn finish(&self) -> PResult<()> {
-        match self.peek() {
-            None => Ok(()),
-            Some(_) => Err(self.unexpected("end of line")),
-        }
-    }
-
+impl Line<'_> {
     fn eintup_name(&mut self) -> PResult<(EintupId, Span)> {
-        let (n, sp) = self.ident("an eintup name")?;
+        let (n, sp) = self.c.ident("an eintup name")?;
         match self.names.eintups.get(&n) {
             Some(id) => Ok((*id, sp)),
-            None => Err(Diagnostic::error("E0608", format!("unknown eintup `{n}`")).at(sp, "no `eintup` line declares it")),
+            None => Err(Diagnostic::error("E0608", format!("unknown eintup `{n}`")).at(sp, format!("no `{}` line declares it", syntax::EINTUP))),
         }
     }
 
     fn array_name(&mut self) -> PResult<(ArrayId, Span)> {
-        let (n, sp) = self.ident("an array name")?;
+        let (n, sp) = self.c.ident("an array name")?;
         match self.names.arrays.get(&n) {
             Some(id) => Ok((*id, sp)),
-            None => Err(Diagnostic::error("E0609", format!("unknown array `{n}`")).at(sp, "no `array` line declares it")),
+            None => Err(Diagnostic::error("E0609", format!("unknown array `{n}`")).at(sp, format!("no `{}` line declares it", syntax::ARRAY))),
         }
     }
 
     /// `(a, b, ...)`, possibly empty.
     fn eintup_list(&mut self) -> PResult<Vec<EintupId>> {
-        self.punct("(")?;
+        self.c.punct("(")?;
         let mut v = Vec::new();
-        if self.eat(")") {
+        if self.c.eat(")") {
             return Ok(v);
         }
         loop {
             v.push(self.eintup_name()?.0);
-            if self.eat(")") {
+            if self.c.eat(")") {
                 return Ok(v);
             }
-            self.punct(",")?;
+            self.c.punct(",")?;
         }
-    }
-
-    /// An integer with optional leading `-`.
-    fn int_lit(&mut self) -> PResult<(i64, Span)> {
-        let neg = self.is_punct("-");
-        let start = self.peek().map(|t| t.span);
-        if neg {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(Token { tok: Tok::Int(d), span }) => {
-                self.pos += 1;
-                let sp = start.map_or(*span, |s| s.to(*span));
-                let text = if neg { format!("-{d}") } else { d.clone() };
-                text.parse::<i64>()
-                    .map(|v| (v, sp))
-                    .map_err(|_| Diagnostic::error("E0602", "integer literal too large").at(sp, "beyond signed 64 bits"))
-            }
-            _ => Err(self.unexpected("an integer")),
-        }
-    }
-
-    fn usize_lit(&mut self) -> PResult<(usize, Span)> {
-        match self.peek() {
-            Some(Token { tok: Tok::Int(d), span }) => {
-                self.pos += 1;
-                d.parse::<usize>().map(|v| (v, *span)).map_err(|_| Diagnostic::error("E0602", "integer literal too large").at(*span, "too large"))
-            }
-            _ => Err(self.unexpected("a number")),
-        }
-    }
-
-    /// `%N`.
-    fn value_ref(&mut self) -> PResult<(ValueId, Span)> {
-        let start = self.punct("%")?;
-        let (n, sp) = self.usize_lit()?;
-        Ok((n, start.to(sp)))
     }
 
     fn dtype(&mut self) -> PResult<DType> {
-        let (w, sp) = self.ident("`INT` or `FLOAT`")?;
-        match w.as_str() {
-            "INT" => Ok(ElemType::Int),
-            "FLOAT" => Ok(ElemType::Float),
-            _ => Err(Diagnostic::error("E0618", format!("unknown element type `{w}`")).at(sp, "expected `INT` or `FLOAT`")),
-        }
+        Ok(self.c.spelled::<ElemType>("E0618", "element type")?.0)
     }
 
     /// `?` (unknown), `?R` (rank R, dims unknown) or `[d1, ...]` (static).
     fn dims(&mut self) -> PResult<(Option<usize>, Option<Vec<i64>>)> {
-        if self.eat("?") {
-            if matches!(self.peek(), Some(Token { tok: Tok::Int(_), .. })) {
-                return Ok((Some(self.usize_lit()?.0), None));
+        if self.c.eat("?") {
+            if matches!(self.c.tok_at(0), Some(Tok::Int(_))) {
+                return Ok((Some(self.c.usize("a rank")?.0), None));
             }
             return Ok((None, None));
         }
-        if !self.is_punct("[") {
-            return Err(self.unexpected("`?`, `?RANK` or `[dims]`"));
+        if !self.c.eat("[") {
+            return Err(self.c.unexpected("`?`, `?RANK` or `[dims]`"));
         }
-        self.pos += 1;
         let mut d = Vec::new();
-        if !self.eat("]") {
+        if !self.c.eat("]") {
             loop {
-                d.push(self.int_lit()?.0);
-                if self.eat("]") {
+                d.push(self.c.int("a dim")?.0);
+                if self.c.eat("]") {
                     break;
                 }
-                self.punct(",")?;
+                self.c.punct(",")?;
             }
         }
         Ok((Some(d.len()), Some(d)))
@@ -847,30 +560,29 @@ impl<'a> Cursor<'a> {
 
     /// `[lo, hi)` bound: an integer or `DIMS(list)`.
     fn bound(&mut self) -> PResult<Bound> {
-        if matches!(self.peek(), Some(Token { tok: Tok::Ident(w), .. }) if w == "DIMS") {
-            self.pos += 1;
+        if self.c.eat_word(syntax::DIMS) {
             return Ok(Bound::DimsAt(self.eintup_list()?));
         }
-        Ok(Bound::Int(self.int_lit()?.0))
+        Ok(Bound::Int(self.c.int("an integer")?.0))
     }
 
     /// `[slot, ...]` where a slot is `:` or an index expression.
     fn slots(&mut self) -> PResult<Vec<IndexSlot>> {
-        self.punct("[")?;
+        self.c.punct("[")?;
         let mut v = Vec::new();
-        if self.eat("]") {
+        if self.c.eat("]") {
             return Ok(v);
         }
         loop {
-            if self.is_punct(":") {
-                v.push(IndexSlot::Colon(self.punct(":")?));
+            if self.c.is_punct(":") {
+                v.push(IndexSlot::Colon(self.c.punct(":")?));
             } else {
                 v.push(IndexSlot::Expr(self.index_expr()?));
             }
-            if self.eat("]") {
+            if self.c.eat("]") {
                 return Ok(v);
             }
-            self.punct(",")?;
+            self.c.punct(",")?;
         }
     }
 
@@ -888,12 +600,12 @@ impl<'a> Cursor<'a> {
         let base = self.depth;
         let mut stack: Vec<Frame> = Vec::new();
         let r = 'outer: loop {
-            while self.is_punct("(") {
+            while self.c.is_punct("(") {
                 if base + stack.len() >= MAX_DEPTH {
                     break 'outer Err(self.too_deep());
                 }
-                let sp = self.next().map_or(Span::default(), |t| t.span);
-                stack.push(Frame::Open(sp));
+                stack.push(Frame::Open(self.c.span()));
+                self.c.bump();
             }
             self.depth = base + stack.len();
             let mut e = match self.atom() {
@@ -904,17 +616,15 @@ impl<'a> Cursor<'a> {
                 match stack.pop() {
                     None => break 'outer Ok(e),
                     Some(Frame::Open(sp)) => {
-                        let op = match self.peek() {
-                            Some(Token { tok: Tok::Punct(p), .. }) if index_op(p).is_some() => index_op(p),
-                            _ => None,
+                        let Some(op) = self.c.peek_spelled::<IndexOp>() else {
+                            break 'outer Err(self.c.unexpected(&format!("an index operator ({})", IndexOp::one_of())));
                         };
-                        let Some(op) = op else { break 'outer Err(self.unexpected("an index operator (`+ - * // //^ %`)")) };
-                        self.pos += 1;
+                        self.c.bump();
                         stack.push(Frame::Right(sp, e, op));
                         continue 'outer;
                     }
                     Some(Frame::Right(sp, l, op)) => {
-                        let close = match self.punct(")") {
+                        let close = match self.c.punct(")") {
                             Ok(c) => c,
                             Err(d) => break 'outer Err(d),
                         };
@@ -928,36 +638,29 @@ impl<'a> Cursor<'a> {
     }
 
     fn too_deep(&self) -> Diagnostic {
-        let sp = self.peek().map_or(Span::new(self.end, self.end), |t| t.span);
         Diagnostic::error("E0619", "index expression nested too deeply")
-            .at(sp, "too deep")
-            .note(format!("at most {MAX_DEPTH} levels, {MAX_NESTED} of them through FLAT(..) or slices"))
+            .at(self.c.span(), "too deep")
+            .note(format!("at most {MAX_DEPTH} levels, {MAX_NESTED} of them through {}(..) or slices", syntax::FLAT))
     }
 
     /// An index expression that does not start with `(`.
     fn atom(&mut self) -> PResult<IndexExpr> {
-        let Some(t) = self.peek() else { return Err(self.unexpected("an index expression")) };
-        match &t.tok {
-            Tok::Punct("-") | Tok::Int(_) => {
-                let (v, sp) = self.int_lit()?;
-                Ok(IndexExpr { kind: IndexKind::Lit(v), span: sp })
+        if self.c.at_int() {
+            let (v, sp) = self.c.int("an index expression")?;
+            return Ok(IndexExpr { kind: IndexKind::Lit(v), span: sp });
+        }
+        let Some(Token { tok: Tok::Ident(w), span: at }) = self.c.peek() else { return Err(self.c.unexpected("an index expression")) };
+        match self.c.tok_at(1) {
+            Some(Tok::Punct("(")) => self.builtin(w, *at),
+            Some(Tok::Punct("[")) => self.nested(|l| {
+                let (array, _) = l.array_name()?;
+                let indices = l.slots()?;
+                Ok(IndexExpr { kind: IndexKind::Slice { array, indices }, span: at.to(l.c.prev_span()) })
+            }),
+            _ => {
+                let (id, sp) = self.eintup_name()?;
+                Ok(IndexExpr { kind: IndexKind::Var(id), span: sp })
             }
-            Tok::Ident(w) => {
-                let next = self.peek_at(1).map(|t| &t.tok);
-                if next == Some(&Tok::Punct("(")) {
-                    self.builtin(w, t.span)
-                } else if next == Some(&Tok::Punct("[")) {
-                    self.nested(|c| {
-                        let (array, _) = c.array_name()?;
-                        let indices = c.slots()?;
-                        Ok(IndexExpr { kind: IndexKind::Slice { array, indices }, span: t.span.to(c.prev_span()) })
-                    })
-                } else {
-                    let (id, sp) = self.eintup_name()?;
-                    Ok(IndexExpr { kind: IndexKind::Var(id), span: sp })
-                }
-            }
-            _ => Err(self.unexpected("an index expression")),
         }
     }
 
@@ -976,160 +679,120 @@ impl<'a> Cursor<'a> {
 
     /// `DIMS(..)`, `RANK(..)` or `FLAT(..)`; the cursor is at the name.
     fn builtin(&mut self, w: &str, at: Span) -> PResult<IndexExpr> {
-        self.pos += 1;
+        self.c.bump();
         let kind = match w {
-            "DIMS" => IndexKind::Dims(self.eintup_list()?),
-            "RANK" => IndexKind::Rank(self.eintup_list()?),
-            "FLAT" => {
-                return self.nested(|c| {
-                    c.punct("(")?;
+            syntax::DIMS => IndexKind::Dims(self.eintup_list()?),
+            syntax::RANK => IndexKind::Rank(self.eintup_list()?),
+            syntax::FLAT => {
+                return self.nested(|l| {
+                    l.c.punct("(")?;
                     let mut v = Vec::new();
-                    if !c.eat(")") {
+                    if !l.c.eat(")") {
                         loop {
-                            v.push(c.index_expr()?);
-                            if c.eat(")") {
+                            v.push(l.index_expr()?);
+                            if l.c.eat(")") {
                                 break;
                             }
-                            c.punct(",")?;
+                            l.c.punct(",")?;
                         }
                     }
-                    Ok(IndexExpr { kind: IndexKind::Flat(v), span: at.to(c.prev_span()) })
+                    Ok(IndexExpr { kind: IndexKind::Flat(v), span: at.to(l.c.prev_span()) })
                 })
             }
-            _ => return Err(Diagnostic::error("E0616", format!("unknown index function `{w}`")).at(at, "expected `DIMS`, `RANK` or `FLAT`")),
+            _ => {
+                return Err(Diagnostic::error("E0616", format!("unknown index function `{w}`"))
+                    .at(at, format!("expected {}", one_of([syntax::DIMS, syntax::RANK, syntax::FLAT]))))
+            }
         };
-        Ok(IndexExpr { kind, span: at.to(self.prev_span()) })
+        Ok(IndexExpr { kind, span: at.to(self.c.prev_span()) })
     }
 
-    /// The operand of `const`: an integer, a float, `inf` or `NaN`, any of
-    /// them with a leading `-` (the printer uses Rust's `{:?}` for floats).
+    /// The operand of `const`: an integer, or a float as `text::float_text`
+    /// writes it.
     fn constant(&mut self) -> PResult<OpKind> {
-        let neg = self.is_punct("-");
-        let at = self.pos;
-        if neg {
-            self.pos += 1;
+        if self.c.at_int() {
+            return Ok(OpKind::ConstInt(self.c.int("a number")?.0));
         }
-        let sign = if neg { -1.0 } else { 1.0 };
-        match self.peek().map(|t| &t.tok) {
-            Some(Tok::Float(f)) => {
-                self.pos += 1;
-                Ok(OpKind::ConstFloat(sign * f.parse::<f64>().unwrap_or(f64::NAN)))
-            }
-            Some(Tok::Ident(w)) if w == "inf" => {
-                self.pos += 1;
-                Ok(OpKind::ConstFloat(sign * f64::INFINITY))
-            }
-            Some(Tok::Ident(w)) if w == "NaN" => {
-                self.pos += 1;
-                Ok(OpKind::ConstFloat(f64::NAN))
-            }
-            Some(Tok::Int(_)) => {
-                self.pos = at;
-                Ok(OpKind::ConstInt(self.int_lit()?.0))
-            }
-            _ => Err(self.unexpected("a number")),
-        }
+        Ok(OpKind::ConstFloat(self.c.float()?))
     }
 
     /// `INT<a:?, b:[2, 3]>`. The dims repeat the eintup's declaration (for
     /// readers); they must agree with it.
     fn sig(&mut self, m: &Module) -> PResult<SigType> {
         let dtype = self.dtype()?;
-        self.punct("<")?;
+        self.c.punct("<")?;
         let mut eintups = Vec::new();
-        if !self.eat(">") {
+        if !self.c.eat(">") {
             loop {
                 let (id, sp) = self.eintup_name()?;
-                self.punct(":")?;
+                self.c.punct(":")?;
                 let (rank, dims) = self.dims()?;
                 // A placeholder (its line failed) has no name: already reported.
                 if let Some(e) = m.eintups.get(id).filter(|e| !e.name.is_empty()) {
                     if e.dims != dims || (e.dims.is_none() && e.rank != rank) {
-                        let sp = sp.to(Span::new(self.prev_end(), self.prev_end()));
+                        let sp = sp.to(self.c.prev_span());
                         return Err(Diagnostic::error("E0615", format!("signature type disagrees with the declaration of eintup `{}`", e.name))
-                            .at(sp, "differs from the `eintup` line")
+                            .at(sp, format!("differs from the `{}` line", syntax::EINTUP))
                             .also(e.span, "declared here"));
                     }
                 }
                 eintups.push(id);
-                if self.eat(">") {
+                if self.c.eat(">") {
                     break;
                 }
-                self.punct(",")?;
+                self.c.punct(",")?;
             }
         }
         Ok(SigType { dtype, eintups })
     }
 
     fn call_arg(&mut self) -> PResult<CallArg> {
-        let Some(t) = self.peek() else { return Err(self.unexpected("a call argument")) };
-        let Tok::Ident(w) = &t.tok else { return Err(self.unexpected("a call argument")) };
-        if self.peek_at(1).map(|t| &t.tok) != Some(&Tok::Punct("(")) {
+        let Some(Token { tok: Tok::Ident(w), span }) = self.c.peek() else { return Err(self.c.unexpected("a call argument")) };
+        if self.c.tok_at(1) != Some(&Tok::Punct("(")) {
             return Ok(CallArg::Array(self.array_name()?.0));
         }
-        self.pos += 1;
+        self.c.bump();
         match w.as_str() {
-            "DIMS" => Ok(CallArg::Dims(self.eintup_list()?)),
-            "RANK" => Ok(CallArg::Rank(self.eintup_list()?)),
-            "TENSOR" => {
-                self.punct("(")?;
-                self.word("DIMS")?;
-                let l = self.eintup_list()?;
-                self.punct(")")?;
-                Ok(CallArg::Tensor(l))
+            syntax::DIMS => Ok(CallArg::Dims(self.eintup_list()?)),
+            syntax::RANK => Ok(CallArg::Rank(self.eintup_list()?)),
+            syntax::TENSOR => {
+                self.c.punct("(")?;
+                self.c.word(syntax::DIMS)?;
+                let list = self.eintup_list()?;
+                self.c.punct(")")?;
+                Ok(CallArg::Tensor(list))
             }
-            "L" => {
-                self.punct("(")?;
+            syntax::LITERAL => {
+                self.c.punct("(")?;
                 let lit = self.literal()?;
-                self.punct(")")?;
+                self.c.punct(")")?;
                 Ok(CallArg::Literal(lit))
             }
-            _ => Err(Diagnostic::error("E0616", format!("unknown call-argument wrapper `{w}`"))
-                .at(t.span, "expected `DIMS(..)`, `RANK(..)`, `TENSOR(DIMS(..))` or `L(literal)`")),
+            _ => {
+                let (d, r, t, l) = (syntax::DIMS, syntax::RANK, syntax::TENSOR, syntax::LITERAL);
+                Err(Diagnostic::error("E0616", format!("unknown call-argument wrapper `{w}`"))
+                    .at(*span, format!("expected `{d}(..)`, `{r}(..)`, `{t}({d}(..))` or `{l}(literal)`")))
+            }
         }
     }
 
+    /// A call literal: a string, a bare word, an integer or a float.
     fn literal(&mut self) -> PResult<Literal> {
-        match self.peek().map(|t| &t.tok) {
+        if self.c.at_int() {
+            return Ok(Literal::Int(self.c.int("a literal")?.0));
+        }
+        match self.c.tok_at(0) {
             Some(Tok::Str(s)) => {
-                self.pos += 1;
+                self.c.bump();
                 Ok(Literal::Str(s.clone()))
             }
             Some(Tok::Ident(w)) => {
-                self.pos += 1;
+                self.c.bump();
                 Ok(Literal::Word(w.clone()))
             }
-            Some(Tok::Float(_)) => self.float_lit(),
-            Some(Tok::Punct("-")) if matches!(self.peek_at(1).map(|t| &t.tok), Some(Tok::Float(_))) => self.float_lit(),
-            _ => Ok(Literal::Int(self.int_lit()?.0)),
+            _ => Ok(Literal::Float(self.c.float()?)),
         }
     }
-
-    fn float_lit(&mut self) -> PResult<Literal> {
-        let neg = self.eat("-");
-        match self.next().map(|t| &t.tok) {
-            Some(Tok::Float(f)) => {
-                let v = f.parse::<f64>().unwrap_or(f64::NAN);
-                Ok(Literal::Float(if neg { -v } else { v }))
-            }
-            _ => {
-                self.pos -= 1;
-                Err(self.unexpected("a float"))
-            }
-        }
-    }
-}
-
-fn index_op(p: &str) -> Option<IndexOp> {
-    Some(match p {
-        "+" => IndexOp::Add,
-        "-" => IndexOp::Sub,
-        "*" => IndexOp::Mul,
-        "//" => IndexOp::FloorDiv,
-        "//^" => IndexOp::CeilDiv,
-        "%" => IndexOp::Mod,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
@@ -1250,6 +913,16 @@ outputs z, y
         assert_eq!(*array, 1);
         assert!(matches!(&indices[0], IndexSlot::Expr(IndexExpr { kind: IndexKind::Slice { array: 0, .. }, .. })));
         assert!(matches!(&indices[1], IndexSlot::Expr(IndexExpr { kind: IndexKind::Bin(IndexOp::Add, _, r), .. }) if r.kind == IndexKind::Lit(-1)));
+    }
+
+    #[test]
+    fn verifier_errors_are_located() {
+        let text = edit(" def=0", " def=3");
+        let d = parse_verified(&text).unwrap_err();
+        assert_eq!(d.iter().map(|d| d.code).collect::<Vec<_>>(), [verify::CODE]);
+        assert_eq!(&text[d[0].primary_span().expect("located").range()], "x");
+        assert!(d[0].message.ends_with("array `x`: defining statement 3 out of range (1 statements)"), "{}", d[0].message);
+        assert_eq!(parse_verified(BASE).map(|m| print::module(&m)), Ok(BASE.to_string()));
     }
 
     #[test]

@@ -19,6 +19,8 @@
 
 pub mod parse;
 pub mod print;
+pub mod site;
+pub mod syntax;
 pub mod verify;
 
 /// Induction variable or loaded index value; indexes `Kernel::vars`.
@@ -119,12 +121,23 @@ pub enum Role {
     Temp,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
     /// All zeros before the first kernel (every array starts at 0).
     Zero,
     /// Contents come from the caller (role `Input`).
     Input,
+}
+
+impl Role {
+    /// The init a buffer of this role has unless stated otherwise: only
+    /// inputs come from the caller.
+    pub fn default_init(self) -> Init {
+        match self {
+            Role::Input => Init::Input,
+            Role::Output | Role::Temp => Init::Zero,
+        }
+    }
 }
 
 /// One kernel: a loop nest whose innermost nodes write one buffer.
@@ -219,19 +232,6 @@ pub enum IBin {
 }
 
 impl IBin {
-    pub fn text(self) -> &'static str {
-        match self {
-            IBin::Add => "+",
-            IBin::Sub => "-",
-            IBin::Mul => "*",
-            IBin::FloorDiv => "//",
-            IBin::CeilDiv => "//^",
-            IBin::Mod => "%",
-            IBin::Min => "min",
-            IBin::Max => "max",
-        }
-    }
-
     /// The operation on concrete values (see `IExpr` for the totality
     /// conventions).
     pub fn apply(self, a: i64, b: i64) -> i64 {
@@ -530,20 +530,6 @@ impl From<et_grammar::ast::BinOp> for VBin {
     }
 }
 
-impl VBin {
-    pub fn text(self) -> &'static str {
-        match self {
-            VBin::Add => "add",
-            VBin::Sub => "sub",
-            VBin::Mul => "mul",
-            VBin::Div => "div",
-            VBin::FloorDiv => "floordiv",
-            VBin::CeilDiv => "ceildiv",
-            VBin::Mod => "mod",
-        }
-    }
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
     pub kind: WriteKind,
@@ -563,16 +549,6 @@ pub enum WriteKind {
     Accumulate,
     /// `buf[offset] += value` where other threads may add to the same cell.
     AtomicAccumulate,
-}
-
-impl WriteKind {
-    pub fn text(self) -> &'static str {
-        match self {
-            WriteKind::Store => "store",
-            WriteKind::Accumulate => "accumulate",
-            WriteKind::AtomicAccumulate => "atomic_accumulate",
-        }
-    }
 }
 
 impl Node {

@@ -1,16 +1,20 @@
-//! Parser for the textual `loop` dialect that `print` writes
-//! (grammar and error codes in docs/ir-loop.md). Hand-written: a lexer to
-//! spanned tokens, then recursive descent. Index expressions are fully
-//! parenthesised, so there are no precedence rules.
+//! Parser for the textual `loop` dialect that `print` writes (grammar and
+//! error codes in docs/ir-loop.md). Tokens come from the shared lexer
+//! (`ir::text`), one line at a time, joined into one stream: line breaks
+//! only separate tokens. Then recursive descent; index expressions are
+//! fully parenthesised, so there are no precedence rules.
 //!
 //! The parser resolves names (buffers, variables) and checks syntax; it
 //! does not check scoping, value order or dtypes, which is the verifier's
-//! job (`verify`). It stops at the first error, which is located.
-//! It never panics: nesting is bounded by `MAX_DEPTH`, numbers are
-//! range-checked.
+//! job (`verify`). `parse_verified` runs both and locates a verifier error
+//! in the text through the [`Spans`] the parser records. The parser stops
+//! at the first error, which is located. It never panics: nesting is
+//! bounded by `MAX_DEPTH`, numbers are range-checked.
 
+use super::site::{Site, Spans};
+use super::syntax::{self, write_operator, VOpName};
 use super::*;
-use super::print::default_init;
+use crate::ir::text::{self, one_of, Cursor, Dialect, PResult, Spelled, Tok, Token};
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashMap;
 
@@ -20,157 +24,60 @@ use std::collections::HashMap;
 /// per index operation).
 pub const MAX_DEPTH: usize = 256;
 
+/// The `loop` dialect's codes for lexical and token errors.
+static LOOP: Dialect = Dialect { name: "loop", end: "end of input", bad_char: "E0640", bad_number: "E0642", bad_string: "E0649", unexpected: "E0641" };
+
+/// Code for an unknown word where a dtype, role, init, loop kind, value
+/// operation or write is expected.
+const UNKNOWN_WORD: &str = "E0648";
+
 /// Parses a whole module. Errors carry codes E0640-E0650 and spans into
 /// `text`; only the first error is reported.
 pub fn parse_module(text: &str) -> Result<LoopModule, Vec<Diagnostic>> {
-    let toks = lex(text).map_err(|d| vec![d])?;
-    let mut p = Parser { toks, pos: 0, end: text.len(), depth: 0, buffers: HashMap::new(), m: LoopModule { buffers: vec![], kernels: vec![] } };
-    p.module().map_err(|d| vec![d])?;
-    Ok(p.m)
+    parse_with_spans(text).map(|(m, _)| m)
 }
 
-#[derive(Clone, Debug, PartialEq)]
-enum T {
-    Ident(String),
-    /// Digits, optional fraction and exponent, as written.
-    Num(String),
-    Str(String),
-    /// Punctuation and operators, as written (`{`, `+=`, `//^`, ...).
-    P(&'static str),
-}
-
-#[derive(Clone, Debug)]
-struct Tok {
-    t: T,
-    span: Span,
-}
-
-/// Longest first, so `//^` wins over `//` and `+=` over `+`.
-const PUNCT: [&str; 20] = ["//^", "//", "+=", "<=", "!=", "{", "}", "[", "]", "(", ")", ",", ":", "=", "<", "%", "@", "-", "+", "*"];
-
-fn lex(src: &str) -> Result<Vec<Tok>, Diagnostic> {
-    let b = src.as_bytes();
+/// Parses a whole module and records where each buffer, kernel, node,
+/// value and write is in `text`.
+pub fn parse_with_spans(text: &str) -> Result<(LoopModule, Spans), Vec<Diagnostic>> {
     let mut toks = Vec::new();
-    let mut i = 0;
-    // True while only whitespace precedes `i` on its line: a `//` there
-    // starts a comment line (elsewhere `//` is floor division).
-    let mut line_start = true;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'\n' {
-            line_start = true;
-            i += 1;
-            continue;
+    for (start, line) in text::lines(text) {
+        let (t, err) = text::lex_line(line, start, &LOOP);
+        if let Some(d) = err {
+            return Err(vec![d]);
         }
-        if c.is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        if line_start && src[i..].starts_with("//") {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-            continue;
-        }
-        line_start = false;
-        let start = i;
-        if c.is_ascii_alphabetic() || c == b'_' {
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            toks.push(Tok { t: T::Ident(src[start..i].to_string()), span: Span::new(start, i) });
-        } else if c.is_ascii_digit() {
-            let digits = |i: &mut usize| {
-                while *i < b.len() && b[*i].is_ascii_digit() {
-                    *i += 1;
-                }
-            };
-            digits(&mut i);
-            if i + 1 < b.len() && b[i] == b'.' && b[i + 1].is_ascii_digit() {
-                i += 1;
-                digits(&mut i);
-            }
-            if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
-                let mut j = i + 1;
-                if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
-                    j += 1;
-                }
-                if j < b.len() && b[j].is_ascii_digit() {
-                    i = j;
-                    digits(&mut i);
-                }
-            }
-            toks.push(Tok { t: T::Num(src[start..i].to_string()), span: Span::new(start, i) });
-        } else if c == b'"' {
-            let (s, next) = lex_string(src, start)?;
-            i = next;
-            toks.push(Tok { t: T::Str(s), span: Span::new(start, i) });
-        } else if let Some(p) = PUNCT.iter().find(|p| src[i..].starts_with(**p)) {
-            i += p.len();
-            toks.push(Tok { t: T::P(p), span: Span::new(start, i) });
-        } else {
-            let ch = src[i..].chars().next().unwrap_or('?');
-            return Err(Diagnostic::error("E0640", format!("unexpected character {ch:?}")).at(Span::new(i, i + ch.len_utf8()), "not part of the loop dialect"));
-        }
+        toks.extend(t);
     }
-    Ok(toks)
+    let mut p = Parser {
+        c: Cursor::new(&toks, text.len(), &LOOP),
+        depth: 0,
+        buffers: HashMap::new(),
+        m: LoopModule { buffers: vec![], kernels: vec![] },
+        spans: Spans::default(),
+        path: Vec::new(),
+    };
+    p.module().map_err(|d| vec![d])?;
+    Ok((p.m, p.spans))
 }
 
-/// A double-quoted string starting at `start`; returns it and the offset
-/// after the closing quote. Escapes: `\"`, `\\`, `\n`, `\t`, `\u{hex}`.
-fn lex_string(src: &str, start: usize) -> Result<(String, usize), Diagnostic> {
-    let mut out = String::new();
-    let mut it = src[start + 1..].char_indices().map(|(k, c)| (k + start + 1, c));
-    let unterminated = || Diagnostic::error("E0649", "unterminated string").at(Span::new(start, start + 1), "this string is not closed on its line");
-    while let Some((k, c)) = it.next() {
-        match c {
-            '"' => return Ok((out, k + 1)),
-            '\n' => return Err(unterminated()),
-            '\\' => {
-                let bad = |end: usize| Diagnostic::error("E0649", "invalid escape in string").at(Span::new(k, end), "expected \\\", \\\\, \\n, \\t or \\u{hex}");
-                match it.next() {
-                    Some((_, '"')) => out.push('"'),
-                    Some((_, '\\')) => out.push('\\'),
-                    Some((_, 'n')) => out.push('\n'),
-                    Some((_, 't')) => out.push('\t'),
-                    Some((u, 'u')) => {
-                        let rest = &src[u + 1..];
-                        let close = rest.find('}').filter(|_| rest.starts_with('{')).ok_or_else(|| bad(u + 1))?;
-                        let hex = &rest[1..close];
-                        let ch = u32::from_str_radix(hex, 16).ok().and_then(char::from_u32).ok_or_else(|| bad(u + 2 + close))?;
-                        out.push(ch);
-                        // Skip the `{hex}` the iterator has not consumed.
-                        for _ in 0..close + 1 {
-                            it.next();
-                        }
-                    }
-                    Some((e, ch)) => return Err(bad(e + ch.len_utf8())),
-                    None => return Err(unterminated()),
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    Err(unterminated())
+/// Parses a module and verifies it: what a tool reading printed IR wants.
+/// A verifier error is located at the line of the buffer, kernel, node,
+/// value or write it is about (code E0651).
+pub fn parse_verified(text: &str) -> Result<LoopModule, Vec<Diagnostic>> {
+    let (m, spans) = parse_with_spans(text)?;
+    verify::verify(&m).map_err(|e| vec![e.diagnostic(&spans)])?;
+    Ok(m)
 }
 
-fn describe(t: &T) -> String {
-    match t {
-        T::Ident(s) => format!("identifier `{s}`"),
-        T::Num(s) => format!("number `{s}`"),
-        T::Str(_) => "string".to_string(),
-        T::P(p) => format!("`{p}`"),
-    }
-}
-
-struct Parser {
-    toks: Vec<Tok>,
-    pos: usize,
-    /// Length of the text: the span of "end of input".
-    end: usize,
+struct Parser<'a> {
+    c: Cursor<'a>,
     depth: usize,
     buffers: HashMap<String, BufId>,
     m: LoopModule,
+    spans: Spans,
+    /// Positions of the node being parsed in the kernel being parsed (the
+    /// next one in `m.kernels`).
+    path: Vec<usize>,
 }
 
 /// Name resolution state of the kernel being parsed.
@@ -181,76 +88,22 @@ struct KScope {
     fixed: bool,
 }
 
-type R<T> = Result<T, Diagnostic>;
-
-impl Parser {
-    fn peek(&self) -> Option<&T> {
-        self.toks.get(self.pos).map(|t| &t.t)
+impl Parser<'_> {
+    /// The site of the node being parsed.
+    fn node_site(&self) -> Site {
+        Site::Node(self.m.kernels.len(), self.path.clone())
     }
 
-    fn peek2(&self) -> Option<&T> {
-        self.toks.get(self.pos + 1).map(|t| &t.t)
-    }
-
-    fn span(&self) -> Span {
-        self.toks.get(self.pos).map_or(Span::new(self.end, self.end), |t| t.span)
-    }
-
-    fn unexpected(&self, expected: &str) -> Diagnostic {
-        let found = self.peek().map_or("end of input".to_string(), describe);
-        Diagnostic::error("E0641", format!("unexpected {found}, expected {expected}")).at(self.span(), format!("expected {expected}"))
-    }
-
-    fn is_p(&self, p: &str) -> bool {
-        matches!(self.peek(), Some(T::P(q)) if *q == p)
-    }
-
-    fn is_kw(&self, kw: &str) -> bool {
-        matches!(self.peek(), Some(T::Ident(s)) if s == kw)
-    }
-
-    fn eat_p(&mut self, p: &str) -> bool {
-        let yes = self.is_p(p);
-        if yes {
-            self.pos += 1;
-        }
-        yes
-    }
-
-    fn expect_p(&mut self, p: &str) -> R<Span> {
-        let sp = self.span();
-        if self.eat_p(p) {
-            Ok(sp)
-        } else {
-            Err(self.unexpected(&format!("`{p}`")))
-        }
-    }
-
-    fn expect_kw(&mut self, kw: &str) -> R<()> {
-        if self.is_kw(kw) {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(self.unexpected(&format!("`{kw}`")))
-        }
-    }
-
-    fn ident(&mut self, what: &str) -> R<(String, Span)> {
-        match self.peek() {
-            Some(T::Ident(s)) => {
-                let r = (s.clone(), self.span());
-                self.pos += 1;
-                Ok(r)
-            }
-            _ => Err(self.unexpected(what)),
-        }
+    /// The span from `start` to the end of the last token taken.
+    fn since(&self, start: Span) -> Span {
+        start.to(self.c.prev_span())
     }
 
     /// Enters one nesting level (block or parenthesis).
-    fn enter(&mut self) -> R<()> {
+    fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(Diagnostic::error("E0650", format!("nesting deeper than {MAX_DEPTH} levels")).at(self.span(), "too deeply nested"));
+            return Err(Diagnostic::error("E0650", format!("nesting deeper than {MAX_DEPTH} levels")).at(self.c.span(), "too deeply nested"));
         }
         Ok(())
     }
@@ -259,125 +112,93 @@ impl Parser {
         self.depth -= 1;
     }
 
-    /// An integer literal, optionally negative, as `i64`.
-    fn int(&mut self, what: &str) -> R<i64> {
-        let start = self.span();
-        let neg = self.eat_p("-");
-        let sp = self.span();
-        let Some(T::Num(s)) = self.peek() else { return Err(self.unexpected(what)) };
-        let s = s.clone();
-        self.pos += 1;
-        let too_big = || Diagnostic::error("E0642", format!("`{s}` is not an integer in the 64-bit range")).at(start.to(sp), "expected a 64-bit integer");
-        let mag: i128 = s.parse::<u64>().map_err(|_| too_big())? as i128;
-        let v = if neg { -mag } else { mag };
-        i64::try_from(v).map_err(|_| too_big())
-    }
-
-    fn module(&mut self) -> R<()> {
-        while self.peek().is_some() {
-            if self.is_kw("buffer") {
+    fn module(&mut self) -> PResult<()> {
+        while !self.c.at_end() {
+            if self.c.is_word(syntax::BUFFER) {
                 self.buffer()?;
-            } else if self.is_kw("kernel") {
+            } else if self.c.is_word(syntax::KERNEL) {
                 let k = self.kernel()?;
                 self.m.kernels.push(k);
             } else {
-                return Err(self.unexpected("`buffer` or `kernel`"));
+                return Err(self.c.unexpected(&one_of([syntax::BUFFER, syntax::KERNEL])));
             }
         }
         Ok(())
     }
 
-    fn dtype(&mut self) -> R<DType> {
-        let (s, sp) = self.ident("a dtype (`i32`, `f32` or `f64`)")?;
-        match s.as_str() {
-            "i32" => Ok(DType::I32),
-            "f32" => Ok(DType::F32),
-            "f64" => Ok(DType::F64),
-            _ => Err(Diagnostic::error("E0648", format!("unknown dtype `{s}`")).at(sp, "expected `i32`, `f32` or `f64`")),
-        }
-    }
-
-    fn buffer(&mut self) -> R<()> {
-        self.expect_kw("buffer")?;
-        let (name, name_sp) = self.ident("a buffer name")?;
+    fn buffer(&mut self) -> PResult<()> {
+        let start = self.c.word(syntax::BUFFER)?;
+        let (name, name_sp) = self.c.ident("a buffer name")?;
         if self.buffers.contains_key(&name) {
             return Err(Diagnostic::error("E0647", format!("buffer `{name}` is declared twice")).at(name_sp, "second declaration"));
         }
-        self.expect_p(":")?;
-        let dtype = self.dtype()?;
-        self.expect_p("[")?;
+        self.c.punct(":")?;
+        let (dtype, _) = self.c.spelled::<DType>(UNKNOWN_WORD, "dtype")?;
+        self.c.punct("[")?;
         let mut shape = Vec::new();
-        if !self.is_p("]") {
+        if !self.c.is_punct("]") {
             loop {
-                shape.push(self.int("a dimension")?);
-                if !self.eat_p(",") {
+                shape.push(self.c.int("a dimension")?.0);
+                if !self.c.eat(",") {
                     break;
                 }
             }
         }
-        self.expect_p("]")?;
-        let (r, rsp) = self.ident("a role (`input`, `output` or `temp`)")?;
-        let role = match r.as_str() {
-            "input" => Role::Input,
-            "output" => Role::Output,
-            "temp" => Role::Temp,
-            _ => return Err(Diagnostic::error("E0648", format!("unknown buffer role `{r}`")).at(rsp, "expected `input`, `output` or `temp`")),
-        };
-        let mut init = default_init(role);
-        if self.is_kw("init") {
-            self.pos += 1;
-            self.expect_p("(")?;
-            let (i, isp) = self.ident("`zero` or `input`")?;
-            init = match i.as_str() {
-                "zero" => Init::Zero,
-                "input" => Init::Input,
-                _ => return Err(Diagnostic::error("E0648", format!("unknown init `{i}`")).at(isp, "expected `zero` or `input`")),
-            };
-            self.expect_p(")")?;
+        self.c.punct("]")?;
+        let (role, _) = self.c.spelled::<Role>(UNKNOWN_WORD, "buffer role")?;
+        let mut init = role.default_init();
+        if self.c.eat_word(syntax::INIT) {
+            self.c.punct("(")?;
+            init = self.c.spelled::<Init>(UNKNOWN_WORD, "init")?.0;
+            self.c.punct(")")?;
         }
-        self.buffers.insert(name.clone(), self.m.buffers.len());
+        let id = self.m.buffers.len();
+        self.buffers.insert(name.clone(), id);
+        self.spans.insert(Site::Buffer(id), self.since(start));
         self.m.buffers.push(Buffer { name, dtype, shape, role, init });
         Ok(())
     }
 
-    fn kernel(&mut self) -> R<Kernel> {
-        self.expect_kw("kernel")?;
-        self.expect_p("@")?;
-        let (name, _) = self.ident("a kernel name")?;
+    fn kernel(&mut self) -> PResult<Kernel> {
+        let start = self.c.word(syntax::KERNEL)?;
+        self.c.punct("@")?;
+        let (name, _) = self.c.ident("a kernel name")?;
         let mut sc = KScope { names: HashMap::new(), vars: Vec::new(), fixed: false };
-        if self.is_kw("vars") {
-            self.pos += 1;
+        if self.c.eat_word(syntax::VARS) {
             sc.fixed = true;
-            self.expect_p("(")?;
-            if !self.is_p(")") {
+            self.c.punct("(")?;
+            if !self.c.is_punct(")") {
                 loop {
-                    let (v, sp) = self.ident("a variable name")?;
+                    let (v, sp) = self.c.ident("a variable name")?;
                     if sc.names.contains_key(&v) {
-                        return Err(Diagnostic::error("E0645", format!("variable `{v}` is listed twice in `vars(..)`")).at(sp, "second listing"));
+                        return Err(Diagnostic::error("E0645", format!("variable `{v}` is listed twice in `{}(..)`", syntax::VARS)).at(sp, "second listing"));
                     }
                     sc.names.insert(v.clone(), sc.vars.len());
                     sc.vars.push(Var { name: v });
-                    if !self.eat_p(",") {
+                    if !self.c.eat(",") {
                         break;
                     }
                 }
             }
-            self.expect_p(")")?;
+            self.c.punct(")")?;
         }
+        self.spans.insert(Site::Kernel(self.m.kernels.len()), self.since(start));
         let body = self.block(&mut sc)?;
         Ok(Kernel { name, vars: sc.vars, body })
     }
 
     /// `{ node* }`.
-    fn block(&mut self, sc: &mut KScope) -> R<Vec<Node>> {
-        self.expect_p("{")?;
+    fn block(&mut self, sc: &mut KScope) -> PResult<Vec<Node>> {
+        self.c.punct("{")?;
         self.enter()?;
         let mut body = Vec::new();
-        while !self.eat_p("}") {
-            if self.peek().is_none() {
-                return Err(self.unexpected("a node or `}`"));
+        while !self.c.eat("}") {
+            if self.c.at_end() {
+                return Err(self.c.unexpected("a node or `}`"));
             }
+            self.path.push(body.len());
             body.push(self.node(sc)?);
+            self.path.pop();
         }
         self.leave();
         Ok(body)
@@ -385,268 +206,226 @@ impl Parser {
 
     /// The id a binding of `name` refers to: a new variable unless the name
     /// is known (a second binding of a name is the verifier's to reject).
-    fn bind(&mut self, sc: &mut KScope, name: String, sp: Span) -> R<VarId> {
+    fn bind(&mut self, sc: &mut KScope, name: String, sp: Span) -> PResult<VarId> {
         if let Some(&v) = sc.names.get(&name) {
             return Ok(v);
         }
         if sc.fixed {
-            return Err(Diagnostic::error("E0644", format!("variable `{name}` is not listed in the kernel's `vars(..)`")).at(sp, "not declared"));
+            return Err(Diagnostic::error("E0644", format!("variable `{name}` is not listed in the kernel's `{}(..)`", syntax::VARS)).at(sp, "not declared"));
         }
         sc.names.insert(name.clone(), sc.vars.len());
         sc.vars.push(Var { name });
         Ok(sc.vars.len() - 1)
     }
 
-    fn node(&mut self, sc: &mut KScope) -> R<Node> {
+    fn node(&mut self, sc: &mut KScope) -> PResult<Node> {
+        let start = self.c.span();
         // `NAME = load_index ..` whatever the name (it may be `for`).
-        if matches!(self.peek(), Some(T::Ident(_))) && matches!(self.peek2(), Some(T::P("="))) {
-            let (name, sp) = self.ident("a variable name")?;
-            self.expect_p("=")?;
-            self.expect_kw("load_index")?;
+        if matches!(self.c.tok_at(0), Some(Tok::Ident(_))) && self.c.tok_at(1) == Some(&Tok::Punct("=")) {
+            let (name, sp) = self.c.ident("a variable name")?;
+            self.c.punct("=")?;
+            self.c.word(syntax::LOAD_INDEX)?;
             let buf = self.buf_ref()?;
-            self.expect_p("[")?;
-            let offset = self.iexpr(sc)?;
-            self.expect_p("]")?;
+            let offset = self.offset(sc)?;
             let var = self.bind(sc, name, sp)?;
+            self.spans.insert(self.node_site(), self.since(start));
             return Ok(Node::LoadIndex { var, buf, offset });
         }
-        if self.is_kw("for") {
-            self.pos += 1;
-            let (name, sp) = self.ident("a loop variable")?;
-            self.expect_kw("in")?;
-            self.expect_p("[")?;
+        if self.c.eat_word(syntax::FOR) {
+            let (name, sp) = self.c.ident("a loop variable")?;
+            self.c.word(syntax::IN)?;
+            self.c.punct("[")?;
             // Bounds are read before the variable is bound: a bound that
             // names the loop's own variable is then an unknown name (or,
             // with `vars(..)`, a scope error for the verifier).
             let lo = self.iexpr(sc)?;
-            self.expect_p(",")?;
+            self.c.punct(",")?;
             let hi = self.iexpr(sc)?;
-            self.expect_p(")")?;
-            let (k, ksp) = self.ident("`parallel` or `reduce`")?;
-            let kind = match k.as_str() {
-                "parallel" => LoopKind::Parallel,
-                "reduce" => LoopKind::Reduce,
-                _ => return Err(Diagnostic::error("E0648", format!("unknown loop kind `{k}`")).at(ksp, "expected `parallel` or `reduce`")),
-            };
+            self.c.punct(")")?;
+            let (kind, _) = self.c.spelled::<LoopKind>(UNKNOWN_WORD, "loop kind")?;
             let var = self.bind(sc, name, sp)?;
+            self.header(start);
             let body = self.block(sc)?;
             return Ok(Node::For(For { var, lo, hi, kind, body }));
         }
-        if self.is_kw("guard") {
-            self.pos += 1;
+        if self.c.eat_word(syntax::GUARD) {
             let mut conds = Vec::new();
-            if !self.is_p("{") {
+            if !self.c.is_punct("{") {
                 loop {
                     conds.push(self.cond(sc)?);
-                    if !self.eat_p(",") {
+                    if !self.c.eat(",") {
                         break;
                     }
                 }
             }
+            self.header(start);
             let body = self.block(sc)?;
             return Ok(Node::Guard(Guard { conds, body }));
         }
-        if self.is_p("%") || self.is_kw("store") || self.is_kw("accumulate") || self.is_kw("atomic_accumulate") {
-            return Ok(Node::Compute(self.compute(sc)?));
+        if self.c.is_punct("%") || self.c.peek_spelled::<WriteKind>().is_some() {
+            let c = self.compute(sc)?;
+            self.spans.insert(self.node_site(), self.since(start));
+            return Ok(Node::Compute(c));
         }
-        Err(self.unexpected("`for`, `guard`, `NAME = load_index`, a value `%N = ..` or a write"))
+        let load_index = format!("NAME = {}", syntax::LOAD_INDEX);
+        let starts = [syntax::FOR, syntax::GUARD, &load_index, "%N = .."].into_iter().chain(WriteKind::ALL.iter().map(|w| w.spelling()));
+        Err(self.c.unexpected(&one_of(starts)))
     }
 
-    fn cond(&mut self, sc: &mut KScope) -> R<Cond> {
+    /// Records a `for` or `guard` node at its header, up to the `{`.
+    fn header(&mut self, start: Span) {
+        let end = self.c.span();
+        self.spans.insert(self.node_site(), start.to(end));
+    }
+
+    fn cond(&mut self, sc: &mut KScope) -> PResult<Cond> {
         let first = self.iexpr(sc)?;
-        if self.eat_p("!=") {
-            let sp = self.span();
-            if self.int("`0`")? != 0 {
-                return Err(Diagnostic::error("E0641", "a `!=` condition compares with 0").at(sp, "expected `0`"));
+        if self.c.eat("!=") {
+            let (zero, sp) = self.c.int("`0`")?;
+            if zero != 0 {
+                return Err(Diagnostic::error(LOOP.unexpected, "a `!=` condition compares with 0").at(sp, "expected `0`"));
             }
             return Ok(Cond::NonZero(first));
         }
-        if !self.eat_p("<=") {
-            return Err(self.unexpected("`<=` or `!=`"));
+        if !self.c.eat("<=") {
+            return Err(self.c.unexpected("`<=` or `!=`"));
         }
         let e = self.iexpr(sc)?;
-        self.expect_p("<")?;
+        self.c.punct("<")?;
         let hi = self.iexpr(sc)?;
         Ok(Cond::InRange { e, lo: first, hi })
     }
 
-    fn buf_ref(&mut self) -> R<BufId> {
-        let (name, sp) = self.ident("a buffer name")?;
+    fn buf_ref(&mut self) -> PResult<BufId> {
+        let (name, sp) = self.c.ident("a buffer name")?;
         self.buffers.get(&name).copied().ok_or_else(|| Diagnostic::error("E0643", format!("unknown buffer `{name}`")).at(sp, "no buffer of this name is declared above"))
     }
 
-    fn iexpr(&mut self, sc: &mut KScope) -> R<IExpr> {
-        match self.peek() {
-            Some(T::Num(_)) | Some(T::P("-")) => Ok(IExpr::Const(self.int("an index expression")?)),
-            Some(T::Ident(s)) if (s == "min" || s == "max") && matches!(self.peek2(), Some(T::P("("))) => {
-                let op = if s == "min" { IBin::Min } else { IBin::Max };
-                self.pos += 2;
+    /// `[iexpr]` after a buffer name.
+    fn offset(&mut self, sc: &mut KScope) -> PResult<IExpr> {
+        self.c.punct("[")?;
+        let e = self.iexpr(sc)?;
+        self.c.punct("]")?;
+        Ok(e)
+    }
+
+    fn iexpr(&mut self, sc: &mut KScope) -> PResult<IExpr> {
+        if self.c.at_int() {
+            return Ok(IExpr::Const(self.c.int("an index expression")?.0));
+        }
+        let call = self.c.tok_at(1) == Some(&Tok::Punct("("));
+        match (self.c.peek(), self.c.peek_spelled::<IBin>()) {
+            (Some(Token { tok: Tok::Ident(_), .. }), Some(op @ (IBin::Min | IBin::Max))) if call => {
+                self.c.bump();
+                self.c.bump();
                 self.enter()?;
                 let a = self.iexpr(sc)?;
-                self.expect_p(",")?;
+                self.c.punct(",")?;
                 let b = self.iexpr(sc)?;
-                self.expect_p(")")?;
+                self.c.punct(")")?;
                 self.leave();
                 Ok(IExpr::bin(op, a, b))
             }
-            Some(T::Ident(s)) => {
-                let (s, sp) = (s.clone(), self.span());
-                self.pos += 1;
-                sc.names.get(&s).map(|&v| IExpr::Var(v)).ok_or_else(|| Diagnostic::error("E0644", format!("unknown variable `{s}`")).at(sp, "not bound by a loop or load_index above"))
+            (Some(Token { tok: Tok::Ident(s), span }), _) => {
+                self.c.bump();
+                sc.names
+                    .get(s)
+                    .map(|&v| IExpr::Var(v))
+                    .ok_or_else(|| Diagnostic::error("E0644", format!("unknown variable `{s}`")).at(*span, format!("not bound by a loop or {} above", syntax::LOAD_INDEX)))
             }
-            Some(T::P("(")) => {
-                self.pos += 1;
+            (Some(Token { tok: Tok::Punct("("), .. }), _) => {
+                self.c.bump();
                 self.enter()?;
                 let a = self.iexpr(sc)?;
-                let op = match self.peek() {
-                    Some(T::P("+")) => IBin::Add,
-                    Some(T::P("-")) => IBin::Sub,
-                    Some(T::P("*")) => IBin::Mul,
-                    Some(T::P("//")) => IBin::FloorDiv,
-                    Some(T::P("//^")) => IBin::CeilDiv,
-                    Some(T::P("%")) => IBin::Mod,
-                    _ => return Err(self.unexpected("an index operator (`+`, `-`, `*`, `//`, `//^`, `%`)")),
+                let infix = |op: &IBin| !matches!(op, IBin::Min | IBin::Max);
+                let Some(op) = self.c.peek_spelled::<IBin>().filter(infix) else {
+                    let ops = IBin::ALL.iter().filter(|op| infix(op)).map(|op| op.spelling());
+                    return Err(self.c.unexpected(&format!("an index operator ({})", one_of(ops))));
                 };
-                self.pos += 1;
+                self.c.bump();
                 let b = self.iexpr(sc)?;
-                self.expect_p(")")?;
+                self.c.punct(")")?;
                 self.leave();
                 Ok(IExpr::bin(op, a, b))
             }
-            _ => Err(self.unexpected("an index expression")),
+            _ => Err(self.c.unexpected("an index expression")),
         }
     }
 
-    /// `%N`.
-    fn val_ref(&mut self) -> R<ValId> {
-        self.expect_p("%")?;
-        let sp = self.span();
-        match self.peek() {
-            Some(T::Num(s)) => {
-                let r = s.parse::<usize>().map_err(|_| Diagnostic::error("E0642", format!("`%{s}` is not a value number")).at(sp, "expected a value number"));
-                self.pos += 1;
-                r
-            }
-            _ => Err(self.unexpected("a value number after `%`")),
-        }
-    }
-
-    fn compute(&mut self, sc: &mut KScope) -> R<Compute> {
+    fn compute(&mut self, sc: &mut KScope) -> PResult<Compute> {
+        let kernel = self.m.kernels.len();
         let mut values = Vec::new();
-        while self.is_p("%") {
-            let sp = self.span();
-            let k = self.val_ref()?;
+        while self.c.is_punct("%") {
+            let (k, sp) = self.c.value_ref()?;
             if k != values.len() {
-                return Err(Diagnostic::error("E0646", format!("value `%{k}` defined where `%{}` comes next", values.len())).at(sp.to(self.toks[self.pos - 1].span), format!("expected `%{}`", values.len())));
+                return Err(Diagnostic::error("E0646", format!("value `%{k}` defined where `%{}` comes next", values.len())).at(sp, format!("expected `%{}`", values.len())));
             }
-            self.expect_p("=")?;
+            self.c.punct("=")?;
             let op = self.vop(sc)?;
-            self.expect_p(":")?;
-            let dtype = self.dtype()?;
+            self.c.punct(":")?;
+            let (dtype, _) = self.c.spelled::<DType>(UNKNOWN_WORD, "dtype")?;
+            self.spans.insert(Site::Value(kernel, self.path.clone(), k), self.since(sp));
             values.push(Value { op, dtype });
         }
-        let (w, wsp) = self.ident("a write (`store`, `accumulate` or `atomic_accumulate`) or a value `%N = ..`")?;
-        let kind = match w.as_str() {
-            "store" => WriteKind::Store,
-            "accumulate" => WriteKind::Accumulate,
-            "atomic_accumulate" => WriteKind::AtomicAccumulate,
-            _ => return Err(Diagnostic::error("E0648", format!("unknown write `{w}`")).at(wsp, "expected `store`, `accumulate` or `atomic_accumulate`")),
-        };
+        let start = self.c.span();
+        let (kind, _) = self.c.spelled::<WriteKind>(UNKNOWN_WORD, "write")?;
         let buf = self.buf_ref()?;
-        self.expect_p("[")?;
-        let offset = self.iexpr(sc)?;
-        self.expect_p("]")?;
-        self.expect_p(if kind == WriteKind::Store { "=" } else { "+=" })?;
-        let value = self.val_ref()?;
+        let offset = self.offset(sc)?;
+        self.c.punct(write_operator(kind))?;
+        let (value, _) = self.c.value_ref()?;
+        self.spans.insert(Site::Write(kernel, self.path.clone()), self.since(start));
         Ok(Compute { values, write: Write { kind, buf, offset, value } })
     }
 
-    fn vop(&mut self, sc: &mut KScope) -> R<VOp> {
-        let (op, sp) = self.ident("a value operation")?;
-        let bin = |b| Some(b);
-        let vbin = match op.as_str() {
-            "add" => bin(VBin::Add),
-            "sub" => bin(VBin::Sub),
-            "mul" => bin(VBin::Mul),
-            "div" => bin(VBin::Div),
-            "floordiv" => bin(VBin::FloorDiv),
-            "ceildiv" => bin(VBin::CeilDiv),
-            "mod" => bin(VBin::Mod),
-            _ => None,
-        };
-        if let Some(b) = vbin {
-            let a = self.val_ref()?;
-            self.expect_p(",")?;
-            let c = self.val_ref()?;
+    /// Two value operands `%A, %B`.
+    fn operands(&mut self) -> PResult<(ValId, ValId)> {
+        let a = self.c.value_ref()?.0;
+        self.c.punct(",")?;
+        Ok((a, self.c.value_ref()?.0))
+    }
+
+    fn vop(&mut self, sc: &mut KScope) -> PResult<VOp> {
+        let (op, sp) = self.c.ident("a value operation")?;
+        if let Some(b) = VBin::from_spelling(&op) {
+            let (a, c) = self.operands()?;
             return Ok(VOp::Bin(b, a, c));
         }
-        Ok(match op.as_str() {
-            "const" => VOp::Const(self.float()?),
-            "load" => {
+        let Some(name) = VOpName::from_spelling(&op) else {
+            let all = VOpName::ALL.iter().map(|o| o.spelling()).chain(VBin::ALL.iter().map(|o| o.spelling()));
+            return Err(Diagnostic::error(UNKNOWN_WORD, format!("unknown value operation `{op}`")).at(sp, format!("expected {}", one_of(all))));
+        };
+        Ok(match name {
+            VOpName::Const => VOp::Const(self.c.float()?),
+            VOpName::Load => {
                 let buf = self.buf_ref()?;
-                self.expect_p("[")?;
-                let offset = self.iexpr(sc)?;
-                self.expect_p("]")?;
-                VOp::Load { buf, offset }
+                VOp::Load { buf, offset: self.offset(sc)? }
             }
-            "index" => VOp::Index(self.iexpr(sc)?),
-            "lookup" => {
-                self.expect_p("[")?;
+            VOpName::Index => VOp::Index(self.iexpr(sc)?),
+            VOpName::Lookup => {
+                self.c.punct("[")?;
                 let mut table = Vec::new();
-                if !self.is_p("]") {
+                if !self.c.is_punct("]") {
                     loop {
-                        table.push(self.int("a table entry")?);
-                        if !self.eat_p(",") {
+                        table.push(self.c.int("a table entry")?.0);
+                        if !self.c.eat(",") {
                             break;
                         }
                     }
                 }
-                self.expect_p("]")?;
-                self.expect_p("[")?;
-                let index = self.iexpr(sc)?;
-                self.expect_p("]")?;
-                VOp::Lookup { table, index }
+                self.c.punct("]")?;
+                VOp::Lookup { table, index: self.offset(sc)? }
             }
-            "random" => {
-                let stream = match self.peek() {
-                    Some(T::Str(s)) => s.clone(),
-                    _ => return Err(self.unexpected("a stream name string")),
-                };
-                self.pos += 1;
-                self.expect_p("[")?;
-                let counter = self.iexpr(sc)?;
-                self.expect_p("]")?;
-                self.expect_p(",")?;
-                let lo = self.val_ref()?;
-                self.expect_p(",")?;
-                let hi = self.val_ref()?;
-                VOp::Random { stream, counter, lo, hi }
+            VOpName::Random => {
+                let Some(Tok::Str(stream)) = self.c.tok_at(0) else { return Err(self.c.unexpected("a stream name string")) };
+                self.c.bump();
+                let counter = self.offset(sc)?;
+                self.c.punct(",")?;
+                let (lo, hi) = self.operands()?;
+                VOp::Random { stream: stream.clone(), counter, lo, hi }
             }
-            "neg" => VOp::Neg(self.val_ref()?),
-            "cast" => VOp::Cast(self.val_ref()?),
-            _ => {
-                return Err(Diagnostic::error("E0648", format!("unknown value operation `{op}`"))
-                    .at(sp, "expected const, load, index, lookup, random, neg, cast, add, sub, mul, div, floordiv, ceildiv or mod"))
-            }
+            VOpName::Neg => VOp::Neg(self.c.value_ref()?.0),
+            VOpName::Cast => VOp::Cast(self.c.value_ref()?.0),
         })
-    }
-
-    /// A float constant: `[-](NUMBER | inf | NaN)`.
-    fn float(&mut self) -> R<f64> {
-        let start = self.span();
-        let neg = self.eat_p("-");
-        let sp = self.span();
-        let text = match self.peek() {
-            Some(T::Num(s)) => s.clone(),
-            Some(T::Ident(s)) if s == "inf" || s == "NaN" => s.clone(),
-            _ => return Err(self.unexpected("a number")),
-        };
-        self.pos += 1;
-        let x: f64 = text.parse().map_err(|_| Diagnostic::error("E0642", format!("malformed number `{text}`")).at(start.to(sp), "expected a number"))?;
-        if x.is_infinite() && text != "inf" {
-            return Err(Diagnostic::error("E0642", format!("number `{text}` is too large for f64")).at(start.to(sp), "out of range"));
-        }
-        Ok(if neg { -x } else { x })
     }
 }
 
@@ -683,6 +462,14 @@ mod tests {
         assert_eq!(err("kernel @k { %0 = random \"ab"), ("E0649", (1, 25)));
         let deep = format!("buffer b : i32[1] temp\nkernel @k {{ x = load_index b[{}0{}] }}", "(".repeat(1000), " + 1)".repeat(1000));
         assert_eq!(err(&deep).0, "E0650");
+    }
+
+    #[test]
+    fn names_are_identifiers_of_the_et_language() {
+        let text = "buffer ä : f64[2] output\n\nkernel @k_Δ {\n  for ö1 in [0, 2) parallel {\n    %0 = const 1.0 : f64\n    store ä[ö1] = %0\n  }\n}\n";
+        let m = parse_verified(text).unwrap();
+        assert_eq!(super::super::print::module(&m), text);
+        assert_eq!(err("buffer 1ä : f64[2] output"), ("E0642", (1, 8)));
     }
 
     #[test]
