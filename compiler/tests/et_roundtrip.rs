@@ -5,7 +5,7 @@
 
 use eintup::driver::Source;
 use eintup::ir::et::*;
-use eintup::ir::{et_parse, et_verify, print};
+use eintup::ir::et::{parse, print, verify};
 use eintup::pipeline;
 use et_grammar::Span;
 use eintup_testkit::examples;
@@ -70,16 +70,16 @@ fn strip(mut m: Module) -> Module {
 /// and the module (and its reparse) verifies.
 fn round_trip(what: &str, m: &Module) {
     let text = print::module(m);
-    let parsed = match et_parse::parse_module(&text) {
+    let parsed = match parse::parse_module(&text) {
         Ok(p) => p,
         Err(d) => panic!("{what}: does not parse back:\n{}", d.iter().map(|d| d.render("m.etir", &text)).collect::<String>()),
     };
     assert_eq!(print::module(&parsed), text, "{what}: reprint differs");
     assert_eq!(strip(parsed.clone()), strip(m.clone()), "{what}: parsed module differs");
-    if let Err(e) = et_verify::verify(m) {
+    if let Err(e) = verify::verify(m) {
         panic!("{what}: verifier rejects the pipeline's module: {e}\n{text}");
     }
-    assert_eq!(et_verify::verify(&parsed), Ok(()), "{what}: verifier rejects the reparsed module");
+    assert_eq!(verify::verify(&parsed), Ok(()), "{what}: verifier rejects the reparsed module");
     // Spans point into the text: every eintup's span is its name.
     for e in &parsed.eintups {
         assert_eq!(&text[e.span.range()], e.name, "{what}: eintup span");

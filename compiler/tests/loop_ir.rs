@@ -6,9 +6,9 @@
 
 use eintup::interp::loops::run;
 use eintup::ir::loops::*;
-use eintup::ir::loops_parse::parse_module;
-use eintup::ir::loops_print::{iexpr, module as print};
-use eintup::ir::loops_verify::verify;
+use eintup::ir::loops::parse::parse_module;
+use eintup::ir::loops::print::{iexpr, module as print};
+use eintup::ir::loops::verify::verify;
 use eintup::random::Stream;
 use eintup::tensor::{Data, Tensor};
 
@@ -437,7 +437,7 @@ kernel @k vars(min, for) {
     assert_eq!(m.kernels[0].vars[0].name, "min");
     let Node::For(l) = &m.kernels[0].body[0] else { panic!() };
     assert_eq!(l.var, 1);
-    let e = verify(&m).unwrap_err();
+    let e = verify(&m).unwrap_err().message;
     assert!(e.contains("buffer `for`") && e.contains("init"), "{e}");
 }
 
@@ -446,7 +446,7 @@ kernel @k vars(min, for) {
 /// Parses (must succeed) and returns the verifier's message.
 fn rejected(text: &str) -> String {
     let m = parse_module(text).unwrap_or_else(|d| panic!("{d:?}"));
-    verify(&m).expect_err("verifier must reject")
+    verify(&m).expect_err("verifier must reject").message
 }
 
 fn k(body: &str) -> String {
@@ -474,8 +474,8 @@ fn verifier_rejects_scope_violations() {
     assert!(e.contains("upper bound of loop over `i`: variable `i` used outside its scope"), "{e}");
     // A declared variable that nothing binds (a pass deleted its empty
     // loop) is fine; a use of it is not.
-    let m = eintup::ir::loops_parse::parse_module("kernel @kk vars(i, unused) {\nfor i in [0, 1) reduce {\n}\n}\n").unwrap();
-    assert_eq!(eintup::ir::loops_verify::verify(&m), Ok(()));
+    let m = eintup::ir::loops::parse::parse_module("kernel @kk vars(i, unused) {\nfor i in [0, 1) reduce {\n}\n}\n").unwrap();
+    assert_eq!(eintup::ir::loops::verify::verify(&m), Ok(()));
     let e = rejected("kernel @kk vars(i, unused) {\nfor i in [0, unused) reduce {\n}\n}\n");
     assert!(e.contains("variable `unused` used outside its scope"), "{e}");
 }
@@ -520,13 +520,13 @@ fn verifier_rejects_module_level_errors() {
     let base = parse(MATMUL);
     let mut m = base.clone();
     m.buffers[1].name = m.buffers[0].name.clone();
-    assert!(verify(&m).unwrap_err().contains("buffer `a` is declared twice"));
+    assert!(verify(&m).unwrap_err().message.contains("buffer `a` is declared twice"));
     let mut m = base.clone();
     m.kernels[0].name = "c-main".into();
-    assert!(verify(&m).unwrap_err().contains("`c-main` is not an identifier"));
+    assert!(verify(&m).unwrap_err().message.contains("`c-main` is not an identifier"));
     let mut m = base.clone();
     m.kernels[0].vars[1].name = "i".into();
-    assert!(verify(&m).unwrap_err().contains("two variables are named `i`"));
+    assert!(verify(&m).unwrap_err().message.contains("two variables are named `i`"));
     fn rename(e: &mut IExpr, from: VarId, to: VarId) {
         match e {
             IExpr::Var(v) if *v == from => *v = to,
@@ -539,7 +539,7 @@ fn verifier_rejects_module_level_errors() {
     }
     let mut m = base.clone();
     m.kernels[0].for_each_expr_mut(&mut |e| rename(e, 2, 9));
-    let e = verify(&m).unwrap_err();
+    let e = verify(&m).unwrap_err().message;
     assert!(e.contains("`@c_main`") && e.contains("variable id 9 out of range"), "{e}");
     let mut m = base.clone();
     let Node::For(l) = &mut m.kernels[0].body[0] else { panic!() };
@@ -547,7 +547,7 @@ fn verifier_rejects_module_level_errors() {
     let Node::For(l) = &mut l.body[0] else { panic!() };
     let Node::Compute(c) = &mut l.body[0] else { panic!() };
     c.write.buf = 7;
-    let e = verify(&m).unwrap_err();
+    let e = verify(&m).unwrap_err().message;
     assert!(e.contains("buffer id 7 out of range"), "{e}");
     // The printer copes with the broken module (for messages).
     assert!(print(&m).contains("?buf7"));

@@ -11,7 +11,7 @@
 
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
-use eintup::ir::{et_parse, et_verify, print};
+use eintup::ir::et::{parse, print, verify};
 use eintup::pipeline;
 use eintup::sema::config::Space;
 use eintup::sema::specialize::{specialize, MemoryLimit};
@@ -213,10 +213,10 @@ fn program() -> impl Strategy<Value = String> {
 /// print -> parse -> print is identical and both modules verify.
 fn text_round_trip(m: &eintup::ir::et::Module, what: &str, src: &str) {
     let text = print::module(m);
-    let parsed = et_parse::parse_module(&text).unwrap_or_else(|d| panic!("{what} of\n{src}\ndoes not parse back: {d:?}\n{text}"));
+    let parsed = parse::parse_module(&text).unwrap_or_else(|d| panic!("{what} of\n{src}\ndoes not parse back: {d:?}\n{text}"));
     assert_eq!(print::module(&parsed), text, "{what} of\n{src}");
-    assert_eq!(et_verify::verify(m), Ok(()), "{what} of\n{src}\n{text}");
-    assert_eq!(et_verify::verify(&parsed), Ok(()), "{what} of\n{src}");
+    assert_eq!(verify::verify(m), Ok(()), "{what} of\n{src}\n{text}");
+    assert_eq!(verify::verify(&parsed), Ok(()), "{what} of\n{src}");
 }
 
 fn front_half(src_text: &str, seed: u64) {
@@ -232,7 +232,7 @@ fn front_half(src_text: &str, seed: u64) {
     }
     let m = prog.module;
     text_round_trip(&m, "specialised module", src_text);
-    assert_eq!(et_verify::verify_refines(&before, &m), Ok(()), "specialising must refine:\n{src_text}");
+    assert_eq!(verify::verify_refines(&before, &m), Ok(()), "specialising must refine:\n{src_text}");
     // Small configurations only: the interpreter enumerates every
     // statement's iteration space.
     let size = |ids: &[usize]| -> i64 {

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use eintup::ir::loops::*;
+use eintup::ir::text::Spelled;
 
 pub fn buf(name: &str, dtype: DType, shape: &[i64], role: Role) -> Buffer {
     let init = if role == Role::Input { Init::Input } else { Init::Zero };
@@ -211,7 +212,7 @@ fn binary_ops(dt: DType, ops: &[VBin], n: i64) -> LoopModule {
         .enumerate()
         .map(|(o, op)| {
             kernel(
-                &format!("op_{}", op.text()),
+                &format!("op_{}", op.spelling()),
                 &["i"],
                 vec![pfor(0, c(0), c(n), vec![compute(
                     vec![

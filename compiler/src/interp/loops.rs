@@ -12,7 +12,8 @@
 use crate::arith::{float_binary, int_binary};
 use super::Val;
 use crate::ir::loops::*;
-use crate::ir::loops_verify::verify;
+use crate::ir::loops::verify::verify;
+use crate::ir::text::Spelled;
 use crate::random::Stream;
 use crate::tensor::{Data, Tensor};
 
@@ -21,7 +22,7 @@ use crate::tensor::{Data, Tensor};
 /// F64 -> `Data::F64`, F32 -> `Data::F32`). The caller fills the inputs
 /// and zeroes the rest. The module is verified first.
 pub fn run(m: &LoopModule, seed: u64, buffers: &mut [Tensor]) -> Result<(), String> {
-    verify(m)?;
+    verify(m).map_err(|e| e.describe(m))?;
     check_buffers(m, buffers)?;
     for k in &m.kernels {
         let mut ex = Exec { m, k, seed, env: vec![0; k.vars.len()], vals: Vec::new(), buffers: &mut *buffers };
@@ -190,7 +191,7 @@ fn binary(op: VBin, d: DType, a: Val, b: Val) -> Result<Val, String> {
     Ok(match (a, b) {
         (Val::I(x), Val::I(y)) => Val::I(int_binary(op, x, y).ok_or_else(|| "`div` on i32 values".to_string())?),
         (Val::F(x), Val::F(y)) => Val::F(fl(d, float_binary(op, x, y))),
-        _ => return Err(format!("`{}` on an i32 and a float value", op.text())),
+        _ => return Err(format!("`{}` on an i32 and a float value", op.spelling())),
     })
 }
 

@@ -134,8 +134,8 @@ pub fn dump_header(pass: &str) -> String {
 pub fn print_ir(unit: &Unit) -> String {
     match &unit.ir {
         Ir::Source => unit.source.text.clone(),
-        Ir::Et(p) => crate::ir::print::module(&p.module),
-        Ir::Loop(m) => crate::ir::loops_print::module(m),
+        Ir::Et(p) => crate::ir::et::print::module(&p.module),
+        Ir::Loop(m) => crate::ir::loops::print::module(m),
     }
 }
 
@@ -234,9 +234,11 @@ fn order(l: Level) -> u8 {
 fn verify(pass: &str, before: Option<&crate::ir::et::Module>, ir: &Ir) -> Result<(), PassError> {
     let r = match ir {
         Ir::Source => Ok(()),
-        Ir::Et(p) => crate::ir::et_verify::verify(&p.module)
-            .and_then(|()| before.map_or(Ok(()), |b| crate::ir::et_verify::verify_refines(b, &p.module))),
-        Ir::Loop(m) => crate::ir::loops_verify::verify(m),
+        Ir::Et(p) => crate::ir::et::verify::verify(&p.module)
+            .map_err(|v| v.to_string())
+            .and_then(|()| before.map_or(Ok(()), |b| crate::ir::et::verify::verify_refines(b, &p.module))),
+        // A pass's module has no text: the error shows the offending line.
+        Ir::Loop(m) => crate::ir::loops::verify::verify(m).map_err(|e| e.describe(m)),
     };
     r.map_err(|e| PassError::Internal(format!("IR after pass `{pass}` does not verify: {e}")))
 }

@@ -59,7 +59,7 @@ impl Constraint {
         let name = m.eintups.get(self.target).map_or("?", |e| e.name.as_str());
         match &self.rel {
             Rel::In { lo, hi } => format!("{subj}({name}) IN [{lo}, {hi}]"),
-            Rel::Eq(e) => format!("{subj}({name}) = {}", crate::ir::print::index_expr(m, e)),
+            Rel::Eq(e) => format!("{subj}({name}) = {}", crate::ir::et::print::index_expr(m, e)),
         }
     }
 }

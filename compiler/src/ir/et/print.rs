@@ -1,10 +1,13 @@
 //! Textual form of the `et` dialect (see docs/ir-et.md). One line per
 //! eintup, array and op; index expressions fully parenthesised so the
-//! parser (`ir::et_parse`) needs no precedence rules. Every id is printed
+//! parser (`parse`) needs no precedence rules. Every id is printed
 //! as a name; the parser resolves names back to ids, so `parse(print(m))`
-//! equals `m` up to spans for any module that passes `et_verify::verify`.
+//! equals `m` up to spans for any module that passes `verify::verify`.
 
-use super::et::*;
+use super::syntax::{self, OpName};
+use super::*;
+use crate::ir::text::{float_text, quote, Spelled};
+use et_grammar::ast::Literal;
 use std::fmt::Write;
 
 fn names(m: &Module, l: &[EintupId]) -> String {
@@ -15,27 +18,16 @@ fn array_name(m: &Module, a: ArrayId) -> &str {
     m.arrays.get(a).map_or("?", |x| x.name.as_str())
 }
 
-fn op_text(op: IndexOp) -> &'static str {
-    match op {
-        IndexOp::Add => "+",
-        IndexOp::Sub => "-",
-        IndexOp::Mul => "*",
-        IndexOp::FloorDiv => "//",
-        IndexOp::CeilDiv => "//^",
-        IndexOp::Mod => "%",
-    }
-}
-
 /// An index expression as source-like text.
 pub fn index_expr(m: &Module, e: &IndexExpr) -> String {
     match &e.kind {
         IndexKind::Var(t) => names(m, &[*t]),
         IndexKind::Lit(n) => n.to_string(),
-        IndexKind::Dims(l) => format!("DIMS({})", names(m, l)),
-        IndexKind::Rank(l) => format!("RANK({})", names(m, l)),
-        IndexKind::Flat(v) => format!("FLAT({})", v.iter().map(|x| index_expr(m, x)).collect::<Vec<_>>().join(", ")),
+        IndexKind::Dims(l) => format!("{}({})", syntax::DIMS, names(m, l)),
+        IndexKind::Rank(l) => format!("{}({})", syntax::RANK, names(m, l)),
+        IndexKind::Flat(v) => format!("{}({})", syntax::FLAT, v.iter().map(|x| index_expr(m, x)).collect::<Vec<_>>().join(", ")),
         IndexKind::Slice { array, indices } => format!("{}[{}]", array_name(m, *array), slots(m, indices)),
-        IndexKind::Bin(op, a, b) => format!("({} {} {})", index_expr(m, a), op_text(*op), index_expr(m, b)),
+        IndexKind::Bin(op, a, b) => format!("({} {} {})", index_expr(m, a), op.spelling(), index_expr(m, b)),
     }
 }
 
@@ -67,13 +59,13 @@ fn sig(m: &Module, t: &SigType) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ");
-    format!("{}<{}>", t.dtype.text(), ev)
+    format!("{}<{}>", t.dtype.spelling(), ev)
 }
 
 fn bound(m: &Module, b: &Bound) -> String {
     match b {
         Bound::Int(n) => n.to_string(),
-        Bound::DimsAt(l) => format!("DIMS({})", names(m, l)),
+        Bound::DimsAt(l) => format!("{}({})", syntax::DIMS, names(m, l)),
     }
 }
 
@@ -81,7 +73,7 @@ fn bound(m: &Module, b: &Bound) -> String {
 pub fn module(m: &Module) -> String {
     let mut o = String::new();
     for e in &m.eintups {
-        let _ = writeln!(o, "eintup {} : {}", e.name, dims_text(e.rank, &e.dims));
+        let _ = writeln!(o, "{} {} : {}", syntax::EINTUP, e.name, dims_text(e.rank, &e.dims));
     }
     for a in &m.arrays {
         let pos = a
@@ -90,39 +82,41 @@ pub fn module(m: &Module) -> String {
             .map(|p| format!("{} : {}", index_expr(m, &p.expr), dims_text(p.rank, &p.dims)))
             .collect::<Vec<_>>()
             .join(", ");
-        let mut flags = format!(" def={}", a.def_stmt);
+        let mut flags = format!(" {}={}", syntax::DEF, a.def_stmt);
         if a.is_input {
-            flags.push_str(" input");
+            let _ = write!(flags, " {}", syntax::INPUT);
         }
         for at in &a.attrs {
             match at {
                 Attr::Range { lo, hi } => {
-                    let _ = write!(flags, " range=[{}, {})", bound(m, lo), bound(m, hi));
+                    let _ = write!(flags, " {}=[{}, {})", syntax::RANGE, bound(m, lo), bound(m, hi));
                 }
             }
         }
-        let _ = writeln!(o, "array {} : {} [{}]{}", a.name, a.dtype.text(), pos, flags);
+        let _ = writeln!(o, "{} {} : {} [{}]{}", syntax::ARRAY, a.name, a.dtype.spelling(), pos, flags);
     }
     for (si, s) in m.stmts.iter().enumerate() {
         let _ = writeln!(
             o,
-            "stmt {si} {}[{}] {} %{} vars({}) {{",
+            "{} {si} {}[{}] {} %{} {}({}) {{",
+            syntax::STMT,
             array_name(m, s.array),
             slots(m, &s.indices),
-            s.op.text(),
+            s.op.spelling(),
             s.result,
+            syntax::VARS,
             names(m, &s.vars)
         );
         for (k, op) in s.ops.iter().enumerate() {
             let body = match &op.kind {
-                OpKind::ConstInt(n) => format!("const {n}"),
-                OpKind::ConstFloat(f) => format!("const {f:?}"),
-                OpKind::Rank(l) => format!("rank({})", names(m, l)),
-                OpKind::DimsAt(l, t) => format!("dims_at({})[{}]", names(m, l), index_expr(m, t)),
-                OpKind::Read { array, indices } => format!("read {}[{}]", array_name(m, *array), slots(m, indices)),
-                OpKind::Random { lo, hi, dtype } => format!("random %{lo}, %{hi}, {}", dtype.text()),
-                OpKind::Neg(a) => format!("neg %{a}"),
-                OpKind::Binary(op, a, b) => format!("{} %{a}, %{b}", binop_name(*op)),
+                OpKind::ConstInt(n) => format!("{} {n}", OpName::Const.spelling()),
+                OpKind::ConstFloat(f) => format!("{} {}", OpName::Const.spelling(), float_text(*f)),
+                OpKind::Rank(l) => format!("{}({})", OpName::Rank.spelling(), names(m, l)),
+                OpKind::DimsAt(l, t) => format!("{}({})[{}]", OpName::DimsAt.spelling(), names(m, l), index_expr(m, t)),
+                OpKind::Read { array, indices } => format!("{} {}[{}]", OpName::Read.spelling(), array_name(m, *array), slots(m, indices)),
+                OpKind::Random { lo, hi, dtype } => format!("{} %{lo}, %{hi}, {}", OpName::Random.spelling(), dtype.spelling()),
+                OpKind::Neg(a) => format!("{} %{a}", OpName::Neg.spelling()),
+                OpKind::Binary(op, a, b) => format!("{} %{a}, %{b}", op.spelling()),
             };
             let _ = writeln!(o, "  %{k} = {body} : {}", sig(m, &op.ty));
         }
@@ -135,10 +129,10 @@ pub fn module(m: &Module) -> String {
             .map(|(k, v)| {
                 let v = match v {
                     CallArg::Array(a) => array_name(m, *a).to_string(),
-                    CallArg::Dims(l) => format!("DIMS({})", names(m, l)),
-                    CallArg::Rank(l) => format!("RANK({})", names(m, l)),
-                    CallArg::Tensor(l) => format!("TENSOR(DIMS({}))", names(m, l)),
-                    CallArg::Literal(l) => format!("L({})", et_grammar::print::literal(l)),
+                    CallArg::Dims(l) => format!("{}({})", syntax::DIMS, names(m, l)),
+                    CallArg::Rank(l) => format!("{}({})", syntax::RANK, names(m, l)),
+                    CallArg::Tensor(l) => format!("{}({}({}))", syntax::TENSOR, syntax::DIMS, names(m, l)),
+                    CallArg::Literal(l) => format!("{}({})", syntax::LITERAL, literal(l)),
                 };
                 match k {
                     Some(k) => format!("{k}={v}"),
@@ -147,24 +141,21 @@ pub fn module(m: &Module) -> String {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        let _ = writeln!(o, "call {}({})", c.func, args);
+        let _ = writeln!(o, "{} {}({})", syntax::CALL, c.func, args);
     }
     if !m.outputs.is_empty() {
         let outs = m.outputs.iter().map(|a| array_name(m, *a).to_string()).collect::<Vec<_>>().join(", ");
-        let _ = writeln!(o, "outputs {outs}");
+        let _ = writeln!(o, "{} {outs}", syntax::OUTPUTS);
     }
     o
 }
 
-pub fn binop_name(op: et_grammar::ast::BinOp) -> &'static str {
-    use et_grammar::ast::BinOp::*;
-    match op {
-        Add => "add",
-        Sub => "sub",
-        Mul => "mul",
-        Div => "div",
-        FloorDiv => "floordiv",
-        CeilDiv => "ceildiv",
-        Mod => "mod",
+/// A call literal; strings with the IR's escapes (`text::quote`).
+fn literal(l: &Literal) -> String {
+    match l {
+        Literal::Str(s) => quote(s),
+        Literal::Int(n) => n.to_string(),
+        Literal::Float(x) => float_text(*x),
+        Literal::Word(w) => w.clone(),
     }
 }

@@ -3,31 +3,79 @@
 //! pass (`verify_refines`, DESIGN.md s.3: a pass may only shrink the set of
 //! values a type admits). docs/ir-et.md states both rule sets.
 //!
-//! Both return every violation found, one per line, each naming the
-//! eintup, array, statement or op concerned; `Ok(())` when there are none.
+//! Both find every violation, each naming the eintup, array, statement or
+//! op concerned. `verify` also gives each the span of what it is about, so
+//! that for a module parsed from text the violations are located
+//! diagnostics (`parse::parse_verified`).
 
-use super::et::*;
+use super::*;
 use crate::sema::dims::bound;
+use et_grammar::Diagnostic;
+use std::fmt;
+
+/// Code of a verifier error located in parsed text (docs/ir-et.md).
+pub const CODE: &str = "E0620";
+
+/// One violated rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Names the eintup, array, statement or op and what is wrong.
+    pub message: String,
+    /// The span of what it is about (its line, or an index expression), in
+    /// the text the module came from; `None` for the outputs section,
+    /// which has no span.
+    pub span: Option<Span>,
+}
+
+/// Every violation `verify` found, in module order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violations(pub Vec<Violation>);
+
+impl fmt::Display for Violations {
+    /// One message per line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<&str> = self.0.iter().map(|v| v.message.as_str()).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl Violations {
+    /// One diagnostic per violation, located at its span.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        self.0
+            .iter()
+            .map(|v| {
+                let d = Diagnostic::error(CODE, format!("the module does not verify: {}", v.message));
+                match v.span {
+                    Some(sp) => d.at(sp, "here"),
+                    None => d,
+                }
+            })
+            .collect()
+    }
+}
 
 /// Checks the structural invariants of a module.
-pub fn verify(m: &Module) -> Result<(), String> {
-    let mut v = Verifier { m, errs: Vec::new() };
+pub fn verify(m: &Module) -> Result<(), Violations> {
+    let mut v = Verifier { m, errs: Vec::new(), at: None };
     v.module();
     if v.errs.is_empty() {
         Ok(())
     } else {
-        Err(v.errs.join("\n"))
+        Err(Violations(v.errs))
     }
 }
 
 struct Verifier<'a> {
     m: &'a Module,
-    errs: Vec<String>,
+    errs: Vec<Violation>,
+    /// The span of the item being checked, given to its violations.
+    at: Option<Span>,
 }
 
 impl Verifier<'_> {
-    fn err(&mut self, s: String) {
-        self.errs.push(s);
+    fn err(&mut self, message: String) {
+        self.errs.push(Violation { message, span: self.at });
     }
 
     fn eintup_ids(&mut self, what: &str, l: &[EintupId]) {
@@ -46,18 +94,31 @@ impl Verifier<'_> {
         ok
     }
 
+    /// Static dims imply a known rank equal to their length.
+    fn rank_dims(&mut self, what: &str, rank: Option<usize>, dims: &Option<Vec<i64>>) {
+        if let Some(d) = dims {
+            match rank {
+                Some(r) if r == d.len() => {}
+                Some(r) => self.err(format!("{what}: rank {r} but {} static dims {d:?}", d.len())),
+                None => self.err(format!("{what}: static dims {d:?} but unknown rank")),
+            }
+        }
+    }
+
     fn module(&mut self) {
         let m = self.m;
         for (i, e) in m.eintups.iter().enumerate() {
+            self.at = Some(e.span);
             if m.eintups[..i].iter().any(|x| x.name == e.name) {
                 self.err(format!("eintup `{}` is declared twice", e.name));
             }
-            rank_dims(&mut self.errs, &format!("eintup `{}`", e.name), e.rank, &e.dims);
+            self.rank_dims(&format!("eintup `{}`", e.name), e.rank, &e.dims);
         }
         // First-mention dims of a specialised module follow from the
         // eintups' dims (LANGUAGE.md s.5); recompute and compare.
         let all_dims: Option<Vec<Vec<i64>>> = m.eintups.iter().map(|e| e.dims.clone()).collect();
         for (ai, a) in m.arrays.iter().enumerate() {
+            self.at = Some(a.span);
             let what = format!("array `{}`", a.name);
             if m.arrays[..ai].iter().any(|x| x.name == a.name) {
                 self.err(format!("{what} is declared twice"));
@@ -72,7 +133,8 @@ impl Verifier<'_> {
             for (k, p) in a.positions.iter().enumerate() {
                 let pw = format!("{what} position {}", k + 1);
                 self.expr(&pw, &p.expr, None);
-                rank_dims(&mut self.errs, &pw, p.rank, &p.dims);
+                self.at = Some(p.expr.span);
+                self.rank_dims(&pw, p.rank, &p.dims);
                 if let (Some(d), Some(all)) = (&p.dims, &all_dims) {
                     if self.errs.is_empty() {
                         match bound(&p.expr, all) {
@@ -83,6 +145,7 @@ impl Verifier<'_> {
                     }
                 }
             }
+            self.at = Some(a.span);
             for at in &a.attrs {
                 match at {
                     Attr::Range { lo, hi } => {
@@ -99,6 +162,7 @@ impl Verifier<'_> {
             self.stmt(si, s);
         }
         if let Some(c) = &m.call {
+            self.at = Some(c.span);
             for (_, arg) in &c.args {
                 match arg {
                     CallArg::Array(a) => {
@@ -109,12 +173,14 @@ impl Verifier<'_> {
                 }
             }
         }
+        self.at = None;
         for &o in &m.outputs {
             self.array_id("outputs", o);
         }
     }
 
     fn stmt(&mut self, si: usize, s: &Stmt) {
+        self.at = Some(s.span);
         let what = format!("stmt {si}");
         self.eintup_ids(&format!("{what} vars"), &s.vars);
         if self.array_id(&what, s.array) {
@@ -125,6 +191,7 @@ impl Verifier<'_> {
             self.err(format!("{what}: result %{} is not one of its {} ops", s.result, s.ops.len()));
         }
         for (k, op) in s.ops.iter().enumerate() {
+            self.at = Some(op.span);
             let ow = format!("{what} op %{k}");
             self.eintup_ids(&format!("{ow} type"), &op.ty.eintups);
             let operands: Vec<ValueId> = match &op.kind {
@@ -180,7 +247,8 @@ impl Verifier<'_> {
                 self.eintup_ids(what, &[*t]);
                 if let (Some(vars), Some(x)) = (vars, self.m.eintups.get(*t)) {
                     if !vars.contains(t) {
-                        self.err(format!("{what}: index variable `{}` is not a variable of the statement", x.name));
+                        let message = format!("{what}: index variable `{}` is not a variable of the statement", x.name);
+                        self.errs.push(Violation { message, span: Some(e.span) });
                     }
                 }
             }
@@ -197,17 +265,6 @@ impl Verifier<'_> {
                 self.expr(what, a, vars);
                 self.expr(what, b, vars);
             }
-        }
-    }
-}
-
-/// Static dims imply a known rank equal to their length.
-fn rank_dims(errs: &mut Vec<String>, what: &str, rank: Option<usize>, dims: &Option<Vec<i64>>) {
-    if let Some(d) = dims {
-        match rank {
-            Some(r) if r == d.len() => {}
-            Some(r) => errs.push(format!("{what}: rank {r} but {} static dims {d:?}", d.len())),
-            None => errs.push(format!("{what}: static dims {d:?} but unknown rank")),
         }
     }
 }
@@ -385,8 +442,8 @@ fn bound_le(ma: &Module, a: &Bound, mb: &Module, b: &Bound) -> Option<bool> {
 mod tests {
     use super::*;
     use crate::driver::Source;
-    use crate::ir::et_parse::parse_module;
-    use crate::ir::print;
+    use crate::ir::et::parse::parse_module;
+    use crate::ir::et::print;
 
     fn text(m: &Module) -> String {
         print::module(m)
@@ -415,7 +472,7 @@ DIMS(coord) = RANK(loc)
     fn fails(m: &Module, needle: &str) {
         match verify(m) {
             Ok(()) => panic!("verifier accepted a module violating `{needle}`:\n{}", text(m)),
-            Err(e) => assert!(e.contains(needle), "expected `{needle}` in:\n{e}"),
+            Err(e) => assert!(e.to_string().contains(needle), "expected `{needle}` in:\n{e}"),
         }
     }
 

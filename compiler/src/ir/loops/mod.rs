@@ -6,9 +6,9 @@
 //!
 //! Everything is static: shapes are numbers, FLOAT has a width (`f64` or
 //! `f32`), and every index is an `i64` expression over induction variables
-//! and index values loaded from INT buffers. Textual form, verifier and
-//! interpreter live next to this file (`loops_print`, `loops_parse`,
-//! `loops_verify`, `interp::loops`); docs/ir-loop.md documents every op.
+//! and index values loaded from INT buffers. Textual form and verifier live
+//! in this folder (`print`, `parse`, `verify`), the interpreter in
+//! `interp::loops`; docs/ir-loop.md documents every op.
 //!
 //! Semantics of a kernel: run its body once. `for v in [lo, hi)` runs its
 //! body for `v = lo, lo+1, .., hi-1` (nothing when `hi <= lo`); a `parallel`
@@ -16,6 +16,12 @@
 //! in order inside one thread. `guard` runs its body only when every
 //! condition holds. Kernels of a module run in order; each sees the writes
 //! of the previous ones.
+
+pub mod parse;
+pub mod print;
+pub mod site;
+pub mod syntax;
+pub mod verify;
 
 /// Induction variable or loaded index value; indexes `Kernel::vars`.
 pub type VarId = usize;
@@ -115,12 +121,23 @@ pub enum Role {
     Temp,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
     /// All zeros before the first kernel (every array starts at 0).
     Zero,
     /// Contents come from the caller (role `Input`).
     Input,
+}
+
+impl Role {
+    /// The init a buffer of this role has unless stated otherwise: only
+    /// inputs come from the caller.
+    pub fn default_init(self) -> Init {
+        match self {
+            Role::Input => Init::Input,
+            Role::Output | Role::Temp => Init::Zero,
+        }
+    }
 }
 
 /// One kernel: a loop nest whose innermost nodes write one buffer.
@@ -215,19 +232,6 @@ pub enum IBin {
 }
 
 impl IBin {
-    pub fn text(self) -> &'static str {
-        match self {
-            IBin::Add => "+",
-            IBin::Sub => "-",
-            IBin::Mul => "*",
-            IBin::FloorDiv => "//",
-            IBin::CeilDiv => "//^",
-            IBin::Mod => "%",
-            IBin::Min => "min",
-            IBin::Max => "max",
-        }
-    }
-
     /// The operation on concrete values (see `IExpr` for the totality
     /// conventions).
     pub fn apply(self, a: i64, b: i64) -> i64 {
@@ -526,20 +530,6 @@ impl From<et_grammar::ast::BinOp> for VBin {
     }
 }
 
-impl VBin {
-    pub fn text(self) -> &'static str {
-        match self {
-            VBin::Add => "add",
-            VBin::Sub => "sub",
-            VBin::Mul => "mul",
-            VBin::Div => "div",
-            VBin::FloorDiv => "floordiv",
-            VBin::CeilDiv => "ceildiv",
-            VBin::Mod => "mod",
-        }
-    }
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
     pub kind: WriteKind,
@@ -559,16 +549,6 @@ pub enum WriteKind {
     Accumulate,
     /// `buf[offset] += value` where other threads may add to the same cell.
     AtomicAccumulate,
-}
-
-impl WriteKind {
-    pub fn text(self) -> &'static str {
-        match self {
-            WriteKind::Store => "store",
-            WriteKind::Accumulate => "accumulate",
-            WriteKind::AtomicAccumulate => "atomic_accumulate",
-        }
-    }
 }
 
 impl Node {

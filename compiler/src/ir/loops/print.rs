@@ -1,19 +1,23 @@
 //! Textual form of the `loop` dialect (docs/ir-loop.md). MLIR-like: one
 //! line per buffer, node and value; blocks in braces. Index expressions are
-//! fully parenthesised so `loops_parse` needs no precedence rules.
+//! fully parenthesised so `parse` needs no precedence rules.
 //!
 //! The printer never panics, even on a module the verifier rejects: an id
 //! out of range prints as `?var5`, `?buf3`, which the parser refuses (so a
 //! broken module cannot silently round-trip into a different one).
 
-use super::loops::*;
+use super::site::Site;
+use super::syntax::{self, write_operator, VOpName};
+use super::*;
+use crate::ir::text::{float_text, quote, Spelled};
 use std::fmt::Write as _;
 
 /// Prints a whole module: buffers, then each kernel after a blank line.
 pub fn module(m: &LoopModule) -> String {
     let mut o = String::new();
     for b in &m.buffers {
-        buffer(&mut o, b);
+        o.push_str(&buffer(b));
+        o.push('\n');
     }
     for k in &m.kernels {
         if !o.is_empty() {
@@ -24,35 +28,36 @@ pub fn module(m: &LoopModule) -> String {
     o
 }
 
-/// The role a buffer's `init` follows unless stated otherwise: only inputs
-/// come from the caller.
-pub(crate) fn default_init(role: Role) -> Init {
-    match role {
-        Role::Input => Init::Input,
-        Role::Output | Role::Temp => Init::Zero,
-    }
-}
-
-pub(crate) fn role_text(r: Role) -> &'static str {
-    match r {
-        Role::Input => "input",
-        Role::Output => "output",
-        Role::Temp => "temp",
-    }
-}
-
-fn buffer(o: &mut String, b: &Buffer) {
+/// The line that declares a buffer.
+fn buffer(b: &Buffer) -> String {
     let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();
-    let _ = write!(o, "buffer {} : {}[{}] {}", b.name, b.dtype.name(), dims.join(", "), role_text(b.role));
+    let mut o = format!("{} {} : {}[{}] {}", syntax::BUFFER, b.name, b.dtype.spelling(), dims.join(", "), b.role.spelling());
     // `init` is printed only when it differs from what the role implies
     // (the verifier rejects that, but the text must still say it).
-    if b.init != default_init(b.role) {
-        o.push_str(match b.init {
-            Init::Zero => " init(zero)",
-            Init::Input => " init(input)",
-        });
+    if b.init != b.role.default_init() {
+        let _ = write!(o, " {}({})", syntax::INIT, b.init.spelling());
     }
-    o.push('\n');
+    o
+}
+
+/// The line a site is about, as `module` prints it (without indentation):
+/// a node's first line; `None` for the whole module or a site the module
+/// does not have.
+pub fn site_line(m: &LoopModule, site: &Site) -> Option<String> {
+    match site {
+        Site::Module => None,
+        Site::Buffer(b) => m.buffers.get(*b).map(buffer),
+        Site::Kernel(k) => m.kernels.get(*k).map(kernel_header),
+        Site::Node(k, _) => Some(node_line(m, &m.kernels[*k], site.node(m)?)),
+        Site::Value(k, _, i) => match site.node(m)? {
+            Node::Compute(c) => c.values.get(*i).map(|v| value_line(m, &m.kernels[*k], *i, v)),
+            _ => None,
+        },
+        Site::Write(k, _) => match site.node(m)? {
+            Node::Compute(c) => Some(write_line(m, &m.kernels[*k], &c.write)),
+            _ => None,
+        },
+    }
 }
 
 /// Can the parser, which numbers variables in the order the text first
@@ -124,16 +129,23 @@ fn numbering_is_implicit(k: &Kernel) -> bool {
 }
 
 fn kernel(o: &mut String, m: &LoopModule, k: &Kernel) {
-    let _ = write!(o, "kernel @{}", k.name);
+    o.push_str(&kernel_header(k));
+    o.push('\n');
+    nodes(o, m, k, &k.body, 1);
+    o.push_str("}\n");
+}
+
+/// `kernel @NAME [vars(..)] {`.
+fn kernel_header(k: &Kernel) -> String {
+    let mut o = format!("{} @{}", syntax::KERNEL, k.name);
     // A `vars(..)` clause records what the parser could not infer, so that
     // parse(print(m)) == m holds for every module.
     if !numbering_is_implicit(k) {
         let names: Vec<&str> = k.vars.iter().map(|v| v.name.as_str()).collect();
-        let _ = write!(o, " vars({})", names.join(", "));
+        let _ = write!(o, " {}({})", syntax::VARS, names.join(", "));
     }
-    o.push_str(" {\n");
-    nodes(o, m, k, &k.body, 1);
-    o.push_str("}\n");
+    o.push_str(" {");
+    o
 }
 
 fn indent(o: &mut String, depth: usize) {
@@ -153,31 +165,36 @@ fn buf_name(m: &LoopModule, b: BufId) -> String {
 fn nodes(o: &mut String, m: &LoopModule, k: &Kernel, ns: &[Node], depth: usize) {
     for n in ns {
         match n {
-            Node::For(l) => {
-                indent(o, depth);
-                let kind = match l.kind {
-                    LoopKind::Parallel => "parallel",
-                    LoopKind::Reduce => "reduce",
-                };
-                let _ = writeln!(o, "for {} in [{}, {}) {} {{", var_name(k, l.var), iexpr(k, &l.lo), iexpr(k, &l.hi), kind);
-                nodes(o, m, k, &l.body, depth + 1);
-                indent(o, depth);
-                o.push_str("}\n");
-            }
-            Node::Guard(g) => {
-                indent(o, depth);
-                let conds: Vec<String> = g.conds.iter().map(|c| cond(k, c)).collect();
-                let _ = writeln!(o, "guard {} {{", conds.join(", "));
-                nodes(o, m, k, &g.body, depth + 1);
-                indent(o, depth);
-                o.push_str("}\n");
-            }
-            Node::LoadIndex { var, buf, offset } => {
-                indent(o, depth);
-                let _ = writeln!(o, "{} = load_index {}[{}]", var_name(k, *var), buf_name(m, *buf), iexpr(k, offset));
-            }
             Node::Compute(c) => compute(o, m, k, c, depth),
+            Node::LoadIndex { .. } => {
+                indent(o, depth);
+                let _ = writeln!(o, "{}", node_line(m, k, n));
+            }
+            Node::For(_) | Node::Guard(_) => {
+                indent(o, depth);
+                let _ = writeln!(o, "{}", node_line(m, k, n));
+                nodes(o, m, k, n.body(), depth + 1);
+                indent(o, depth);
+                o.push_str("}\n");
+            }
         }
+    }
+}
+
+/// The first line of a node: a `for` or `guard` header up to its `{`, a
+/// `load_index`, a compute's first value (or its write).
+fn node_line(m: &LoopModule, k: &Kernel, n: &Node) -> String {
+    match n {
+        Node::For(l) => {
+            let (lo, hi) = (iexpr(k, &l.lo), iexpr(k, &l.hi));
+            format!("{} {} {} [{lo}, {hi}) {} {{", syntax::FOR, var_name(k, l.var), syntax::IN, l.kind.spelling())
+        }
+        Node::Guard(g) => {
+            let conds: Vec<String> = g.conds.iter().map(|c| cond(k, c)).collect();
+            format!("{} {} {{", syntax::GUARD, conds.join(", "))
+        }
+        Node::LoadIndex { var, buf, offset } => format!("{} = {} {}[{}]", var_name(k, *var), syntax::LOAD_INDEX, buf_name(m, *buf), iexpr(k, offset)),
+        Node::Compute(c) => c.values.first().map_or_else(|| write_line(m, k, &c.write), |v| value_line(m, k, 0, v)),
     }
 }
 
@@ -204,7 +221,7 @@ fn iexpr_into(o: &mut String, k: &Kernel, e: &IExpr) {
         }
         IExpr::Var(v) => o.push_str(&var_name(k, *v)),
         IExpr::Bin(op @ (IBin::Min | IBin::Max), a, b) => {
-            o.push_str(op.text());
+            o.push_str(op.spelling());
             o.push('(');
             iexpr_into(o, k, a);
             o.push_str(", ");
@@ -214,55 +231,36 @@ fn iexpr_into(o: &mut String, k: &Kernel, e: &IExpr) {
         IExpr::Bin(op, a, b) => {
             o.push('(');
             iexpr_into(o, k, a);
-            let _ = write!(o, " {} ", op.text());
+            let _ = write!(o, " {} ", op.spelling());
             iexpr_into(o, k, b);
             o.push(')');
         }
     }
 }
 
-/// A float constant in Rust's shortest round-trip form (`1.0`, `1e-7`,
-/// `inf`, `NaN`), which `str::parse::<f64>` reads back exactly.
-pub(crate) fn float_text(x: f64) -> String {
-    format!("{x:?}")
-}
-
-/// A RANDOM stream name as a double-quoted string; `\` and `"` and control
-/// characters are escaped so any name survives the round trip.
-pub(crate) fn quote(s: &str) -> String {
-    let mut o = String::from("\"");
-    for ch in s.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\t' => o.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(o, "\\u{{{:x}}}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
 fn compute(o: &mut String, m: &LoopModule, k: &Kernel, c: &Compute, depth: usize) {
     for (i, v) in c.values.iter().enumerate() {
         indent(o, depth);
-        let _ = writeln!(o, "%{i} = {}", value(m, k, v));
+        let _ = writeln!(o, "{}", value_line(m, k, i, v));
     }
     indent(o, depth);
-    let w = &c.write;
-    let _ = match w.kind {
-        WriteKind::Store => writeln!(o, "store {}[{}] = %{}", buf_name(m, w.buf), iexpr(k, &w.offset), w.value),
-        kind => writeln!(o, "{} {}[{}] += %{}", kind.text(), buf_name(m, w.buf), iexpr(k, &w.offset), w.value),
-    };
+    o.push_str(&write_line(m, k, &c.write));
+    o.push('\n');
+}
+
+/// The write that ends a compute.
+fn write_line(m: &LoopModule, k: &Kernel, w: &Write) -> String {
+    format!("{} {}[{}] {} %{}", w.kind.spelling(), buf_name(m, w.buf), iexpr(k, &w.offset), write_operator(w.kind), w.value)
+}
+
+/// `%I = op operands : dtype`.
+fn value_line(m: &LoopModule, k: &Kernel, i: ValId, v: &Value) -> String {
+    format!("%{i} = {}", value(m, k, v))
 }
 
 /// The right-hand side of a value line: `op operands : dtype`.
 pub fn value(m: &LoopModule, k: &Kernel, v: &Value) -> String {
-    format!("{} : {}", vop(m, k, &v.op, v.dtype), v.dtype.name())
+    format!("{} : {}", vop(m, k, &v.op, v.dtype), v.dtype.spelling())
 }
 
 /// Integers below 2^53 are exact in f64; an i32 constant prints as one.
@@ -270,18 +268,18 @@ const EXACT_INT: f64 = 9007199254740992.0;
 
 fn vop(m: &LoopModule, k: &Kernel, op: &VOp, dtype: DType) -> String {
     match op {
-        VOp::Const(x) if dtype == DType::I32 && x.fract() == 0.0 && x.abs() < EXACT_INT => format!("const {}", *x as i64),
-        VOp::Const(x) => format!("const {}", float_text(*x)),
-        VOp::Load { buf, offset } => format!("load {}[{}]", buf_name(m, *buf), iexpr(k, offset)),
-        VOp::Index(e) => format!("index {}", iexpr(k, e)),
+        VOp::Const(x) if dtype == DType::I32 && x.fract() == 0.0 && x.abs() < EXACT_INT => format!("{} {}", VOpName::Const.spelling(), *x as i64),
+        VOp::Const(x) => format!("{} {}", VOpName::Const.spelling(), float_text(*x)),
+        VOp::Load { buf, offset } => format!("{} {}[{}]", VOpName::Load.spelling(), buf_name(m, *buf), iexpr(k, offset)),
+        VOp::Index(e) => format!("{} {}", VOpName::Index.spelling(), iexpr(k, e)),
         VOp::Lookup { table, index } => {
             let t: Vec<String> = table.iter().map(|x| x.to_string()).collect();
-            format!("lookup [{}][{}]", t.join(", "), iexpr(k, index))
+            format!("{} [{}][{}]", VOpName::Lookup.spelling(), t.join(", "), iexpr(k, index))
         }
-        VOp::Random { stream, counter, lo, hi } => format!("random {}[{}], %{lo}, %{hi}", quote(stream), iexpr(k, counter)),
-        VOp::Neg(a) => format!("neg %{a}"),
-        VOp::Bin(op, a, b) => format!("{} %{a}, %{b}", op.text()),
-        VOp::Cast(a) => format!("cast %{a}"),
+        VOp::Random { stream, counter, lo, hi } => format!("{} {}[{}], %{lo}, %{hi}", VOpName::Random.spelling(), quote(stream), iexpr(k, counter)),
+        VOp::Neg(a) => format!("{} %{a}", VOpName::Neg.spelling()),
+        VOp::Bin(op, a, b) => format!("{} %{a}, %{b}", op.spelling()),
+        VOp::Cast(a) => format!("{} %{a}", VOpName::Cast.spelling()),
     }
 }
 
@@ -299,14 +297,6 @@ mod tests {
         let e = IExpr::bin(IBin::Max, IExpr::c(0), IExpr::add(IExpr::mul(IExpr::c(2), IExpr::v(0)), IExpr::bin(IBin::Mod, IExpr::v(1), IExpr::c(-3))));
         assert_eq!(iexpr(&k, &e), "max(0, ((2 * i) + (j % -3)))");
         assert_eq!(iexpr(&k, &IExpr::bin(IBin::CeilDiv, IExpr::v(0), IExpr::v(7))), "(i //^ ?var7)");
-    }
-
-    #[test]
-    fn strings_and_floats_are_escaped_for_the_parser() {
-        assert_eq!(quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
-        assert_eq!(float_text(1.0), "1.0");
-        assert_eq!(float_text(-0.5), "-0.5");
-        assert_eq!(float_text(f64::INFINITY), "inf");
     }
 
     #[test]

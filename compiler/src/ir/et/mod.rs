@@ -7,6 +7,11 @@
 //! unknown, and *specialised* once every eintup has static dims (pass
 //! `specialize`). Backends and the interpreter take specialised modules.
 
+pub mod parse;
+pub mod print;
+pub mod syntax;
+pub mod verify;
+
 use et_grammar::ast::{AssignOp, ElemType};
 use et_grammar::Span;
 

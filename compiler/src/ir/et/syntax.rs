@@ -1,0 +1,100 @@
+//! The words of the `et` dialect's text: its keywords, and the spelling of
+//! every enum it writes as a word or an operator. `print` and `parse` both
+//! take them from here (docs/ir-et.md).
+
+use super::IndexOp;
+use crate::ir::text::{spelled, Spelled};
+use et_grammar::ast::{AssignOp, BinOp, ElemType};
+
+/// Line keywords, in the order their sections come.
+pub const EINTUP: &str = "eintup";
+pub const ARRAY: &str = "array";
+pub const STMT: &str = "stmt";
+pub const CALL: &str = "call";
+pub const OUTPUTS: &str = "outputs";
+
+/// Array flags: `def=N`, `input`, `range=[lo, hi)`.
+pub const DEF: &str = "def";
+pub const INPUT: &str = "input";
+pub const RANGE: &str = "range";
+
+/// A statement's variables: `vars(a, b)`.
+pub const VARS: &str = "vars";
+
+/// Functions of index expressions and call arguments, as in the `.et`
+/// language, and the call-argument wrappers `TENSOR(DIMS(..))`, `L(..)`.
+pub const DIMS: &str = "DIMS";
+pub const RANK: &str = "RANK";
+pub const FLAT: &str = "FLAT";
+pub const TENSOR: &str = "TENSOR";
+pub const LITERAL: &str = "L";
+
+/// The op word of every op that is not binary; a binary op is written as
+/// its `BinOp`'s spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpName {
+    Const,
+    Rank,
+    DimsAt,
+    Read,
+    Random,
+    Neg,
+}
+
+spelled!(OpName { Const => "const", Rank => "rank", DimsAt => "dims_at", Read => "read", Random => "random", Neg => "neg" });
+
+spelled!(BinOp { Add => "add", Sub => "sub", Mul => "mul", Div => "div", FloorDiv => "floordiv", CeilDiv => "ceildiv", Mod => "mod" });
+
+spelled!(IndexOp { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv => "//^", Mod => "%" });
+
+/// Element types and assignments are written as in the `.et` language.
+impl Spelled for ElemType {
+    const ALL: &'static [Self] = &[ElemType::Int, ElemType::Float];
+    fn spelling(self) -> &'static str {
+        self.text()
+    }
+}
+
+impl Spelled for AssignOp {
+    const ALL: &'static [Self] = &[AssignOp::Assign, AssignOp::AddAssign];
+    fn spelling(self) -> &'static str {
+        self.text()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::text::{lex_line, Dialect, Tok};
+
+    static D: Dialect = Dialect { name: "et", end: "end of line", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };
+
+    /// Every word the printer writes is one token the parser can match.
+    fn one_token(w: &str) {
+        let (toks, err) = lex_line(w, 0, &D);
+        assert!(err.is_none() && toks.len() == 1, "{w}");
+        assert_eq!(toks[0].tok.text(), Some(w));
+    }
+
+    fn table<S: Spelled + std::fmt::Debug>() {
+        for &v in S::ALL {
+            one_token(v.spelling());
+            assert_eq!(S::from_spelling(v.spelling()), Some(v));
+        }
+    }
+
+    #[test]
+    fn every_spelling_is_one_token_and_reads_back() {
+        table::<OpName>();
+        table::<BinOp>();
+        table::<IndexOp>();
+        table::<ElemType>();
+        table::<AssignOp>();
+        for w in [EINTUP, ARRAY, STMT, CALL, OUTPUTS, DEF, INPUT, RANGE, VARS, DIMS, RANK, FLAT, TENSOR, LITERAL] {
+            one_token(w);
+            assert!(!matches!(lex_line(w, 0, &D).0[0].tok, Tok::Punct(_)), "{w} is a word");
+        }
+        // Op words and binary op words do not overlap: the parser tries both.
+        assert!(OpName::ALL.iter().all(|o| BinOp::from_spelling(o.spelling()).is_none()));
+    }
+}

@@ -1,0 +1,108 @@
+//! The words of the `loop` dialect's text: its keywords, and the spelling
+//! of every enum it writes as a word or an operator. `print` and `parse`
+//! both take them from here (docs/ir-loop.md, "Grammar").
+
+use super::{DType, IBin, Init, LoopKind, Role, VBin, WriteKind};
+use crate::ir::text::{spelled, Spelled};
+
+pub const BUFFER: &str = "buffer";
+/// `init(zero)`, `init(input)` after a buffer's role.
+pub const INIT: &str = "init";
+/// Kernels are named `@NAME`.
+pub const KERNEL: &str = "kernel";
+/// A kernel's variables in `VarId` order: `vars(i, j)`.
+pub const VARS: &str = "vars";
+/// `for V in [LO, HI) KIND { .. }`.
+pub const FOR: &str = "for";
+pub const IN: &str = "in";
+pub const GUARD: &str = "guard";
+/// `V = load_index BUF[OFFSET]`.
+pub const LOAD_INDEX: &str = "load_index";
+
+/// The op word of every value operation that is not binary; a binary one
+/// is written as its `VBin`'s spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VOpName {
+    Const,
+    Load,
+    Index,
+    Lookup,
+    Random,
+    Neg,
+    Cast,
+}
+
+spelled!(VOpName { Const => "const", Load => "load", Index => "index", Lookup => "lookup", Random => "random", Neg => "neg", Cast => "cast" });
+
+spelled!(VBin { Add => "add", Sub => "sub", Mul => "mul", Div => "div", FloorDiv => "floordiv", CeilDiv => "ceildiv", Mod => "mod" });
+
+// Infix operators inside `( .. )`; `min` and `max` are written as calls.
+spelled!(IBin { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv => "//^", Mod => "%", Min => "min", Max => "max" });
+
+spelled!(WriteKind { Store => "store", Accumulate => "accumulate", AtomicAccumulate => "atomic_accumulate" });
+
+spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce" });
+
+spelled!(Role { Input => "input", Output => "output", Temp => "temp" });
+
+spelled!(Init { Zero => "zero", Input => "input" });
+
+/// Element types are written as the runtime and the bundle manifest name
+/// them.
+impl Spelled for DType {
+    const ALL: &'static [Self] = &[DType::I32, DType::F32, DType::F64];
+    fn spelling(self) -> &'static str {
+        self.name()
+    }
+}
+
+/// The operator between a write's target and its value: `=` for a store,
+/// `+=` for the accumulating writes.
+pub fn write_operator(kind: WriteKind) -> &'static str {
+    match kind {
+        WriteKind::Store => "=",
+        WriteKind::Accumulate | WriteKind::AtomicAccumulate => "+=",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::text::{lex_line, Dialect};
+
+    static D: Dialect = Dialect { name: "loop", end: "end of input", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };
+
+    /// Every word the printer writes is one token the parser can match.
+    fn one_token(w: &str) {
+        let (toks, err) = lex_line(w, 0, &D);
+        assert!(err.is_none() && toks.len() == 1, "{w}");
+        assert_eq!(toks[0].tok.text(), Some(w));
+    }
+
+    fn table<S: Spelled + std::fmt::Debug>() {
+        for &v in S::ALL {
+            one_token(v.spelling());
+            assert_eq!(S::from_spelling(v.spelling()), Some(v));
+        }
+    }
+
+    #[test]
+    fn every_spelling_is_one_token_and_reads_back() {
+        table::<VOpName>();
+        table::<VBin>();
+        table::<IBin>();
+        table::<WriteKind>();
+        table::<LoopKind>();
+        table::<Role>();
+        table::<Init>();
+        table::<DType>();
+        for w in [BUFFER, INIT, KERNEL, VARS, FOR, IN, GUARD, LOAD_INDEX] {
+            one_token(w);
+        }
+        for k in WriteKind::ALL {
+            one_token(write_operator(*k));
+        }
+        // Value op words and binary op words do not overlap: the parser tries both.
+        assert!(VOpName::ALL.iter().all(|o| VBin::from_spelling(o.spelling()).is_none()));
+    }
+}
