@@ -4,6 +4,8 @@
 //! and `i128` (shape arithmetic that must not overflow). Divisors are
 //! non-zero: callers decide what a zero divisor means where they are.
 
+use et_grammar::ast::BinOp;
+
 macro_rules! python_division {
     ($t:ty) => {
         /// Floor division; `b != 0`.
@@ -45,32 +47,30 @@ python_division!(i64);
 /// divisions are floor/ceil/floor-mod computed in i64 and wrapped
 /// (`i32::MIN // -1`), divisor 0 gives 0. `None` for `/` (INT / INT is
 /// FLOAT). The one definition both interpreters use.
-pub fn int_binary(op: crate::ir::loops::VBin, x: i32, y: i32) -> Option<i32> {
-    use crate::ir::loops::VBin;
+pub fn int_binary(op: BinOp, x: i32, y: i32) -> Option<i32> {
     Some(match op {
-        VBin::Add => x.wrapping_add(y),
-        VBin::Sub => x.wrapping_sub(y),
-        VBin::Mul => x.wrapping_mul(y),
-        VBin::Div => return None,
+        BinOp::Add => x.wrapping_add(y),
+        BinOp::Sub => x.wrapping_sub(y),
+        BinOp::Mul => x.wrapping_mul(y),
+        BinOp::Div => return None,
         _ if y == 0 => 0,
-        VBin::FloorDiv => floor_div(x as i64, y as i64) as i32,
-        VBin::CeilDiv => ceil_div(x as i64, y as i64) as i32,
-        VBin::Mod => floor_mod(x as i64, y as i64) as i32,
+        BinOp::FloorDiv => floor_div(x as i64, y as i64) as i32,
+        BinOp::CeilDiv => ceil_div(x as i64, y as i64) as i32,
+        BinOp::Mod => floor_mod(x as i64, y as i64) as i32,
     })
 }
 
 /// FLOAT `+ - * / // //^ %`: `//` is floor(a/b), `//^` ceil(a/b), `%` is
 /// `a - b*floor(a/b)` (in f64; callers round to f32 where FLOAT is f32).
-pub fn float_binary(op: crate::ir::loops::VBin, x: f64, y: f64) -> f64 {
-    use crate::ir::loops::VBin;
+pub fn float_binary(op: BinOp, x: f64, y: f64) -> f64 {
     match op {
-        VBin::Add => x + y,
-        VBin::Sub => x - y,
-        VBin::Mul => x * y,
-        VBin::Div => x / y,
-        VBin::FloorDiv => (x / y).floor(),
-        VBin::CeilDiv => (x / y).ceil(),
-        VBin::Mod => x - y * (x / y).floor(),
+        BinOp::Add => x + y,
+        BinOp::Sub => x - y,
+        BinOp::Mul => x * y,
+        BinOp::Div => x / y,
+        BinOp::FloorDiv => (x / y).floor(),
+        BinOp::CeilDiv => (x / y).ceil(),
+        BinOp::Mod => x - y * (x / y).floor(),
     }
 }
 

@@ -584,7 +584,7 @@ mod round_trip {
             (".{0,6}", iexpr(), v(), v()).prop_map(|(stream, counter, lo, hi)| VOp::Random { stream, counter, lo, hi }),
             v().prop_map(VOp::Neg),
             v().prop_map(VOp::Cast),
-            (prop::sample::select(vec![VBin::Add, VBin::Sub, VBin::Mul, VBin::Div, VBin::FloorDiv, VBin::CeilDiv, VBin::Mod]), v(), v()).prop_map(|(op, a, b)| VOp::Bin(op, a, b)),
+            (prop::sample::select(vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::FloorDiv, BinOp::CeilDiv, BinOp::Mod]), v(), v()).prop_map(|(op, a, b)| VOp::Bin(op, a, b)),
         ]
     }
 

@@ -186,8 +186,8 @@ impl Exec<'_> {
     }
 }
 
-/// `VBin` on two values of dtype `d`, as the et interpreter's `binary`.
-fn binary(op: VBin, d: DType, a: Val, b: Val) -> Result<Val, String> {
+/// `BinOp` on two values of dtype `d`, as the et interpreter's `binary`.
+fn binary(op: BinOp, d: DType, a: Val, b: Val) -> Result<Val, String> {
     Ok(match (a, b) {
         (Val::I(x), Val::I(y)) => Val::I(int_binary(op, x, y).ok_or_else(|| "`div` on i32 values".to_string())?),
         (Val::F(x), Val::F(y)) => Val::F(fl(d, float_binary(op, x, y))),
@@ -202,18 +202,18 @@ mod tests {
     #[test]
     fn i32_and_float_binary_rules() {
         let i = |op, a, b| binary(op, DType::I32, Val::I(a), Val::I(b)).unwrap();
-        assert_eq!(i(VBin::Add, i32::MAX, 1), Val::I(i32::MIN));
-        assert_eq!(i(VBin::FloorDiv, -7, 2), Val::I(-4));
-        assert_eq!(i(VBin::CeilDiv, -7, 2), Val::I(-3));
-        assert_eq!(i(VBin::Mod, 7, -2), Val::I(-1));
-        assert_eq!(i(VBin::Mod, 7, 0), Val::I(0));
-        assert_eq!(i(VBin::FloorDiv, i32::MIN, -1), Val::I(i32::MIN));
-        assert!(binary(VBin::Div, DType::I32, Val::I(1), Val::I(2)).is_err());
+        assert_eq!(i(BinOp::Add, i32::MAX, 1), Val::I(i32::MIN));
+        assert_eq!(i(BinOp::FloorDiv, -7, 2), Val::I(-4));
+        assert_eq!(i(BinOp::CeilDiv, -7, 2), Val::I(-3));
+        assert_eq!(i(BinOp::Mod, 7, -2), Val::I(-1));
+        assert_eq!(i(BinOp::Mod, 7, 0), Val::I(0));
+        assert_eq!(i(BinOp::FloorDiv, i32::MIN, -1), Val::I(i32::MIN));
+        assert!(binary(BinOp::Div, DType::I32, Val::I(1), Val::I(2)).is_err());
         let f = |op, a, b| binary(op, DType::F64, Val::F(a), Val::F(b)).unwrap();
-        assert_eq!(f(VBin::Mod, -7.5, 2.0), Val::F(0.5));
-        assert_eq!(f(VBin::FloorDiv, -7.5, 2.0), Val::F(-4.0));
-        assert_eq!(f(VBin::CeilDiv, 7.5, 2.0), Val::F(4.0));
+        assert_eq!(f(BinOp::Mod, -7.5, 2.0), Val::F(0.5));
+        assert_eq!(f(BinOp::FloorDiv, -7.5, 2.0), Val::F(-4.0));
+        assert_eq!(f(BinOp::CeilDiv, 7.5, 2.0), Val::F(4.0));
         // f32: 1/3 rounded to f32, not the f64 quotient.
-        assert_eq!(binary(VBin::Div, DType::F32, Val::F(1.0), Val::F(3.0)).unwrap(), Val::F((1.0f32 / 3.0f32) as f64));
+        assert_eq!(binary(BinOp::Div, DType::F32, Val::F(1.0), Val::F(3.0)).unwrap(), Val::F((1.0f32 / 3.0f32) as f64));
     }
 }

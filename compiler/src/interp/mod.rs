@@ -19,7 +19,6 @@ use crate::ir::loops::FloatWidth;
 use crate::driver::{Failure, Source};
 use crate::ir::et::{ArrayId, IndexOp, Module};
 use crate::arith::{float_binary, int_binary};
-use crate::ir::loops::VBin;
 use crate::random::Stream;
 use crate::tensor::{element_count, shape_text, DType, Data, Tensor};
 use et_grammar::ast::{BinOp, ElemType};
@@ -336,7 +335,6 @@ impl Exec<'_, '_> {
     }
 
     fn binary(&self, op: BinOp, a: Val, b: Val) -> Val {
-        let op = VBin::from(op);
         match (a, b) {
             (Val::I(x), Val::I(y)) => match int_binary(op, x, y) {
                 Some(v) => Val::I(v),

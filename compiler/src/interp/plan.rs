@@ -7,7 +7,7 @@
 
 use super::RunError;
 pub use crate::arith::{ceil_div, floor_div, floor_mod};
-use crate::sema::dims;
+use crate::ir::et::dims;
 use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
 use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;

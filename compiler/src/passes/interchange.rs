@@ -154,7 +154,7 @@ mod tests {
         let values = vec![
             Value { op: VOp::Load { buf: 0, offset: IExpr::add(IExpr::mul(IExpr::v(r), IExpr::c(4)), IExpr::v(k)) }, dtype: DType::F32 },
             Value { op: VOp::Load { buf: 1, offset: b_offset }, dtype: DType::F32 },
-            Value { op: VOp::Bin(VBin::Mul, 0, 1), dtype: DType::F32 },
+            Value { op: VOp::Bin(BinOp::Mul, 0, 1), dtype: DType::F32 },
         ];
         let write = Write { kind, buf: 2, offset: IExpr::add(IExpr::mul(IExpr::v(r), IExpr::c(8)), IExpr::v(col)), value: 2 };
         let compute = Node::Compute(Compute { values, write });

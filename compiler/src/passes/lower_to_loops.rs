@@ -23,7 +23,7 @@ use super::PassError;
 use crate::ir::loops::FloatWidth;
 use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
 use crate::ir::loops::*;
-use crate::sema::dims;
+use crate::ir::et::dims;
 use et_grammar::ast::{AssignOp, BinOp, ElemType};
 use et_grammar::Diagnostic;
 
@@ -478,7 +478,7 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
                         // INT draws use floor of FLOAT bounds.
                         let one = push(values, VOp::Const(1.0), values[v].dtype);
                         let dt = values[v].dtype;
-                        let f = push(values, VOp::Bin(VBin::FloorDiv, v, one), dt);
+                        let f = push(values, VOp::Bin(BinOp::FloorDiv, v, one), dt);
                         cast(values, f, ty)
                     } else {
                         cast(values, v, ty)
@@ -502,15 +502,15 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
                         // to the FLOAT width (as the interpreter does).
                         let x = cast(&mut values, a, DType::F64);
                         let y = cast(&mut values, b, DType::F64);
-                        let q = push(&mut values, VOp::Bin(VBin::Div, x, y), DType::F64);
+                        let q = push(&mut values, VOp::Bin(BinOp::Div, x, y), DType::F64);
                         cast(&mut values, q, fty)
                     } else {
-                        push(&mut values, VOp::Bin(VBin::from(*op), a, b), DType::I32)
+                        push(&mut values, VOp::Bin(*op, a, b), DType::I32)
                     }
                 } else {
                     let x = cast(&mut values, a, fty);
                     let y = cast(&mut values, b, fty);
-                    push(&mut values, VOp::Bin(VBin::from(*op), x, y), fty)
+                    push(&mut values, VOp::Bin(*op, x, y), fty)
                 }
             }
         };

@@ -8,7 +8,7 @@
 //! violate a constraint or give a negative derived dim are discarded and
 //! counted.
 
-use super::dims::{broadcast, dims_refs, eval_static, EvalError};
+use crate::ir::et::dims::{broadcast, dims_refs, eval_static, EvalError};
 use super::ranks::{eval_rank, RankSystem};
 use super::{Program, Rel};
 use crate::ir::et::EintupId;

@@ -6,11 +6,9 @@
 //! - [`ranks`]: rank inference as a union-find over eintups, every equation
 //!   kept with its reason so contradictions can be explained (E02xx);
 //! - [`config`]: bindings, rank combinations and dims draws (E03xx);
-//! - [`dims`]: `DIMS(expr)` by interval arithmetic (LANGUAGE.md s.5);
 //! - [`specialize`]: substitute one configuration into the module.
 
 pub mod config;
-pub mod dims;
 pub mod ranks;
 pub mod resolve;
 pub mod specialize;

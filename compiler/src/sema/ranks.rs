@@ -380,7 +380,7 @@ pub fn eval_rank(e: &IndexExpr, ranks: &[usize]) -> Option<i64> {
     match &e.kind {
         IndexKind::Lit(n) => Some(*n),
         IndexKind::Rank(l) => l.iter().map(|t| ranks.get(*t).map(|r| *r as i64)).sum(),
-        IndexKind::Bin(op, a, b) => super::dims::scalar_op(*op, eval_rank(a, ranks)?, eval_rank(b, ranks)?),
+        IndexKind::Bin(op, a, b) => crate::ir::et::dims::scalar_op(*op, eval_rank(a, ranks)?, eval_rank(b, ranks)?),
         _ => None,
     }
 }

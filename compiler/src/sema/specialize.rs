@@ -4,7 +4,7 @@
 //! zero static divisor in a first mention, whose arrays overflow i64
 //! element counts, or that exceed the memory limit (E03xx).
 
-use super::dims::{bound, BoundError};
+use crate::ir::et::dims::{bound, BoundError};
 use super::{Config, Program};
 use crate::ir::et::*;
 use et_grammar::Diagnostic;

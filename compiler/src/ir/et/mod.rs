@@ -7,6 +7,9 @@
 //! unknown, and *specialised* once every eintup has static dims (pass
 //! `specialize`). Backends and the interpreter take specialised modules.
 
+/// `DIMS(expr)` by interval arithmetic: the dialect's shape function, which
+/// sema, the verifier, lowering and the interpreter all evaluate.
+pub mod dims;
 pub mod parse;
 pub mod print;
 pub mod syntax;

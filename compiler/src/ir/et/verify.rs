@@ -9,7 +9,7 @@
 //! diagnostics (`parse::parse_verified`).
 
 use super::*;
-use crate::sema::dims::bound;
+use super::dims::bound;
 use et_grammar::Diagnostic;
 use std::fmt;
 

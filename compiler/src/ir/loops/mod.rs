@@ -492,43 +492,20 @@ pub enum VOp {
     /// `lo`/`hi` are values of type `dtype` (INT: floor of the bounds).
     Random { stream: String, counter: IExpr, lo: ValId, hi: ValId },
     Neg(ValId),
-    Bin(VBin, ValId, ValId),
+    Bin(BinOp, ValId, ValId),
     /// Conversion to the value's dtype: int -> float exact (rounded for
     /// f32); float -> int truncates toward zero, saturating, NaN -> 0
     /// (Rust `as`); f64 <-> f32 rounds to nearest.
     Cast(ValId),
 }
 
-/// Binary value operations with LANGUAGE.md section 3 semantics: on i32
-/// `+ - *` wrap, `// //^ %` are floor/ceil/floor-mod with divisor 0
-/// giving 0; on floats `//` is floor(a/b), `//^` ceil(a/b), `%` is
-/// `a - b*floor(a/b)`. `Div` is only on floats (lowering casts INT `/`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum VBin {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    FloorDiv,
-    CeilDiv,
-    Mod,
-}
-
-impl From<et_grammar::ast::BinOp> for VBin {
-    /// The `et` operator with the same meaning.
-    fn from(op: et_grammar::ast::BinOp) -> VBin {
-        use et_grammar::ast::BinOp;
-        match op {
-            BinOp::Add => VBin::Add,
-            BinOp::Sub => VBin::Sub,
-            BinOp::Mul => VBin::Mul,
-            BinOp::Div => VBin::Div,
-            BinOp::FloorDiv => VBin::FloorDiv,
-            BinOp::CeilDiv => VBin::CeilDiv,
-            BinOp::Mod => VBin::Mod,
-        }
-    }
-}
+/// Binary value operations: the language's own operators
+/// (`et_grammar::ast::BinOp`), with LANGUAGE.md section 3 semantics
+/// (`crate::arith`): on i32 `+ - *` wrap, `// //^ %` are floor/ceil/
+/// floor-mod with divisor 0 giving 0; on floats `//` is floor(a/b), `//^`
+/// ceil(a/b), `%` is `a - b*floor(a/b)`. `Div` is only on floats (lowering
+/// casts INT `/`). Spelled as in the et dialect (`add`, `floordiv`, ..).
+pub use et_grammar::ast::BinOp;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {

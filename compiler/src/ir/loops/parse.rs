@@ -386,12 +386,12 @@ impl Parser<'_> {
 
     fn vop(&mut self, sc: &mut KScope) -> PResult<VOp> {
         let (op, sp) = self.c.ident("a value operation")?;
-        if let Some(b) = VBin::from_spelling(&op) {
+        if let Some(b) = BinOp::from_spelling(&op) {
             let (a, c) = self.operands()?;
             return Ok(VOp::Bin(b, a, c));
         }
         let Some(name) = VOpName::from_spelling(&op) else {
-            let all = VOpName::ALL.iter().map(|o| o.spelling()).chain(VBin::ALL.iter().map(|o| o.spelling()));
+            let all = VOpName::ALL.iter().map(|o| o.spelling()).chain(BinOp::ALL.iter().map(|o| o.spelling()));
             return Err(Diagnostic::error(UNKNOWN_WORD, format!("unknown value operation `{op}`")).at(sp, format!("expected {}", one_of(all))));
         };
         Ok(match name {

@@ -2,7 +2,7 @@
 //! of every enum it writes as a word or an operator. `print` and `parse`
 //! both take them from here (docs/ir-loop.md, "Grammar").
 
-use super::{DType, IBin, Init, LoopKind, Role, VBin, WriteKind};
+use super::{DType, IBin, Init, LoopKind, Role, WriteKind};
 use crate::ir::text::{spelled, Spelled};
 
 pub const BUFFER: &str = "buffer";
@@ -20,7 +20,7 @@ pub const GUARD: &str = "guard";
 pub const LOAD_INDEX: &str = "load_index";
 
 /// The op word of every value operation that is not binary; a binary one
-/// is written as its `VBin`'s spelling.
+/// is written as its `BinOp`'s spelling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VOpName {
     Const,
@@ -34,7 +34,6 @@ pub enum VOpName {
 
 spelled!(VOpName { Const => "const", Load => "load", Index => "index", Lookup => "lookup", Random => "random", Neg => "neg", Cast => "cast" });
 
-spelled!(VBin { Add => "add", Sub => "sub", Mul => "mul", Div => "div", FloorDiv => "floordiv", CeilDiv => "ceildiv", Mod => "mod" });
 
 // Infix operators inside `( .. )`; `min` and `max` are written as calls.
 spelled!(IBin { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv => "//^", Mod => "%", Min => "min", Max => "max" });
@@ -68,6 +67,7 @@ pub fn write_operator(kind: WriteKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::loops::BinOp;
     use crate::ir::text::{lex_line, Dialect};
 
     static D: Dialect = Dialect { name: "loop", end: "end of input", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };
@@ -89,7 +89,7 @@ mod tests {
     #[test]
     fn every_spelling_is_one_token_and_reads_back() {
         table::<VOpName>();
-        table::<VBin>();
+        table::<BinOp>();
         table::<IBin>();
         table::<WriteKind>();
         table::<LoopKind>();
@@ -103,6 +103,6 @@ mod tests {
             one_token(write_operator(*k));
         }
         // Value op words and binary op words do not overlap: the parser tries both.
-        assert!(VOpName::ALL.iter().all(|o| VBin::from_spelling(o.spelling()).is_none()));
+        assert!(VOpName::ALL.iter().all(|o| BinOp::from_spelling(o.spelling()).is_none()));
     }
 }

@@ -288,7 +288,7 @@ impl Ck<'_> {
             }
             VOp::Neg(a) => same(*a, "operand")?,
             VOp::Bin(op, a, b) => {
-                if *op == VBin::Div && !v.dtype.is_float() {
+                if *op == BinOp::Div && !v.dtype.is_float() {
                     return Err(format!("{what}: `{}` on {} (only on floats)", op.spelling(), v.dtype.name()));
                 }
                 same(*a, "left operand")?;

@@ -7,7 +7,7 @@
 //! eintup with a zero dim has no values at all, so any expression using it
 //! has no values and its DIMS are all zero.
 
-use crate::ir::et::*;
+use super::*;
 use crate::arith::wide::{ceil_div, floor_div, floor_mod};
 use et_grammar::{Diagnostic, Span};
 use std::cell::Cell;
