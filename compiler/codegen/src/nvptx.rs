@@ -129,8 +129,8 @@ pub fn ptxas_path() -> Option<PathBuf> {
             return Some(p);
         }
     }
-    // This crate lives in `<repo>/compiler`.
-    let venv_lib = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(|repo| repo.join(".venv/lib"));
+    // This crate lives in `<repo>/compiler/codegen`.
+    let venv_lib = Path::new(env!("CARGO_MANIFEST_DIR")).parent().and_then(Path::parent).map(|repo| repo.join(".venv/lib"));
     if let Some(Ok(dirs)) = venv_lib.map(std::fs::read_dir) {
         let mut dirs: Vec<PathBuf> = dirs.filter_map(|d| d.ok().map(|d| d.path())).collect();
         dirs.sort();

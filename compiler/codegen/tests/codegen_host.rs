@@ -311,7 +311,7 @@ fn malformed_modules_are_errors_not_panics() {
     let mut m = cases::gather();
     if let eintup::ir::loops::Node::For(f) = &mut m.kernels[1].body[0] {
         if let eintup::ir::loops::Node::Compute(c) = &mut f.body[0] {
-            c.values[2].op = eintup::ir::loops::VOp::Bin(eintup::ir::loops::VBin::Add, 0, 2);
+            c.values[2].op = eintup::ir::loops::VOp::Bin(eintup::ir::loops::BinOp::Add, 0, 2);
         }
     }
     assert!(emit_llvm(&m, 0, Target::Host).is_err());

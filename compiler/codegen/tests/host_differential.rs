@@ -56,7 +56,7 @@ fn cpu_backend_handles_zero_sized_and_rank_0_eintups() {
 #[test]
 fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
     use eintup_codegen::{host::MIN_SPLIT_ITERATIONS, lower::split_range};
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/ops");
+    let dir = eintup_testkit::root().join("bench/ops");
     let cases: [(&str, &[&str], bool); 6] = [
         ("matmul.et", &["batch=[3]", "row=[40]", "k=[30]", "col=[40]"], true),
         ("conv2d.et", &["batch=[3]", "ipos=[20,20]", "fpos=[3,3]", "stride=[1,1]", "ichan=[4]", "ochan=[8]"], true),

@@ -17,7 +17,7 @@
 
 use super::{kernel_params, CodegenError};
 use eintup::ir::loops::{
-    BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VBin, VOp, Value, VarId,
+    BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
     WriteKind,
 };
 use eintup::random::{fnv1a64, GOLDEN};
@@ -776,15 +776,15 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         }
     }
 
-    fn int_bin(&mut self, op: VBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+    fn int_bin(&mut self, op: BinOp, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
         let ib = match op {
-            VBin::Add => return Ok(self.b.build_int_add(a, b, "")?),
-            VBin::Sub => return Ok(self.b.build_int_sub(a, b, "")?),
-            VBin::Mul => return Ok(self.b.build_int_mul(a, b, "")?),
-            VBin::Div => return Err(self.err("`div` on i32 (INT `/` is lowered through a cast to FLOAT)")),
-            VBin::FloorDiv => IBin::FloorDiv,
-            VBin::CeilDiv => IBin::CeilDiv,
-            VBin::Mod => IBin::Mod,
+            BinOp::Add => return Ok(self.b.build_int_add(a, b, "")?),
+            BinOp::Sub => return Ok(self.b.build_int_sub(a, b, "")?),
+            BinOp::Mul => return Ok(self.b.build_int_mul(a, b, "")?),
+            BinOp::Div => return Err(self.err("`div` on i32 (INT `/` is lowered through a cast to FLOAT)")),
+            BinOp::FloorDiv => IBin::FloorDiv,
+            BinOp::CeilDiv => IBin::CeilDiv,
+            BinOp::Mod => IBin::Mod,
         };
         // In i64 the only i32 overflow (MIN // -1) cannot happen; the
         // result is truncated back, wrapping like i32 arithmetic.
@@ -794,20 +794,20 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         Ok(self.b.build_int_truncate(r, self.i32, "")?)
     }
 
-    fn float_bin(&mut self, dt: DType, op: VBin, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
+    fn float_bin(&mut self, dt: DType, op: BinOp, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
         let bl = &self.b;
         let ty = self.ty(dt);
         Ok(match op {
-            VBin::Add => bl.build_float_add(a, b, "")?,
-            VBin::Sub => bl.build_float_sub(a, b, "")?,
-            VBin::Mul => bl.build_float_mul(a, b, "")?,
-            VBin::Div => bl.build_float_div(a, b, "")?,
-            VBin::FloorDiv | VBin::CeilDiv | VBin::Mod => {
+            BinOp::Add => bl.build_float_add(a, b, "")?,
+            BinOp::Sub => bl.build_float_sub(a, b, "")?,
+            BinOp::Mul => bl.build_float_mul(a, b, "")?,
+            BinOp::Div => bl.build_float_div(a, b, "")?,
+            BinOp::FloorDiv | BinOp::CeilDiv | BinOp::Mod => {
                 let q = bl.build_float_div(a, b, "")?;
-                let name = if op == VBin::CeilDiv { "llvm.ceil" } else { "llvm.floor" };
+                let name = if op == BinOp::CeilDiv { "llvm.ceil" } else { "llvm.floor" };
                 let f = self.intrinsic(name, &[ty])?;
                 let r = self.call(f, &[q.into()], "")?.into_float_value();
-                if op == VBin::Mod {
+                if op == BinOp::Mod {
                     let bl = &self.b;
                     let p = bl.build_float_mul(b, r, "")?;
                     bl.build_float_sub(a, p, "")?

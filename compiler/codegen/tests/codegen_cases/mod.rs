@@ -62,7 +62,7 @@ pub fn matmul() -> LoopModule {
             vec![
                 val(VOp::Load { buf: 0, offset: IExpr::add(IExpr::mul(v(0), c(k)), v(2)) }, F64),
                 val(VOp::Load { buf: 1, offset: IExpr::add(IExpr::mul(v(2), c(n)), v(1)) }, F64),
-                val(VOp::Bin(VBin::Mul, 0, 1), F64),
+                val(VOp::Bin(BinOp::Mul, 0, 1), F64),
             ],
             WriteKind::Accumulate,
             2,
@@ -77,9 +77,9 @@ pub fn matmul() -> LoopModule {
             vec![
                 val(VOp::Load { buf: 2, offset: v(0) }, F64),
                 val(VOp::Const(2.0), F64),
-                val(VOp::Bin(VBin::Mul, 0, 1), F64),
+                val(VOp::Bin(BinOp::Mul, 0, 1), F64),
                 val(VOp::Const(1.0), F64),
-                val(VOp::Bin(VBin::Sub, 2, 3), F64),
+                val(VOp::Bin(BinOp::Sub, 2, 3), F64),
             ],
             WriteKind::Store,
             3,
@@ -123,7 +123,7 @@ pub fn conv1d() -> LoopModule {
             vec![
                 val(VOp::Load { buf: 0, offset: pos }, F32),
                 val(VOp::Load { buf: 1, offset: v(1) }, F32),
-                val(VOp::Bin(VBin::Mul, 0, 1), F32),
+                val(VOp::Bin(BinOp::Mul, 0, 1), F32),
             ],
             WriteKind::Accumulate,
             2,
@@ -170,7 +170,7 @@ pub fn gather() -> LoopModule {
             vec![
                 val(VOp::Lookup { table: TABLE.to_vec(), index: v(0) }, I32),
                 val(VOp::Index(v(0)), I32),
-                val(VOp::Bin(VBin::Add, 0, 1), I32),
+                val(VOp::Bin(BinOp::Add, 0, 1), I32),
             ],
             WriteKind::Store,
             3,
@@ -189,7 +189,7 @@ pub fn gather() -> LoopModule {
     }
 }
 
-pub const INT_OPS: [VBin; 6] = [VBin::Add, VBin::Sub, VBin::Mul, VBin::FloorDiv, VBin::CeilDiv, VBin::Mod];
+pub const INT_OPS: [BinOp; 6] = [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::FloorDiv, BinOp::CeilDiv, BinOp::Mod];
 pub const INT_N: i64 = 10;
 
 /// For each op of `INT_OPS` (index `o`), a kernel writing
@@ -198,7 +198,7 @@ pub fn int_ops() -> LoopModule {
     binary_ops(DType::I32, &INT_OPS, INT_N)
 }
 
-pub const FLOAT_OPS: [VBin; 4] = [VBin::Div, VBin::FloorDiv, VBin::CeilDiv, VBin::Mod];
+pub const FLOAT_OPS: [BinOp; 4] = [BinOp::Div, BinOp::FloorDiv, BinOp::CeilDiv, BinOp::Mod];
 pub const FLOAT_N: i64 = 8;
 
 /// `float_ops`: as `int_ops` on f64 with `FLOAT_OPS`.
@@ -206,7 +206,7 @@ pub fn float_ops() -> LoopModule {
     binary_ops(DType::F64, &FLOAT_OPS, FLOAT_N)
 }
 
-fn binary_ops(dt: DType, ops: &[VBin], n: i64) -> LoopModule {
+fn binary_ops(dt: DType, ops: &[BinOp], n: i64) -> LoopModule {
     let kernels = ops
         .iter()
         .enumerate()

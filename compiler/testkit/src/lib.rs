@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The repository's root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Every example program (`docs/examples/*.et`), sorted by name.

@@ -5,7 +5,6 @@
 
 use et_grammar::ast::{BinOp, ConstraintRel, ConstraintSubject, Expr, ExprKind};
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Command;
 use eintup_testkit::examples;
 
@@ -101,7 +100,7 @@ fn rank_combinations_are_enumerated() {
     // matmul: RANK(batch) IN [0,3], row/col/k fixed to 1 -> exactly 4 rank
     // combinations; with --reps 2 that is 8 rows.
     let bin = env!("CARGO_BIN_EXE_eintup");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/matmul.et");
+    let path = eintup_testkit::example("matmul.et");
     let out = Command::new(bin).args(["shapes", "--json", "--reps", "2"]).arg(&path).output().unwrap();
     let rows: Vec<serde_json::Map<String, serde_json::Value>> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rows.len(), 8);
@@ -113,7 +112,7 @@ fn rank_combinations_are_enumerated() {
 #[test]
 fn table_and_determinism() {
     let bin = env!("CARGO_BIN_EXE_eintup");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/meshgrid.et");
+    let path = eintup_testkit::example("meshgrid.et");
     let run = |seed: &str| Command::new(bin).args(["shapes", "--reps", "3", "--seed", seed]).arg(&path).output().unwrap().stdout;
     let a = String::from_utf8(run("1")).unwrap();
     assert_eq!(a, String::from_utf8(run("1")).unwrap());

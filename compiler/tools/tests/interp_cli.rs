@@ -4,7 +4,7 @@ use eintup::tensor::{Data, Tensor};
 use std::process::Command;
 
 fn eintup(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_eintup")).args(args).current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_eintup")).args(args).current_dir(eintup_testkit::root()).output().unwrap();
     (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
 }
 
