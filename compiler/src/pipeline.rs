@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(m.array_shape(1), Some(vec![5, 0, 0]));
         assert_eq!(m.array_shape(0), Some(vec![2, 3, 4, 0]));
         assert!(m.arrays[0].is_input && !m.arrays[1].is_input);
-        assert_eq!(m.arrays[1].dtype, crate::ir::et::DType::Float);
+        assert_eq!(m.arrays[1].dtype, crate::ir::et::ElemType::Float);
         let (m, _) = specialized_module(&src, &["a=[2,3]".into(), "b=[4,5]".into()], 1).unwrap();
         // [2+4-1, 3+5-1] then FLAT = 2*3*4*5
         assert_eq!(m.array_shape(1), Some(vec![5, 7, 120]));

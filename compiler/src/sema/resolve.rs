@@ -159,7 +159,7 @@ impl Resolver {
             let a = self.module.arrays.len();
             self.module.arrays.push(Array {
                 name: name.clone(),
-                dtype: DType::Int,
+                dtype: ElemType::Int,
                 positions,
                 attrs: vec![],
                 def_stmt: i,
@@ -196,7 +196,7 @@ impl Resolver {
         let result = self.rhs(&s.rhs, &mut ops).unwrap_or(0);
         if ops.is_empty() {
             // Errors were reported; keep the statement well formed.
-            ops.push(Op { kind: OpKind::ConstInt(0), ty: SigType { dtype: DType::Int, eintups: vec![] }, span: s.rhs.span });
+            ops.push(Op { kind: OpKind::ConstInt(0), ty: SigType { dtype: ElemType::Int, eintups: vec![] }, span: s.rhs.span });
         }
         if first {
             if let Some(attr) = range_attr(&ops, result, &self.module.arrays[array]) {
@@ -364,13 +364,13 @@ impl Resolver {
     fn rhs(&mut self, e: &ast::Expr, ops: &mut Vec<Op>) -> Option<ValueId> {
         let ty = |d| SigType { dtype: d, eintups: vec![] };
         let (kind, dtype) = match &e.kind {
-            ExprKind::Int(n) => (OpKind::ConstInt(*n), DType::Int),
-            ExprKind::Float(f) => (OpKind::ConstFloat(*f), DType::Float),
-            ExprKind::Rank(l) => (OpKind::Rank(self.eintup_list(l)), DType::Int),
+            ExprKind::Int(n) => (OpKind::ConstInt(*n), ElemType::Int),
+            ExprKind::Float(f) => (OpKind::ConstFloat(*f), ElemType::Float),
+            ExprKind::Rank(l) => (OpKind::Rank(self.eintup_list(l)), ElemType::Int),
             ExprKind::DimsAt(l, t) => {
                 let l = self.eintup_list(l);
                 let t = self.index(t, Ctx::Index)?;
-                (OpKind::DimsAt(l, t), DType::Int)
+                (OpKind::DimsAt(l, t), ElemType::Int)
             }
             ExprKind::Name(id) => {
                 self.eintup(id);
@@ -420,7 +420,7 @@ impl Resolver {
                 if !ok {
                     return None;
                 }
-                (OpKind::Read { array, indices }, DType::Int)
+                (OpKind::Read { array, indices }, ElemType::Int)
             }
             ExprKind::Random { lo, hi, ty: t, .. } => {
                 let lo = self.rhs(lo, ops);
@@ -435,7 +435,7 @@ impl Resolver {
                 let a = self.rhs(l, ops);
                 let b = self.rhs(r, ops);
                 let (a, b) = (a?, b?);
-                let d = if *op == BinOp::Div { DType::Float } else { join(ops[a].ty.dtype, ops[b].ty.dtype) };
+                let d = if *op == BinOp::Div { ElemType::Float } else { join(ops[a].ty.dtype, ops[b].ty.dtype) };
                 (OpKind::Binary(*op, a, b), d)
             }
         };
@@ -458,7 +458,7 @@ impl Resolver {
                             OpKind::Neg(v) => ops[*v].ty.dtype,
                             OpKind::Binary(op, a, b) => {
                                 if *op == BinOp::Div {
-                                    DType::Float
+                                    ElemType::Float
                                 } else {
                                     join(ops[*a].ty.dtype, ops[*b].ty.dtype)
                                 }
@@ -567,11 +567,11 @@ fn collect_reads(e: &ast::Expr, out: &mut HashMap<String, Option<(usize, Span)>>
     }
 }
 
-pub fn join(a: DType, b: DType) -> DType {
-    if a == DType::Float || b == DType::Float {
-        DType::Float
+pub fn join(a: ElemType, b: ElemType) -> ElemType {
+    if a == ElemType::Float || b == ElemType::Float {
+        ElemType::Float
     } else {
-        DType::Int
+        ElemType::Int
     }
 }
 
@@ -664,7 +664,7 @@ fn op_eintups(ops: &[Op], k: usize, lhs: &[EintupId]) -> Vec<EintupId> {
 /// `DIMS(list)[t]` `hi` (t the innermost position's eintup) gives a range
 /// attribute later passes may use to bound gathers.
 fn range_attr(ops: &[Op], result: ValueId, a: &Array) -> Option<Attr> {
-    let OpKind::Random { lo, hi, dtype: DType::Int } = ops.get(result)?.kind else { return None };
+    let OpKind::Random { lo, hi, dtype: ElemType::Int } = ops.get(result)?.kind else { return None };
     let OpKind::ConstInt(l) = ops[lo].kind else { return None };
     let hi = match &ops[hi].kind {
         OpKind::ConstInt(h) => Bound::Int(*h),
@@ -732,8 +732,8 @@ mod tests {
         let m = &p.module;
         let id = |n| m.array_by_name(n).unwrap();
         // t is written an INT and a FLOAT value: FLOAT; u reads t: FLOAT too.
-        assert_eq!(m.arrays[id("t")].dtype, DType::Float);
-        assert_eq!(m.arrays[id("u")].dtype, DType::Float);
+        assert_eq!(m.arrays[id("t")].dtype, ElemType::Float);
+        assert_eq!(m.arrays[id("u")].dtype, ElemType::Float);
         assert!(m.arrays[id("x")].is_input && !m.arrays[id("t")].is_input);
         assert_eq!(m.arrays[id("u")].def_stmt, 2);
         let d = m.eintup_by_name("d").unwrap();

@@ -88,7 +88,7 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
                 }
             }
         }
-        let bytes = n as u128 * if a.dtype == DType::Int { 4 } else { u128::from(limit.float_bytes) };
+        let bytes = n as u128 * if a.dtype == ElemType::Int { 4 } else { u128::from(limit.float_bytes) };
         sizes.push((bytes, ai, shape));
         total += bytes;
     }

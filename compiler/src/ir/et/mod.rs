@@ -15,16 +15,17 @@ pub mod print;
 pub mod syntax;
 pub mod verify;
 
-use et_grammar::ast::{AssignOp, ElemType};
+use et_grammar::ast::AssignOp;
+/// Element type as the language writes it: INT (i32) or FLOAT (f64, or
+/// f32 when compiled with `--float f32`; the machine types are
+/// `loops::DType`).
+pub use et_grammar::ast::ElemType;
 use et_grammar::Span;
 
 pub type EintupId = usize;
 pub type ArrayId = usize;
 /// Index of an op inside its statement's `ops`.
 pub type ValueId = usize;
-
-/// Element type. `Int` is i32, `Float` f64 (or f32 when compiled for speed).
-pub type DType = ElemType;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Module {
@@ -50,7 +51,7 @@ pub struct Eintup {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
     pub name: String,
-    pub dtype: DType,
+    pub dtype: ElemType,
     /// One entry per index position of the first mention (the signature).
     pub positions: Vec<Position>,
     /// Refinement attributes (e.g. value range of a RANDOM INT array).
@@ -112,7 +113,7 @@ pub struct Op {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SigType {
-    pub dtype: DType,
+    pub dtype: ElemType,
     pub eintups: Vec<EintupId>,
 }
 
@@ -127,7 +128,7 @@ pub enum OpKind {
     /// `a[indices]` (slices allowed).
     Read { array: ArrayId, indices: Vec<IndexSlot> },
     /// `RANDOM(lo, hi, T)`; see LANGUAGE.md s.3 for the generator.
-    Random { lo: ValueId, hi: ValueId, dtype: DType },
+    Random { lo: ValueId, hi: ValueId, dtype: ElemType },
     Neg(ValueId),
     /// `+ - * / // //^ %` on values (mixed INT/FLOAT is FLOAT).
     Binary(et_grammar::ast::BinOp, ValueId, ValueId),

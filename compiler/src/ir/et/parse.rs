@@ -530,7 +530,7 @@ impl Line<'_> {
         }
     }
 
-    fn dtype(&mut self) -> PResult<DType> {
+    fn dtype(&mut self) -> PResult<ElemType> {
         Ok(self.c.spelled::<ElemType>("E0618", "element type")?.0)
     }
 

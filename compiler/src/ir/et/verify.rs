@@ -514,7 +514,7 @@ DIMS(coord) = RANK(loc)
     fn ssa_operands_must_be_earlier() {
         let mut m = ranked();
         // stmt 0: %0 const 0, %1 const 10, %2 random %0, %1.
-        m.stmts[0].ops[2].kind = OpKind::Random { lo: 0, hi: 2, dtype: DType::Float };
+        m.stmts[0].ops[2].kind = OpKind::Random { lo: 0, hi: 2, dtype: ElemType::Float };
         fails(&m, "stmt 0 op %2: operand %2 is not an earlier op");
         let mut m = ranked();
         m.stmts[0].ops[1].kind = OpKind::Neg(1);
@@ -583,7 +583,7 @@ DIMS(coord) = RANK(loc)
         t.eintups[0].dims = Some(vec![3]);
         refine_fails(&s, &t, "eintup `batch`: static dims changed from [2] to [3]");
         let mut t = s.clone();
-        t.arrays[2].dtype = DType::Int;
+        t.arrays[2].dtype = ElemType::Int;
         refine_fails(&s, &t, "array `dst`: dtype changed from FLOAT to INT");
         let mut t = s.clone();
         t.arrays[0].name = "source".into();
@@ -620,7 +620,7 @@ DIMS(coord) = RANK(loc)
     fn op_types_keep_eintups_and_dtype() {
         let s = special();
         let mut t = s.clone();
-        t.stmts[2].ops[0].ty.dtype = DType::Int;
+        t.stmts[2].ops[0].ty.dtype = ElemType::Int;
         refine_fails(&s, &t, "stmt 2 (dst) op %0: dtype changed from FLOAT to INT");
         let mut t = s.clone();
         t.stmts[0].ops[2].ty.eintups.pop();
