@@ -84,6 +84,13 @@ impl Diagnostic {
             }
             None => out.push_str(&format!("{file_name}: {kind}[{}]: {}\n", self.code, self.message)),
         }
+        // Long lines are shown as a window around the labels (a minified
+        // file must not echo megabytes per error); the header above keeps
+        // the true line and column.
+        let spans: Vec<Span> = self.labels.iter().map(|l| l.span).collect();
+        let (shown, spans) = excerpt(source, &spans);
+        let true_location = self.primary_span().map(|s| line_col(source, s.start));
+        let source = shown.as_str();
         let file = SimpleFile::new(file_name, source);
         let severity = match self.severity {
             Severity::Error => codespan_reporting::diagnostic::Severity::Error,
@@ -93,8 +100,9 @@ impl Diagnostic {
         let labels = self
             .labels
             .iter()
-            .map(|l| {
-                let range = clamp(l.span, source.len());
+            .zip(spans)
+            .map(|(l, span)| {
+                let range = clamp(span, source.len());
                 let label = if l.primary { CsLabel::primary((), range) } else { CsLabel::secondary((), range) };
                 label.with_message(l.message.clone())
             })
@@ -110,7 +118,12 @@ impl Diagnostic {
             Ok(text) => {
                 // It also ends with blank lines; `render_all` separates
                 // diagnostics itself.
-                let body: String = text.split_inclusive('\n').skip(1).collect();
+                let mut body: String = text.split_inclusive('\n').skip(1).collect();
+                // Its `--> file:line:col` counts columns in the window.
+                if let (Some((line, col)), Some(arrow)) = (true_location, body.find("--> ")) {
+                    let end = body[arrow..].find('\n').map_or(body.len(), |e| arrow + e);
+                    body.replace_range(arrow..end, &format!("--> {file_name}:{line}:{col}"));
+                }
                 out.push_str(body.trim_end());
                 out.push('\n');
             }
@@ -126,9 +139,76 @@ fn clamp(span: Span, len: usize) -> std::ops::Range<usize> {
     start..end
 }
 
-/// Renders a list of diagnostics, one after another.
+/// Lines longer than this many characters are shown as a window around
+/// the labels on them.
+pub const MAX_LINE_CHARS: usize = 160;
+/// Characters of context kept before a label on a long line.
+const WINDOW_BEFORE: usize = 60;
+
+/// The source as snippets show it: every line a label starts or ends on
+/// that is longer than [`MAX_LINE_CHARS`] becomes a window of that many
+/// characters around its first label (marked `...` where cut); `spans`
+/// are mapped into the result. Line numbers do not change.
+fn excerpt(source: &str, spans: &[Span]) -> (String, Vec<Span>) {
+    let line_of = |o: usize| source.as_bytes()[..o.min(source.len())].iter().filter(|&&b| b == b'\n').count();
+    let mut touched: Vec<usize> = spans.iter().flat_map(|s| [line_of(s.start), line_of(s.end)]).collect();
+    touched.sort_unstable();
+    touched.dedup();
+    let mut out = String::with_capacity(source.len().min(1 << 16));
+    // Per line: (old start, old end, new start, window in old bytes, bytes added before it).
+    let mut map: Vec<(usize, usize, usize, Option<(usize, usize)>, usize)> = Vec::new();
+    let mut start = 0;
+    for (n, line) in source.split_inclusive('\n').enumerate() {
+        let body = line.trim_end_matches('\n');
+        let new_start = out.len();
+        let long = touched.binary_search(&n).is_ok() && body.chars().count() > MAX_LINE_CHARS;
+        if long {
+            let first = spans.iter().map(|s| s.start).filter(|&o| o >= start && o <= start + body.len()).min().unwrap_or(start);
+            let chars: Vec<(usize, char)> = body.char_indices().collect();
+            let at = chars.iter().position(|&(i, _)| start + i >= first).unwrap_or(chars.len());
+            let from = at.saturating_sub(WINDOW_BEFORE);
+            let to = (from + MAX_LINE_CHARS).min(chars.len());
+            let byte = |k: usize| chars.get(k).map_or(body.len(), |&(i, _)| i);
+            let (wa, wb) = (byte(from), byte(to));
+            let prefix = if from > 0 { "..." } else { "" };
+            out.push_str(prefix);
+            out.push_str(&body[wa..wb]);
+            if to < chars.len() {
+                out.push_str("...");
+            }
+            out.push_str(&line[body.len()..]);
+            map.push((start, start + line.len(), new_start, Some((start + wa, start + wb)), prefix.len()));
+        } else {
+            out.push_str(line);
+            map.push((start, start + line.len(), new_start, None, 0));
+        }
+        start += line.len();
+    }
+    let remap = |o: usize| -> usize {
+        let k = map.partition_point(|&(_, end, ..)| end <= o);
+        match map.get(k) {
+            Some(&(old, _, new, None, _)) => new + (o - old),
+            Some(&(_, _, new, Some((wa, wb)), pre)) => new + pre + (o.clamp(wa, wb) - wa),
+            None => out.len() + o.saturating_sub(source.len()),
+        }
+    };
+    let spans = spans.iter().map(|s| Span::new(remap(s.start), remap(s.end.max(s.start)))).collect();
+    (out, spans)
+}
+
+/// At most this many diagnostics are rendered (as clang's
+/// `-ferror-limit`); the rest are counted in a final note.
+pub const MAX_RENDERED: usize = 20;
+
+/// Renders a list of diagnostics, one after another: the first
+/// [`MAX_RENDERED`], then how many more there were.
 pub fn render_all(diags: &[Diagnostic], file_name: &str, source: &str) -> String {
-    diags.iter().map(|d| d.render(file_name, source)).collect::<Vec<_>>().join("\n")
+    let mut text = diags.iter().take(MAX_RENDERED).map(|d| d.render(file_name, source)).collect::<Vec<_>>().join("\n");
+    if diags.len() > MAX_RENDERED {
+        let more = diags.len() - MAX_RENDERED;
+        text.push_str(&format!("\n{file_name}: note: {more} more error{} not shown (the first {MAX_RENDERED} are)\n", if more == 1 { "" } else { "s" }));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -149,6 +229,33 @@ mod tests {
         // Two diagnostics are separated by exactly one blank line.
         let both = render_all(&[d.clone(), d], "f.et", src);
         assert_eq!(both.matches("\n\nf.et:1:13").count(), 1, "{both:?}");
+    }
+
+    #[test]
+    fn long_lines_show_a_window_around_the_label() {
+        let src = format!("a[i] = {}$ + 1\nb[i] = 2\n", "x".repeat(10_000));
+        let at = src.find('$').unwrap();
+        let d = Diagnostic::error("E0001", "unexpected character '$'").at(Span::new(at, at + 1), "here");
+        let text = d.render("f.et", &src);
+        assert!(text.starts_with("f.et:1:10008: error[E0001]"), "{text}");
+        assert!(text.len() < 1000, "{} bytes", text.len());
+        assert!(text.contains("...xxx"), "{text}");
+        // The caret still points at the `$` of the window.
+        assert!(text.contains("--> f.et:1:10008"), "{text}");
+        let line = text.lines().find(|l| l.starts_with("1 |")).unwrap();
+        let caret = text.lines().find(|l| l.contains("^ here")).unwrap();
+        assert_eq!(line.find('$'), caret.find('^'), "{text}");
+    }
+
+    #[test]
+    fn at_most_max_rendered_diagnostics_then_a_count() {
+        let src = "a\n";
+        let d = Diagnostic::error("E0001", "bad").at(Span::new(0, 1), "here");
+        let all = vec![d; MAX_RENDERED + 5];
+        let text = render_all(&all, "f.et", src);
+        assert_eq!(text.matches("error[E0001]").count(), MAX_RENDERED);
+        assert!(text.ends_with("f.et: note: 5 more errors not shown (the first 20 are)\n"), "{text}");
+        assert_eq!(render_all(&all[..2], "f.et", src).matches("error[E0001]").count(), 2);
     }
 
     #[test]
