@@ -214,6 +214,16 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
                 b.facts.push(RangeFact { e: c.target, lo: *lo, hi: *hi, fact })
             }
             (ConstraintSubject::Rank, Rel::Eq(e)) => {
+                if let IndexKind::Rank(l) = &e.kind {
+                    if let [u] = l[..] {
+                        // `RANK(t) = RANK(u)` says the two have one rank: a
+                        // union like any other rank equation, never a rule
+                        // deriving a class from itself (the original tool's
+                        // conv_same_v1.et states such redundant lines).
+                        b.equate(&Term::Var(c.target), &Term::Var(u), &fact);
+                        continue;
+                    }
+                }
                 if has_rank_ref(e) {
                     if derived_of.iter().any(|(t, _)| *t == c.target) {
                         checks.push((c.target, ci));
