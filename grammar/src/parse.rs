@@ -237,6 +237,11 @@ fn parse_diagnostic(e: ParseError<usize, Tok, LexError>, source: &str) -> Diagno
             } else {
                 (Span::new(l, r), tok.to_string())
             };
+            if tok == Tok::LParen {
+                if let Some(d) = unknown_function(source, l) {
+                    return d;
+                }
+            }
             let mut d = Diagnostic::error("E0006", format!("unexpected {found}, expected {}", describe_expected(&expected)))
                 .at(span, format!("expected {}", describe_expected(&expected)));
             if tok == Tok::Newline && expected.iter().any(|x| x == "\"]\"" || x == "\")\"") {
@@ -249,6 +254,26 @@ fn parse_diagnostic(e: ParseError<usize, Tok, LexError>, source: &str) -> Diagno
         }
         ParseError::User { error } => lex_diagnostic(&error),
     }
+}
+
+/// `NAME(` where the grammar allows no call: a function the language does
+/// not have (`WRAP(..)` of other einsum tools, a typo of `DIMS`). `paren`
+/// is the offset of the `(`.
+fn unknown_function(source: &str, paren: usize) -> Option<Diagnostic> {
+    let before = &source[..paren.min(source.len())];
+    let name_start = before.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |i| i + before[i..].chars().next().map_or(1, char::len_utf8));
+    let name = &before[name_start..];
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let d = Diagnostic::error("E0006", format!("`{name}(..)` is not part of the Einsum Tuple language"))
+        .at(Span::new(name_start, paren + 1), "not a function of the language")
+        .note("index positions may use `DIMS(..)`, `RANK(..)`, `FLAT(..)` and arithmetic; right-hand sides also `RANDOM(..)` (LANGUAGE.md)");
+    Some(if name == "WRAP" {
+        d.note("there is no wrap-around indexing: an out-of-bounds index skips the term; write the wrap explicitly, e.g. `x[(i + 1) % DIMS(i)]`")
+    } else {
+        d
+    })
 }
 
 /// Turns lalrpop's list of expected terminals into readable English.
