@@ -495,3 +495,73 @@ fn unsupported_instructions_and_division_by_zero() {
     let f = fault(run(&b, BTreeMap::new()));
     assert_eq!((f.thread, f.kind), ([0, 0, 0], FaultKind::DivisionByZero));
 }
+
+const SPACES: &str = "
+.visible .entry spaces(.param .u64 spaces_param_0, .param .u64 spaces_param_1)
+{
+	.local .align 8 .b8 	__local_depot0[16];
+	.reg .b64 	%SP;
+	.reg .b64 	%SPL;
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<12>;
+	.reg .f32 	%f<4>;
+	.reg .b64 	%rd<12>;
+	.shared .align 8 .b8 tile[256];
+
+	mov.u64 	%SPL, __local_depot0;
+	cvta.local.u64 	%SP, %SPL;
+	ld.param.u64 	%rd1, [spaces_param_0];
+	mov.u64 	%rd9, spaces_param_1;
+	ld.param.u64 	%rd2, [%rd9];
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 8;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.nc.v2.f32 	{%f1, %f2}, [%rd4];
+	add.rn.f32 	%f3, %f1, %f2;
+	st.f32 	[%SP+4], %f3;
+	ld.local.f32 	%f1, [%SPL+4];
+	mov.u64 	%rd5, tile;
+	cvta.shared.u64 	%rd6, %rd5;
+	add.s64 	%rd7, %rd6, %rd3;
+	mov.b32 	%r2, %f1;
+	mov.b64 	%rd8, {%r2, %r1};
+	st.u64 	[%rd7], %rd8;
+	bar.sync 	0;
+	xor.b32 	%r3, %r1, 1;
+	mul.wide.u32 	%rd10, %r3, 8;
+	add.s64 	%rd11, %rd6, %rd10;
+	ld.u64 	%rd8, [%rd11];
+	mov.b64 	{%r4, %r5}, %rd8;
+	bfe.u32 	%r6, %r5, 1, 3;
+	bfi.b32 	%r7, 7, %r6, 8, 4;
+	setp.ne.s32 	%p1, %r5, %r3;
+	selp.b32 	%r8, 1, 0, %p1;
+	mul.wide.u32 	%rd3, %r1, 16;
+	add.s64 	%rd4, %rd2, %rd3;
+	st.global.v4.u32 	[%rd4], {%r4, %r5, %r7, %r8};
+	ret;
+}
+";
+
+#[test]
+fn local_shared_generic_and_vector_accesses() {
+    let b = bundle(
+        &module(SPACES),
+        json!([buf("x", "f32", 2 * 32, "input"), buf("out", "i32", 4 * 32, "output")]),
+        json!([launch("spaces", 1, 32, &["x", "out"])]),
+    );
+    let x = Tensor::new(vec![64], Data::F32((0..64).map(|i| i as f32 * 0.5).collect())).unwrap();
+    let (out, profile) = run(&b, BTreeMap::from([("x".to_string(), x)])).unwrap();
+    let v = u32s(&out["out"]);
+    for t in 0..32u32 {
+        // Lane t reads its neighbour t ^ 1's pair sum and lane number.
+        let n = t ^ 1;
+        let sum = (2 * n) as f32 * 0.5 + (2 * n + 1) as f32 * 0.5;
+        let field = (n >> 1) & 7;
+        assert_eq!(&v[4 * t as usize..4 * t as usize + 4], [sum.to_bits(), n, field | (7 << 8), 0], "lane {t}");
+    }
+    let p = profile.get("spaces").unwrap();
+    // Generic accesses count where they land: a shared store and load.
+    assert_eq!((p.shared_requests, p.global_load_requests, p.global_store_requests), (2, 1, 1));
+    assert_eq!((p.global_load_sectors, p.global_store_sectors), (8, 16));
+}

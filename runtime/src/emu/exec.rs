@@ -375,11 +375,11 @@ impl Exec<'_> {
             };
             self.profile.warp_instructions += 1;
             self.profile.thread_instructions += u64::from(exec.count_ones());
+            let Some(t) = w.stack.last_mut() else { return Ok(()) };
             match &inst.op {
                 Op::Bra { target, rpc } => {
                     let taken = exec;
                     let not_taken = top.mask & !exec;
-                    let t = w.stack.last_mut().expect("the top entry");
                     if not_taken == 0 {
                         t.pc = *target;
                     } else if taken == 0 {
@@ -396,19 +396,18 @@ impl Exec<'_> {
                     }
                 }
                 Op::Exit => {
+                    // Lanes whose guard failed go on; the others leave every entry.
+                    if t.mask & !exec != 0 {
+                        t.pc += 1;
+                    }
                     w.exited |= exec;
                     for e in w.stack.iter_mut() {
                         e.mask &= !exec;
                     }
-                    if let Some(t) = w.stack.last_mut() {
-                        if t.mask != 0 && t.pc == pc {
-                            t.pc += 1;
-                        }
-                    }
                 }
                 Op::Bar { id } => {
                     if exec == 0 {
-                        w.stack.last_mut().expect("the top entry").pc += 1;
+                        t.pc += 1;
                         continue;
                     }
                     if exec != w.live() {
@@ -432,12 +431,13 @@ impl Exec<'_> {
                         let msg = format!("barrier {} does not exist (0 to 15)", ids[first]);
                         return Err(self.fault(w, first, pc, FaultKind::Barrier(msg)));
                     }
+                    // The top entry stays at the barrier until it completes.
                     w.barrier = Some((ids[first] as u32, pc));
                     return Ok(());
                 }
                 op => {
+                    t.pc += 1;
                     self.execute(w, pc, op, exec, top.mask)?;
-                    w.stack.last_mut().expect("the top entry").pc += 1;
                 }
             }
         }
@@ -753,8 +753,9 @@ impl Exec<'_> {
             }
             Op::WarpSync { mask: member } => self.check_converged(w, pc, exec, Some(member), "bar.warp.sync")?,
             Op::ActiveMask { d } => w.write(d, exec, &[u64::from(active); WARP]),
-            Op::Fence => {}
-            Op::Bra { .. } | Op::Exit | Op::Bar { .. } => unreachable!("control flow is handled by run_warp"),
+            // Fences order nothing in a sequential execution; control flow
+            // is run_warp's.
+            Op::Fence | Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
         }
         Ok(())
     }
