@@ -53,9 +53,11 @@ pub struct EmuOptions {
 impl Default for EmuOptions {
     fn default() -> EmuOptions {
         EmuOptions {
-            // Some minutes of emulation at the measured rate (docs/emulator.md):
-            // far beyond any test configuration, short of a hang.
-            instruction_limit: 1 << 32,
+            // About 100 times the warp instructions of the largest benchmark
+            // kernel (conv2d at bench/ops size: 11.6 M), so only a runaway
+            // loop reaches it: tens of minutes in a debug build
+            // (docs/emulator.md, Speed) rather than a hang.
+            instruction_limit: 1 << 30,
             check_races: true,
             // Buffers live in host memory, next to their race records.
             memory_bytes: 4 << 30,
