@@ -83,7 +83,7 @@ fn check_ptx(manifest: &Manifest, ptx: &str) -> Result<()> {
         // The driver reads the module as a NUL-terminated string.
         return bad("contains a NUL byte".into());
     }
-    let info = ptx::scan(ptx).map_err(Error::BadPtx)?;
+    let info = ptx::parse(ptx).map_err(|e| Error::BadPtx(e.to_string()))?;
 
     let want_version = parse_ptx_version(&manifest.target.ptx_version);
     match &info.version {
@@ -109,8 +109,8 @@ fn check_ptx(manifest: &Manifest, ptx: &str) -> Result<()> {
     }
 
     let mut entries: BTreeMap<&str, usize> = BTreeMap::new();
-    for e in &info.entries {
-        if entries.insert(e.name.as_str(), e.params).is_some() {
+    for e in info.entries() {
+        if entries.insert(e.name.as_str(), e.params.len()).is_some() {
             return bad(format!(".entry {} is defined twice", e.name));
         }
     }

@@ -1,8 +1,8 @@
 //! The runtime's one error type.
 //!
 //! Every failure of the runtime — a missing driver, a malformed bundle, a
-//! wrong input, a CUDA call that fails — comes back as an [`Error`]; nothing
-//! on any path unwraps or panics. `Display` is a one-line message meant to be
+//! wrong input, a CUDA call that fails, a kernel fault in the emulator —
+//! comes back as an [`Error`]; nothing on any path unwraps or panics. `Display` is a one-line message meant to be
 //! printed after `error: ` by a command-line tool (the PTX JIT log, when there
 //! is one, follows on the next lines).
 
@@ -10,6 +10,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use cudarc::driver::DriverError;
+
+use crate::emu::Fault;
 
 /// What went wrong. Variants carry enough context to print a useful message
 /// without the caller adding any.
@@ -38,6 +40,11 @@ pub enum Error {
     /// A caller-supplied argument other than an input is unusable
     /// (for example zero timing repetitions).
     InvalidArgument(String),
+    /// A kernel running on the emulator faulted: an out-of-bounds or
+    /// misaligned access, a race, a barrier not every thread reaches, ...
+    /// (a GPU reports the first kind as a `Driver` error, the others not
+    /// at all).
+    Fault(Box<Fault>),
 }
 
 impl fmt::Display for Error {
@@ -63,6 +70,7 @@ impl fmt::Display for Error {
             ),
             Error::Input { name, reason } => write!(f, "input `{name}`: {reason}"),
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Error::Fault(fault) => write!(f, "kernel fault: {fault}"),
         }
     }
 }

@@ -2,17 +2,24 @@
 //!
 //! A bundle is a directory with `manifest.json` (buffers, kernels, steps)
 //! and `kernels.ptx`. [`Bundle::open`] reads and validates one;
-//! [`Device::run`] executes it on a GPU through the CUDA driver API
-//! (cudarc, loaded at run time so that machines without CUDA build and run
-//! everything else); [`Device::run_timed`] measures it with CUDA events.
+//! [`Device::run`] executes it on a device: a GPU through the CUDA driver
+//! API ([`Device::new`]; cudarc, loaded at run time so that machines
+//! without CUDA build and run everything else) or the PTX emulator
+//! ([`Device::emulator`], docs/emulator.md), both through one run path.
+//! [`Device::run_timed`] measures a GPU run with CUDA events;
+//! [`Device::run_profiled`] profiles an emulated one.
 //!
-//! The runtime compiles nothing itself (the driver JIT-compiles the PTX),
-//! uses one stream and plain device memory, and never generates inputs: the
-//! caller supplies every `input` buffer.
+//! The runtime compiles nothing itself (the driver JIT-compiles the PTX,
+//! the emulator decodes it), uses one stream and plain device memory, and
+//! never generates inputs on the host: the caller supplies every `input`
+//! buffer or the bundle's generator kernels make it.
 
+mod backend;
 pub mod bundle;
 pub mod check;
+mod cuda;
 pub mod device;
+pub mod emu;
 pub mod error;
 pub mod manifest;
 mod module;
@@ -21,7 +28,8 @@ pub mod ptx;
 pub mod tensor;
 
 pub use bundle::Bundle;
-pub use device::{Device, DeviceInfo, LaunchTiming, Timings};
+pub use device::{Device, DeviceInfo, DeviceKind, LaunchTiming, Timings};
+pub use emu::{EmuOptions, Fault, FaultKind, Profile, ProfileReport};
 pub use error::{Error, Result};
 pub use manifest::Manifest;
 pub use tensor::{DType, Data, Tensor};

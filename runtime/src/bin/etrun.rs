@@ -1,12 +1,13 @@
 //! `etrun`: runs a PTX bundle with the runtime alone — no compiler, no
 //! LLVM — so it can be copied to a GPU machine that has only a driver
-//! (docs/runtime.md, docs/gpu-check.md).
+//! (docs/runtime.md, docs/gpu-check.md), or run it on the PTX emulator
+//! with `--device emu` (docs/emulator.md).
 //!
 //! Inputs come from `--input NAME=PATH.npy`; the others are generated on
 //! the device by the bundle's `generate` kernels (the interpreter's
 //! `RANDOM` values for the bundle's seed). Exit codes follow eintup's CLI
 //! contract: 2 for a wrong bundle, input or option, 3 without a CUDA
-//! driver or device, 70 when a driver call fails.
+//! driver or device, 70 when a driver call fails or a kernel faults.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,10 +15,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use eintup_runtime::manifest::Role;
-use eintup_runtime::{npy, Bundle, Device, Error, Data, Tensor};
+use eintup_runtime::{npy, Bundle, Data, Device, DeviceKind, Error, ProfileReport, Tensor};
 
 #[derive(Parser, Debug)]
-#[command(name = "etrun", version, about = "Run an eintup PTX bundle on a GPU (the runtime alone, no compiler)")]
+#[command(name = "etrun", version, about = "Run an eintup PTX bundle on a GPU or the PTX emulator (the runtime alone, no compiler)")]
 struct Args {
     /// The bundle directory (`NAME.etb`, written by `eintup build`).
     #[arg(required_unless_present = "device_info")]
@@ -33,10 +34,18 @@ struct Args {
     /// Write every input and output buffer as DIR/NAME.npy.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Where to run: `cuda` (the only device of this runtime so far).
+    /// Where to run: `cuda` (GPU 0) or `emu` (the PTX emulator).
     #[arg(long, default_value = "cuda")]
     device: String,
-    /// Time N runs after warm-up and print the medians (total and per launch).
+    /// Print each kernel's profile (emulator only): instructions, memory
+    /// requests and sectors, bank conflicts, atomics, flops.
+    #[arg(long)]
+    profile: bool,
+    /// Write the profile as JSON, `{"kernels": [...]}` (emulator only).
+    #[arg(long, value_name = "FILE")]
+    profile_json: Option<PathBuf>,
+    /// Time N runs after warm-up and print the medians (total and per
+    /// launch; GPU only).
     #[arg(long, value_name = "N")]
     time: Option<usize>,
     /// Untimed runs before timing.
@@ -64,7 +73,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let code = match e {
             Error::NoDriver | Error::NoDevice { .. } => 3,
-            Error::Driver(_) => 70,
+            Error::Driver(_) | Error::Fault(_) => 70,
             _ => 2,
         };
         Failure { code, msg: e.to_string() }
@@ -90,8 +99,16 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), Failure> {
-    if args.device != "cuda" {
-        return Err(user(format!("--device {}: this runtime has the device `cuda` only", args.device)));
+    let kind: DeviceKind = args.device.parse().map_err(|e: Error| user(format!("--device {}: {e}", args.device)))?;
+    let profiling = args.profile || args.profile_json.is_some();
+    match kind {
+        DeviceKind::Cuda if profiling => {
+            return Err(user("--profile and --profile-json need --device emu (on a GPU, use Nsight Compute)"))
+        }
+        DeviceKind::Emulator if args.time.is_some() => {
+            return Err(user("--time needs a GPU: the emulator does not model time (use --profile)"))
+        }
+        _ => {}
     }
     // Everything about the bundle and the inputs is checked before the
     // driver is touched, so mistakes are reported the same with or without a GPU.
@@ -99,7 +116,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         Some(path) => Some(open(path, args)?),
         None => None,
     };
-    let dev = Device::new(0)?;
+    let dev = Device::open(kind)?;
     let info = dev.info()?;
     if args.device_info && !args.json {
         println!("device: {info}");
@@ -110,7 +127,13 @@ fn run(args: &Args) -> Result<(), Failure> {
         }
         return Ok(());
     };
-    let out = dev.run(&bundle, &inputs)?;
+    let (out, profile) = match kind {
+        DeviceKind::Emulator => {
+            let (out, p) = dev.run_profiled(&bundle, &inputs)?;
+            (out, Some(p))
+        }
+        DeviceKind::Cuda => (dev.run(&bundle, &inputs)?, None),
+    };
     let timings = match args.time {
         Some(n) => Some(dev.run_timed(&bundle, &inputs, args.warmup, n)?),
         None => None,
@@ -118,6 +141,10 @@ fn run(args: &Args) -> Result<(), Failure> {
     if let Some(dir) = &args.out {
         write_out(dir, &bundle, &out)?;
     }
+    if let (Some(path), Some(p)) = (&args.profile_json, &profile) {
+        std::fs::write(path, p.to_json() + "\n").map_err(|e| user(format!("--profile-json {}: {e}", path.display())))?;
+    }
+    let profile = profile.filter(|_| args.profile);
     let outputs: Vec<(&str, &Tensor)> = bundle
         .manifest()
         .buffers
@@ -132,6 +159,7 @@ fn run(args: &Args) -> Result<(), Failure> {
             "outputs": outputs.iter().map(|(n, t)| serde_json::json!({
                 "name": n, "dtype": t.dtype().name(), "shape": t.shape, "sum": sum(t),
             })).collect::<Vec<_>>(),
+            "profile": profile.as_ref().map(profile_json),
             "timing": timings.as_ref().map(|t| serde_json::json!({
                 "reps": t.reps,
                 "warmup": args.warmup,
@@ -146,6 +174,9 @@ fn run(args: &Args) -> Result<(), Failure> {
     }
     for (name, t) in &outputs {
         println!("{name}: {} {:?}, sum {}", t.dtype(), t.shape, sum(t));
+    }
+    if let Some(p) = &profile {
+        print!("profile:\n{}", p.table());
     }
     if let Some(t) = &timings {
         println!("timing: median of {} runs after {} warm-up: {:.4} ms in all", t.reps, args.warmup, t.total_ms);
@@ -203,8 +234,13 @@ fn sum(t: &Tensor) -> f64 {
     }
 }
 
+fn profile_json(p: &ProfileReport) -> serde_json::Value {
+    serde_json::to_value(p).unwrap_or_default()
+}
+
 fn device_json(info: &eintup_runtime::DeviceInfo) -> serde_json::Value {
     serde_json::json!({
+        "kind": info.kind.to_string(),
         "name": info.name,
         "arch": format!("sm_{}{}", info.arch.0, info.arch.1),
         "multiprocessors": info.multiprocessors,

@@ -1,0 +1,293 @@
+//! A CUDA GPU through the driver API (cudarc), as a [`Backend`].
+//!
+//! [`Cuda::new`] finds the driver and the device without ever panicking:
+//! the driver library is probed before the first driver call (cudarc's
+//! dynamic loader panics when it is absent), and every driver-touching body
+//! runs under `catch_unwind` so that a symbol missing from an old driver
+//! becomes an [`Error::Driver`] too. Buffers are plain device allocations
+//! (never managed memory) and all work goes to one stream.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
+
+use crate::backend::{self, Backend, Launch};
+use crate::bundle::Bundle;
+use crate::device::{median, DeviceInfo, DeviceKind, LaunchTiming, Timings};
+use crate::error::{driver, Error, Result};
+use crate::module::Module;
+use crate::tensor::Tensor;
+
+/// A CUDA device with its primary context and the one stream all work goes to.
+pub(crate) struct Cuda {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    pub ordinal: usize,
+    pub name: String,
+    pub arch: (u32, u32),
+}
+
+/// Whether the CUDA driver library can be loaded. Probing first matters:
+/// cudarc's dynamic loader panics on the first driver call when it cannot.
+pub fn driver_present() -> bool {
+    // SAFETY: loads and unloads libcuda, running its initialisers; that is
+    // what any later driver call does anyway.
+    catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false)
+}
+
+/// Runs a body that calls the driver, turning a panic inside cudarc (its
+/// loader panics on a symbol the installed driver lacks) into an error.
+fn guarded<T>(what: &str, body: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::Driver(format!("{what}: the CUDA bindings panicked: {msg}")))
+        }
+    }
+}
+
+/// Device count, with "no device" (cuInit's answer when the driver sees
+/// no GPU) as zero.
+fn device_count() -> Result<usize> {
+    match CudaContext::device_count() {
+        Ok(n) => Ok(usize::try_from(n).unwrap_or(0)),
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => Ok(0),
+        Err(e) => Err(driver("cuInit", e)),
+    }
+}
+
+impl Cuda {
+    pub(crate) fn count() -> Result<usize> {
+        if !driver_present() {
+            return Err(Error::NoDriver);
+        }
+        guarded("counting devices", device_count)
+    }
+
+    pub(crate) fn new(ordinal: usize) -> Result<Cuda> {
+        if !driver_present() {
+            return Err(Error::NoDriver);
+        }
+        guarded("opening the device", || {
+            let count = device_count()?;
+            if ordinal >= count {
+                return Err(Error::NoDevice { ordinal, count });
+            }
+            let ctx = CudaContext::new(ordinal).map_err(|e| driver("cuDevicePrimaryCtxRetain", e))?;
+            // SAFETY: all work of this context goes to one stream, so cudarc's
+            // cross-stream event tracking has nothing to order; switching it
+            // off before any allocation also keeps its events out of timings.
+            unsafe { ctx.disable_event_tracking() };
+            let name = ctx.name().map_err(|e| driver("cuDeviceGetName", e))?;
+            let (major, minor) = ctx.compute_capability().map_err(|e| driver("cuDeviceGetAttribute", e))?;
+            let arch = (u32::try_from(major).unwrap_or(0), u32::try_from(minor).unwrap_or(0));
+            let stream = ctx.new_stream().map_err(|e| driver("cuStreamCreate", e))?;
+            Ok(Cuda { ctx, stream, ordinal, name, arch })
+        })
+    }
+
+    pub(crate) fn info(&self) -> Result<DeviceInfo> {
+        guarded("querying the device", || {
+            let sms = self
+                .ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(|e| driver("cuDeviceGetAttribute", e))?;
+            let memory_bytes = self.ctx.total_mem().map_err(|e| driver("cuDeviceTotalMem", e))?;
+            let mut version = 0;
+            // SAFETY: the driver was loaded by Cuda::new; the call writes one int.
+            let r = unsafe { sys::cuDriverGetVersion(&mut version) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(Error::Driver(format!("cuDriverGetVersion: {r:?}")));
+            }
+            Ok(DeviceInfo {
+                kind: DeviceKind::Cuda,
+                name: self.name.clone(),
+                arch: self.arch,
+                multiprocessors: u32::try_from(sms).unwrap_or(0),
+                memory_bytes,
+                driver_version: version,
+            })
+        })
+    }
+
+    pub(crate) fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
+        backend::check(bundle, inputs, self.arch, &self.name)?;
+        guarded("running the bundle", || {
+            let mut run = self.session()?;
+            let prepared = backend::prepare(&mut run, bundle, inputs)?;
+            backend::execute(&mut run, &prepared)?;
+            backend::download(&mut run, bundle.manifest(), &prepared)
+        })
+    }
+
+    pub(crate) fn run_timed(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>, warmup: usize, reps: usize) -> Result<Timings> {
+        if reps == 0 {
+            return Err(Error::InvalidArgument("timing needs at least one repetition".into()));
+        }
+        backend::check(bundle, inputs, self.arch, &self.name)?;
+        guarded("timing the bundle", || {
+            let mut run = self.session()?;
+            let prepared = backend::prepare(&mut run, bundle, inputs)?;
+            for _ in 0..warmup {
+                backend::execute(&mut run, &prepared)?;
+            }
+            let (start, end) = (self.event()?, self.event()?);
+            let launches: Vec<(usize, String)> = prepared.launches().map(|(s, k)| (s, k.to_string())).collect();
+            let mut pairs = (0..launches.len()).map(|_| Ok((self.event()?, self.event()?))).collect::<Result<Vec<_>>>()?;
+
+            let mut totals = Vec::with_capacity(reps);
+            let mut per_launch = vec![Vec::with_capacity(reps); launches.len()];
+            for _ in 0..reps {
+                // The whole sequence between two events only, undisturbed by
+                // inner events; then again with an event pair per launch.
+                start.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
+                backend::execute(&mut run, &prepared)?;
+                end.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
+                totals.push(f64::from(start.elapsed_ms(&end).map_err(|e| driver("cuEventElapsedTime", e))?));
+
+                run.events = Some((pairs, 0));
+                let executed = backend::execute(&mut run, &prepared);
+                pairs = run.events.take().map(|(p, _)| p).unwrap_or_default();
+                executed?;
+                for (times, (a, b)) in per_launch.iter_mut().zip(&pairs) {
+                    times.push(f64::from(a.elapsed_ms(b).map_err(|e| driver("cuEventElapsedTime", e))?));
+                }
+            }
+            let launches = launches
+                .into_iter()
+                .zip(per_launch)
+                .map(|((step, kernel), mut times)| LaunchTiming { step, kernel, median_ms: median(&mut times) })
+                .collect();
+            Ok(Timings { reps, total_ms: median(&mut totals), launches })
+        })
+    }
+
+    pub(crate) fn copy_timed(&self, bytes: usize, warmup: usize, reps: usize) -> Result<f64> {
+        if reps == 0 || bytes == 0 {
+            return Err(Error::InvalidArgument("a timed copy needs at least one repetition and one byte".into()));
+        }
+        guarded("timing a device copy", || {
+            self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+            let src = self.stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e))?;
+            let mut dst = self.stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e))?;
+            let (start, end) = (self.event()?, self.event()?);
+            for _ in 0..warmup {
+                self.stream.memcpy_dtod(&src, &mut dst).map_err(|e| driver("cuMemcpyDtoDAsync", e))?;
+            }
+            let mut times = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                start.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
+                self.stream.memcpy_dtod(&src, &mut dst).map_err(|e| driver("cuMemcpyDtoDAsync", e))?;
+                end.record(&self.stream).map_err(|e| driver("cuEventRecord", e))?;
+                times.push(f64::from(start.elapsed_ms(&end).map_err(|e| driver("cuEventElapsedTime", e))?));
+            }
+            Ok(median(&mut times))
+        })
+    }
+
+    fn event(&self) -> Result<CudaEvent> {
+        self.ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| driver("cuEventCreate", e))
+    }
+
+    fn session(&self) -> Result<CudaRun<'_>> {
+        self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+        Ok(CudaRun { dev: self, staged: Vec::new(), events: None })
+    }
+}
+
+/// One run on the device: the [`Backend`] the shared run path drives.
+struct CudaRun<'a> {
+    dev: &'a Cuda,
+    /// Host copies of uploads, alive until the stream has read them.
+    staged: Vec<Vec<u8>>,
+    /// When timing launches: one event pair per launch, and the next one.
+    events: Option<(Vec<(CudaEvent, CudaEvent)>, usize)>,
+}
+
+impl Backend for CudaRun<'_> {
+    type Module = Module;
+    type Kernel = sys::CUfunction;
+    type Buffer = CudaSlice<u8>;
+
+    fn load(&mut self, ptx: &str) -> Result<Module> {
+        Module::load(&self.dev.ctx, ptx)
+    }
+
+    fn kernel(&mut self, module: &Module, name: &str) -> Result<sys::CUfunction> {
+        module.function(name)
+    }
+
+    fn alloc(&mut self, _name: &str, bytes: usize, contents: Option<&[u8]>) -> Result<CudaSlice<u8>> {
+        let stream = &self.dev.stream;
+        match contents {
+            Some(host) => {
+                // SAFETY: every byte is overwritten by the copy just below.
+                let mut mem = unsafe { stream.alloc::<u8>(bytes) }.map_err(|e| driver("cuMemAlloc", e))?;
+                stream.memcpy_htod(host, &mut mem).map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
+                self.staged.push(host.to_vec());
+                Ok(mem)
+            }
+            None => stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e)),
+        }
+    }
+
+    fn address(&self, buffer: &CudaSlice<u8>) -> u64 {
+        // With event tracking off the returned guard records nothing.
+        buffer.device_ptr(&self.dev.stream).0
+    }
+
+    fn zero(&mut self, buffer: &CudaSlice<u8>, bytes: usize) -> Result<()> {
+        // SAFETY: the pointer is a live allocation of `bytes` bytes.
+        unsafe { result::memset_d8_async(self.address(buffer), 0, bytes, self.dev.stream.cu_stream()) }
+            .map_err(|e| driver("cuMemsetD8Async", e))
+    }
+
+    fn launch(&mut self, l: &Launch<'_, sys::CUfunction>) -> Result<()> {
+        let stream = &self.dev.stream;
+        let pair = match &mut self.events {
+            Some((pairs, next)) => {
+                *next += 1;
+                pairs.get(*next - 1)
+            }
+            None => None,
+        };
+        if let Some((before, _)) = pair {
+            before.record(stream).map_err(|e| driver("cuEventRecord", e))?;
+        }
+        // cuLaunchKernel takes one pointer per parameter, pointing at the
+        // parameter's value (here a device address).
+        let mut values: Vec<sys::CUdeviceptr> = l.args.to_vec();
+        let mut params: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut sys::CUdeviceptr).cast()).collect();
+        let (grid, block) = ((l.grid[0], l.grid[1], l.grid[2]), (l.block[0], l.block[1], l.block[2]));
+        // SAFETY: the manifest and the PTX were checked to agree on the
+        // parameter count, every parameter is a 64-bit pointer to a live
+        // buffer of the declared size (or null for an empty one), and
+        // `values` outlives the call (the driver copies parameters at launch).
+        unsafe { result::launch_kernel(*l.kernel, grid, block, 0, stream.cu_stream(), &mut params) }
+            .map_err(|e| driver(&format!("cuLaunchKernel({})", l.name), e))?;
+        if let Some((_, after)) = pair {
+            after.record(stream).map_err(|e| driver("cuEventRecord", e))?;
+        }
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.dev.stream.synchronize().map_err(|e| driver("cuStreamSynchronize", e))?;
+        self.staged.clear();
+        self.dev.ctx.check_err().map_err(|e| driver("deferred error", e))
+    }
+
+    fn download(&mut self, buffer: &CudaSlice<u8>, _bytes: usize) -> Result<Vec<u8>> {
+        self.dev.stream.clone_dtoh(buffer).map_err(|e| driver("cuMemcpyDtoHAsync", e))
+    }
+}

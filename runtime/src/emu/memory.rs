@@ -1,0 +1,330 @@
+//! The emulated device memory: global allocations with red zones between
+//! them, and the shadow state that finds races.
+//!
+//! Global memory is a list of allocations at addresses from
+//! [`GLOBAL_BASE`] up, each followed by at least [`RED_ZONE`] unmapped
+//! bytes, so that running off the end of one buffer is an out-of-bounds
+//! access rather than a silent write into the next (compute-sanitizer's
+//! memcheck works the same way). Shared and local memory live with the
+//! block and warp that own them ([`super::exec`]); they share the
+//! [`Shadow`] race records defined here.
+//!
+//! # Races
+//!
+//! Every 4-byte word of global and shared memory has a [`Shadow`] record:
+//! its last writer and its reader(s) since, each with the barrier epoch of
+//! its block at the time. Two accesses to a word are ordered when the same
+//! thread made them, or when both threads are in one block and a
+//! `bar.sync` completed between them (the earlier one's epoch is smaller).
+//! A write unordered with the previous write or read of another thread, or
+//! a read unordered with the previous write of another thread, is a race.
+//! Atomics neither check nor update the records: they are the one way
+//! threads of a launch may meet at an address. Records carry the tag of the
+//! launch (global) or block run (shared) that wrote them, so a new launch
+//! starts clean without clearing anything. The granularity is a word: two
+//! threads writing different bytes of one word are reported too (the
+//! runtime's element types are 4 and 8 bytes wide, so this never happens
+//! in bundles).
+
+use crate::error::{Error, Result};
+
+/// Address of the first allocation: far above the generic windows of
+/// shared and local memory (see `decode::SHARED_WINDOW`), and not 0, so that
+/// a null pointer is never inside an allocation.
+pub(crate) const GLOBAL_BASE: u64 = 0x0000_7000_0000_0000;
+/// Unmapped bytes after each allocation (and the alignment of each start,
+/// as `cuMemAlloc`'s 256 bytes at least).
+pub(crate) const RED_ZONE: u64 = 4096;
+
+/// One global allocation.
+pub(crate) struct Allocation {
+    pub base: u64,
+    pub name: String,
+    pub data: Vec<u8>,
+    /// Race records, one per word; allocated on first checked access.
+    pub shadow: Vec<Shadow>,
+}
+
+/// Global memory of one run.
+pub(crate) struct Global {
+    /// In address order.
+    pub allocs: Vec<Allocation>,
+    next: u64,
+    bytes: usize,
+    limit: usize,
+    /// Allocation of the last successful lookup: accesses come in runs.
+    last: usize,
+}
+
+/// Where an address falls when it is in no allocation, for messages.
+pub(crate) fn describe_miss(allocs: &[Allocation], addr: u64, size: u64) -> String {
+    if addr == 0 {
+        return "a null pointer (zero-sized buffers are passed as null)".into();
+    }
+    // The allocation just below the address, if the address is in its
+    // red zone or past it.
+    let below = allocs.iter().rev().find(|a| a.base <= addr);
+    let above = allocs.iter().find(|a| a.base > addr);
+    match (below, above) {
+        (Some(a), _) if addr - a.base < a.data.len() as u64 + RED_ZONE => format!(
+            "{} bytes past the end of buffer `{}` ({} bytes at {:#x})",
+            addr + size - (a.base + a.data.len() as u64),
+            a.name,
+            a.data.len(),
+            a.base
+        ),
+        (_, Some(a)) if a.base - addr <= RED_ZONE => {
+            format!("{} bytes before buffer `{}` ({} bytes at {:#x})", a.base - addr, a.name, a.data.len(), a.base)
+        }
+        _ => "not in any buffer".into(),
+    }
+}
+
+impl Global {
+    /// Empty memory holding at most `limit` bytes in all.
+    pub(crate) fn new(limit: usize) -> Global {
+        Global { allocs: Vec::new(), next: GLOBAL_BASE, bytes: 0, limit, last: 0 }
+    }
+
+    /// A zeroed allocation of `bytes` bytes (not 0); returns its index.
+    pub(crate) fn alloc(&mut self, name: &str, bytes: usize) -> Result<usize> {
+        if self.bytes.saturating_add(bytes) > self.limit {
+            return Err(Error::InvalidArgument(format!(
+                "buffer `{name}` ({bytes} bytes) does not fit in the emulator's {} bytes of global memory",
+                self.limit
+            )));
+        }
+        let base = self.next;
+        let span = (bytes as u64).div_ceil(RED_ZONE) * RED_ZONE + RED_ZONE;
+        self.next = base + span;
+        self.bytes += bytes;
+        self.allocs.push(Allocation { base, name: name.to_string(), data: vec![0; bytes], shadow: Vec::new() });
+        Ok(self.allocs.len() - 1)
+    }
+
+    /// The allocation and offset holding `[addr, addr + size)` entirely.
+    pub(crate) fn find(&mut self, addr: u64, size: u64) -> Option<(usize, usize)> {
+        let hit = |a: &Allocation| addr >= a.base && addr.checked_add(size).is_some_and(|end| end <= a.base + a.data.len() as u64);
+        if let Some(a) = self.allocs.get(self.last) {
+            if hit(a) {
+                return Some((self.last, (addr - a.base) as usize));
+            }
+        }
+        let i = self.allocs.partition_point(|a| a.base <= addr).checked_sub(1)?;
+        let a = &self.allocs[i];
+        if hit(a) {
+            self.last = i;
+            Some((i, (addr - a.base) as usize))
+        } else {
+            None
+        }
+    }
+}
+
+/// Reads `size` (1..=8) little-endian bytes.
+pub(crate) fn load(bytes: &[u8], off: usize, size: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v[..size].copy_from_slice(&bytes[off..off + size]);
+    u64::from_le_bytes(v)
+}
+
+/// Writes the low `size` (1..=8) bytes of `value`, little-endian.
+pub(crate) fn store(bytes: &mut [u8], off: usize, size: usize, value: u64) {
+    bytes[off..off + size].copy_from_slice(&value.to_le_bytes()[..size]);
+}
+
+/// Who accesses: a thread of the launch, its block, the block's barrier
+/// epoch, and the instruction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Accessor {
+    /// The launch (global memory) or block run (shared memory) the
+    /// access belongs to.
+    pub tag: u32,
+    /// Linear thread index in the launch.
+    pub thread: u32,
+    /// Linear block index in the launch.
+    pub block: u32,
+    /// Barriers completed by the block so far.
+    pub epoch: u32,
+    /// Instruction index.
+    pub pc: u32,
+}
+
+/// `Shadow::reader` when several threads read since the last write.
+const MANY: u32 = u32::MAX;
+/// `Shadow::read_block` when readers are in several blocks.
+const MULTI_BLOCK: u32 = u32::MAX;
+
+/// The race record of one word.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Shadow {
+    tag: u32,
+    /// Thread + 1 of the last write; 0 for none.
+    writer: u32,
+    write_block: u32,
+    write_epoch: u32,
+    write_pc: u32,
+    /// Thread + 1 of the reader since the last write, [`MANY`], or 0.
+    reader: u32,
+    read_block: u32,
+    read_epoch: u32,
+    read_pc: u32,
+    /// Whether a non-coherent (`ld.global.nc`) load read the word.
+    nc_read: bool,
+}
+
+/// What kind of race.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaceKind {
+    /// Two threads write the word, unordered.
+    WriteAfterWrite,
+    /// A thread reads what another wrote, unordered.
+    ReadAfterWrite,
+    /// A thread writes what another read, unordered.
+    WriteAfterRead,
+    /// An `ld.global.nc` reads a word written during the launch: the
+    /// non-coherent path may return stale data.
+    NonCoherentRead,
+}
+
+/// The other side of a race: a thread (`None` when several threads read)
+/// and its instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Conflict {
+    pub kind: RaceKind,
+    pub thread: Option<u32>,
+    pub pc: u32,
+}
+
+/// Whether an earlier access by `thread` in `block` at `epoch` is ordered
+/// before `acc`.
+fn ordered(thread: u32, block: u32, epoch: u32, acc: &Accessor) -> bool {
+    thread == acc.thread || (block == acc.block && epoch < acc.epoch)
+}
+
+impl Shadow {
+    fn refresh(&mut self, tag: u32) {
+        if self.tag != tag {
+            *self = Shadow { tag, ..Shadow::default() };
+        }
+    }
+
+    fn write_conflict(&self, acc: &Accessor) -> bool {
+        self.writer != 0 && !ordered(self.writer - 1, self.write_block, self.write_epoch, acc)
+    }
+
+    /// Records a read; the conflict if it races with a write.
+    pub(crate) fn read(&mut self, acc: &Accessor, nc: bool) -> Result<(), Conflict> {
+        self.refresh(acc.tag);
+        if nc && self.writer != 0 {
+            return Err(Conflict { kind: RaceKind::NonCoherentRead, thread: Some(self.writer - 1), pc: self.write_pc });
+        }
+        if self.write_conflict(acc) {
+            return Err(Conflict { kind: RaceKind::ReadAfterWrite, thread: Some(self.writer - 1), pc: self.write_pc });
+        }
+        self.nc_read |= nc;
+        let me = acc.thread + 1;
+        let replace = self.reader == 0
+            || self.reader == me
+            || (self.reader != MANY && ordered(self.reader - 1, self.read_block, self.read_epoch, acc))
+            || (self.reader == MANY && self.read_block == acc.block && self.read_epoch < acc.epoch);
+        if replace {
+            self.reader = me;
+            self.read_block = acc.block;
+        } else {
+            self.reader = MANY;
+            if self.read_block != acc.block {
+                self.read_block = MULTI_BLOCK;
+            }
+        }
+        self.read_epoch = acc.epoch;
+        self.read_pc = acc.pc;
+        Ok(())
+    }
+
+    /// Records a write; the conflict if it races with an earlier access.
+    pub(crate) fn write(&mut self, acc: &Accessor) -> Result<(), Conflict> {
+        self.refresh(acc.tag);
+        if self.nc_read {
+            return Err(Conflict { kind: RaceKind::NonCoherentRead, thread: (self.reader != MANY).then(|| self.reader - 1), pc: self.read_pc });
+        }
+        if self.write_conflict(acc) {
+            return Err(Conflict { kind: RaceKind::WriteAfterWrite, thread: Some(self.writer - 1), pc: self.write_pc });
+        }
+        let me = acc.thread + 1;
+        let read_ordered = match self.reader {
+            0 => true,
+            r if r == me => true,
+            MANY => self.read_block == acc.block && self.read_epoch < acc.epoch,
+            r => ordered(r - 1, self.read_block, self.read_epoch, acc),
+        };
+        if !read_ordered {
+            let thread = (self.reader != MANY).then(|| self.reader - 1);
+            return Err(Conflict { kind: RaceKind::WriteAfterRead, thread, pc: self.read_pc });
+        }
+        self.writer = me;
+        self.write_block = acc.block;
+        self.write_epoch = acc.epoch;
+        self.write_pc = acc.pc;
+        self.reader = 0;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acc(thread: u32, block: u32, epoch: u32) -> Accessor {
+        Accessor { tag: 1, thread, block, epoch, pc: thread }
+    }
+
+    #[test]
+    fn allocations_are_separated_by_red_zones() {
+        let mut g = Global::new(1 << 20);
+        let a = g.alloc("a", 100).unwrap();
+        let b = g.alloc("b", 8).unwrap();
+        let (ba, bb) = (g.allocs[a].base, g.allocs[b].base);
+        assert_eq!(g.find(ba + 96, 4), Some((a, 96)));
+        assert_eq!(g.find(ba + 98, 4), None);
+        assert!(bb >= ba + 100 + RED_ZONE);
+        assert_eq!(g.find(bb, 8), Some((b, 0)));
+        assert_eq!(describe_miss(&g.allocs, ba + 100, 4), format!("4 bytes past the end of buffer `a` (100 bytes at {ba:#x})"));
+        assert_eq!(describe_miss(&g.allocs, bb - 4, 4), format!("4 bytes before buffer `b` (8 bytes at {bb:#x})"));
+        assert!(describe_miss(&g.allocs, 0, 4).contains("null"));
+        assert!(g.alloc("c", 1 << 21).is_err());
+    }
+
+    #[test]
+    fn race_rules() {
+        // One thread may do anything to its own word.
+        let mut s = Shadow::default();
+        s.write(&acc(1, 0, 0)).unwrap();
+        s.read(&acc(1, 0, 0), false).unwrap();
+        s.write(&acc(1, 0, 0)).unwrap();
+        // Another thread of the block reading it without a barrier races...
+        assert_eq!(s.read(&acc(2, 0, 0), false).unwrap_err().kind, RaceKind::ReadAfterWrite);
+        // ...but not after one.
+        s.read(&acc(2, 0, 1), false).unwrap();
+        // A thread of another block is never ordered with it.
+        let mut s = Shadow::default();
+        s.write(&acc(1, 0, 5)).unwrap();
+        assert_eq!(s.write(&acc(40, 1, 9)).unwrap_err().kind, RaceKind::WriteAfterWrite);
+        // Several readers, then a write by one of them.
+        let mut s = Shadow::default();
+        s.read(&acc(1, 0, 0), false).unwrap();
+        s.read(&acc(2, 0, 0), false).unwrap();
+        let c = s.write(&acc(1, 0, 0)).unwrap_err();
+        assert_eq!((c.kind, c.thread), (RaceKind::WriteAfterRead, None));
+        s.write(&acc(1, 0, 1)).unwrap();
+        // A new launch starts clean.
+        s.write(&Accessor { tag: 2, ..acc(7, 3, 0) }).unwrap();
+        // Non-coherent loads of written data, either order.
+        let mut s = Shadow::default();
+        s.write(&acc(1, 0, 0)).unwrap();
+        assert_eq!(s.read(&acc(1, 0, 0), true).unwrap_err().kind, RaceKind::NonCoherentRead);
+        let mut s = Shadow::default();
+        s.read(&acc(1, 0, 0), true).unwrap();
+        assert_eq!(s.write(&acc(2, 1, 0)).unwrap_err().kind, RaceKind::NonCoherentRead);
+    }
+}

@@ -1,0 +1,169 @@
+//! The SIMT PTX emulator: runs a bundle's PTX on the CPU, as a GPU would,
+//! checking what compute-sanitizer checks and counting what a profiler
+//! counts (docs/emulator.md).
+//!
+//! - [`decode`] turns PTX text ([`crate::ptx`]) into a compact instruction
+//!   form once per module; [`cfg`] finds each branch's reconvergence point.
+//! - [`exec`] runs a launch: blocks in turn, warps of 32 lanes in lockstep
+//!   on a SIMT stack, barriers; [`arith`] is what each instruction computes
+//!   for one thread.
+//! - [`memory`] holds global memory (allocations with red zones) and the
+//!   race records; faults are [`Fault`]s ([`fault`]).
+//! - [`profile`] counts instructions, requests, sectors, bank conflicts and
+//!   flops per kernel.
+//!
+//! [`Emulator`] is the device; each run gets a fresh [`Session`], the
+//! [`Backend`] the shared run path drives.
+
+mod arith;
+mod cfg;
+pub(crate) mod decode;
+mod exec;
+mod fault;
+mod memory;
+mod profile;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use fault::{Fault, FaultKind, OtherAccess, RaceKind};
+pub use profile::{Profile, ProfileReport};
+
+use crate::backend::{self, Backend, Launch};
+use crate::bundle::Bundle;
+use crate::device::{DeviceInfo, DeviceKind};
+use crate::error::Result;
+use crate::tensor::Tensor;
+use decode::{Kernel, Program};
+use memory::Global;
+
+/// How the emulator runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmuOptions {
+    /// Warp instructions one launch may issue before it is stopped as
+    /// endless.
+    pub instruction_limit: u64,
+    /// Whether global and shared accesses are checked for races (costs a
+    /// shadow record per word and some time).
+    pub check_races: bool,
+    /// The most bytes of buffers one run may allocate.
+    pub memory_bytes: usize,
+}
+
+impl Default for EmuOptions {
+    fn default() -> EmuOptions {
+        EmuOptions {
+            // About 100 times the warp instructions of the largest benchmark
+            // kernel (conv2d at bench/ops size: 11.6 M), so only a runaway
+            // loop reaches it: tens of minutes in a debug build
+            // (docs/emulator.md, Speed) rather than a hang.
+            instruction_limit: 1 << 30,
+            check_races: true,
+            // Buffers live in host memory, next to their race records.
+            memory_bytes: 4 << 30,
+        }
+    }
+}
+
+/// The emulator as a device.
+pub(crate) struct Emulator {
+    options: EmuOptions,
+}
+
+impl Emulator {
+    pub(crate) const NAME: &'static str = "eintup PTX emulator";
+    /// The newest target whose bundles run: what LLVM 19 (and so eintup)
+    /// generates at most. The instructions it decodes are older than that.
+    pub(crate) const ARCH: (u32, u32) = (9, 0);
+
+    pub(crate) fn new(options: EmuOptions) -> Emulator {
+        Emulator { options }
+    }
+
+    pub(crate) fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            kind: DeviceKind::Emulator,
+            name: Self::NAME.into(),
+            arch: Self::ARCH,
+            multiprocessors: 1,
+            memory_bytes: self.options.memory_bytes,
+            driver_version: 0,
+        }
+    }
+
+    /// Runs `bundle` once: every buffer, and every launched kernel's profile.
+    pub(crate) fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<(BTreeMap<String, Tensor>, ProfileReport)> {
+        backend::check(bundle, inputs, Self::ARCH, Self::NAME)?;
+        let mut s = Session {
+            options: &self.options,
+            global: Global::new(self.options.memory_bytes),
+            profile: ProfileReport::default(),
+            tags: 0,
+            launches: 0,
+        };
+        let prepared = backend::prepare(&mut s, bundle, inputs)?;
+        backend::execute(&mut s, &prepared)?;
+        let out = backend::download(&mut s, bundle.manifest(), &prepared)?;
+        Ok((out, s.profile))
+    }
+}
+
+/// One run: its memory and profile.
+pub(crate) struct Session<'a> {
+    options: &'a EmuOptions,
+    global: Global,
+    profile: ProfileReport,
+    /// Numbers launches and blocks for the race records.
+    tags: u32,
+    launches: u32,
+}
+
+impl Backend for Session<'_> {
+    type Module = Program;
+    type Kernel = Arc<Kernel>;
+    /// An index into the allocations.
+    type Buffer = usize;
+
+    fn load(&mut self, ptx: &str) -> Result<Program> {
+        Program::load(ptx)
+    }
+
+    fn kernel(&mut self, module: &Program, name: &str) -> Result<Arc<Kernel>> {
+        module
+            .kernel(name)
+            .map(|i| module.kernels[i].clone())
+            .ok_or_else(|| crate::Error::BadPtx(format!("no `.entry {name}`")))
+    }
+
+    fn alloc(&mut self, name: &str, bytes: usize, contents: Option<&[u8]>) -> Result<usize> {
+        let i = self.global.alloc(name, bytes)?;
+        if let Some(host) = contents {
+            self.global.allocs[i].data.copy_from_slice(host);
+        }
+        Ok(i)
+    }
+
+    fn address(&self, buffer: &usize) -> u64 {
+        self.global.allocs[*buffer].base
+    }
+
+    fn zero(&mut self, buffer: &usize, _bytes: usize) -> Result<()> {
+        self.global.allocs[*buffer].data.fill(0);
+        Ok(())
+    }
+
+    fn launch(&mut self, l: &Launch<'_, Arc<Kernel>>) -> Result<()> {
+        let launch = exec::Launch { kernel: l.kernel, grid: l.grid, block: l.block, args: l.args, grid_id: self.launches };
+        self.launches += 1;
+        let profile = self.profile.kernel(l.name);
+        exec::run(&launch, &mut self.global, profile, &mut self.tags, self.options)
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn download(&mut self, buffer: &usize, _bytes: usize) -> Result<Vec<u8>> {
+        Ok(self.global.allocs[*buffer].data.clone())
+    }
+}

@@ -1,0 +1,189 @@
+//! What the emulator counts per kernel, and how one warp-level memory
+//! instruction turns into sectors and shared-memory wavefronts.
+//!
+//! docs/emulator.md relates each counter to the Nsight Compute metric it
+//! approximates.
+
+use serde::{Deserialize, Serialize};
+
+/// Counters of one kernel, summed over its launches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profile {
+    /// The `.entry` name.
+    pub name: String,
+    /// Launches that ran (empty launches are skipped, not counted).
+    pub launches: u64,
+    /// Warp-level instructions issued, predicated-off ones included
+    /// (`smsp__inst_executed.sum`).
+    pub warp_instructions: u64,
+    /// Thread-level instructions whose guard predicate was true
+    /// (`smsp__thread_inst_executed_pred_on.sum`).
+    pub thread_instructions: u64,
+    /// Warp-level global loads with at least one active thread: one request
+    /// each (`l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum`).
+    pub global_load_requests: u64,
+    /// Distinct 32-byte sectors those requests touch
+    /// (`l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum`).
+    pub global_load_sectors: u64,
+    pub global_store_requests: u64,
+    pub global_store_sectors: u64,
+    /// Warp-level shared-memory loads and stores.
+    pub shared_requests: u64,
+    /// Extra wavefronts those requests need beyond the ideal
+    /// (`l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum`).
+    pub shared_bank_conflicts: u64,
+    /// Warp-level `atom` and `red` instructions with an active thread.
+    pub atomic_requests: u64,
+    /// Floating-point operations: `add`, `sub` and `mul` count 1 per
+    /// thread, a fused multiply-add 2.
+    pub flops: u64,
+    /// Thread-level fused multiply-adds (`fma`, float `mad`).
+    pub fma: u64,
+    /// Bytes threads read and wrote in global memory (loads, stores and
+    /// atomics; what the kernel asked for, not what the sectors move).
+    pub global_bytes: u64,
+}
+
+/// Every kernel's profile, in order of first launch; serialises to
+/// `{"kernels": [...]}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileReport {
+    pub kernels: Vec<Profile>,
+}
+
+impl ProfileReport {
+    /// The profile of `name`, created on first use.
+    pub(crate) fn kernel(&mut self, name: &str) -> &mut Profile {
+        let i = match self.kernels.iter().position(|p| p.name == name) {
+            Some(i) => i,
+            None => {
+                self.kernels.push(Profile { name: name.to_string(), ..Profile::default() });
+                self.kernels.len() - 1
+            }
+        };
+        &mut self.kernels[i]
+    }
+
+    /// The profile of `name`, if it ran.
+    pub fn get(&self, name: &str) -> Option<&Profile> {
+        self.kernels.iter().find(|p| p.name == name)
+    }
+
+    /// Pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// A table, one line per kernel.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12}\n",
+            "kernel", "launch", "warp_inst", "thread_inst", "ld_req", "ld_sect", "st_req", "st_sect", "shm_req", "shm_conf", "atomics", "flops", "fma", "global_B"
+        );
+        for p in &self.kernels {
+            s.push_str(&format!(
+                "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12}\n",
+                p.name,
+                p.launches,
+                p.warp_instructions,
+                p.thread_instructions,
+                p.global_load_requests,
+                p.global_load_sectors,
+                p.global_store_requests,
+                p.global_store_sectors,
+                p.shared_requests,
+                p.shared_bank_conflicts,
+                p.atomic_requests,
+                p.flops,
+                p.fma,
+                p.global_bytes
+            ));
+        }
+        s
+    }
+}
+
+/// Distinct 32-byte sectors covered by accesses `(address, bytes)`.
+pub(crate) fn sectors(accesses: &mut Vec<u64>, spans: &[(u64, u32)]) -> u64 {
+    accesses.clear();
+    for &(addr, bytes) in spans {
+        let first = addr / 32;
+        let last = (addr + u64::from(bytes).max(1) - 1) / 32;
+        accesses.extend(first..=last);
+    }
+    accesses.sort_unstable();
+    accesses.dedup();
+    accesses.len() as u64
+}
+
+/// Shared-memory banks: 32 of 4 bytes each.
+const BANKS: u64 = 32;
+
+/// Bank conflicts of one shared-memory request: the wavefronts it needs
+/// (the most distinct words any one bank must deliver; one word read by
+/// many threads is broadcast) minus the wavefronts its distinct words
+/// need at best (32 words per wavefront).
+pub(crate) fn bank_conflicts(words: &mut Vec<u64>, spans: &[(u64, u32)]) -> u64 {
+    words.clear();
+    for &(addr, bytes) in spans {
+        let first = addr / 4;
+        let last = (addr + u64::from(bytes).max(1) - 1) / 4;
+        words.extend(first..=last);
+    }
+    words.sort_unstable();
+    words.dedup();
+    let mut per_bank = [0u64; BANKS as usize];
+    for w in words.iter() {
+        per_bank[(w % BANKS) as usize] += 1;
+    }
+    let wavefronts = per_bank.iter().copied().max().unwrap_or(0);
+    let ideal = (words.len() as u64).div_ceil(BANKS);
+    wavefronts.saturating_sub(ideal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sectors_of_coalesced_and_strided_warps() {
+        let mut buf = Vec::new();
+        let coalesced: Vec<(u64, u32)> = (0..32).map(|l| (0x1000 + 4 * l, 4)).collect();
+        assert_eq!(sectors(&mut buf, &coalesced), 4);
+        let doubles: Vec<(u64, u32)> = (0..32).map(|l| (0x1000 + 8 * l, 8)).collect();
+        assert_eq!(sectors(&mut buf, &doubles), 8);
+        let strided: Vec<(u64, u32)> = (0..32).map(|l| (0x1000 + 128 * l, 4)).collect();
+        assert_eq!(sectors(&mut buf, &strided), 32);
+        let broadcast = vec![(0x1004u64, 4u32); 32];
+        assert_eq!(sectors(&mut buf, &broadcast), 1);
+        // A misaligned span crossing a sector boundary touches two.
+        assert_eq!(sectors(&mut buf, &[(30, 4)]), 2);
+    }
+
+    #[test]
+    fn bank_conflicts_of_common_patterns() {
+        let mut buf = Vec::new();
+        let linear: Vec<(u64, u32)> = (0..32).map(|l| (4 * l, 4)).collect();
+        assert_eq!(bank_conflicts(&mut buf, &linear), 0);
+        let stride2: Vec<(u64, u32)> = (0..32).map(|l| (8 * l, 4)).collect();
+        assert_eq!(bank_conflicts(&mut buf, &stride2), 1);
+        let column: Vec<(u64, u32)> = (0..32).map(|l| (128 * l, 4)).collect();
+        assert_eq!(bank_conflicts(&mut buf, &column), 31);
+        let broadcast = vec![(64u64, 4u32); 32];
+        assert_eq!(bank_conflicts(&mut buf, &broadcast), 0);
+        let doubles: Vec<(u64, u32)> = (0..32).map(|l| (8 * l, 8)).collect();
+        assert_eq!(bank_conflicts(&mut buf, &doubles), 0);
+    }
+
+    #[test]
+    fn report_json_shape() {
+        let mut r = ProfileReport::default();
+        r.kernel("k").launches += 1;
+        r.kernel("k").flops += 2;
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["kernels"][0]["name"], "k");
+        assert_eq!(v["kernels"][0]["launches"], 1);
+        assert_eq!(v["kernels"][0]["flops"], 2);
+        assert!(r.table().contains("k "));
+    }
+}

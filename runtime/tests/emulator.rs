@@ -1,0 +1,567 @@
+//! The PTX emulator on hand-written kernels: reconvergence, shared memory
+//! and barriers, warp-level instructions, numerics end to end, and planted
+//! faults (an off-by-one loop bound, an out-of-bounds store, a missing
+//! `bar.sync`, colliding writes, a spinning kernel), each reported with its
+//! kernel, block, thread and PTX line.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use eintup_runtime::emu::OtherAccess;
+use eintup_runtime::{Bundle, Data, Device, EmuOptions, Error, Fault, FaultKind, Manifest, ProfileReport, Tensor};
+use serde_json::{json, Value};
+
+/// A bundle of `ptx` (every `.entry` listed as a kernel with parameters
+/// `p0`, `p1`, ...), the given buffers and steps.
+fn bundle(ptx: &str, buffers: Value, steps: Value) -> Bundle {
+    let module = eintup_runtime::ptx::parse(ptx).unwrap();
+    let kernels: Vec<Value> = module
+        .entries()
+        .map(|e| {
+            let params: Vec<String> = (0..e.params.len()).map(|i| format!("p{i}")).collect();
+            json!({"name": e.name, "params": params, "registers": null, "spill_stores": null, "spill_loads": null})
+        })
+        .collect();
+    let m = json!({
+        "format_version": 1,
+        "producer": "eintup-runtime emulator tests",
+        "source": {"name": "hand-written.et", "text": ""},
+        "config": {"seed": 0, "float": "f32", "eintups": {}},
+        "target": {"arch": "sm_80", "ptx_version": "7.0"},
+        "buffers": buffers,
+        "kernels": kernels,
+        "steps": steps,
+    });
+    Bundle::new(Manifest::parse(&m.to_string()).unwrap(), ptx.to_string()).unwrap()
+}
+
+fn buf(name: &str, dtype: &str, n: usize, role: &str) -> Value {
+    let init = if role == "input" { json!({"kind": "input"}) } else { json!({"kind": "zero"}) };
+    json!({"name": name, "dtype": dtype, "shape": [n], "role": role, "init": init})
+}
+
+fn launch(kernel: &str, grid: u32, block: u32, args: &[&str]) -> Value {
+    json!({"op": "launch", "kernel": kernel, "grid": [grid, 1, 1], "block": [block, 1, 1], "args": args})
+}
+
+fn module(body: &str) -> String {
+    format!(".version 7.0\n.target sm_80\n.address_size 64\n\n{body}")
+}
+
+fn run(b: &Bundle, inputs: BTreeMap<String, Tensor>) -> Result<(BTreeMap<String, Tensor>, ProfileReport), Error> {
+    Device::emulator().run_profiled(b, &inputs)
+}
+
+fn fault(r: Result<(BTreeMap<String, Tensor>, ProfileReport), Error>) -> Fault {
+    match r {
+        Err(Error::Fault(f)) => *f,
+        Err(e) => panic!("expected a kernel fault, got the error {e}"),
+        Ok(_) => panic!("expected a kernel fault, the run succeeded"),
+    }
+}
+
+fn u32s(t: &Tensor) -> Vec<u32> {
+    match &t.data {
+        Data::I32(v) => v.iter().map(|&x| x as u32).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A line number of `needle` in `text` (1-based).
+fn line_of(text: &str, needle: &str) -> u32 {
+    text.lines().position(|l| l.contains(needle)).map(|i| i as u32 + 1).unwrap_or_else(|| panic!("no {needle:?}"))
+}
+
+const DIVERGE: &str = "
+.visible .entry diverge(.param .u64 diverge_param_0)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.u64 	%rd1, [diverge_param_0];
+	mov.u32 	%r1, %tid.x;
+	and.b32 	%r2, %r1, 1;
+	setp.eq.s32 	%p1, %r2, 1;
+	@%p1 bra 	$ODD;
+	mov.u32 	%r3, 100;
+	activemask.b32 	%r4;
+	bra.uni 	$JOIN;
+$ODD:
+	mov.u32 	%r3, 200;
+	activemask.b32 	%r4;
+$JOIN:
+	activemask.b32 	%r5;
+	mul.wide.u32 	%rd2, %r1, 12;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.u32 	[%rd3], %r3;
+	st.global.u32 	[%rd3+4], %r4;
+	st.global.u32 	[%rd3+8], %r5;
+	ret;
+}
+";
+
+#[test]
+fn divergent_lanes_run_apart_and_reconverge() {
+    let b = bundle(&module(DIVERGE), json!([buf("out", "i32", 3 * 64, "output")]), json!([launch("diverge", 1, 64, &["out"])]));
+    let (out, profile) = run(&b, BTreeMap::new()).unwrap();
+    let v = u32s(&out["out"]);
+    for t in 0..64 {
+        let (value, side) = if t % 2 == 0 { (100, 0x5555_5555) } else { (200, 0xAAAA_AAAA) };
+        assert_eq!(&v[3 * t..3 * t + 3], [value, side, u32::MAX], "thread {t}");
+    }
+    // Per warp: 5 instructions before the branch, 3 on the even side, 2 on
+    // the odd side, 7 after the join: once each, so the warp ran the join
+    // together, not once per side. Thread instructions count the lanes
+    // whose guard holds (16 for the branch).
+    let p = profile.get("diverge").unwrap();
+    assert_eq!(p.warp_instructions, 2 * 17);
+    assert_eq!(p.thread_instructions, 2 * (32 * 4 + 16 + 16 * 3 + 16 * 2 + 32 * 7));
+    assert_eq!((p.global_store_requests, p.global_store_sectors), (6, 2 * 3 * 12));
+}
+
+const LOOPS: &str = "
+.visible .entry loops(.param .u64 loops_param_0)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.u64 	%rd1, [loops_param_0];
+	mov.u32 	%r1, %tid.x;
+	and.b32 	%r2, %r1, 3;
+	mov.u32 	%r3, 0;
+$LOOP:
+	setp.ge.u32 	%p1, %r3, %r2;
+	@%p1 bra 	$DONE;
+	add.s32 	%r3, %r3, 1;
+	bra.uni 	$LOOP;
+$DONE:
+	activemask.b32 	%r5;
+	mul.wide.u32 	%rd2, %r1, 8;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.u32 	[%rd3], %r3;
+	st.global.u32 	[%rd3+4], %r5;
+	ret;
+}
+";
+
+#[test]
+fn lanes_leaving_a_loop_at_different_trips_wait_for_each_other() {
+    let b = bundle(&module(LOOPS), json!([buf("out", "i32", 2 * 40, "output")]), json!([launch("loops", 1, 40, &["out"])]));
+    let (out, profile) = run(&b, BTreeMap::new()).unwrap();
+    let v = u32s(&out["out"]);
+    for t in 0..40usize {
+        // 40 threads: a full warp and a warp of 8 lanes.
+        let full = if t < 32 { u32::MAX } else { 0xFF };
+        assert_eq!(&v[2 * t..2 * t + 2], [(t % 4) as u32, full], "thread {t}");
+    }
+    // 4 + (4 trips of 4 + the last test and branch: 2) + 6 after, per warp.
+    assert_eq!(profile.get("loops").unwrap().warp_instructions, 2 * (4 + 3 * 4 + 2 + 6));
+}
+
+const REVERSE: &str = "
+.visible .entry reverse(.param .u64 reverse_param_0, .param .u64 reverse_param_1)
+{
+	.reg .b32 	%r<8>;
+	.reg .f32 	%f<2>;
+	.reg .b64 	%rd<8>;
+	.shared .align 4 .b8 buf[256];
+
+	ld.param.u64 	%rd1, [reverse_param_0];
+	ld.param.u64 	%rd2, [reverse_param_1];
+	mov.u32 	%r1, %tid.x;
+	mov.u32 	%r2, %ctaid.x;
+	mov.u32 	%r3, %ntid.x;
+	mad.lo.s32 	%r4, %r2, %r3, %r1;
+	mul.wide.s32 	%rd3, %r4, 4;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.f32 	%f1, [%rd4];
+	mov.u32 	%r6, buf;
+	shl.b32 	%r5, %r1, 2;
+	add.s32 	%r7, %r6, %r5;
+	st.shared.f32 	[%r7], %f1;
+	bar.sync 	0;
+	sub.s32 	%r5, 63, %r1;
+	shl.b32 	%r5, %r5, 2;
+	add.s32 	%r5, %r5, %r6;
+	ld.shared.f32 	%f1, [%r5];
+	add.s64 	%rd5, %rd2, %rd3;
+	st.global.f32 	[%rd5], %f1;
+	ret;
+}
+";
+
+fn reverse_bundle(ptx: &str) -> Bundle {
+    bundle(
+        &module(ptx),
+        json!([buf("x", "f32", 128, "input"), buf("y", "f32", 128, "output")]),
+        json!([launch("reverse", 2, 64, &["x", "y"])]),
+    )
+}
+
+fn x128() -> BTreeMap<String, Tensor> {
+    let x = Tensor::new(vec![128], Data::F32((0..128).map(|i| i as f32).collect())).unwrap();
+    BTreeMap::from([("x".to_string(), x)])
+}
+
+#[test]
+fn shared_memory_and_barriers_reverse_each_block() {
+    let (out, profile) = run(&reverse_bundle(REVERSE), x128()).unwrap();
+    let want: Vec<f32> = (0..128).map(|i| (i / 64 * 64 + 63 - i % 64) as f32).collect();
+    assert_eq!(out["y"].data, Data::F32(want));
+    let p = profile.get("reverse").unwrap();
+    // A store and a load per warp, 2 warps per block, 2 blocks; the
+    // reversed permutation hits every bank once.
+    assert_eq!((p.shared_requests, p.shared_bank_conflicts), (8, 0));
+}
+
+#[test]
+fn a_missing_barrier_is_a_shared_memory_race() {
+    let ptx = REVERSE.replace("\tbar.sync \t0;\n", "");
+    let f = fault(run(&reverse_bundle(&ptx), x128()));
+    // Warp 0 reads buf[32..64) before warp 1 writes it; warp 1's first
+    // write is the race, against thread 31's read.
+    assert_eq!((f.kernel.as_str(), f.block, f.thread), ("reverse", [0, 0, 0], [32, 0, 0]));
+    assert_eq!(f.line, line_of(&module(&ptx), "st.shared.f32"));
+    let FaultKind::Race { space, kind, other, .. } = &f.kind else { panic!("{f}") };
+    assert_eq!((*space, *kind), ("shared", eintup_runtime::emu::RaceKind::WriteAfterRead));
+    assert_eq!(other, &OtherAccess { thread: Some(([0, 0, 0], [31, 0, 0])), line: line_of(&module(&ptx), "ld.shared.f32") });
+    assert!(f.to_string().contains("shared memory race: writes a word another thread read"), "{f}");
+}
+
+#[test]
+fn bank_conflicts_are_counted() {
+    // Each lane stores to word 2 * lane: pairs of lanes share a bank.
+    let ptx = REVERSE.replace("shl.b32 \t%r5, %r1, 2;", "shl.b32 \t%r5, %r1, 3;").replace(".b8 buf[256]", ".b8 buf[512]");
+    let (_, profile) = run(&reverse_bundle(&ptx), x128()).unwrap_or_else(|e| panic!("{e}"));
+    let p = profile.get("reverse").unwrap();
+    assert_eq!(p.shared_bank_conflicts, 4, "one extra wavefront per strided store");
+}
+
+#[test]
+fn an_off_by_one_loop_bound_reads_past_the_buffer() {
+    let ptx = common::PTX.replace("setp.gt.s32 \t%p1, %r9, 999;", "setp.gt.s32 \t%p1, %r9, 1000;");
+    let dir = common::TempDir::new("emu-off-by-one");
+    let b = Bundle::open(common::write_bundle(&dir, &common::manifest_value().to_string(), &ptx)).unwrap();
+    let x = Tensor::new(vec![common::N], Data::F32(common::x_values())).unwrap();
+    let f = fault(run(&b, BTreeMap::from([("x".to_string(), x)])));
+    // Element 1000 falls to thread 232 of the 2x128 grid: block 1, thread 104.
+    assert_eq!((f.kernel.as_str(), f.block, f.thread), ("add_one", [1, 0, 0], [104, 0, 0]));
+    assert_eq!(f.line, line_of(&ptx, "ld.global.f32"));
+    let FaultKind::OutOfBounds { space, access, size, detail, .. } = &f.kind else { panic!("{f}") };
+    assert_eq!((*space, *access, *size), ("global", "load", 4));
+    assert!(detail.starts_with("4 bytes past the end of buffer `x` (4000 bytes at 0x"), "{detail}");
+}
+
+const FILL: &str = "
+.visible .entry fill(.param .u64 fill_param_0)
+{
+	.reg .b32 	%r<2>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.u64 	%rd1, [fill_param_0];
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd2, %r1, 4;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.u32 	[%rd3], %r1;
+	ret;
+}
+";
+
+#[test]
+fn an_out_of_bounds_store_names_the_thread_and_buffer() {
+    let b = bundle(&module(FILL), json!([buf("y", "i32", 40, "output")]), json!([launch("fill", 1, 64, &["y"])]));
+    let f = fault(run(&b, BTreeMap::new()));
+    assert_eq!((f.block, f.thread, f.instruction.as_str()), ([0, 0, 0], [40, 0, 0], "st.global.u32 [%rd3], %r1;"));
+    let msg = f.to_string();
+    assert!(msg.starts_with("kernel `fill`, block (0, 0, 0), thread (40, 0, 0), line 15 `st.global.u32 [%rd3], %r1;`: out-of-bounds global store of 4 bytes at 0x"), "{msg}");
+    assert!(msg.ends_with(": 4 bytes past the end of buffer `y` (160 bytes at 0x700000000000)"), "{msg}");
+    // A null pointer (an empty buffer) is out of bounds too.
+    let b = bundle(&module(FILL), json!([json!({"name": "y", "dtype": "i32", "shape": [0], "role": "output", "init": {"kind": "zero"}})]), json!([launch("fill", 1, 1, &["y"])]));
+    assert!(fault(run(&b, BTreeMap::new())).to_string().contains("a null pointer"));
+}
+
+#[test]
+fn two_threads_writing_one_word_race_unless_atomic() {
+    let collide = FILL.replace("mul.wide.u32 \t%rd2, %r1, 4;", "mul.wide.u32 \t%rd2, %r1, 0;");
+    let b = bundle(&module(&collide), json!([buf("y", "i32", 1, "output")]), json!([launch("fill", 2, 32, &["y"])]));
+    let f = fault(run(&b, BTreeMap::new()));
+    let FaultKind::Race { space: "global", kind: eintup_runtime::emu::RaceKind::WriteAfterWrite, other, .. } = &f.kind else { panic!("{f}") };
+    // Lanes of one warp store in lane order: lane 1 meets lane 0.
+    assert_eq!((f.thread, other.thread), ([1, 0, 0], Some(([0, 0, 0], [0, 0, 0]))));
+    // Atomic adds from every thread of both blocks: no race, all counted.
+    let atomic = collide.replace("st.global.u32 \t[%rd3], %r1;", "atom.global.add.u32 \t%r1, [%rd3], 1;");
+    let b = bundle(&module(&atomic), json!([buf("y", "i32", 1, "output")]), json!([launch("fill", 2, 32, &["y"])]));
+    let (out, profile) = run(&b, BTreeMap::new()).unwrap();
+    assert_eq!(out["y"].data, Data::I32(vec![64]));
+    assert_eq!(profile.get("fill").unwrap().atomic_requests, 2);
+    // Without race checking the colliding stores go through (last lane wins).
+    let dev = Device::emulator_with(EmuOptions { check_races: false, ..EmuOptions::default() });
+    let b = bundle(&module(&collide), json!([buf("y", "i32", 1, "output")]), json!([launch("fill", 1, 32, &["y"])]));
+    assert_eq!(dev.run(&b, &BTreeMap::new()).unwrap()["y"].data, Data::I32(vec![31]));
+}
+
+#[test]
+fn a_non_coherent_load_of_data_written_in_the_launch_is_reported() {
+    // Thread t writes y[t], then reads y[t ^ 1] through the read-only path.
+    let ptx = FILL.replace(
+        "\tret;",
+        "\txor.b32 \t%r1, %r1, 1;\n\tmul.wide.u32 \t%rd2, %r1, 4;\n\tadd.s64 \t%rd3, %rd1, %rd2;\n\tld.global.nc.u32 \t%r1, [%rd3];\n\tret;",
+    );
+    let b = bundle(&module(&ptx), json!([buf("y", "i32", 32, "output")]), json!([launch("fill", 1, 32, &["y"])]));
+    let f = fault(run(&b, BTreeMap::new()));
+    assert!(matches!(f.kind, FaultKind::Race { kind: eintup_runtime::emu::RaceKind::NonCoherentRead, .. }), "{f}");
+}
+
+const BARRIERS: &str = "
+.visible .entry barriers(.param .u64 barriers_param_0)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<4>;
+
+	mov.u32 	%r1, %tid.x;
+	setp.lt.u32 	%p1, %r1, CUT;
+	@%p1 bra 	$LOW;
+	bar.sync 	0;
+	ret;
+$LOW:
+	bar.sync 	0;
+	ret;
+}
+";
+
+#[test]
+fn barriers_must_be_reached_by_every_thread_together() {
+    let run_with = |cut: u32, threads: u32| {
+        let ptx = module(&BARRIERS.replace("CUT", &cut.to_string()));
+        let b = bundle(&ptx, json!([buf("y", "i32", 1, "output")]), json!([launch("barriers", 1, threads, &["y"])]));
+        (run(&b, BTreeMap::new()), ptx)
+    };
+    // Whole warps on either side: the two halves wait at different
+    // barrier instructions, which can never complete.
+    let (r, ptx) = run_with(32, 64);
+    let f = fault(r);
+    let FaultKind::Barrier(msg) = &f.kind else { panic!("{f}") };
+    assert_eq!(f.thread, [32, 0, 0]);
+    assert_eq!(f.line, line_of(&ptx, "@%p1 bra") + 1);
+    assert!(msg.contains("neither can complete"), "{msg}");
+    // Lanes of one warp on either side: a barrier in divergent code.
+    let f = fault(run_with(16, 32).0);
+    let FaultKind::Barrier(msg) = &f.kind else { panic!("{f}") };
+    assert!(msg.contains("lanes 0-15 of warp 0 reach this barrier, lanes 16-31 of the same warp do not"), "{msg}");
+    // Everyone on one side: fine.
+    assert!(run_with(64, 64).0.is_ok());
+}
+
+#[test]
+fn exited_threads_do_not_hold_a_barrier_back() {
+    // Warp 1 returns before the barrier; warp 0 passes it alone.
+    let ptx = module(&BARRIERS.replace("CUT", "32").replace("\t@%p1 bra \t$LOW;\n\tbar.sync \t0;\n", "\t@%p1 bra \t$LOW;\n"));
+    let b = bundle(&ptx, json!([buf("y", "i32", 1, "output")]), json!([launch("barriers", 1, 64, &["y"])]));
+    assert!(run(&b, BTreeMap::new()).is_ok());
+}
+
+const WARP_OPS: &str = "
+.visible .entry warp_ops(.param .u64 warp_ops_param_0)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.u64 	%rd1, [warp_ops_param_0];
+	mov.u32 	%r1, %laneid;
+	shfl.sync.bfly.b32 	%r2, %r1, 16, 31, -1;
+	add.s32 	%r1, %r1, %r2;
+	shfl.sync.bfly.b32 	%r2, %r1, 8, 31, -1;
+	add.s32 	%r1, %r1, %r2;
+	shfl.sync.bfly.b32 	%r2, %r1, 4, 31, -1;
+	add.s32 	%r1, %r1, %r2;
+	shfl.sync.bfly.b32 	%r2, %r1, 2, 31, -1;
+	add.s32 	%r1, %r1, %r2;
+	shfl.sync.bfly.b32 	%r2, %r1, 1, 31, -1;
+	add.s32 	%r1, %r1, %r2;
+	mov.u32 	%r3, %laneid;
+	shfl.sync.up.b32 	%r4|%p1, %r3, 1, 0, -1;
+	selp.b32 	%r4, %r4, 99, %p1;
+	and.b32 	%r5, %r3, 1;
+	setp.eq.u32 	%p1, %r5, 1;
+	vote.sync.ballot.b32 	%r6, %p1, -1;
+	mov.u32 	%r7, %tid.x;
+	mul.wide.u32 	%rd2, %r7, 12;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.u32 	[%rd3], %r1;
+	st.global.u32 	[%rd3+4], %r4;
+	st.global.u32 	[%rd3+8], %r6;
+	ret;
+}
+";
+
+#[test]
+fn shuffles_and_votes() {
+    let b = bundle(&module(WARP_OPS), json!([buf("out", "i32", 3 * 32, "output")]), json!([launch("warp_ops", 1, 32, &["out"])]));
+    let (out, _) = run(&b, BTreeMap::new()).unwrap();
+    let v = u32s(&out["out"]);
+    for l in 0..32u32 {
+        let up = if l == 0 { 99 } else { l - 1 };
+        assert_eq!(&v[3 * l as usize..3 * l as usize + 3], [496, up, 0xAAAA_AAAA], "lane {l}");
+    }
+}
+
+const NUMERICS: &str = "
+.visible .entry numerics(.param .u64 numerics_param_0)
+{
+	.reg .b32 	%r<12>;
+	.reg .f32 	%f<8>;
+	.reg .b64 	%rd<4>;
+	.reg .f64 	%fd<4>;
+
+	ld.param.u64 	%rd1, [numerics_param_0];
+	div.s32 	%r1, -7, 2;
+	rem.s32 	%r2, -7, 2;
+	cvt.rni.s32.f64 	%r3, 0d4004000000000000;
+	cvt.rmi.s32.f32 	%r4, 0fC0100000;
+	cvt.rzi.s32.f64 	%r5, 0d7FF8000000000000;
+	cvt.rzi.s32.f32 	%r6, 0f7FC00000;
+	cvt.rzi.sat.u8.f32 	%r7, 0f43960000;
+	mov.f32 	%f1, 0f3F800800;
+	mov.f32 	%f2, 0fBF801000;
+	fma.rn.f32 	%f3, %f1, %f1, %f2;
+	mul.rn.f32 	%f4, %f1, %f1;
+	add.rn.f32 	%f5, %f4, %f2;
+	mov.b32 	%r8, %f3;
+	mov.b32 	%r9, %f5;
+	cvt.rn.f32.f64 	%f6, 0d3FD5555555555555;
+	cvt.rz.f32.f64 	%f7, 0d3FD5555555555555;
+	mov.b32 	%r10, %f6;
+	mov.b32 	%r11, %f7;
+	st.global.v4.u32 	[%rd1], {%r1, %r2, %r3, %r4};
+	st.global.v4.u32 	[%rd1+16], {%r5, %r6, %r7, %r8};
+	st.global.v2.u32 	[%rd1+32], {%r9, %r10};
+	st.global.u32 	[%rd1+40], %r11;
+	ret;
+}
+";
+
+#[test]
+fn numerics_follow_the_ptx_isa() {
+    let b = bundle(&module(NUMERICS), json!([buf("out", "i32", 12, "output")]), json!([launch("numerics", 1, 1, &["out"])]));
+    let (out, profile) = run(&b, BTreeMap::new()).unwrap();
+    let v = u32s(&out["out"]);
+    let third = 1.0f64 / 3.0;
+    let want = [
+        (-3i32) as u32,           // div truncates toward zero
+        (-1i32) as u32,           // rem has the dividend's sign
+        2,                        // 2.5 to nearest even
+        (-3i32) as u32,           // floor(-2.25)
+        i32::MIN as u32,          // NaN from f64: MININT
+        0,                        // NaN from f32: 0
+        255,                      // 300 saturated to u8
+        2f32.powi(-24).to_bits(), // (1 + 2^-12)^2 - (1 + 2^-11), fused: exactly 2^-24
+        0,                        // unfused: the product's 2^-24 term is rounded away
+        (third as f32).to_bits(), // .rn rounds 1/3 up...
+        (third as f32).next_down().to_bits(), // ...and .rz down
+        0,
+    ];
+    assert_eq!(v[..11], want[..11]);
+    let p = profile.get("numerics").unwrap();
+    assert_eq!((p.fma, p.flops), (1, 4));
+    // One request for each vector store.
+    assert_eq!(p.global_store_requests, 4);
+}
+
+#[test]
+fn an_endless_loop_hits_the_instruction_limit() {
+    let ptx = module(".visible .entry spin(.param .u64 spin_param_0)\n{\n$L:\n\tbra.uni \t$L;\n}\n");
+    let b = bundle(&ptx, json!([buf("y", "i32", 1, "output")]), json!([launch("spin", 1, 32, &["y"])]));
+    let dev = Device::emulator_with(EmuOptions { instruction_limit: 1000, ..EmuOptions::default() });
+    match dev.run(&b, &BTreeMap::new()) {
+        Err(Error::Fault(f)) => assert_eq!((f.kind.clone(), f.line), (FaultKind::InstructionLimit(1000), 8)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn unsupported_instructions_and_division_by_zero() {
+    let ptx = module(&FILL.replace("\tret;", "\tsad.u32 \t%r1, %r1, %r1, %r1;\n\tret;"));
+    let b = bundle(&ptx, json!([buf("y", "i32", 64, "output")]), json!([launch("fill", 1, 1, &["y"])]));
+    match run(&b, BTreeMap::new()) {
+        Err(Error::BadPtx(msg)) => assert_eq!(msg, "line 16: the emulator does not support the instruction `sad.u32` (in `sad.u32 %r1, %r1, %r1, %r1;`)"),
+        other => panic!("{other:?}"),
+    }
+    let ptx = module(&FILL.replace("\tret;", "\tdiv.u32 \t%r1, 7, %r1;\n\tret;"));
+    let b = bundle(&ptx, json!([buf("y", "i32", 64, "output")]), json!([launch("fill", 1, 2, &["y"])]));
+    let f = fault(run(&b, BTreeMap::new()));
+    assert_eq!((f.thread, f.kind), ([0, 0, 0], FaultKind::DivisionByZero));
+}
+
+const SPACES: &str = "
+.visible .entry spaces(.param .u64 spaces_param_0, .param .u64 spaces_param_1)
+{
+	.local .align 8 .b8 	__local_depot0[16];
+	.reg .b64 	%SP;
+	.reg .b64 	%SPL;
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<12>;
+	.reg .f32 	%f<4>;
+	.reg .b64 	%rd<12>;
+	.shared .align 8 .b8 tile[256];
+
+	mov.u64 	%SPL, __local_depot0;
+	cvta.local.u64 	%SP, %SPL;
+	ld.param.u64 	%rd1, [spaces_param_0];
+	mov.u64 	%rd9, spaces_param_1;
+	ld.param.u64 	%rd2, [%rd9];
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 8;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.nc.v2.f32 	{%f1, %f2}, [%rd4];
+	add.rn.f32 	%f3, %f1, %f2;
+	st.f32 	[%SP+4], %f3;
+	ld.local.f32 	%f1, [%SPL+4];
+	mov.u64 	%rd5, tile;
+	cvta.shared.u64 	%rd6, %rd5;
+	add.s64 	%rd7, %rd6, %rd3;
+	mov.b32 	%r2, %f1;
+	mov.b64 	%rd8, {%r2, %r1};
+	st.u64 	[%rd7], %rd8;
+	bar.sync 	0;
+	xor.b32 	%r3, %r1, 1;
+	mul.wide.u32 	%rd10, %r3, 8;
+	add.s64 	%rd11, %rd6, %rd10;
+	ld.u64 	%rd8, [%rd11];
+	mov.b64 	{%r4, %r5}, %rd8;
+	bfe.u32 	%r6, %r5, 1, 3;
+	bfi.b32 	%r7, 7, %r6, 8, 4;
+	setp.ne.s32 	%p1, %r5, %r3;
+	selp.b32 	%r8, 1, 0, %p1;
+	mul.wide.u32 	%rd3, %r1, 16;
+	add.s64 	%rd4, %rd2, %rd3;
+	st.global.v4.u32 	[%rd4], {%r4, %r5, %r7, %r8};
+	ret;
+}
+";
+
+#[test]
+fn local_shared_generic_and_vector_accesses() {
+    let b = bundle(
+        &module(SPACES),
+        json!([buf("x", "f32", 2 * 32, "input"), buf("out", "i32", 4 * 32, "output")]),
+        json!([launch("spaces", 1, 32, &["x", "out"])]),
+    );
+    let x = Tensor::new(vec![64], Data::F32((0..64).map(|i| i as f32 * 0.5).collect())).unwrap();
+    let (out, profile) = run(&b, BTreeMap::from([("x".to_string(), x)])).unwrap();
+    let v = u32s(&out["out"]);
+    for t in 0..32u32 {
+        // Lane t reads its neighbour t ^ 1's pair sum and lane number.
+        let n = t ^ 1;
+        let sum = (2 * n) as f32 * 0.5 + (2 * n + 1) as f32 * 0.5;
+        let field = (n >> 1) & 7;
+        assert_eq!(&v[4 * t as usize..4 * t as usize + 4], [sum.to_bits(), n, field | (7 << 8), 0], "lane {t}");
+    }
+    let p = profile.get("spaces").unwrap();
+    // Generic accesses count where they land: a shared store and load.
+    assert_eq!((p.shared_requests, p.global_load_requests, p.global_store_requests), (2, 1, 1));
+    assert_eq!((p.global_load_sectors, p.global_store_sectors), (8, 16));
+}
