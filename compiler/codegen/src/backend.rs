@@ -1,5 +1,5 @@
 //! Executing a specialised program on a backend (`--backend
-//! interp|cpu|gpu`): the one place `run` and `check` go through, so every
+//! interp|cpu|gpu|emu`): the one place `run` and `check` go through, so every
 //! backend sees the same inputs (the interpreter's generator, or the
 //! user's `.npy` files) and returns every array in module order.
 
@@ -8,6 +8,7 @@ use eintup::interp::{self, RunOptions};
 use eintup::ir::et::Module;
 use eintup::ir::loops::LoopModule;
 use eintup::tensor::Tensor;
+use eintup_runtime::DeviceKind;
 use std::fmt;
 use std::str::FromStr;
 
@@ -20,10 +21,12 @@ pub enum Backend {
     Cpu,
     /// NVPTX through the CUDA runtime.
     Gpu,
+    /// NVPTX on the runtime's PTX emulator: the GPU path without a GPU.
+    Emu,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 3] = [Backend::Interp, Backend::Cpu, Backend::Gpu];
+    pub const ALL: [Backend; 4] = [Backend::Interp, Backend::Cpu, Backend::Gpu, Backend::Emu];
 
     /// The `--backend` spelling.
     pub fn name(self) -> &'static str {
@@ -31,6 +34,7 @@ impl Backend {
             Backend::Interp => "interp",
             Backend::Cpu => "cpu",
             Backend::Gpu => "gpu",
+            Backend::Emu => "emu",
         }
     }
 }
@@ -44,7 +48,7 @@ impl fmt::Display for Backend {
 impl FromStr for Backend {
     type Err = String;
     fn from_str(s: &str) -> Result<Backend, String> {
-        Backend::ALL.into_iter().find(|b| b.name() == s).ok_or_else(|| format!("invalid backend `{s}` (expected interp, cpu or gpu)"))
+        Backend::ALL.into_iter().find(|b| b.name() == s).ok_or_else(|| format!("invalid backend `{s}` (expected interp, cpu, gpu or emu)"))
     }
 }
 
@@ -59,7 +63,8 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
             bufs.truncate(module.arrays.len());
             Ok(bufs)
         }
-        Backend::Gpu => crate::gpu::execute(src, module, opts),
+        Backend::Gpu => crate::gpu::execute(src, module, opts, DeviceKind::Cuda),
+        Backend::Emu => crate::gpu::execute(src, module, opts, DeviceKind::Emulator),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The GPU backend: bundles run through the thin runtime
-//! (`eintup-runtime`). Machines without a CUDA driver or device get exit
+//! The GPU backends: bundles run through the thin runtime
+//! (`eintup-runtime`), on a CUDA device or on the runtime's PTX emulator
+//! (docs/emulator.md). Machines without a CUDA driver or device get exit
 //! code 3 with the runtime's one-line reason, before anything is compiled.
 
 use crate::bundle::{self, BuildOptions};
@@ -7,24 +8,34 @@ use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::Module;
 use eintup::tensor::Tensor;
-use eintup_runtime::{Bundle, Device};
+use eintup_runtime::{Bundle, Device, DeviceKind, ProfileReport};
 use std::collections::BTreeMap;
 
 /// Compute capability the in-memory bundle of `run --backend gpu` targets:
 /// the oldest the project supports, so it runs on every device we test.
 pub const DEFAULT_SM: u32 = 80;
 
-/// Opens device 0, mapping "no driver"/"no device" to exit code 3.
-pub fn device() -> Result<Device, Failure> {
-    Device::new(0).map_err(|e| match e {
+/// Opens CUDA device 0 or the emulator, mapping "no driver"/"no device"
+/// to exit code 3.
+pub fn device(kind: DeviceKind) -> Result<Device, Failure> {
+    Device::open(kind).map_err(|e| match e {
         eintup_runtime::Error::NoDriver | eintup_runtime::Error::NoDevice { .. } => Failure::Unavailable(e.to_string()),
         e => Failure::Internal(format!("CUDA: {e}")),
     })
 }
 
-/// `run --backend gpu`: build the bundle in memory and run it.
-pub fn execute(src: &Source, module: &Module, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
-    let dev = device()?;
+/// A runtime error of a bundle eintup built: the compiler's bug, with the
+/// device's words (a kernel fault names kernel, block, thread and line).
+pub fn runtime_failure(e: eintup_runtime::Error) -> Failure {
+    match e {
+        eintup_runtime::Error::Fault(f) => Failure::Internal(format!("kernel fault on the emulator: {f}")),
+        e => Failure::Internal(format!("CUDA: {e}")),
+    }
+}
+
+/// `run --backend gpu|emu`: build the bundle in memory and run it.
+pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind) -> Result<Vec<Tensor>, Failure> {
+    let dev = device(kind)?;
     let lm = eintup::pipeline::lower(src, module, opts.float)?;
     let config = eintup::sema::Config {
         dims: module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect(),
@@ -38,13 +49,24 @@ pub fn execute(src: &Source, module: &Module, opts: &RunOptions) -> Result<Vec<T
 /// Runs a bundle whose first buffers are `module`'s arrays, with their
 /// initial contents `init`; returns every array in module order.
 pub fn run_bundle(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor]) -> Result<Vec<Tensor>, Failure> {
-    let mut inputs = BTreeMap::new();
-    for (a, t) in module.arrays.iter().zip(init) {
-        if a.is_input {
-            inputs.insert(a.name.clone(), t.clone());
-        }
-    }
-    let mut out = dev.run(b, &inputs).map_err(|e| Failure::Internal(format!("CUDA: {e}")))?;
+    let out = dev.run(b, &bundle_inputs(module, init)).map_err(runtime_failure)?;
+    module_arrays(module, out)
+}
+
+/// [`run_bundle`] on the emulator, with its memory profile
+/// (docs/emulator.md).
+pub fn run_bundle_profiled(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor]) -> Result<(Vec<Tensor>, ProfileReport), Failure> {
+    let (out, profile) = dev.run_profiled(b, &bundle_inputs(module, init)).map_err(runtime_failure)?;
+    Ok((module_arrays(module, out)?, profile))
+}
+
+/// The input arrays by name, as the runtime takes them.
+fn bundle_inputs(module: &Module, init: &[Tensor]) -> BTreeMap<String, Tensor> {
+    module.arrays.iter().zip(init).filter(|(a, _)| a.is_input).map(|(a, t)| (a.name.clone(), t.clone())).collect()
+}
+
+/// The device's buffers as the module's arrays, in module order.
+fn module_arrays(module: &Module, mut out: BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, Failure> {
     module
         .arrays
         .iter()

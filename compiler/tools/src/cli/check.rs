@@ -31,7 +31,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
     if args.backend == Backend::Gpu {
         // Fail before starting TensorFlow when there is no GPU.
-        eintup_codegen::gpu::device()?;
+        eintup_codegen::gpu::device(eintup_runtime::DeviceKind::Cuda)?;
     }
     let (prog, ranks) = pipeline::ranked(&src)?;
     let m = &prog.module;

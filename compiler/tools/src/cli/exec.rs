@@ -1,4 +1,5 @@
-//! `eintup exec`: run a bundle on the GPU. Inputs not given with `--input`
+//! `eintup exec`: run a bundle on the GPU or the PTX emulator (`--device
+//! emu`, with `--profile`/`--profile-json`). Inputs not given with `--input`
 //! are generated on the host by the shared RANDOM generator from the
 //! program and configuration recorded in the manifest, so `exec` of a
 //! bundle gives what `run` of its program gives.
@@ -6,12 +7,16 @@
 use super::ExecArgs;
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
-use eintup_runtime::{Bundle, DType};
+use eintup_runtime::{Bundle, DType, DeviceKind};
 
 pub fn main(args: ExecArgs) -> Result<(), Failure> {
     let b = Bundle::open(&args.bundle).map_err(|e| Failure::user(format!("eintup: error: {}: {e}", args.bundle.display())))?;
     let m = b.manifest();
-    let dev = eintup_codegen::gpu::device()?;
+    let profiling = args.profile || args.profile_json.is_some();
+    if profiling && args.device != DeviceKind::Emulator {
+        return Err(Failure::user("eintup: error: --profile and --profile-json need --device emu (the profile is the emulator's)"));
+    }
+    let dev = eintup_codegen::gpu::device(args.device)?;
     // The program, re-specialised to the recorded configuration.
     let src = Source::from_string(&m.source.name, &m.source.text);
     let binds: Vec<String> = m.config.eintups.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
@@ -24,7 +29,19 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     let inputs = super::run::read_inputs(&args.input)?;
     let opts = RunOptions { seed, float, inputs };
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
-    let arrays = eintup_codegen::gpu::run_bundle(&dev, &b, &module, &init)?;
+    let arrays = if profiling {
+        let (arrays, profile) = eintup_codegen::gpu::run_bundle_profiled(&dev, &b, &module, &init)?;
+        if args.profile {
+            eprint!("{}", profile.table());
+        }
+        if let Some(path) = &args.profile_json {
+            std::fs::write(path, profile.to_json())
+                .map_err(|e| Failure::user(format!("eintup: error: cannot write {}: {e}", path.display())))?;
+        }
+        arrays
+    } else {
+        eintup_codegen::gpu::run_bundle(&dev, &b, &module, &init)?
+    };
     match &args.out {
         Some(dir) => super::run::write_out(dir, &module, &arrays, seed, &config.dims),
         None => {

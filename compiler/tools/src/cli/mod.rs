@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 pub use eintup::ir::loops::FloatWidth;
 pub use eintup_codegen::backend::Backend;
+pub use eintup_runtime::DeviceKind;
 
 pub mod build;
 pub mod check;
@@ -15,7 +16,7 @@ pub mod exec;
 pub mod run;
 pub mod shapes;
 
-/// `--backend interp|cpu|gpu` (the enum is the codegen crate's).
+/// `--backend interp|cpu|gpu|emu` (the enum is the codegen crate's).
 fn backend_parser() -> impl TypedValueParser<Value = Backend> {
     PossibleValuesParser::new(Backend::ALL.map(Backend::name)).map(|s| s.parse::<Backend>().expect("one of the possible values"))
 }
@@ -89,10 +90,24 @@ pub struct BuildArgs {
     pub output: PathBuf,
 }
 
+/// `--device cuda|emu` (the runtime's `DeviceKind`).
+fn device_parser() -> impl TypedValueParser<Value = DeviceKind> {
+    PossibleValuesParser::new(["cuda", "emu"]).map(|s| s.parse::<DeviceKind>().expect("one of the possible values"))
+}
+
 #[derive(Args, Debug)]
 pub struct ExecArgs {
     /// A bundle directory written by `eintup build`.
     pub bundle: PathBuf,
+    /// Where to run: a CUDA GPU, or the PTX emulator (docs/emulator.md).
+    #[arg(long, value_parser = device_parser(), default_value = "cuda")]
+    pub device: DeviceKind,
+    /// Print the emulator's per-kernel profile on stderr (`--device emu`).
+    #[arg(long)]
+    pub profile: bool,
+    /// Write the emulator's profile as JSON (`--device emu`).
+    #[arg(long, value_name = "FILE")]
+    pub profile_json: Option<PathBuf>,
     /// Supply an input array: NAME=PATH.npy.
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
     pub input: Vec<String>,
