@@ -10,6 +10,10 @@
 5. benchmark bundles timed by `etrun --time` (CUDA events), checked and
    timed against PyTorch by peers.py, against a device-to-device copy.
 Writes OUT/report.md and OUT/results.json, prints the summary last.
+
+`--device emu` runs steps 1-3 on the runtime's PTX emulator instead
+(docs/emulator.md), anywhere: CI runs the kit that way. The emulator checks
+bounds and races itself and models no time, so steps 4-5 are skipped.
 """
 import argparse
 import json
@@ -64,8 +68,8 @@ def compare(got, ref, fl):
     return None
 
 
-def device_info(etrun):
-    code, out, err = sh([etrun, "--device-info", "--json"], timeout=120)
+def device_info(etrun, device):
+    code, out, err = sh([etrun, "--device-info", "--device", device, "--json"], timeout=120)
     if code != 0:
         return code, err.strip().replace("etrun: error: ", "")
     return 0, json.loads(out)["device"]
@@ -84,10 +88,10 @@ def runtime_tests(kit):
     return res
 
 
-def run_case(etrun, kit, case, work):
+def run_case(etrun, device, kit, case, work):
     d = kit / "cases" / case["name"]
     got_dir = work / "cases" / case["name"]
-    code, out, err = sh([etrun, str(d / "bundle.etb"), "--out", str(got_dir)])
+    code, out, err = sh([etrun, str(d / "bundle.etb"), "--device", device, "--out", str(got_dir)])
     if code != 0:
         return {"name": case["name"], "ok": False, "problems": [f"etrun exit {code}: {tail(err)}"]}
     problems = []
@@ -249,6 +253,7 @@ def main():
     ap.add_argument("--work", default="/tmp/eintup-gpu-check-work")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--no-sanitizer", action="store_true")
+    ap.add_argument("--device", choices=["cuda", "emu"], default="cuda")
     a = ap.parse_args()
     kit, out, work = pathlib.Path(a.kit), pathlib.Path(a.out), pathlib.Path(a.work)
     out.mkdir(parents=True, exist_ok=True)
@@ -257,7 +262,7 @@ def main():
     etrun = str(kit / "bin" / "etrun")
     t0 = time.time()
     r = {"commit": (kit / "commit").read_text().strip() if (kit / "commit").exists() else "unknown"}
-    code, dev = device_info(etrun)
+    code, dev = device_info(etrun, a.device)
     if code != 0:
         msg = f"no CUDA device: {dev}"
         r.update(device=msg, verdict=msg)
@@ -272,20 +277,28 @@ def main():
         print(f"gpu-check: NumPy is needed to compare results: {e}", file=sys.stderr)
         return 3
     np = numpy
-    r["device"] = f"{dev['name']} ({dev['arch']}, {dev['multiprocessors']} SMs, {dev['memory_bytes'] / 2**30:.1f} GiB, driver API {dev['driver_version']})"
+    if a.device == "emu":
+        r["device"] = f"{dev['name']} (models {dev['arch']}; no timing)"
+    else:
+        r["device"] = f"{dev['name']} ({dev['arch']}, {dev['multiprocessors']} SMs, {dev['memory_bytes'] / 2**30:.1f} GiB, driver API {dev['driver_version']})"
     print(f"gpu-check: device {r['device']}", file=sys.stderr)
     r["runtime_tests"] = runtime_tests(kit)
     cases = json.loads((kit / "cases" / "cases.json").read_text())
-    r["cases"] = [run_case(etrun, kit, c, work) for c in cases]
+    r["cases"] = [run_case(etrun, a.device, kit, c, work) for c in cases]
     print(f"gpu-check: {sum(c['ok'] for c in r['cases'])}/{len(cases)} cases agree", file=sys.stderr)
     san = find_sanitizer()
-    if a.no_sanitizer:
+    if a.device == "emu":
+        r["sanitizer"] = "the emulator checks every access for bounds and races itself"
+    elif a.no_sanitizer:
         r["sanitizer"] = "--no-sanitizer"
     elif not san:
         r["sanitizer"] = "compute-sanitizer not found"
     else:
         r["sanitizer"] = sanitize(san, etrun, kit, cases)
-    r["bench"] = {"skipped": "--no-bench"} if a.no_bench else bench(etrun, kit, work, sys.executable)
+    if a.device == "emu":
+        r["bench"] = {"skipped": "the emulator models no time (its memory profile: etrun --device emu --profile)"}
+    else:
+        r["bench"] = {"skipped": "--no-bench"} if a.no_bench else bench(etrun, kit, work, sys.executable)
     failed = [t["binary"] for t in r["runtime_tests"] if not t["ok"]] + [c["name"] for c in r["cases"] if not c["ok"]]
     if isinstance(r["sanitizer"], list):
         failed += [f"{s['case']}:{s['tool']}" for s in r["sanitizer"] if not s["ok"]]
