@@ -70,6 +70,11 @@ pub struct Config {
     pub float: DType,
     /// Every eintup's dimensions.
     pub eintups: BTreeMap<String, Vec<i64>>,
+    /// Whether float multiplies were fused with adds (`"fast"`) or not
+    /// (`"off"`): results equal the interpreter's bit for bit only with
+    /// `"off"`. Absent in bundles of earlier producers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp_contract: Option<String>,
 }
 
 /// The GPU the PTX was generated for.

@@ -8,6 +8,7 @@ use eintup::interp::{self, RunOptions};
 use eintup::ir::et::Module;
 use eintup::ir::loops::LoopModule;
 use eintup::tensor::Tensor;
+use crate::FpContract;
 use eintup_runtime::DeviceKind;
 use std::fmt;
 use std::str::FromStr;
@@ -53,7 +54,8 @@ impl FromStr for Backend {
 }
 
 /// Runs `module` on `backend`; returns every array, in module order.
-pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
+/// `fp_contract` applies to the GPU backends (host code never contracts).
+pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOptions, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
@@ -63,8 +65,8 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
             bufs.truncate(module.arrays.len());
             Ok(bufs)
         }
-        Backend::Gpu => crate::gpu::execute(src, module, opts, DeviceKind::Cuda),
-        Backend::Emu => crate::gpu::execute(src, module, opts, DeviceKind::Emulator),
+        Backend::Gpu => crate::gpu::execute(src, module, opts, DeviceKind::Cuda, fp_contract),
+        Backend::Emu => crate::gpu::execute(src, module, opts, DeviceKind::Emulator, fp_contract),
     }
 }
 

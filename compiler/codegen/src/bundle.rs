@@ -18,6 +18,7 @@ use eintup::ir::et::{self, Module, OpKind};
 use eintup::ir::loops::{self, LoopModule};
 use eintup::sema::Config;
 use eintup_runtime::manifest::{self, Buffer, Init, Kernel, RandomSpec, Role, Step};
+use crate::FpContract;
 use eintup_runtime::{Bundle, DType, Manifest};
 
 /// Threads per block. 256 is the usual choice for memory-bound kernels on
@@ -33,6 +34,8 @@ pub struct BuildOptions {
     pub float: FloatWidth,
     /// Compute capability as `80`, `90`, ...
     pub sm: u32,
+    /// Whether the kernels' float multiplies may fuse with adds.
+    pub fp_contract: FpContract,
 }
 
 /// Compiles `lm` (lowered from `module`) into a bundle.
@@ -46,7 +49,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     if generators_fit {
         all.kernels.extend(gen.kernels.iter().cloned());
     }
-    let (ptx, info) = crate::emit_ptx(&all, o.seed, o.sm).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    let (ptx, info) = crate::emit_ptx(&all, o.seed, o.sm, o.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
     // Registers and spills when ptxas is installed; the build succeeds
     // without it.
     let resources = match crate::ptxas_path() {
@@ -114,6 +117,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
                 FloatWidth::F32 => DType::F32,
             },
             eintups: config.dims.iter().cloned().collect(),
+            fp_contract: Some(o.fp_contract.name().to_string()),
         },
         target: manifest::Target { arch: format!("sm_{}", o.sm), ptx_version: info.ptx_version.clone() },
         buffers,

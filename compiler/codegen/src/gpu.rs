@@ -4,6 +4,7 @@
 //! code 3 with the runtime's one-line reason, before anything is compiled.
 
 use crate::bundle::{self, BuildOptions};
+use crate::FpContract;
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::Module;
@@ -34,14 +35,14 @@ pub fn runtime_failure(e: eintup_runtime::Error) -> Failure {
 }
 
 /// `run --backend gpu|emu`: build the bundle in memory and run it.
-pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind) -> Result<Vec<Tensor>, Failure> {
+pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
     let dev = device(kind)?;
     let lm = eintup::pipeline::lower(src, module, opts.float)?;
     let config = eintup::sema::Config {
         dims: module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect(),
     };
     let sm = (dev.arch().0 * 10 + dev.arch().1).clamp(DEFAULT_SM, 90);
-    let b = bundle::build(src, module, &lm, &config, &BuildOptions { seed: opts.seed, float: opts.float, sm })?;
+    let b = bundle::build(src, module, &lm, &config, &BuildOptions { seed: opts.seed, float: opts.float, sm, fp_contract })?;
     let init = eintup::interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
     run_bundle(&dev, &b, module, &init)
 }

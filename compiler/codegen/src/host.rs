@@ -6,7 +6,7 @@
 //! `args[i]` is the data pointer of buffer `kernel_params(m, k)[i]`.
 
 use super::lower::{host_symbol, lower_and_optimize, split_range, Flavour};
-use super::{kernel_params, CodegenError};
+use super::{kernel_params, CodegenError, FpContract};
 use eintup::ir::loops::{DType, LoopModule};
 use eintup::tensor::{Data, Tensor};
 use inkwell::context::Context;
@@ -36,7 +36,7 @@ pub(crate) fn optimized_module<'ctx>(
     seed: u64,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = host_machine()?;
-    let module = lower_and_optimize(ctx, m, seed, Flavour::Host, &tm)?;
+    let module = lower_and_optimize(ctx, m, seed, Flavour::Host, FpContract::Off, &tm)?;
     Ok((module, tm))
 }
 

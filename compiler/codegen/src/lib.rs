@@ -30,7 +30,38 @@ pub enum Target {
     /// The machine the compiler runs on (JIT).
     Host,
     /// An NVIDIA GPU of compute capability `sm` (80 for sm_80).
-    Nvptx { sm: u32 },
+    Nvptx { sm: u32, fp_contract: FpContract },
+}
+
+/// Whether a float multiply may be fused with the add of its result into
+/// one `fma` (`--fp-contract`; docs/codegen.md#fp-contraction). Only NVPTX
+/// code contracts: host code keeps the interpreter's two roundings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FpContract {
+    /// A product is rounded before it is added: bit for bit the
+    /// interpreter's results.
+    Off,
+    /// `a * b + c` may be one `fma` (what `nvcc -fmad=true` and cuBLAS
+    /// users expect): one rounding, faster, not bit-exact. The GPU default.
+    #[default]
+    Fast,
+}
+
+impl FpContract {
+    /// The `--fp-contract` spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            FpContract::Off => "off",
+            FpContract::Fast => "fast",
+        }
+    }
+}
+
+impl std::str::FromStr for FpContract {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FpContract, String> {
+        [FpContract::Off, FpContract::Fast].into_iter().find(|c| c.name() == s).ok_or_else(|| format!("invalid --fp-contract `{s}` (expected off or fast)"))
+    }
 }
 
 /// Why code could not be generated or run. Malformed loop IR, an
@@ -80,7 +111,7 @@ pub fn emit_llvm(m: &LoopModule, seed: u64, target: Target) -> Result<String, Co
     let ctx = Context::create();
     let module = match target {
         Target::Host => host::optimized_module(&ctx, m, seed)?.0,
-        Target::Nvptx { sm } => nvptx::optimized_module(&ctx, m, seed, sm)?.0,
+        Target::Nvptx { sm, fp_contract } => nvptx::optimized_module(&ctx, m, seed, sm, fp_contract)?.0,
     };
     Ok(module.print_to_string().to_string())
 }

@@ -15,7 +15,7 @@
 //! and every division is total (divisor 0 gives 0) through selects rather
 //! than undefined behaviour. docs/codegen.md describes the result.
 
-use super::{kernel_params, CodegenError};
+use super::{kernel_params, CodegenError, FpContract};
 use eintup::ir::loops::{
     BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
     WriteKind,
@@ -28,7 +28,7 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::llvm_sys;
 use inkwell::module::Module;
 use inkwell::types::{BasicType, BasicTypeEnum, IntType};
-use inkwell::values::{AsValueRef, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{AsValueRef, BasicValue, BasicValueEnum, FastMathFlags, FloatValue, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, FloatPredicate, IntPredicate};
 
 /// Which of the two shapes of the same lowering to build.
@@ -61,6 +61,7 @@ pub fn lower_module<'ctx>(
     m: &LoopModule,
     seed: u64,
     flavour: Flavour,
+    fp_contract: FpContract,
 ) -> Result<Module<'ctx>, CodegenError> {
     let module = ctx.create_module("eintup");
     let mut seen = std::collections::HashSet::new();
@@ -69,7 +70,7 @@ pub fn lower_module<'ctx>(
         if !seen.insert(k.name.as_str()) {
             return Err(CodegenError(format!("kernel name `{}` is used twice", k.name)));
         }
-        KernelLowering::new(ctx, &module, m, k, seed, flavour)?.lower()?;
+        KernelLowering::new(ctx, &module, m, k, seed, flavour, fp_contract)?.lower()?;
     }
     module.verify().map_err(|e| CodegenError(format!("internal error: invalid LLVM IR: {}", e.to_string())))?;
     Ok(module)
@@ -174,6 +175,8 @@ struct KernelLowering<'a, 'ctx> {
     k: &'a Kernel,
     seed: u64,
     flavour: Flavour,
+    /// Whether a float multiply may fuse with the add that uses it.
+    fp_contract: FpContract,
     func: FunctionValue<'ctx>,
     i1: IntType<'ctx>,
     i32: IntType<'ctx>,
@@ -195,6 +198,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         k: &'a Kernel,
         seed: u64,
         flavour: Flavour,
+        fp_contract: FpContract,
     ) -> Result<Self, CodegenError> {
         let params = kernel_params(m, k);
         if let Some(&bad) = params.iter().find(|&&b| b >= m.buffers.len()) {
@@ -256,6 +260,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             k,
             seed,
             flavour,
+            fp_contract,
             func,
             i1: ctx.bool_type(),
             i32: ctx.i32_type(),
@@ -690,8 +695,24 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         Ok(if dt == DType::I32 {
             self.b.build_int_add(a.into_int_value(), b.into_int_value(), "")?.into()
         } else {
-            self.b.build_float_add(a.into_float_value(), b.into_float_value(), "")?.into()
+            let sum = self.b.build_float_add(a.into_float_value(), b.into_float_value(), "")?;
+            self.contractible(sum).into()
         })
+    }
+
+    /// `x` (a float add, sub or mul the program wrote) marked `contract`
+    /// under `--fp-contract fast`, so LLVM may fuse a multiply with the
+    /// add of its result into one `fma` (one rounding instead of two).
+    /// Adds and multiplies made up by the lowering itself (`%`, `//`) are
+    /// never marked: their rounding is part of the language's definition.
+    fn contractible(&self, x: FloatValue<'ctx>) -> FloatValue<'ctx> {
+        if self.fp_contract == FpContract::Fast {
+            if let Some(i) = x.as_instruction_value() {
+                // Only float arithmetic reaches here, which takes the flags.
+                let _ = i.set_fast_math_flags(FastMathFlags::AllowContract);
+            }
+        }
+        x
     }
 
     fn value(&mut self, v: &Value, vals: &[BasicValueEnum<'ctx>], defs: &[Value]) -> Result<BasicValueEnum<'ctx>, CodegenError> {
@@ -798,9 +819,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let bl = &self.b;
         let ty = self.ty(dt);
         Ok(match op {
-            BinOp::Add => bl.build_float_add(a, b, "")?,
-            BinOp::Sub => bl.build_float_sub(a, b, "")?,
-            BinOp::Mul => bl.build_float_mul(a, b, "")?,
+            BinOp::Add => self.contractible(bl.build_float_add(a, b, "")?),
+            BinOp::Sub => self.contractible(bl.build_float_sub(a, b, "")?),
+            BinOp::Mul => self.contractible(bl.build_float_mul(a, b, "")?),
             BinOp::Div => bl.build_float_div(a, b, "")?,
             BinOp::FloorDiv | BinOp::CeilDiv | BinOp::Mod => {
                 let q = bl.build_float_div(a, b, "")?;
@@ -949,9 +970,10 @@ pub(crate) fn lower_and_optimize<'ctx>(
     m: &LoopModule,
     seed: u64,
     flavour: Flavour,
+    fp_contract: FpContract,
     tm: &inkwell::targets::TargetMachine,
 ) -> Result<Module<'ctx>, CodegenError> {
-    let module = lower_module(ctx, m, seed, flavour)?;
+    let module = lower_module(ctx, m, seed, flavour, fp_contract)?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     module

@@ -5,7 +5,7 @@
 //! register and spill counts.
 
 use super::lower::{lower_and_optimize, Flavour};
-use super::CodegenError;
+use super::{CodegenError, FpContract};
 use eintup::ir::loops::LoopModule;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -75,16 +75,17 @@ pub(crate) fn optimized_module<'ctx>(
     m: &LoopModule,
     seed: u64,
     sm: u32,
+    fp_contract: FpContract,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = machine(sm)?;
-    let module = lower_and_optimize(ctx, m, seed, Flavour::Nvptx, &tm)?;
+    let module = lower_and_optimize(ctx, m, seed, Flavour::Nvptx, fp_contract, &tm)?;
     Ok((module, tm))
 }
 
 /// PTX for every kernel of `m` on `sm_{sm}`, checked (see `PtxInfo`).
-pub fn emit_ptx(m: &LoopModule, seed: u64, sm: u32) -> Result<(String, PtxInfo), CodegenError> {
+pub fn emit_ptx(m: &LoopModule, seed: u64, sm: u32, fp_contract: FpContract) -> Result<(String, PtxInfo), CodegenError> {
     let ctx = Context::create();
-    let (module, tm) = optimized_module(&ctx, m, seed, sm)?;
+    let (module, tm) = optimized_module(&ctx, m, seed, sm, fp_contract)?;
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(|e| CodegenError(format!("NVPTX code generation failed: {}", e.to_string())))?;

@@ -6,6 +6,7 @@
 
 use eintup::ir::loops::FloatWidth;
 use eintup_codegen::backend::Backend;
+use eintup_codegen::FpContract;
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
 use eintup_testkit::{assert_tensors_close, examples, Tol};
@@ -16,7 +17,7 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
     let Ok((m, _)) = eintup::pipeline::specialized_module(&src, binds, seed) else { return false };
     let opts = RunOptions { seed, float, inputs: Default::default() };
     let want = interp::run(&m, &opts).unwrap();
-    let got = eintup_codegen::backend::execute(&src, &m, Backend::Cpu, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let got = eintup_codegen::backend::execute(&src, &m, Backend::Cpu, &opts, FpContract::Off).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let tol = if float == FloatWidth::F32 { Tol::rel(1e-5) } else { Tol::rel(1e-12) };
     for (k, a) in m.arrays.iter().enumerate() {
         assert_tensors_close(&format!("{} {binds:?} seed {seed} {float:?}: `{}` (cpu vs interpreter)", path.display(), a.name), &got[k], &want[k], tol);
@@ -77,7 +78,7 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
             assert_eq!(splits > 0, split, "{file}: kernels split across threads");
             let opts = RunOptions { seed: 1, float, inputs: Default::default() };
             let want = interp::run(&module, &opts).unwrap();
-            let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts).unwrap();
+            let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts, FpContract::Off).unwrap();
             for (k, a) in module.arrays.iter().enumerate() {
                 assert_tensors_close(&format!("{file} {float:?} {} (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
             }

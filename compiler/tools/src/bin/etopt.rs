@@ -49,6 +49,10 @@ struct Args {
     /// GPU architecture for `--emit llvm|ptx` (sm_60 .. sm_90).
     #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
     target: String,
+    /// NVPTX code (`--emit llvm|ptx`): may a float multiply fuse with the
+    /// add of its result (`fast`) or not (`off`, the interpreter's rounding).
+    #[arg(long = "fp-contract", value_parser = eintup_tools::cli::fp_contract_parser(), default_value = "fast")]
+    fp_contract: codegen::FpContract,
     /// Target the host: the default pipeline adds the host-only loop
     /// passes (`interchange`), and `--emit llvm` gives host IR.
     #[arg(long)]
@@ -204,12 +208,12 @@ fn process(args: &Args, plan: &Plan, source: Source) -> Result<String, PassError
         (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => Ok(print_ir(&unit)),
         (Some(e @ (Emit::Llvm | Emit::Ptx)), Level::Loop) => {
             let (Ir::Loop(m), Some(sm)) = (&unit.ir, plan.sm) else { unreachable!("a loop module, and --target checked by plan()") };
-            let target = if args.host { Target::Host } else { Target::Nvptx { sm } };
+            let target = if args.host { Target::Host } else { Target::Nvptx { sm, fp_contract: args.fp_contract } };
             let t = std::time::Instant::now();
             let (r, what) = match e {
                 Emit::Llvm if args.host => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-host"),
                 Emit::Llvm => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-nvptx"),
-                _ => (codegen::emit_ptx(m, args.seed, sm).map(|(p, _)| p), "codegen-ptx"),
+                _ => (codegen::emit_ptx(m, args.seed, sm, args.fp_contract).map(|(p, _)| p), "codegen-ptx"),
             };
             if args.time_passes {
                 // Lowering, `default<O3>` and (for PTX) the asm printer,

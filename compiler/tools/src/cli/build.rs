@@ -10,7 +10,7 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
     let lm = eintup::pipeline::lower(&src, &module, args.float)?;
-    let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm })?;
+    let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
     b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
     let m = b.manifest();
     eprintln!(

@@ -8,7 +8,7 @@
 //! that reached it (E0504) or nothing could be run (E0505), 3 when the
 //! framework cannot be imported, 0 otherwise.
 
-use super::{Backend, CheckArgs, FloatWidth};
+use super::{Backend, CheckArgs, FloatWidth, FpContract};
 use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
 use eintup::check::outcome::{judge, Row, Summary, Verdict};
 use eintup::check::policy;
@@ -166,7 +166,7 @@ fn check_one(
         Err(f) => return Err(f),
     };
     let m = &module;
-    let arrays = eintup_codegen::backend::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() })?;
+    let arrays = eintup_codegen::backend::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() }, FpContract::default())?;
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let request = build_request(m, &arrays, dir)?;
     let results = match bridge.call(&request) {

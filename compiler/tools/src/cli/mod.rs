@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 pub use eintup::ir::loops::FloatWidth;
 pub use eintup_codegen::backend::Backend;
+pub use eintup_codegen::FpContract;
 pub use eintup_runtime::DeviceKind;
 
 pub mod build;
@@ -64,6 +65,11 @@ pub struct RunArgs {
     pub backend: Backend,
     #[arg(long = "float", value_parser = float_parser(), default_value = "f64")]
     pub float: FloatWidth,
+    /// GPU code (`--backend gpu|emu`): may a float multiply fuse with the
+    /// add of its result (`fast`, the default), or must every product be
+    /// rounded first, bit for bit as the interpreter (`off`)?
+    #[arg(long = "fp-contract", value_parser = fp_contract_parser(), value_name = "off|fast")]
+    pub fp_contract: Option<FpContract>,
     /// Supply an input array: NAME=PATH.npy.
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
     pub input: Vec<String>,
@@ -82,12 +88,22 @@ pub struct BuildArgs {
     pub seed: u64,
     #[arg(long = "float", value_parser = float_parser(), default_value = "f64")]
     pub float: FloatWidth,
+    /// May a float multiply fuse with the add of its result into one
+    /// `fma` (`fast`), or must every product be rounded first, bit for bit
+    /// as the interpreter (`off`)?
+    #[arg(long = "fp-contract", value_parser = fp_contract_parser(), default_value = "fast")]
+    pub fp_contract: FpContract,
     /// GPU architecture: sm_60 .. sm_90.
     #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
     pub target: String,
     /// The bundle directory to write (conventionally NAME.etb).
     #[arg(short = 'o', value_name = "OUT.etb")]
     pub output: PathBuf,
+}
+
+/// `--fp-contract off|fast` (the codegen crate's `FpContract`).
+pub fn fp_contract_parser() -> impl TypedValueParser<Value = FpContract> {
+    PossibleValuesParser::new(["off", "fast"]).map(|s| s.parse::<FpContract>().expect("one of the possible values"))
 }
 
 /// `--device cuda|emu` (the runtime's `DeviceKind`).

@@ -1,7 +1,8 @@
 //! `eintup run`: execute a program on one configuration (DESIGN.md s.5).
-//! Backends: the interpreter, compiled host code (`cpu`), NVPTX (`gpu`).
+//! Backends: the interpreter, compiled host code (`cpu`), NVPTX (`gpu`,
+//! or `emu` on the PTX emulator).
 
-use super::RunArgs;
+use super::{Backend, FpContract, RunArgs};
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::Module;
@@ -26,7 +27,16 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
 pub fn execute(src: &Source, module: &Module, args: &RunArgs) -> Result<Vec<Tensor>, Failure> {
     let inputs = read_inputs(&args.input)?;
     let opts = RunOptions { seed: args.seed, float: args.float, inputs };
-    eintup_codegen::backend::execute(src, module, args.backend, &opts)
+    let fp_contract = match (args.fp_contract, args.backend) {
+        (Some(c), Backend::Gpu | Backend::Emu) => c,
+        (None, _) => FpContract::default(),
+        (Some(_), b) => {
+            return Err(Failure::user(format!(
+                "eintup: error: --fp-contract applies to GPU code (--backend gpu|emu); `{b}` never fuses, so its results are the interpreter's rounding"
+            )))
+        }
+    };
+    eintup_codegen::backend::execute(src, module, args.backend, &opts, fp_contract)
 }
 
 /// Every `--input NAME=PATH.npy`, by name.
