@@ -16,8 +16,9 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     if profiling && args.device != DeviceKind::Emulator {
         return Err(Failure::user("eintup: error: --profile and --profile-json need --device emu (the profile is the emulator's)"));
     }
-    let dev = eintup_codegen::gpu::device(args.device)?;
-    // The program, re-specialised to the recorded configuration.
+    // Everything that can be checked without a device is checked first
+    // (exit 2): the program re-specialised to the recorded configuration,
+    // its arrays against the bundle's buffers, and the inputs.
     let src = Source::from_string(&m.source.name, &m.source.text);
     let binds: Vec<String> = m.config.eintups.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
     let seed = args.seed.unwrap_or(m.config.seed);
@@ -28,7 +29,9 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     let (module, config) = eintup::pipeline::specialized_for(&src, &binds, seed, float)?;
     let inputs = super::run::read_inputs(&args.input)?;
     let opts = RunOptions { seed, float, inputs };
+    check_buffers(&module, m, float).map_err(|why| Failure::user(format!("eintup: error: {}: the bundle does not match its own program: {why}", args.bundle.display())))?;
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
+    let dev = eintup_codegen::gpu::device(args.device)?;
     let arrays = if profiling {
         let (arrays, profile) = eintup_codegen::gpu::run_bundle_profiled(&dev, &b, &module, &init)?;
         if args.profile {
@@ -49,4 +52,25 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+/// Each array of the re-specialised program must be a buffer of the
+/// bundle with the same element type and shape: a bundle edited or damaged
+/// after `build` is refused here, not by a device.
+fn check_buffers(module: &eintup::ir::et::Module, m: &eintup_runtime::Manifest, float: super::FloatWidth) -> Result<(), String> {
+    for (id, a) in module.arrays.iter().enumerate() {
+        let b = m.buffers.iter().find(|b| b.name == a.name).ok_or_else(|| format!("it has no buffer for array `{}`", a.name))?;
+        let dtype = match a.dtype {
+            eintup::ir::et::ElemType::Int => DType::I32,
+            eintup::ir::et::ElemType::Float => float.dtype(),
+        };
+        let shape: Vec<usize> = module.array_shape(id).unwrap_or_default().iter().map(|&d| d.max(0) as usize).collect();
+        if b.dtype != dtype || b.shape != shape {
+            return Err(format!(
+                "buffer `{}` is {} {:?}, but the program's array is {dtype} {shape:?}",
+                b.name, b.dtype, b.shape
+            ));
+        }
+    }
+    Ok(())
 }
