@@ -20,13 +20,13 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
         DType::F32 => super::FloatWidth::F32,
         _ => super::FloatWidth::F64,
     };
-    let (module, config) = eintup::pipeline::specialized_for(&src, &binds, seed, float)?;
+    let (module, config) = eintup::pipeline::specialized_for(&src, &binds, &[], seed, float)?;
     let inputs = super::run::read_inputs(&args.input)?;
     let opts = RunOptions { seed, float, inputs };
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
     let arrays = eintup_codegen::gpu::run_bundle(&dev, &b, &module, &init)?;
     match &args.out {
-        Some(dir) => super::run::write_out(dir, &module, &arrays, seed, &config.dims),
+        Some(dir) => super::run::write_out(dir, &module, &arrays, seed, &config),
         None => {
             print!("{}", super::run::render_outputs(&module, &arrays));
             Ok(())
