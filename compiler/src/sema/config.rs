@@ -469,6 +469,8 @@ impl<'a> Space<'a> {
                 self.warnings.push(d.note("the given rank is used; it is still checked against every equation"));
             }
         }
+        // In source order, as errors are.
+        self.warnings.sort_by_key(|d| d.primary_span().map(|s| s.start));
     }
 
     /// The rank combinations that fit every supplied input's shape,
@@ -872,7 +874,7 @@ impl<'a> Space<'a> {
         let (code, msg, label) = match &x {
             Some(x) => match x.kind {
                 DiscardKind::Binding => ("E0303", format!("the --bind values violate a constraint: {}", x.reason), "this constraint"),
-                DiscardKind::Input => ("E0317", format!("the input arrays' shapes contradict the program: {}", x.reason), "here"),
+                DiscardKind::Input => ("E0317", format!("the input arrays' shapes contradict the program: {}", x.reason), "contradicted by the input"),
                 DiscardKind::InferredRange => ("E0312", x.reason.clone(), "this draw range"),
                 DiscardKind::InferredNegative => ("E0313", x.reason.clone(), "this access needs more room than the array has"),
                 DiscardKind::Draw => ("E0308", format!("no valid configuration found in {MAX_ATTEMPTS} draws; last draw {}", x.reason), "this constraint"),
