@@ -19,7 +19,7 @@ use crate::ir::et::Module;
 use crate::ir::loops::{FloatWidth, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{Ir, Options, Unit, FRONT_END, HOST_PASSES, MIDDLE_END};
-use crate::sema::{Config, Program, RankSystem};
+use crate::sema::{Config, InputShape, Program, RankSystem};
 
 /// `resolve`: a source file as a rank-polymorphic program.
 pub fn resolved(src: &Source) -> Result<Program, Failure> {
@@ -41,10 +41,11 @@ pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
 
 /// The whole front end (`resolve`, `infer-ranks`, `specialize`): the
 /// module every backend and the interpreter start from, specialised to the
-/// configuration chosen from `binds` and `seed`. FLOAT arrays count
-/// against the memory limit at the width `float`.
-pub fn specialized_for(src: &Source, binds: &[String], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
-    let opts = Options { binds: binds.to_vec(), seed, float };
+/// configuration chosen from `binds`, the shapes of the supplied input
+/// arrays (`inputs`; their contents go to the backend) and `seed`. FLOAT
+/// arrays count against the memory limit at the width `float`.
+pub fn specialized_for(src: &Source, binds: &[String], inputs: &[InputShape], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
+    let opts = Options { binds: binds.to_vec(), inputs: inputs.to_vec(), seed, float };
     let unit = run(Unit::from_source(src.clone()), FRONT_END, &opts)?;
     match (unit.ir, unit.config) {
         (Ir::Et(p), Some(cfg)) => Ok((p.module, cfg)),
@@ -60,7 +61,7 @@ pub fn specialized_to(src: &Source, prog: &Program, ranks: &RankSystem, config: 
     let mut unit = Unit::from_source(src.clone());
     unit.ir = Ir::Et(prog.clone());
     unit.ranks = Some(ranks.clone());
-    let unit = run(unit, &FRONT_END[2..], &Options { binds, seed: 0, float })?;
+    let unit = run(unit, &FRONT_END[2..], &Options { binds, inputs: Vec::new(), seed: 0, float })?;
     match unit.ir {
         Ir::Et(p) => Ok(p.module),
         _ => Err(level_bug("specialize", "et")),
@@ -70,7 +71,7 @@ pub fn specialized_to(src: &Source, prog: &Program, ranks: &RankSystem, config: 
 /// [`specialized_for`] with FLOAT counted as f64 (what the interpreter
 /// runs by default).
 pub fn specialized_module(src: &Source, binds: &[String], seed: u64) -> Result<(Module, Config), Failure> {
-    specialized_for(src, binds, seed, FloatWidth::F64)
+    specialized_for(src, binds, &[], seed, FloatWidth::F64)
 }
 
 /// The middle end on a specialised module: `lower-to-loops` and the loop
@@ -144,6 +145,9 @@ mod tests {
                 };
                 assert!(m.is_specialized(), "{}", p.display());
                 assert_eq!(cfg.dims.len(), m.eintups.len());
+                // The examples state every dim they need: range inference
+                // changes none of them (their configurations are as before).
+                assert!(!cfg.sources.contains(&crate::sema::DimsSource::Inferred), "{}", p.display());
                 for s in &m.stmts {
                     assert!(!s.vars.is_empty() || s.indices.is_empty());
                 }

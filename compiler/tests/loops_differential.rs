@@ -27,7 +27,7 @@ fn tolerance(float: FloatWidth) -> Tol {
 fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth) -> bool {
     let src = Source::load(path).unwrap();
     let mut unit = Unit::from_source(src);
-    let opts = Options { binds: binds.to_vec(), seed, float };
+    let opts = Options { binds: binds.to_vec(), seed, float, ..Options::default() };
     let mut expected: Option<(eintup::ir::et::Module, Vec<Tensor>, Vec<Tensor>)> = None;
     for name in DEFAULT_PIPELINE.iter().chain(HOST_PASSES) {
         let pm = manager::PassManager::from_names(&[name], manager::Instrument::default()).unwrap();

@@ -1,6 +1,7 @@
 //! Random but plausible `.et` programs never make the front half panic:
 //! resolve + rank inference (`pipeline::ranked`), configuration choice
-//! (`Space::new`/`choose`), specialisation and the interpreter
+//! (`Space::new`/`choose`, also with the shapes of supplied inputs),
+//! specialisation and the interpreter
 //! (`interp::run`, on small configurations only). Errors are fine; a panic
 //! fails the test and proptest prints the shrunk program.
 //!
@@ -14,6 +15,7 @@ use eintup::interp::{self, RunOptions};
 use eintup::ir::et::{parse, print, verify};
 use eintup::pipeline;
 use eintup::sema::config::Space;
+use eintup::sema::InputShape;
 use eintup::sema::specialize::{specialize, MemoryLimit};
 use proptest::prelude::*;
 
@@ -224,7 +226,8 @@ fn front_half(src_text: &str, seed: u64) {
     let Ok((mut prog, ranks)) = pipeline::ranked(&src) else { return };
     let before = prog.module.clone();
     text_round_trip(&before, "ranked module", src_text);
-    let Ok(space) = Space::new(&prog, &ranks, &[]) else { return };
+    with_inputs(&prog, &ranks, seed);
+    let Ok(space) = Space::new(&prog, &ranks, &[], &[]) else { return };
     let Ok(dims) = space.choose(seed) else { return };
     let cfg = space.config(&dims);
     if specialize(&mut prog, &cfg, MEMORY_LIMIT).is_err() {
@@ -246,6 +249,28 @@ fn front_half(src_text: &str, seed: u64) {
         return;
     }
     let _ = interp::run(&m, &RunOptions { seed, ..RunOptions::default() });
+}
+
+/// Supplies every input array with a shape made from the seed (any
+/// length, zero dims included): splitting it over the signature and range
+/// inference from it must not panic either.
+fn with_inputs(prog: &eintup::sema::Program, ranks: &eintup::sema::RankSystem, seed: u64) {
+    let inputs: Vec<InputShape> = prog
+        .module
+        .arrays
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.is_input)
+        .map(|(k, a)| {
+            let len = (seed as usize + k) % 4;
+            InputShape { name: a.name.clone(), shape: (0..len).map(|j| (seed as i64 + j as i64 * 3 + k as i64) % 5).collect() }
+        })
+        .collect();
+    let Ok(space) = Space::new(prog, ranks, &[], &inputs) else { return };
+    let Ok(dims) = space.choose(seed) else { return };
+    let cfg = space.config(&dims);
+    let mut p = prog.clone();
+    let _ = specialize(&mut p, &cfg, MEMORY_LIMIT);
 }
 
 proptest! {

@@ -46,6 +46,11 @@ impl Diagnostic {
         }
     }
 
+    /// A warning: printed like an error, but the command goes on.
+    pub fn warning(code: &'static str, message: impl Into<String>) -> Diagnostic {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message) }
+    }
+
     /// Adds the primary label (the location the error is reported at).
     pub fn at(mut self, span: Span, message: impl Into<String>) -> Diagnostic {
         self.labels.push(Label { span, message: message.into(), primary: true });

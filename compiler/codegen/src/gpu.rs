@@ -38,9 +38,7 @@ pub fn runtime_failure(e: eintup_runtime::Error) -> Failure {
 pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
     let dev = device(kind)?;
     let lm = eintup::pipeline::lower(src, module, opts.float)?;
-    let config = eintup::sema::Config {
-        dims: module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect(),
-    };
+    let config = eintup::sema::Config::fixed(module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect());
     let sm = (dev.arch().0 * 10 + dev.arch().1).clamp(DEFAULT_SM, 90);
     let b = bundle::build(src, module, &lm, &config, &BuildOptions { seed: opts.seed, float: opts.float, sm, fp_contract })?;
     let init = eintup::interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;

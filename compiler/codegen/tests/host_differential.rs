@@ -85,3 +85,28 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
         }
     }
 }
+
+/// Programs whose dims are inferred (range inference, docs/shapes.md):
+/// the host agrees with the interpreter on every seed's configuration, in
+/// 1, 2 and 3 spatial dims, zero-sized and rank-0 ones included.
+#[test]
+fn cpu_backend_matches_the_interpreter_on_inferred_dims() {
+    let conv = "x[b,ipos,c1] = RANDOM(0, 1, FLOAT)\nw[fpos,c1,c2] = RANDOM(0, 1, FLOAT)\ny[b,o,c2] = x[b,o+k,c1] * w[k,c1,c2]\n\ny\n\nRANK(b) = 1\nRANK(c1) = 1\nRANK(c2) = 1\nRANK(ipos) IN [0,3]\n";
+    let strided = "in[p] = RANDOM(0, 10, INT)\nw[f] = RANDOM(0, 10, INT)\nout[o] = in[DIMS(s)*o + k] * w[k]\n\nDIMS(s) IN [1,3]\n";
+    let shift = "x[j] = RANDOM(0, 1, FLOAT)\ny[i] = x[i+2] + x[i-1]\n\nDIMS(j) IN [0,9]\n";
+    let dir = std::env::temp_dir().join(format!("eintup-inferred-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ran = 0;
+    for (name, text) in [("conv.et", conv), ("strided.et", strided), ("shift.et", shift)] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        for seed in 0..6 {
+            ran += check(&path, &[], seed, FloatWidth::F64) as usize;
+        }
+        for b in ["ipos=[]", "fpos=[0]", "j=[2]"] {
+            ran += check(&path, &[b.to_string()], 1, FloatWidth::F64) as usize;
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(ran >= 15, "only {ran} configurations were valid");
+}

@@ -22,7 +22,7 @@ pub mod tighten_bounds;
 use crate::ir::loops::FloatWidth;
 use crate::driver::{Failure, Source};
 use crate::ir::loops::LoopModule;
-use crate::sema::{Config, Program, RankSystem};
+use crate::sema::{Config, InputShape, Program, RankSystem};
 use et_grammar::Diagnostic;
 
 pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, HOST_PASSES, MIDDLE_END};
@@ -88,6 +88,9 @@ impl Unit {
 pub struct Options {
     /// `--bind NAME=[..]` for `specialize`.
     pub binds: Vec<String>,
+    /// The shapes of the input arrays the user supplies (`--input`), for
+    /// `specialize`.
+    pub inputs: Vec<InputShape>,
     pub seed: u64,
     /// Width of FLOAT for `lower-to-loops`.
     pub float: FloatWidth,
@@ -95,7 +98,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { binds: Vec::new(), seed: 0, float: FloatWidth::F64 }
+        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64 }
     }
 }
 

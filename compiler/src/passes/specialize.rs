@@ -1,6 +1,7 @@
-//! `specialize`: choose one configuration (`--bind`, then constraints, then
-//! defaults, deterministic in `--seed`) and substitute it: every eintup and
-//! array position gets static dims (`sema::specialize`).
+//! `specialize`: choose one configuration (`--bind`, then the shapes of
+//! supplied inputs, then constraints and range inference, then draws,
+//! deterministic in `--seed`) and substitute it: every eintup and array
+//! position gets static dims (`sema::specialize`).
 
 use super::{Ir, Options, PassError, Unit};
 use crate::sema::config::{choose_config, parse_bindings};
@@ -22,7 +23,7 @@ pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError>
                 }
             }
         }
-        unit.config = Some(crate::sema::Config { dims });
+        unit.config = Some(crate::sema::Config::fixed(dims));
         return Ok(Some("already specialised".into()));
     }
     let ranks = match &unit.ranks {
@@ -30,7 +31,7 @@ pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError>
         None => crate::sema::ranks::infer(prog).map_err(PassError::User)?,
     };
     let binds = parse_bindings(&opts.binds).map_err(PassError::Message)?;
-    let cfg = choose_config(prog, &ranks, &binds, opts.seed).map_err(PassError::User)?;
+    let cfg = choose_config(prog, &ranks, &binds, &opts.inputs, opts.seed).map_err(PassError::User)?;
     specialize(prog, &cfg, MemoryLimit::with_float_bytes(opts.float.bytes())).map_err(PassError::User)?;
     let stats = cfg.dims.iter().map(|(n, d)| format!("{n}={d:?}")).collect::<Vec<_>>().join(" ");
     unit.ranks = Some(ranks);

@@ -6,9 +6,13 @@
 //! - [`ranks`]: rank inference as a union-find over eintups, every equation
 //!   kept with its reason so contradictions can be explained (E02xx);
 //! - [`config`]: bindings, rank combinations and dims draws (E03xx);
+//! - [`inputs`]: dims from the shapes of supplied input arrays;
+//! - [`infer_dims`]: range inference of dims from right-hand-side accesses;
 //! - [`specialize`]: substitute one configuration into the module.
 
 pub mod config;
+pub mod infer_dims;
+pub mod inputs;
 pub mod ranks;
 pub mod resolve;
 pub mod specialize;
@@ -17,7 +21,8 @@ use crate::ir::et::{EintupId, IndexExpr, Module};
 use et_grammar::ast::ConstraintSubject;
 use et_grammar::Span;
 
-pub use config::{parse_binding, Binding, Config};
+pub use config::{parse_binding, Binding, Config, DimsSource};
+pub use inputs::InputShape;
 pub use ranks::RankSystem;
 
 /// A resolved program: the (rank-polymorphic) `et` module plus the

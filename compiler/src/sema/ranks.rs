@@ -41,6 +41,9 @@ struct RangeFact {
     lo: i64,
     hi: i64,
     fact: Fact,
+    /// A `RANK(t) IN` range: it says what is drawn, so an explicit binding
+    /// or an input array may leave it (with a warning).
+    soft: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -49,6 +52,11 @@ pub struct Class {
     /// Allowed ranks (inclusive); `None` when nothing constrains the class
     /// (default rank 1).
     pub range: Option<(i64, i64)>,
+    /// The ranks the equations alone allow (`RANK(t) = n`, structural
+    /// facts such as a `:` slot's rank 1), without the `RANK(t) IN` draw
+    /// ranges; `None` when no equation constrains the class. A binding or
+    /// an input array outside `range` but inside `hard` is a warning.
+    pub hard: Option<(i64, i64)>,
     /// Index into `Program::constraints` of a `RANK(t) = expr` deriving it.
     pub derived: Option<usize>,
     /// Further `RANK(t) = expr` constraints to check after derivation.
@@ -101,7 +109,7 @@ impl<'a> Builder<'a> {
                 }
             }
             (Term::Var(x), Term::Fixed(n)) | (Term::Fixed(n), Term::Var(x)) => {
-                self.facts.push(RangeFact { e: *x, lo: *n as i64, hi: *n as i64, fact: fact.clone() })
+                self.facts.push(RangeFact { e: *x, lo: *n as i64, hi: *n as i64, fact: fact.clone(), soft: false })
             }
             (Term::Fixed(p), Term::Fixed(q)) if p == q => {}
             _ => self.deferred.push((a.clone(), b.clone(), fact.clone())),
@@ -181,7 +189,7 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
     for (id, e) in m.eintups.iter().enumerate() {
         if let Some(r) = e.rank {
             let fact = Fact { span: e.span, label: format!("the module gives `{}` rank {r}", e.name) };
-            b.facts.push(RangeFact { e: id, lo: r as i64, hi: r as i64, fact });
+            b.facts.push(RangeFact { e: id, lo: r as i64, hi: r as i64, fact, soft: false });
         }
     }
     for (ai, a) in m.arrays.iter().enumerate() {
@@ -211,7 +219,7 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
         let fact = Fact { span: c.span, label: format!("constraint `{}`", c.describe(m)) };
         match (c.subject, &c.rel) {
             (ConstraintSubject::Rank, Rel::In { lo, hi }) => {
-                b.facts.push(RangeFact { e: c.target, lo: *lo, hi: *hi, fact })
+                b.facts.push(RangeFact { e: c.target, lo: *lo, hi: *hi, fact, soft: true })
             }
             (ConstraintSubject::Rank, Rel::Eq(e)) => {
                 if let IndexKind::Rank(l) = &e.kind {
@@ -232,7 +240,7 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
                     }
                 } else {
                     match eval_rank(e, &[]) {
-                        Some(v) if v >= 0 => b.facts.push(RangeFact { e: c.target, lo: v, hi: v, fact }),
+                        Some(v) if v >= 0 => b.facts.push(RangeFact { e: c.target, lo: v, hi: v, fact, soft: false }),
                         _ => diags.push(
                             Diagnostic::error("E0204", "a rank must be a non-negative integer")
                                 .at(e.span, "evaluates to a negative rank or divides by zero"),
@@ -255,7 +263,7 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
         let r = b.find(e);
         if class_of[r] == usize::MAX {
             class_of[r] = classes.len();
-            classes.push(Class { members: vec![], range: None, derived: None, checks: vec![] });
+            classes.push(Class { members: vec![], range: None, hard: None, derived: None, checks: vec![] });
         }
         class_of[e] = class_of[r];
         classes[class_of[e]].members.push(e);
@@ -288,6 +296,10 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
             continue;
         }
         class.range = Some((lo_f.lo, hi_f.hi));
+        let hard: Vec<&&RangeFact> = fs.iter().filter(|f| !f.soft).collect();
+        if let (Some(lo), Some(hi)) = (hard.iter().map(|f| f.lo).max(), hard.iter().map(|f| f.hi).min()) {
+            class.hard = Some((lo, hi));
+        }
     }
     for (t, ci) in &derived_of {
         let cl = class_of[*t];
@@ -384,6 +396,23 @@ fn rank_refs(e: &IndexExpr, out: &mut Vec<EintupId>) {
     }
 }
 
+/// How many components an index expression has when every eintup has the
+/// given rank: its rank, or 1 for a scalar (a literal position indexes one
+/// component, LANGUAGE.md s.5). `None` for a slice, whose rank is data.
+pub fn expr_width(e: &IndexExpr, ranks: &[usize]) -> Option<usize> {
+    fn rank(e: &IndexExpr, ranks: &[usize]) -> Option<Option<usize>> {
+        Some(match &e.kind {
+            IndexKind::Var(t) => Some(*ranks.get(*t)?),
+            IndexKind::Lit(_) | IndexKind::Rank(_) => None,
+            IndexKind::Dims(l) => Some(l.iter().map(|t| ranks.get(*t).copied()).sum::<Option<usize>>()?),
+            IndexKind::Flat(_) => Some(1),
+            IndexKind::Slice { .. } => return None,
+            IndexKind::Bin(_, a, b) => rank(a, ranks)?.or(rank(b, ranks)?),
+        })
+    }
+    Some(rank(e, ranks)?.unwrap_or(1))
+}
+
 /// Evaluates a rank expression given the ranks of eintups (empty slice: no
 /// RANK references allowed). `None` on division by zero or overflow.
 pub fn eval_rank(e: &IndexExpr, ranks: &[usize]) -> Option<i64> {
@@ -413,6 +442,17 @@ impl RankSystem {
 
     pub fn class_facts(&self, class: usize) -> Vec<(Span, String)> {
         self.facts.iter().filter(|f| self.class_of[f.e] == class).map(|f| (f.fact.span, f.fact.label.clone())).collect()
+    }
+
+    /// The facts behind [`Class::hard`]: the class's equations, without
+    /// its `RANK(t) IN` draw ranges.
+    pub fn class_hard_facts(&self, class: usize) -> Vec<(Span, String)> {
+        self.facts.iter().filter(|f| self.class_of[f.e] == class && !f.soft).map(|f| (f.fact.span, f.fact.label.clone())).collect()
+    }
+
+    /// The `RANK(t) IN` draw ranges of a class, for warnings.
+    pub fn class_soft_facts(&self, class: usize) -> Vec<(Span, String)> {
+        self.facts.iter().filter(|f| self.class_of[f.e] == class && f.soft).map(|f| (f.fact.span, f.fact.label.clone())).collect()
     }
 
     /// The chain of equations explaining why `a` and `b` share a rank.

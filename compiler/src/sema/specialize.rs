@@ -132,13 +132,13 @@ mod tests {
         let elems: u64 = 384 << 20;
         assert_eq!(bytes_needed(elems, 4), 3 << 30);
         let bind = vec![format!("i=[{elems}]")];
-        assert!(specialized_for(&src, &bind, 0, FloatWidth::F32).is_ok());
-        let e = specialized_for(&src, &bind, 0, FloatWidth::F64).expect_err("6 GiB of f64 is over 4 GiB");
+        assert!(specialized_for(&src, &bind, &[], 0, FloatWidth::F32).is_ok());
+        let e = specialized_for(&src, &bind, &[], 0, FloatWidth::F64).expect_err("6 GiB of f64 is over 4 GiB");
         assert!(e.to_string().contains("E0306"), "{e}");
         // 5 GiB of f32 is over the limit too.
         let elems: u64 = 640 << 20;
         assert_eq!(bytes_needed(elems, 4), 5 << 30);
-        let e = specialized_for(&src, &[format!("i=[{elems}]")], 0, FloatWidth::F32).expect_err("5 GiB is over 4 GiB");
+        let e = specialized_for(&src, &[format!("i=[{elems}]")], &[], 0, FloatWidth::F32).expect_err("5 GiB is over 4 GiB");
         assert!(e.to_string().contains("E0306"), "{e}");
     }
 }

@@ -11,6 +11,7 @@ use eintup::passes::{Ir, Level, Options, PassError, PassManager, Unit, DEFAULT_P
 use eintup_codegen::{self as codegen, Target};
 use eintup_tools::etopt::{list::list_passes, split, verify_diagnostics, Lang};
 use eintup_tools::process::run_main_status;
+use et_grammar::diag::{render_all, Diagnostic};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -115,9 +116,13 @@ fn run(args: Args) -> Result<i32, Failure> {
     let mut status = exit::OK;
     for text in chunks {
         let chunk = Source { path: source.path.clone(), name: source.name.clone(), text };
-        let result = process(&args, &plan, chunk.clone());
+        let mut warnings = Vec::new();
+        let result = process(&args, &plan, chunk.clone(), &mut warnings);
+        if !args.verify_diagnostics && !warnings.is_empty() {
+            eprintln!("{}", render_all(&warnings, &chunk.name, &chunk.text).trim_end());
+        }
         let code = match &result {
-            _ if args.verify_diagnostics => verify_chunk(&chunk, lang, &result),
+            _ if args.verify_diagnostics => verify_chunk(&chunk, lang, &result, &warnings),
             Ok(_) => exit::OK,
             // Without chunks, a failure is the command's, exactly as before.
             Err(e) if !args.split_input_file => return Err(e.clone().into_failure(&chunk)),
@@ -143,14 +148,15 @@ fn report_failure(e: &PassError, chunk: &Source) -> i32 {
 /// against its expectations; each mismatch on stderr, exit 1 (as
 /// `mlir-opt`) if any. An internal error is a bug, reported as such (exit
 /// 70) whatever the input expects.
-fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>) -> i32 {
-    let produced = match result {
-        Ok(_) => Vec::new(),
+fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, warnings: &[Diagnostic]) -> i32 {
+    let mut produced = verify_diagnostics::produced_warnings(warnings, &chunk.text);
+    match result {
+        Ok(_) => {}
         Err(e) => match verify_diagnostics::produced(e, &chunk.text) {
-            Some(p) => p,
+            Some(p) => produced.extend(p),
             None => return report_failure(e, chunk),
         },
-    };
+    }
     let problems = verify_diagnostics::check(&chunk.name, &chunk.text, lang, &produced);
     for p in &problems {
         eprintln!("{p}");
@@ -163,7 +169,7 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>) 
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
-    let opts = Options { binds: args.bind.clone(), seed: args.seed, float: args.float };
+    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }
@@ -186,15 +192,19 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
 }
 
 /// Compiles one input (the file, or one chunk of it) and returns what to
-/// print.
-fn process(args: &Args, plan: &Plan, source: Source) -> Result<String, PassError> {
+/// print; warnings (a `--bind` outside a draw range) go to `warnings`.
+fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnostic>) -> Result<String, PassError> {
     let Some(pm) = &plan.pm else {
         let file = et_grammar::parse_file(&source.text).map_err(PassError::User)?;
         return Ok(et_grammar::print::print_file(&file, &source.text));
     };
     let mut unit = load_unit(source)?;
     let pm = if plan.explicit { pm.clone() } else { pm.clone().skip_to(unit.ir.level()) };
-    pm.run_passes(&mut unit, &plan.opts, &mut std::io::stderr().lock())?;
+    let ran = pm.run_passes(&mut unit, &plan.opts, &mut std::io::stderr().lock());
+    if let Some(cfg) = &unit.config {
+        warnings.extend(cfg.warnings.iter().cloned());
+    }
+    ran?;
     if args.stats {
         if let Ir::Loop(m) = &unit.ir {
             // Per kernel: exact points visited and guard conditions left.

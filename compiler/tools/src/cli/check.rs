@@ -50,7 +50,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     }
     // Before any Python starts: the file chose the call, and files are shared.
     vet_call(&src, call)?;
-    let space = Space::new(&prog, &ranks, &[]).map_err(|d| src.failure(d))?;
+    let space = Space::new(&prog, &ranks, &[], &[]).map_err(|d| src.failure(d))?;
     let (configs, discarded) = space.enumerate(args.reps, args.seed).map_err(|d| src.failure(d))?;
     let mut bridge = Bridge::start(&BridgeLocation::find()?)?;
     if bridge.sandbox().starts_with("none") {

@@ -26,7 +26,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
         DType::F32 => super::FloatWidth::F32,
         _ => super::FloatWidth::F64,
     };
-    let (module, config) = eintup::pipeline::specialized_for(&src, &binds, seed, float)?;
+    let (module, config) = eintup::pipeline::specialized_for(&src, &binds, &[], seed, float)?;
     let inputs = super::run::read_inputs(&args.input)?;
     let opts = RunOptions { seed, float, inputs };
     check_buffers(&module, m, float).map_err(|why| Failure::user(format!("eintup: error: {}: the bundle does not match its own program: {why}", args.bundle.display())))?;
@@ -46,7 +46,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
         eintup_codegen::gpu::run_bundle(&dev, &b, &module, &init)?
     };
     match &args.out {
-        Some(dir) => super::run::write_out(dir, &module, &arrays, seed, &config.dims),
+        Some(dir) => super::run::write_out(dir, &module, &arrays, seed, &config),
         None => {
             print!("{}", super::run::render_outputs(&module, &arrays));
             Ok(())

@@ -38,6 +38,10 @@ pub struct ShapesArgs {
     /// Print a JSON list of {"name": [dims]} objects instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Mark each dims with how it was determined (constrained, inferred,
+    /// drawn); with --json, objects {"eintups": {..}, "sources": {..}}.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 #[derive(Args, Debug)]

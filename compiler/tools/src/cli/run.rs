@@ -6,16 +6,25 @@ use super::{Backend, FpContract, RunArgs};
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::Module;
+use eintup::sema::{Config, InputShape};
+use et_grammar::diag::render_all;
 use eintup::tensor::{shape_text, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 pub fn main(args: RunArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
-    let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, args.seed, args.float)?;
-    let arrays = execute(&src, &module, &args)?;
+    // The inputs' shapes take part in choosing the configuration.
+    let inputs = read_inputs(&args.input)?;
+    let shapes: Vec<InputShape> =
+        inputs.iter().map(|(name, t)| InputShape { name: name.clone(), shape: t.shape.iter().map(|&d| d as i64).collect() }).collect();
+    let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &shapes, args.seed, args.float)?;
+    report_config(&src, &config);
+    let fp_contract = fp_contract(&args)?;
+    let opts = RunOptions { seed: args.seed, float: args.float, inputs };
+    let arrays = eintup_codegen::backend::execute(&src, &module, args.backend, &opts, fp_contract)?;
     match &args.out {
-        Some(dir) => write_out(dir, &module, &arrays, args.seed, &config.dims),
+        Some(dir) => write_out(dir, &module, &arrays, args.seed, &config),
         None => {
             print!("{}", render_outputs(&module, &arrays));
             Ok(())
@@ -23,20 +32,26 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
     }
 }
 
-/// Reads `--input` files and runs the chosen backend.
-pub fn execute(src: &Source, module: &Module, args: &RunArgs) -> Result<Vec<Tensor>, Failure> {
-    let inputs = read_inputs(&args.input)?;
-    let opts = RunOptions { seed: args.seed, float: args.float, inputs };
-    let fp_contract = match (args.fp_contract, args.backend) {
-        (Some(c), Backend::Gpu | Backend::Emu) => c,
-        (None, _) => FpContract::default(),
-        (Some(_), b) => {
-            return Err(Failure::user(format!(
-                "eintup: error: --fp-contract applies to GPU code (--backend gpu|emu); `{b}` never fuses, so its results are the interpreter's rounding"
-            )))
-        }
-    };
-    eintup_codegen::backend::execute(src, module, args.backend, &opts, fp_contract)
+/// `--fp-contract`, which only GPU code honours: asked of another backend,
+/// it is a usage error rather than silently ignored.
+fn fp_contract(args: &RunArgs) -> Result<FpContract, Failure> {
+    match (args.fp_contract, args.backend) {
+        (Some(c), Backend::Gpu | Backend::Emu) => Ok(c),
+        (None, _) => Ok(FpContract::default()),
+        (Some(_), b) => Err(Failure::user(format!(
+            "eintup: error: --fp-contract applies to GPU code (--backend gpu|emu); `{b}` never fuses, so its results are the interpreter's rounding"
+        ))),
+    }
+}
+
+/// On stderr: the warnings choosing the configuration gave, then one
+/// line saying which dims were bound, taken from inputs, constrained,
+/// inferred or drawn.
+pub fn report_config(src: &Source, config: &Config) {
+    if !config.warnings.is_empty() {
+        eprintln!("{}", render_all(&config.warnings, &src.name, &src.text).trim_end());
+    }
+    eprintln!("configuration: {}", config.describe());
 }
 
 /// Every `--input NAME=PATH.npy`, by name.
@@ -64,16 +79,19 @@ fn parse_input(spec: &str) -> Result<(&str, Tensor), Failure> {
     Ok((name, t))
 }
 
-/// Writes every array as `DIR/NAME.npy` and `DIR/config.json`.
-pub fn write_out(dir: &Path, m: &Module, arrays: &[Tensor], seed: u64, dims: &[(String, Vec<i64>)]) -> Result<(), Failure> {
+/// Writes every array as `DIR/NAME.npy` and `DIR/config.json`
+/// (`{"seed": S, "eintups": {NAME: DIMS}, "sources": {NAME: SOURCE}}`).
+pub fn write_out(dir: &Path, m: &Module, arrays: &[Tensor], seed: u64, config: &Config) -> Result<(), Failure> {
     let io = |what: &str, e: std::io::Error| Failure::user(format!("eintup: error[E0409]: cannot write {what}: {e}"));
     std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
     for (a, t) in m.arrays.iter().zip(arrays) {
         let p = dir.join(format!("{}.npy", a.name));
         eintup::tensor::npy::write(&p, &t).map_err(|e| io(&p.display().to_string(), e))?;
     }
-    let eintups: serde_json::Map<String, serde_json::Value> = dims.iter().map(|(n, d)| (n.clone(), serde_json::json!(d))).collect();
-    let cfg = serde_json::json!({ "seed": seed, "eintups": eintups });
+    let eintups: serde_json::Map<String, serde_json::Value> = config.dims.iter().map(|(n, d)| (n.clone(), serde_json::json!(d))).collect();
+    let sources: serde_json::Map<String, serde_json::Value> =
+        config.dims.iter().zip(&config.sources).map(|((n, _), s)| (n.clone(), serde_json::json!(s.text()))).collect();
+    let cfg = serde_json::json!({ "seed": seed, "eintups": eintups, "sources": sources });
     let p = dir.join("config.json");
     let text = serde_json::to_string(&cfg).map_err(|e| Failure::Internal(e.to_string()))?;
     std::fs::write(&p, text + "\n").map_err(|e| io(&p.display().to_string(), e))

@@ -5,14 +5,20 @@ use super::ShapesArgs;
 use eintup::driver::{Failure, Source};
 use eintup::pipeline;
 use eintup::sema::config::Space;
+use eintup::sema::DimsSource;
 
 pub fn main(args: ShapesArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
     let (prog, ranks) = pipeline::ranked(&src)?;
-    let space = Space::new(&prog, &ranks, &[]).map_err(|d| src.failure(d))?;
+    let space = Space::new(&prog, &ranks, &[], &[]).map_err(|d| src.failure(d))?;
     let (rows, discarded) = space.enumerate(args.reps, args.seed).map_err(|d| src.failure(d))?;
     let names: Vec<&str> = prog.module.eintups.iter().map(|e| e.name.as_str()).collect();
-    let text = if args.json { json(&names, &rows) } else { table(&names, &rows) };
+    let text = match (args.json, args.explain) {
+        (false, false) => table(&names, &rows),
+        (true, false) => json(&names, &rows),
+        (false, true) => explained_table(&names, &rows, space.sources()),
+        (true, true) => explained_json(&names, &rows, space.sources()),
+    };
     print!("{text}");
     let total: usize = discarded.values().sum();
     if total > 0 {
@@ -34,6 +40,34 @@ pub fn table(names: &[&str], rows: &[Vec<Vec<i64>>]) -> String {
     let header: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     let cells: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|d| dims_text(d)).collect()).collect();
     aligned(&header, &cells)
+}
+
+/// [`table`] with each cell marked with its source (`[3] inferred`).
+pub fn explained_table(names: &[&str], rows: &[Vec<Vec<i64>>], sources: &[DimsSource]) -> String {
+    let header: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().zip(sources).map(|(d, s)| format!("{} {}", dims_text(d), s.text())).collect())
+        .collect();
+    aligned(&header, &cells)
+}
+
+/// [`json`] with sources: a list of `{"eintups": {..}, "sources": {..}}`
+/// objects, as `run --out` writes `config.json`.
+pub fn explained_json(names: &[&str], rows: &[Vec<Vec<i64>>], sources: &[DimsSource]) -> String {
+    let objs: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let eintups: serde_json::Map<String, serde_json::Value> = names.iter().zip(r).map(|(n, d)| (n.to_string(), serde_json::json!(d))).collect();
+            let srcs: serde_json::Map<String, serde_json::Value> = names.iter().zip(sources).map(|(n, s)| (n.to_string(), serde_json::json!(s.text()))).collect();
+            format!("  {}", serde_json::json!({ "eintups": eintups, "sources": srcs }))
+        })
+        .collect();
+    if objs.is_empty() {
+        "[]\n".to_string()
+    } else {
+        format!("[\n{}\n]\n", objs.join(",\n"))
+    }
 }
 
 /// Left-aligned columns separated by two spaces; shared with `check`,

@@ -64,6 +64,11 @@ pub fn produced(e: &PassError, source: &str) -> Option<Vec<Produced>> {
     }
 }
 
+/// Diagnostics of a compilation that went on (warnings), as produced.
+pub fn produced_warnings(diags: &[Diagnostic], source: &str) -> Vec<Produced> {
+    diags.iter().map(|d| Produced::located(d, source)).collect()
+}
+
 /// One expectation of the input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Expected {
