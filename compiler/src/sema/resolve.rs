@@ -223,8 +223,8 @@ impl Resolver {
                     "E0103",
                     format!("wrong number of indices for `{}`: expected {want}, found {}", acc.array.name, acc.indices.len()),
                 )
-                .at(acc.span, format!("{} indices here", acc.indices.len()))
-                .also(a.span, format!("signature with {want} positions fixed here")),
+                .at(acc.span, format!("{} here", count(acc.indices.len(), "index", "indices")))
+                .also(a.span, format!("signature with {} fixed here", count(want, "position", "positions"))),
             );
         }
     }
@@ -678,6 +678,11 @@ fn range_attr(ops: &[Op], result: ValueId, a: &Array) -> Option<Attr> {
         _ => return None,
     };
     Some(Attr::Range { lo: Bound::Int(l), hi })
+}
+
+/// `1 index`, `2 indices`: a count with its noun.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]
