@@ -38,7 +38,9 @@ impl Source {
         let name = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| Failure::user(format!("{name}: error: cannot read file: {e}")))?;
         match String::from_utf8(bytes) {
-            Ok(text) => Ok(Source { path: path.to_path_buf(), name, text }),
+            // A UTF-8 byte order mark (some Windows editors write one) is
+            // not part of the program.
+            Ok(text) => Ok(Source { path: path.to_path_buf(), name, text: text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text) }),
             Err(e) => {
                 let valid = e.utf8_error().valid_up_to();
                 let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
