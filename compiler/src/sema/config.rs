@@ -586,6 +586,13 @@ impl<'a> Space<'a> {
         if total > MAX_RANK_COMBOS {
             let mut d = Diagnostic::error("E0206", format!("the rank constraints allow {total} rank combinations (limit {MAX_RANK_COMBOS})"))
                 .note("narrow the `RANK(t) IN [lo, hi]` ranges");
+            // Located at the ranges that multiply up (issue #20, item 6).
+            let wide = self.prog.constraints.iter().filter(|c| {
+                c.subject == ConstraintSubject::Rank && matches!(c.rel, Rel::In { lo, hi } if hi > lo) && free.contains(&rs.class_of[c.target])
+            });
+            for (k, c) in wide.enumerate() {
+                d = if k == 0 { d.at(c.span, "a range of ranks") } else { d.also(c.span, "another range") };
+            }
             if widen.iter().any(Option::is_some) {
                 d = d.note("the ranks of eintups that index a supplied input range over every rank its shape allows; fix some with `RANK(t) = ..` or --bind");
             }
@@ -659,6 +666,8 @@ impl<'a> Space<'a> {
             let mut d = Diagnostic::error("E0207", "no combination of ranks satisfies the rank constraints");
             if let Some(ci) = failed {
                 d = d.at(self.prog.constraints[ci].span, "cannot be satisfied");
+            } else if let Some(c) = self.prog.constraints.iter().find(|c| c.subject == ConstraintSubject::Rank) {
+                d = d.at(c.span, "among the rank constraints");
             }
             if self.bound.iter().any(|b| b.is_some()) {
                 d = d.note("with the ranks fixed by --bind");
