@@ -83,7 +83,11 @@ pub struct Variable {
     pub line: u32,
 }
 
-/// One statement of a function body. Nested `{ }` blocks are flattened.
+/// One statement of a function body. Nested `{ }` blocks are flattened;
+/// the registers a block declares are renamed `NAME#k#` (`k` numbers the
+/// block; `#` cannot occur in a PTX name), in the block, so that blocks may
+/// declare the same names (LLVM's `{ .reg .b64 %lhs; ... }` around every
+/// 64-bit rotate) and shadow the function's.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Statement {
     /// A declaration (`.reg`, `.shared`, `.local`, ...).
@@ -175,7 +179,7 @@ impl fmt::Display for ParseError {
 /// Parses a PTX module.
 pub fn parse(text: &str) -> Result<Module, ParseError> {
     let tokens = lex(text)?;
-    Parser { toks: &tokens, i: 0 }.module()
+    Parser { toks: &tokens, i: 0, blocks: 0 }.module()
 }
 
 // ---------------------------------------------------------------- lexing
@@ -277,6 +281,8 @@ fn lex(text: &str) -> Result<Vec<Token<'_>>, ParseError> {
 struct Parser<'t, 'a> {
     toks: &'t [Token<'a>],
     i: usize,
+    /// Nested `{ }` blocks so far (numbers their registers).
+    blocks: u32,
 }
 
 /// Directives whose operands run to the end of the line, without a `;`.
@@ -616,7 +622,11 @@ impl<'t, 'a> Parser<'t, 'a> {
                 }
                 Some(Tok::Punct('{')) => {
                     self.i += 1;
-                    self.body(out)?;
+                    let mut block = Vec::new();
+                    self.body(&mut block)?;
+                    self.blocks += 1;
+                    scope_registers(&mut block, self.blocks);
+                    out.extend(block);
                 }
                 Some(Tok::Punct('@')) => out.push(Statement::Instruction(self.instruction()?)),
                 Some(Tok::Word(w)) if SPACES.contains(&w) => {
@@ -818,6 +828,61 @@ fn is_type_name(w: &str) -> bool {
     )
 }
 
+/// Renames the registers that the nested block `block` declares (its
+/// `.reg`s not renamed by a block inside it) to `NAME#k#`, in all of the
+/// block: declarations, operands, guards. A register range `%r<4>` renames
+/// `%r0`..`%r3`.
+fn scope_registers(block: &mut [Statement], k: u32) {
+    let mut locals: Vec<(String, Option<u32>)> = Vec::new();
+    for st in block.iter_mut() {
+        if let Statement::Var(v) = st {
+            if v.space == ".reg" && !v.name.contains('#') {
+                locals.push((v.name.clone(), v.range));
+                v.name = format!("{}#{k}#", v.name);
+            }
+        }
+    }
+    if locals.is_empty() {
+        return;
+    }
+    let rename = |name: &mut String| {
+        for (base, range) in &locals {
+            let hit = match range {
+                None => name == base,
+                Some(n) => name.strip_prefix(base.as_str()).is_some_and(|rest| {
+                    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) && rest.parse::<u32>().is_ok_and(|i| i < *n)
+                }),
+            };
+            if hit {
+                let rest = name[base.len()..].to_string();
+                *name = format!("{base}#{k}#{rest}");
+                return;
+            }
+        }
+    };
+    fn operand(o: &mut Operand, rename: &dyn Fn(&mut String)) {
+        match o {
+            Operand::Reg(r) => rename(r),
+            Operand::Address { base: Some(b), .. } => rename(b),
+            Operand::Vector(v) => v.iter_mut().for_each(|x| operand(x, rename)),
+            Operand::Not(x) => operand(x, rename),
+            Operand::Pair(p, q) => {
+                rename(p);
+                rename(q);
+            }
+            _ => {}
+        }
+    }
+    for st in block.iter_mut() {
+        if let Statement::Instruction(i) = st {
+            if let Some((_, g)) = &mut i.guard {
+                rename(g);
+            }
+            i.operands.iter_mut().for_each(|o| operand(o, &rename));
+        }
+    }
+}
+
 fn describe(t: &Tok<'_>) -> String {
     match t {
         Tok::Word(w) => format!("`{w}`"),
@@ -852,6 +917,40 @@ mod tests {
         assert_eq!(
             st.operands,
             [Operand::Address { base: Some("%rd7".into()), offset: -4 }, Operand::F32(0x3F80_0000)]
+        );
+    }
+
+    #[test]
+    fn registers_of_nested_blocks_are_scoped() {
+        // Two blocks declare `%lhs` (as LLVM does around 64-bit rotates);
+        // the inner one also shadows the function's `%rd1` and a range.
+        let m = parse(
+            ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n.reg .b64 %rd<3>;\n{\n.reg .b64 %lhs;\nshl.b64 %lhs, %rd1, 1;\nadd.u64 %rd2, %lhs, %rd1;\n}\n{\n.reg .b64 %lhs;\n.reg .b64 %rd<2>;\n{\n.reg .pred %p;\n@%p mov.u64 %lhs, %rd1;\n}\nmov.u64 %lhs, [%rd1+8];\n}\nmov.u64 %rd1, %rd2;\n}\n",
+        )
+        .unwrap();
+        let body = m.functions[0].body.as_ref().unwrap();
+        let names: Vec<String> = body
+            .iter()
+            .map(|s| match s {
+                Statement::Var(v) => format!("{}{}", v.name, v.range.map_or(String::new(), |n| format!("<{n}>"))),
+                Statement::Instruction(i) => format!("{:?} {}", i.guard, i.operands.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", ")),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "%rd<3>",
+                "%lhs#1#",
+                "None %lhs#1#, %rd1, 1",
+                "None %rd2, %lhs#1#, %rd1",
+                "%lhs#3#",
+                "%rd#3#<2>",
+                "%p#2#",
+                "Some((false, \"%p#2#\")) %lhs#3#, %rd#3#1",
+                "None %lhs#3#, [%rd#3#1+8]",
+                "None %rd1, %rd2",
+            ]
         );
     }
 

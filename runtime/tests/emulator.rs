@@ -297,10 +297,93 @@ fn two_threads_writing_one_word_race_unless_atomic() {
     let (out, profile) = run(&b, BTreeMap::new()).unwrap();
     assert_eq!(out["y"].data, Data::I32(vec![64]));
     assert_eq!(profile.get("fill").unwrap().atomic_requests, 2);
+    // Every thread of both blocks storing one constant (as eintup's reset
+    // kernels do where several points reach a cell): the word ends up the
+    // same in any order, so no race.
+    let constant = collide.replace("st.global.u32 \t[%rd3], %r1;", "mov.u32 \t%r1, 7;\n\tst.global.u32 \t[%rd3], %r1;");
+    assert_ne!(constant, collide);
+    let b = bundle(&module(&constant), json!([buf("y", "i32", 1, "output")]), json!([launch("fill", 2, 32, &["y"])]));
+    assert_eq!(run(&b, BTreeMap::new()).unwrap().0["y"].data, Data::I32(vec![7]));
     // Without race checking the colliding stores go through (last lane wins).
     let dev = Device::emulator_with(EmuOptions { check_races: false, ..EmuOptions::default() });
     let b = bundle(&module(&collide), json!([buf("y", "i32", 1, "output")]), json!([launch("fill", 1, 32, &["y"])]));
     assert_eq!(dev.run(&b, &BTreeMap::new()).unwrap()["y"].data, Data::I32(vec![31]));
+}
+
+/// Two nested blocks declaring the same registers, as LLVM's NVPTX backend
+/// writes a 64-bit rotate: thread t computes rotr(t, 1) twice = rotr(t, 2)
+/// and stores its low word plus its high word's top bits.
+const NESTED_BLOCKS: &str = "
+.visible .entry rot(.param .u64 rot_param_0)
+{
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<6>;
+
+	ld.param.u64 	%rd1, [rot_param_0];
+	mov.u32 	%r1, %tid.x;
+	cvt.u64.u32 	%rd2, %r1;
+	{
+	.reg .b64 %lhs;
+	.reg .b64 %rhs;
+	shl.b64 	%lhs, %rd2, 63;
+	shr.u64 	%rhs, %rd2, 1;
+	add.u64 	%rd3, %lhs, %rhs;
+	}
+	{
+	.reg .b64 %lhs;
+	.reg .b64 %rhs;
+	shl.b64 	%lhs, %rd3, 63;
+	shr.u64 	%rhs, %rd3, 1;
+	add.u64 	%rd4, %lhs, %rhs;
+	}
+	shr.u64 	%rd5, %rd4, 62;
+	cvt.u32.u64 	%r2, %rd4;
+	cvt.u32.u64 	%r3, %rd5;
+	add.s32 	%r2, %r2, %r3;
+	mul.wide.u32 	%rd5, %r1, 4;
+	add.s64 	%rd5, %rd1, %rd5;
+	st.global.u32 	[%rd5], %r2;
+	ret;
+}
+";
+
+#[test]
+fn nested_blocks_may_declare_the_same_registers() {
+    let b = bundle(&module(NESTED_BLOCKS), json!([buf("y", "i32", 8, "output")]), json!([launch("rot", 1, 8, &["y"])]));
+    // rotr(t, 2): low word t >> 2, top two bits t & 3.
+    let want: Vec<i32> = (0..8).map(|t| (t >> 2) + (t & 3)).collect();
+    assert_eq!(run(&b, BTreeMap::new()).unwrap().0["y"].data, Data::I32(want));
+}
+
+/// Predicate immediates, as LLVM's NVPTX backend emits them: thread t
+/// stores 1 + 2 (`%p2 = 0 ^ true`) + 4 (`%p3 = %p2 & 0`, false) = 3.
+const PRED_IMMEDIATES: &str = "
+.visible .entry preds(.param .u64 preds_param_0)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<5>;
+	.reg .b64 	%rd<4>;
+
+	ld.param.u64 	%rd1, [preds_param_0];
+	mov.u32 	%r1, %tid.x;
+	mov.pred 	%p1, 0;
+	xor.pred 	%p2, %p1, -1;
+	and.pred 	%p3, %p2, 0;
+	selp.u32 	%r2, 2, 0, %p2;
+	selp.u32 	%r3, 4, 0, %p3;
+	add.s32 	%r4, %r2, %r3;
+	add.s32 	%r4, %r4, 1;
+	mul.wide.u32 	%rd2, %r1, 4;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.u32 	[%rd3], %r4;
+	ret;
+}
+";
+
+#[test]
+fn predicate_immediates_are_false_for_zero_and_true_otherwise() {
+    let b = bundle(&module(PRED_IMMEDIATES), json!([buf("y", "i32", 4, "output")]), json!([launch("preds", 1, 4, &["y"])]));
+    assert_eq!(run(&b, BTreeMap::new()).unwrap().0["y"].data, Data::I32(vec![3; 4]));
 }
 
 #[test]

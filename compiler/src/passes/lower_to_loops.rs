@@ -5,9 +5,10 @@
 //! - a *snapshot* kernel when the statement reads the array it writes
 //!   (LANGUAGE.md: every read sees the arrays as they were before the
 //!   statement), copying it to a temporary that all reads then use;
-//! - for `=`, a *reset* kernel that stores 0 into exactly the cells the
-//!   statement reaches (same loops and guards), which together with
-//!   accumulation implements "reset a cell when `=` first reaches it";
+//! - for `=`, a *reset* kernel that stores 0 (-0.0 for floats) into
+//!   exactly the cells the statement reaches (same loops and guards), which
+//!   together with accumulation implements "reset a cell when `=` first
+//!   reaches it";
 //! - the main kernel: one loop per eintup component (left-hand-side
 //!   variables outermost, all `reduce` until `parallelize` runs), a guard
 //!   for every index component (`0 <= c < dim`, FLAT arguments, `DIMS()[t]`
@@ -523,8 +524,14 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
     let nest = |inner: Node| build_nest(&loops, &items, inner);
 
     if s.op == AssignOp::Assign {
+        // A float cell is reset to -0.0, the zero that adds exactly
+        // (-0.0 + v == v for every v, also -0.0): the reset and the
+        // accumulation then leave what the interpreter does, the first
+        // term as it is and the others added (+0.0 would turn a sum of
+        // -0.0 terms into +0.0).
+        let zero = if lhs_ty.is_float() { -0.0 } else { 0.0 };
         let zero = Compute {
-            values: vec![Value { op: VOp::Const(0.0), dtype: lhs_ty }],
+            values: vec![Value { op: VOp::Const(zero), dtype: lhs_ty }],
             write: Write { kind: WriteKind::Store, buf: lhs, offset: lhs_off.clone(), value: 0 },
         };
         out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}_reset"), vars: vars.clone(), body: nest(Node::Compute(zero)) });

@@ -169,7 +169,14 @@ impl<'a> Builder<'a> {
                     if std::ptr::eq(x, &p.expr) || x.span == p.expr.span {
                         continue;
                     }
-                    let sig = self.term(&p.expr);
+                    let sig = match self.term(&p.expr) {
+                        // A scalar signature (`x[0]`, `x[RANK(t)]`) defines
+                        // a position of one component (DIMS(n) = [n+1],
+                        // LANGUAGE.md s.5): other indices there have rank 1
+                        // (or are scalars, which broadcast).
+                        Term::Scalar => Term::Fixed(1),
+                        t => t,
+                    };
                     let f = Fact { span: x.span, label: format!("position {} of `{}`, equal in rank to its signature", k + 1, arr.name) };
                     self.equate(&t, &sig, &f);
                 }
@@ -283,10 +290,12 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
             let pinned = lo_f.lo == lo_f.hi && hi_f.lo == hi_f.hi;
             let (code, what) = if pinned { ("E0201", "contradictory ranks") } else { ("E0202", "rank ranges that cannot meet") };
             let name = |e: EintupId| m.eintups[e].name.clone();
-            let mut d = Diagnostic::error(
-                code,
-                format!("rank mismatch: `{}` and `{}` must have equal ranks, but are given {what}", name(lo_f.e), name(hi_f.e)),
-            )
+            let msg = if lo_f.e == hi_f.e {
+                format!("rank mismatch: `{}` is given {what}", name(lo_f.e))
+            } else {
+                format!("rank mismatch: `{}` and `{}` must have equal ranks, but are given {what}", name(lo_f.e), name(hi_f.e))
+            };
+            let mut d = Diagnostic::error(code, msg)
             .at(lo_f.fact.span, format!("{}: RANK({}) >= {}", lo_f.fact.label, name(lo_f.e), lo_f.lo))
             .also(hi_f.fact.span, format!("{}: RANK({}) <= {}", hi_f.fact.label, name(hi_f.e), hi_f.hi));
             for (x, y, f) in path(&sys_edges, n, lo_f.e, hi_f.e) {

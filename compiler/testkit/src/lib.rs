@@ -1,7 +1,10 @@
 //! What the test suites of every crate share (a dev-dependency only): the
-//! example programs of `docs/examples` and comparisons of tensors within a
-//! stated tolerance. One copy, so every suite means the same thing by
-//! "the examples" and by "close".
+//! example programs of `docs/examples`, comparisons of tensors within a
+//! stated tolerance, and the random-program generator ([`programs`]). One
+//! copy, so every suite means the same thing by "the examples", by
+//! "close" and by "a random program".
+
+pub mod programs;
 
 use eintup_runtime::tensor::{Data, Tensor};
 use std::path::{Path, PathBuf};

@@ -488,6 +488,10 @@ struct Ctx<'a> {
     regs: BTreeMap<String, RegInfo>,
     nregs: u32,
     npreds: u32,
+    /// A predicate register no instruction writes (always false): what a
+    /// predicate immediate reads (`mov.pred %p1, 0;`, `xor.pred %p2, %p1,
+    /// -1;`, as LLVM's NVPTX backend emits them).
+    false_pred: u32,
     syms: BTreeMap<String, Sym>,
     line: u32,
     text: &'a str,
@@ -498,7 +502,7 @@ fn decode_kernel(f: &ptx::Function, module_shared: &Layout) -> Result<Kernel> {
     let Some(body) = &f.body else {
         return Err(unsupported(f.line, &format!("the kernel declaration `{}` without a body", f.name)));
     };
-    let mut cx = Ctx { regs: BTreeMap::new(), nregs: 0, npreds: 0, syms: BTreeMap::new(), line: f.line, text: "", opcode: "" };
+    let mut cx = Ctx { regs: BTreeMap::new(), nregs: 0, npreds: 0, false_pred: 0, syms: BTreeMap::new(), line: f.line, text: "", opcode: "" };
 
     // Parameters: each at its alignment, as the driver lays them out.
     let mut params = Vec::new();
@@ -539,6 +543,8 @@ fn decode_kernel(f: &ptx::Function, module_shared: &Layout) -> Result<Kernel> {
             }
         }
     }
+    cx.false_pred = cx.npreds;
+    cx.npreds += 1;
     for (name, off) in &shared.offsets {
         cx.syms.entry(name.clone()).or_insert(Sym::Var(Space::Shared, *off));
     }
@@ -717,6 +723,8 @@ impl<'a> Ctx<'a> {
     fn pred_src(&self, o: &Operand) -> Result<PredSrc> {
         match o {
             Operand::Reg(r) => Ok(PredSrc { idx: self.pred_reg(r)?, neg: false }),
+            // An immediate: 0 is false, anything else true.
+            Operand::Int(v) => Ok(PredSrc { idx: self.false_pred, neg: *v != 0 }),
             Operand::Not(inner) => match inner.as_ref() {
                 Operand::Reg(r) => Ok(PredSrc { idx: self.pred_reg(r)?, neg: true }),
                 _ => Err(self.err(format!("`{o}` is not a predicate"))),
@@ -1595,6 +1603,17 @@ mod tests {
         assert_eq!(op("mov.f32 %f1, 0f3F800000;"), Op::Mov { bits: 32, d: Dst { reg: 21, sext: 0, reg_bits: 32 }, a: Src::Imm(0x3F80_0000) });
         let Op::Ld { addr, .. } = op("ld.shared.f32 %f1, [buf+8];") else { panic!() };
         assert_eq!(addr, Addr { base: None, offset: 8 });
+    }
+
+    #[test]
+    fn predicate_immediates_read_a_register_that_is_always_false() {
+        // %p0..%p3 are declared: the always-false register is the fifth.
+        assert_eq!(op("mov.pred %p1, 0;"), Op::PredMov { d: 1, a: PredSrc { idx: 4, neg: false } });
+        assert_eq!(
+            op("xor.pred %p2, %p1, -1;"),
+            Op::PredLogic { op: BoolOp::Xor, d: 2, a: PredSrc { idx: 1, neg: false }, b: PredSrc { idx: 4, neg: true } }
+        );
+        assert_eq!(kernel("mov.pred %p1, 1;").unwrap().preds, 5);
     }
 
     #[test]

@@ -217,7 +217,8 @@ fn lanes(mut m: u32) -> impl Iterator<Item = usize> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Access {
     Load { nc: bool },
-    Store,
+    /// The bytes stored, little-endian (a `.v4` of 8-byte values at most).
+    Store([u8; 32]),
     Atomic,
 }
 
@@ -225,7 +226,7 @@ impl Access {
     fn name(self) -> &'static str {
         match self {
             Access::Load { .. } => "load",
-            Access::Store => "store",
+            Access::Store(_) => "store",
             Access::Atomic => "atomic",
         }
     }
@@ -665,7 +666,12 @@ impl Exec<'_> {
                 self.shared_spans.clear();
                 for l in lanes(exec) {
                     let at = base.map_or(0, |b| b[l]).wrapping_add(addr.offset as u64);
-                    let loc = self.resolve(w, l, pc, space, at, total, Access::Store)?;
+                    let mut bytes = [0u8; 32];
+                    for (i, v) in vals.iter().enumerate() {
+                        let s = i * size as usize;
+                        bytes[s..s + size as usize].copy_from_slice(&(v[l] & m).to_le_bytes()[..size as usize]);
+                    }
+                    let loc = self.resolve(w, l, pc, space, at, total, Access::Store(bytes))?;
                     for (i, v) in vals.iter().enumerate() {
                         self.store_at(w, l, loc.plus(i * size as usize), size as usize, v[l] & m);
                     }
@@ -818,7 +824,8 @@ impl Exec<'_> {
                     for wd in words(o) {
                         let r = match access {
                             Access::Load { nc } => alloc.shadow[wd].read(&acc, nc),
-                            _ => alloc.shadow[wd].write(&acc),
+                            Access::Store(new) => alloc.shadow[wd].write(&acc, word_unchanged(&alloc.data, o, &new[..size as usize], wd)),
+                            Access::Atomic => unreachable!("atomics are not race-checked"),
                         };
                         if let Err(c) = r {
                             return Err(self.race(w, lane, pc, "global", addr, c));
@@ -838,7 +845,8 @@ impl Exec<'_> {
                     for wd in words(o) {
                         let r = match access {
                             Access::Load { nc } => self.shared_shadow[wd].read(&acc, nc),
-                            _ => self.shared_shadow[wd].write(&acc),
+                            Access::Store(new) => self.shared_shadow[wd].write(&acc, word_unchanged(&self.shared, o, &new[..size as usize], wd)),
+                            Access::Atomic => unreachable!("atomics are not race-checked"),
                         };
                         if let Err(c) = r {
                             return Err(self.race(w, lane, pc, "shared", addr, c));
@@ -925,6 +933,13 @@ impl Exec<'_> {
             self.profile.shared_bank_conflicts += c;
         }
     }
+}
+
+/// Whether storing `new` at byte `o` of `data` leaves word `wd` (which the
+/// store overlaps) as it is.
+fn word_unchanged(data: &[u8], o: usize, new: &[u8], wd: usize) -> bool {
+    let (lo, hi) = ((wd * 4).max(o), (wd * 4 + 4).min(o + new.len()));
+    data[lo..hi] == new[lo - o..hi - o]
 }
 
 /// `0-3, 8, 10-31`.

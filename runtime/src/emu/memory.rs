@@ -243,12 +243,18 @@ impl Shadow {
     }
 
     /// Records a write; the conflict if it races with an earlier access.
-    pub(crate) fn write(&mut self, acc: &Accessor) -> Result<(), Conflict> {
+    /// `unchanged`: the write stores the bytes the word already holds. Such
+    /// a write unordered with another thread's write is no race: the word
+    /// ends up the same in either order (reset kernels store one constant
+    /// from every thread that reaches a cell, docs/passes.md
+    /// `parallelize`). The earlier writer's record is kept.
+    pub(crate) fn write(&mut self, acc: &Accessor, unchanged: bool) -> Result<(), Conflict> {
         self.refresh(acc.tag);
         if self.nc_read {
             return Err(Conflict { kind: RaceKind::NonCoherentRead, thread: (self.reader != MANY).then(|| self.reader - 1), pc: self.read_pc });
         }
-        if self.write_conflict(acc) {
+        let unordered_write = self.write_conflict(acc);
+        if unordered_write && !unchanged {
             return Err(Conflict { kind: RaceKind::WriteAfterWrite, thread: Some(self.writer - 1), pc: self.write_pc });
         }
         let me = acc.thread + 1;
@@ -261,6 +267,9 @@ impl Shadow {
         if !read_ordered {
             let thread = (self.reader != MANY).then(|| self.reader - 1);
             return Err(Conflict { kind: RaceKind::WriteAfterRead, thread, pc: self.read_pc });
+        }
+        if unordered_write {
+            return Ok(());
         }
         self.writer = me;
         self.write_block = acc.block;
@@ -299,32 +308,49 @@ mod tests {
     fn race_rules() {
         // One thread may do anything to its own word.
         let mut s = Shadow::default();
-        s.write(&acc(1, 0, 0)).unwrap();
+        s.write(&acc(1, 0, 0), false).unwrap();
         s.read(&acc(1, 0, 0), false).unwrap();
-        s.write(&acc(1, 0, 0)).unwrap();
+        s.write(&acc(1, 0, 0), false).unwrap();
         // Another thread of the block reading it without a barrier races...
         assert_eq!(s.read(&acc(2, 0, 0), false).unwrap_err().kind, RaceKind::ReadAfterWrite);
         // ...but not after one.
         s.read(&acc(2, 0, 1), false).unwrap();
         // A thread of another block is never ordered with it.
         let mut s = Shadow::default();
-        s.write(&acc(1, 0, 5)).unwrap();
-        assert_eq!(s.write(&acc(40, 1, 9)).unwrap_err().kind, RaceKind::WriteAfterWrite);
+        s.write(&acc(1, 0, 5), false).unwrap();
+        assert_eq!(s.write(&acc(40, 1, 9), false).unwrap_err().kind, RaceKind::WriteAfterWrite);
         // Several readers, then a write by one of them.
         let mut s = Shadow::default();
         s.read(&acc(1, 0, 0), false).unwrap();
         s.read(&acc(2, 0, 0), false).unwrap();
-        let c = s.write(&acc(1, 0, 0)).unwrap_err();
+        let c = s.write(&acc(1, 0, 0), false).unwrap_err();
         assert_eq!((c.kind, c.thread), (RaceKind::WriteAfterRead, None));
-        s.write(&acc(1, 0, 1)).unwrap();
+        s.write(&acc(1, 0, 1), false).unwrap();
         // A new launch starts clean.
-        s.write(&Accessor { tag: 2, ..acc(7, 3, 0) }).unwrap();
+        s.write(&Accessor { tag: 2, ..acc(7, 3, 0) }, false).unwrap();
+        // Threads of two blocks storing the value the word already holds
+        // (one constant from every thread): no race, and the first
+        // writer's record stays...
+        let mut s = Shadow::default();
+        s.write(&acc(1, 0, 0), false).unwrap();
+        s.write(&acc(2, 0, 0), true).unwrap();
+        s.write(&acc(40, 1, 0), true).unwrap();
+        // ...so a read by another thread still races with it,
+        let c = s.read(&acc(3, 0, 0), false).unwrap_err();
+        assert_eq!((c.kind, c.thread), (RaceKind::ReadAfterWrite, Some(1)));
+        // and so does a store of a new value.
+        let c = s.write(&acc(41, 1, 0), false).unwrap_err();
+        assert_eq!((c.kind, c.thread), (RaceKind::WriteAfterWrite, Some(1)));
+        // An unchanged store still races with an unordered read.
+        let mut s = Shadow::default();
+        s.read(&acc(1, 0, 0), false).unwrap();
+        assert_eq!(s.write(&acc(2, 0, 0), true).unwrap_err().kind, RaceKind::WriteAfterRead);
         // Non-coherent loads of written data, either order.
         let mut s = Shadow::default();
-        s.write(&acc(1, 0, 0)).unwrap();
+        s.write(&acc(1, 0, 0), false).unwrap();
         assert_eq!(s.read(&acc(1, 0, 0), true).unwrap_err().kind, RaceKind::NonCoherentRead);
         let mut s = Shadow::default();
         s.read(&acc(1, 0, 0), true).unwrap();
-        assert_eq!(s.write(&acc(2, 1, 0)).unwrap_err().kind, RaceKind::NonCoherentRead);
+        assert_eq!(s.write(&acc(2, 1, 0), false).unwrap_err().kind, RaceKind::NonCoherentRead);
     }
 }

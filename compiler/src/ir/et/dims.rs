@@ -47,7 +47,22 @@ pub fn bound(e: &IndexExpr, dims: &[Vec<i64>]) -> Result<Vec<i64>, BoundError> {
 /// `DIMS(e)` where slices take their values in ranges the caller supplies
 /// (the interpreter knows them from `range` attributes).
 pub fn bound_with(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Result<Vec<i64>, BoundError> {
-    let v = interval(e, dims, slices)?;
+    bound_of(e, dims, slices, ZeroDivisor::Error)
+}
+
+/// What a zero static divisor means to the interval arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ZeroDivisor {
+    /// An error ([`BoundError::DivZero`]): in a first mention it rejects
+    /// the configuration (LANGUAGE.md s.4).
+    Error,
+    /// The components it feeds take no value (dim 0): outside first
+    /// mentions every instantiation that uses it is out of bounds.
+    Empty,
+}
+
+fn bound_of(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDivisor) -> Result<Vec<i64>, BoundError> {
+    let v = interval(e, dims, slices, zero)?;
     let ivs = match v {
         IVal::Scalar(iv) => vec![iv],
         IVal::Tuple(v) => v,
@@ -64,7 +79,7 @@ fn point(v: i64) -> Iv {
     Some((v as i128, v as i128))
 }
 
-fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Result<IVal, BoundError> {
+fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDivisor) -> Result<IVal, BoundError> {
     let get = |t: &EintupId| dims.get(*t).cloned().unwrap_or_default();
     Ok(match &e.kind {
         IndexKind::Lit(n) => IVal::Scalar(point(*n)),
@@ -79,7 +94,7 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Result<IVa
         IndexKind::Flat(v) => {
             let mut prod: i128 = 1;
             for x in v {
-                for d in bound_with(x, dims, slices)? {
+                for d in bound_of(x, dims, slices, zero)? {
                     prod = prod.checked_mul(d as i128).ok_or(BoundError::Overflow(e.span))?;
                 }
             }
@@ -92,13 +107,12 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Result<IVa
                 .collect(),
         ),
         IndexKind::Bin(op, a, b) => {
-            let x = interval(a, dims, slices)?;
-            let y = interval(b, dims, slices)?;
+            let x = interval(a, dims, slices, zero)?;
+            let y = interval(b, dims, slices, zero)?;
+            let divides = matches!(op, IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod);
             let f = |p: Iv, q: Iv| match (p, q) {
-                (Some(p), Some(q)) => iv_op(*op, p, q).map(Some).ok_or(match op {
-                    IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod => BoundError::DivZero(b.span),
-                    _ => BoundError::Overflow(e.span),
-                }),
+                (Some(_), Some(q)) if divides && q == (0, 0) && zero == ZeroDivisor::Empty => Ok(None),
+                (Some(p), Some(q)) => iv_op(*op, p, q).map(Some).ok_or(if divides { BoundError::DivZero(b.span) } else { BoundError::Overflow(e.span) }),
                 // An operand without values makes the result valueless.
                 _ => Ok(None),
             };
@@ -358,6 +372,13 @@ mod tests {
         let e = vec![vec![5], vec![0]];
         assert!(matches!(bound(&bin(FloorDiv, var(0), dims(1)), &e), Err(BoundError::DivZero(_))));
         assert!(matches!(bound(&bin(Mod, var(0), lit(0)), &e), Err(BoundError::DivZero(_))));
+        // Inside a FLAT argument outside first mentions the components it
+        // feeds are empty (every instantiation is out of bounds), the rest
+        // keep their dims.
+        let none: SliceRanges = &|_, span| Err(BoundError::DataDependent(span));
+        let e = vec![vec![5, 4], vec![0, 2]];
+        assert_eq!(bound_of(&bin(FloorDiv, var(0), dims(1)), &e, none, ZeroDivisor::Empty), Ok(vec![0, 2]));
+        assert_eq!(bound_of(&bin(Add, bin(Mod, var(0), lit(0)), lit(1)), &e, none, ZeroDivisor::Empty), Ok(vec![0, 0]));
     }
 
     #[test]
@@ -418,7 +439,9 @@ pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsErro
         };
         Ok((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
     };
-    bound_with(e, &dims, &ranges).map_err(|err| match (err, unknown.get()) {
+    // A zero static divisor inside makes the components it feeds empty:
+    // every instantiation that uses it is out of bounds (LANGUAGE.md s.4).
+    bound_of(e, &dims, &ranges, ZeroDivisor::Empty).map_err(|err| match (err, unknown.get()) {
         (BoundError::DataDependent(span), Some(a)) => FlatDimsError::User(
             Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", m.arrays[a].name))
                 .at(span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)"),
