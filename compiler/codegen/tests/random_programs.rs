@@ -63,6 +63,7 @@ use eintup::ir::et::{ElemType, IndexExpr, IndexKind, IndexSlot, Module, OpKind};
 use eintup::ir::loops::FloatWidth;
 use eintup::tensor::{Data, Tensor};
 use eintup_codegen::backend::{execute, Backend};
+use eintup_codegen::FpContract;
 use eintup_testkit::programs::program;
 use et_grammar::ast::BinOp;
 use proptest::prelude::*;
@@ -106,7 +107,7 @@ static WORST: AtomicU64 = AtomicU64::new(0);
 /// disagreed.
 fn check(text: &str, seed: u64) -> Result<Outcome, String> {
     let src = Source::from_string("p.et", text);
-    let m = match eintup::pipeline::specialized_for(&src, &[], seed, FloatWidth::F64) {
+    let m = match eintup::pipeline::specialized_for(&src, &[], &[], seed, FloatWidth::F64) {
         Ok((m, _)) => m,
         Err(Failure::User(_)) => return Ok(Outcome::FrontEnd),
         Err(e) => return Err(format!("the front end: {e}")),
@@ -124,7 +125,7 @@ fn check(text: &str, seed: u64) -> Result<Outcome, String> {
             Err(RunError::User(d)) => {
                 // The backends must refuse it the same way.
                 for b in BACKENDS {
-                    match execute(&src, &m, b, &opts) {
+                    match execute(&src, &m, b, &opts, FpContract::Off) {
                         Err(Failure::User(_)) => {}
                         Err(e) => return Err(format!("{float:?} {b}: {e}\n(the interpreter: user error {d:?})")),
                         Ok(_) => return Err(format!("{float:?} {b}: ran, but the interpreter reports a user error: {d:?}")),
@@ -137,7 +138,7 @@ fn check(text: &str, seed: u64) -> Result<Outcome, String> {
         let rtol = 2.0 * MAX_WORK as f64 * if float == FloatWidth::F32 { f32::EPSILON as f64 / 2.0 } else { f64::EPSILON / 2.0 };
         let scale = want.iter().flat_map(|t| if t.dtype().is_float() { t.to_f64_vec() } else { vec![] }).filter(|x| x.is_finite()).fold(1.0f64, |a, x| a.max(x.abs()));
         for b in BACKENDS {
-            let got = execute(&src, &m, b, &opts).map_err(|e| format!("{float:?} {b}: {e}"))?;
+            let got = execute(&src, &m, b, &opts, FpContract::Off).map_err(|e| format!("{float:?} {b}: {e}"))?;
             if got.len() != want.len() {
                 return Err(format!("{float:?} {b}: {} arrays, the interpreter {}", got.len(), want.len()));
             }
@@ -349,8 +350,8 @@ fn corner_programs_agree_on_every_backend() {
 fn reset_stores_from_several_points_run_on_the_emulator() {
     let text = "x[a//2] = 1\n\nDIMS(a) IN [4,4]\n";
     assert_agrees(text, 0..2);
-    let m = eintup::pipeline::specialized_for(&Source::from_string("p.et", text), &[], 0, FloatWidth::F64).unwrap().0;
-    let got = execute(&Source::from_string("p.et", text), &m, Backend::Emu, &RunOptions::default()).unwrap();
+    let m = eintup::pipeline::specialized_for(&Source::from_string("p.et", text), &[], &[], 0, FloatWidth::F64).unwrap().0;
+    let got = execute(&Source::from_string("p.et", text), &m, Backend::Emu, &RunOptions::default(), FpContract::Off).unwrap();
     // Two points reach each cell: reset, then 1 + 1.
     assert_eq!(got[0].data, Data::I32(vec![2, 2]));
 }
@@ -380,7 +381,7 @@ fn nested_ptx_blocks_declaring_one_register_run_on_the_emulator() {
 fn a_zero_divisor_in_a_flat_argument_skips_the_read() {
     let text = "x[a] = 1\ny[b] = x[FLAT(b//DIMS(c))]\n\nDIMS(c) IN [0,0]\nDIMS(b) IN [3,3]\n";
     assert_agrees(text, 0..2);
-    let m = eintup::pipeline::specialized_for(&Source::from_string("p.et", text), &[], 0, FloatWidth::F64).unwrap().0;
+    let m = eintup::pipeline::specialized_for(&Source::from_string("p.et", text), &[], &[], 0, FloatWidth::F64).unwrap().0;
     let want = interp::run(&m, &RunOptions::default()).unwrap();
     assert_eq!(want[1].data, Data::I32(vec![0, 0, 0]));
 }
@@ -404,9 +405,9 @@ fn an_index_at_a_scalar_signature_position_has_rank_1() {
 fn an_assignment_keeps_the_sign_of_a_zero_sum() {
     let text = "y[a] = 0.0\nx[] = -y[a]\nz[] = 1 / x[]\n\nDIMS(a) IN [3,3]\n";
     assert_agrees(text, 0..1);
-    let m = eintup::pipeline::specialized_for(&Source::from_string("p.et", text), &[], 0, FloatWidth::F64).unwrap().0;
+    let m = eintup::pipeline::specialized_for(&Source::from_string("p.et", text), &[], &[], 0, FloatWidth::F64).unwrap().0;
     for b in [Backend::Interp, Backend::Cpu, Backend::Emu] {
-        let got = execute(&Source::from_string("p.et", text), &m, b, &RunOptions::default()).unwrap();
+        let got = execute(&Source::from_string("p.et", text), &m, b, &RunOptions::default(), FpContract::Off).unwrap();
         assert_eq!(got[2].to_f64_vec(), [f64::NEG_INFINITY], "{b}");
     }
 }
@@ -421,11 +422,11 @@ fn an_assignment_keeps_the_sign_of_a_zero_sum() {
 #[ignore = "issue #20 item 4: f32 FLOAT // //^ % differ between the interpreter (f64, rounded once) and the backends (f32)"]
 fn f32_float_floor_division_matches_the_interpreter() {
     let src = Source::from_string("p.et", "x[] = 2.5 % 0.1\ny[] = 2.5 // 0.1\nz[] = 0.3 //^ 0.1\n");
-    let m = eintup::pipeline::specialized_for(&src, &[], 0, FloatWidth::F32).unwrap().0;
+    let m = eintup::pipeline::specialized_for(&src, &[], &[], 0, FloatWidth::F32).unwrap().0;
     let opts = RunOptions { float: FloatWidth::F32, ..RunOptions::default() };
     let want = interp::run(&m, &opts).unwrap();
     for b in BACKENDS {
-        let got = execute(&src, &m, b, &opts).unwrap();
+        let got = execute(&src, &m, b, &opts, FpContract::Off).unwrap();
         for k in 0..3 {
             assert_eq!(got[k], want[k], "{b}: `{}`", m.arrays[k].name);
         }
