@@ -223,9 +223,25 @@ pub fn shape_text(shape: &[usize]) -> String {
     format!("[{}]", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
 }
 
-/// Nested-bracket text, numpy style: `[[1, 2], [3, 4]]` (rank 0: the value).
-impl fmt::Display for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// Tensors with more elements than this print summarised (NumPy's
+/// `threshold`): [`Tensor::summarized`].
+pub const SUMMARY_THRESHOLD: usize = 1000;
+/// Elements kept at each end of a summarised axis (NumPy's `edgeitems`).
+pub const SUMMARY_EDGE_ITEMS: usize = 3;
+
+impl Tensor {
+    /// The nested-bracket text of `Display`, summarised as NumPy prints
+    /// large arrays: above [`SUMMARY_THRESHOLD`] elements, every axis
+    /// longer than `2 * SUMMARY_EDGE_ITEMS` shows its first and last
+    /// [`SUMMARY_EDGE_ITEMS`] entries around `...`.
+    pub fn summarized(&self) -> String {
+        let edge = (self.len() > SUMMARY_THRESHOLD).then_some(SUMMARY_EDGE_ITEMS);
+        let mut out = String::new();
+        let _ = self.write_nested(&mut out, edge);
+        out
+    }
+
+    fn write_nested(&self, f: &mut dyn fmt::Write, edge: Option<usize>) -> fmt::Result {
         let elem = |i: usize| -> String {
             match &self.data {
                 Data::I32(v) => v[i].to_string(),
@@ -233,25 +249,43 @@ impl fmt::Display for Tensor {
                 Data::F32(v) => format!("{:?}", v[i]),
             }
         };
-        fn rec(f: &mut fmt::Formatter<'_>, shape: &[usize], start: usize, depth: usize, elem: &dyn Fn(usize) -> String) -> fmt::Result {
+        fn rec(f: &mut dyn fmt::Write, shape: &[usize], start: usize, depth: usize, edge: Option<usize>, elem: &dyn Fn(usize) -> String) -> fmt::Result {
             let Some((&d, rest)) = shape.split_first() else {
                 return write!(f, "{}", elem(start));
             };
             let inner = element_count(rest).unwrap_or(0);
+            let sep = |f: &mut dyn fmt::Write| if rest.is_empty() { write!(f, ", ") } else { write!(f, ",\n{}", " ".repeat(depth + 1)) };
+            // Entries shown: all, or the first and last `e` around `...`.
+            let cut = edge.filter(|&e| d > 2 * e);
             write!(f, "[")?;
+            let mut first = true;
             for k in 0..d {
-                if k > 0 {
-                    if rest.is_empty() {
-                        write!(f, ", ")?;
-                    } else {
-                        write!(f, ",\n{}", " ".repeat(depth + 1))?;
+                if let Some(e) = cut {
+                    if k == e {
+                        sep(f)?;
+                        write!(f, "...")?;
+                    }
+                    if k >= e && k < d - e {
+                        continue;
                     }
                 }
-                rec(f, rest, start + k * inner, depth + 1, elem)?;
+                if !first {
+                    sep(f)?;
+                }
+                first = false;
+                rec(f, rest, start + k * inner, depth + 1, edge, elem)?;
             }
             write!(f, "]")
         }
-        rec(f, &self.shape, 0, 0, &elem)
+        rec(f, &self.shape, 0, 0, edge, &elem)
+    }
+}
+
+/// Nested-bracket text, numpy style: `[[1, 2], [3, 4]]` (rank 0: the
+/// value); every element ([`Tensor::summarized`] for large tensors).
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_nested(f, None)
     }
 }
 
@@ -267,5 +301,18 @@ mod tests {
         assert_eq!(s.to_string(), "1.5");
         let z = Tensor { shape: vec![0, 3], data: Data::I32(vec![]) };
         assert_eq!(z.to_string(), "[]");
+    }
+
+    #[test]
+    fn large_tensors_summarise_like_numpy() {
+        // np.arange(2000).reshape(2, 1000) prints [[0, 1, 2, ..., 997, 998, 999],
+        //  [1000, ..., 1999]] (NumPy writes `...` where we do).
+        let t = Tensor { shape: vec![2, 1000], data: Data::I32((0..2000).collect()) };
+        assert_eq!(t.summarized(), "[[0, 1, 2, ..., 997, 998, 999],\n [1000, 1001, 1002, ..., 1997, 1998, 1999]]");
+        // At or under the threshold, or with short axes, nothing is cut.
+        let small = Tensor { shape: vec![10, 100], data: Data::I32((0..1000).collect()) };
+        assert_eq!(small.summarized(), small.to_string());
+        let tall = Tensor { shape: vec![1001, 1], data: Data::I32((0..1001).collect()) };
+        assert_eq!(tall.summarized(), "[[0],\n [1],\n [2],\n ...,\n [998],\n [999],\n [1000]]");
     }
 }

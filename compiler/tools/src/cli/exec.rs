@@ -48,7 +48,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     match &args.out {
         Some(dir) => super::run::write_out(dir, &module, &arrays, seed, &config),
         None => {
-            print!("{}", super::run::render_outputs(&module, &arrays));
+            print!("{}", super::run::render_outputs(&module, &arrays, args.print == "full"));
             Ok(())
         }
     }

@@ -77,6 +77,11 @@ pub struct RunArgs {
     /// Supply an input array: NAME=PATH.npy.
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
     pub input: Vec<String>,
+    /// How arrays print: `summary` (default: arrays of more than 1000
+    /// elements show the first and last 3 entries of each axis, as NumPy
+    /// prints them) or `full` (every element).
+    #[arg(long = "print", value_parser = ["summary", "full"], default_value = "summary")]
+    pub print: String,
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -134,6 +139,11 @@ pub struct ExecArgs {
     /// Seed for RANDOM inputs not supplied (default: the bundle's).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// How arrays print: `summary` (default: arrays of more than 1000
+    /// elements show the first and last 3 entries of each axis, as NumPy
+    /// prints them) or `full` (every element).
+    #[arg(long = "print", value_parser = ["summary", "full"], default_value = "summary")]
+    pub print: String,
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -26,7 +26,7 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
     match &args.out {
         Some(dir) => write_out(dir, &module, &arrays, args.seed, &config),
         None => {
-            print!("{}", render_outputs(&module, &arrays));
+            print!("{}", render_outputs(&module, &arrays, args.print == "full"));
             Ok(())
         }
     }
@@ -112,14 +112,17 @@ pub fn printed_arrays(m: &Module) -> Vec<usize> {
 }
 
 /// `NAME: TYPE [shape]` then the values, one block per printed array.
-pub fn render_outputs(m: &Module, arrays: &[Tensor]) -> String {
+/// The printed arrays, each under a `name: TYPE [shape]` line; large ones
+/// summarised as NumPy prints them unless `full`.
+pub fn render_outputs(m: &Module, arrays: &[Tensor], full: bool) -> String {
     let mut out = String::new();
     for (k, a) in printed_arrays(m).into_iter().enumerate() {
         let (Some(arr), Some(t)) = (m.arrays.get(a), arrays.get(a)) else { continue };
         if k > 0 {
             out.push('\n');
         }
-        out.push_str(&format!("{}: {} {}\n{}\n", arr.name, eintup::tensor::type_text(t.dtype()), shape_text(&t.shape), t));
+        let text = if full { t.to_string() } else { t.summarized() };
+        out.push_str(&format!("{}: {} {}\n{text}\n", arr.name, eintup::tensor::type_text(t.dtype()), shape_text(&t.shape)));
     }
     out
 }
