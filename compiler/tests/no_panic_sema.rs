@@ -54,14 +54,7 @@ fn front_half(src_text: &str, seed: u64) {
     assert_eq!(verify::verify_refines(&before, &m), Ok(()), "specialising must refine:\n{src_text}");
     // Small configurations only: the interpreter enumerates every
     // statement's iteration space.
-    let size = |ids: &[usize]| -> i64 {
-        ids.iter()
-            .try_fold(1i64, |acc, e| m.eintups.get(*e)?.dims.as_ref()?.iter().try_fold(acc, |a, d| a.checked_mul(*d)))
-            .unwrap_or(i64::MAX)
-    };
-    let big_stmt = m.stmts.iter().any(|s| size(&s.vars) > MAX_WORK);
-    let big_array = (0..m.arrays.len()).any(|a| m.array_shape(a).is_none_or(|s| s.iter().try_fold(1i64, |p, d| p.checked_mul(*d)).is_none_or(|n| n > MAX_WORK)));
-    if big_stmt || big_array {
+    if m.largest_extent() > MAX_WORK {
         return;
     }
     let _ = interp::run(&m, &RunOptions { seed, ..RunOptions::default() });

@@ -112,10 +112,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         source: manifest::SourceInfo { name: src.name.clone(), text: src.text.clone() },
         config: manifest::Config {
             seed: o.seed,
-            float: match o.float {
-                FloatWidth::F64 => DType::F64,
-                FloatWidth::F32 => DType::F32,
-            },
+            float: o.float.dtype(),
             eintups: config.dims.iter().cloned().collect(),
             fp_contract: Some(o.fp_contract.name().to_string()),
         },

@@ -23,7 +23,7 @@ use eintup_codegen::bundle::{self, BuildOptions};
 use eintup_codegen::FpContract;
 use eintup_runtime::manifest::Step;
 use eintup_runtime::{Bundle, Device, Error, FaultKind, ProfileReport};
-use eintup_testkit::examples;
+use eintup_testkit::{assert_close, examples, Tol};
 
 /// A compiled configuration and the interpreter's arrays for it.
 struct Case {
@@ -71,10 +71,7 @@ fn check(c: &Case) -> (ProfileReport, Duration) {
             _ => {
                 let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
                 let scale = w.iter().fold(1.0f64, |m, x| m.max(x.abs()));
-                for (i, (x, y)) in g.iter().zip(&w).enumerate() {
-                    let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= rtol * scale;
-                    assert!(ok, "{what}[{i}]: emulator {x}, interpreter {y} (rtol {rtol} of {scale})");
-                }
+                assert_close(&what, &g, &w, Tol { rel: 0.0, abs: rtol * scale });
             }
         }
     }

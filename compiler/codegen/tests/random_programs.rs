@@ -162,14 +162,7 @@ fn check(text: &str, seed: u64) -> Result<Outcome, String> {
 
 /// Every statement's iteration space and every array within `MAX_WORK`.
 fn small(m: &Module) -> bool {
-    let size = |ids: &[usize]| -> i64 {
-        ids.iter()
-            .try_fold(1i64, |acc, e| m.eintups.get(*e)?.dims.as_ref()?.iter().try_fold(acc, |a, d| a.checked_mul(*d)))
-            .unwrap_or(i64::MAX)
-    };
-    let big_stmt = m.stmts.iter().any(|s| size(&s.vars) > MAX_WORK);
-    let big_array = (0..m.arrays.len()).any(|a| m.array_shape(a).is_none_or(|s| s.iter().try_fold(1i64, |p, d| p.checked_mul(*d)).is_none_or(|n| n > MAX_WORK)));
-    !(big_stmt || big_array)
+    m.largest_extent() <= MAX_WORK
 }
 
 /// Does the program compute a FLOAT `//`, `//^` or `%`?

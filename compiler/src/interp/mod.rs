@@ -20,7 +20,7 @@ use crate::driver::{Failure, Source};
 use crate::ir::et::{ArrayId, IndexOp, Module};
 use crate::arith::{float_binary, int_binary};
 use crate::random::Stream;
-use crate::tensor::{element_count, shape_text, DType, Data, Tensor};
+use crate::tensor::{element_count, shape_text, Data, Tensor};
 use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;
 use plan::{Access, CheckKind, IExpr, ROp, StmtPlan};
@@ -77,7 +77,7 @@ fn run_statements(m: &Module, opts: &RunOptions, only_inputs: bool) -> Result<Ve
     let mut arrays = Vec::with_capacity(m.arrays.len());
     for (id, a) in m.arrays.iter().enumerate() {
         let shape = array_shape(m, id)?;
-        let kind = elem_kind(a.dtype, f32);
+        let kind = opts.float.dtype_of(a.dtype);
         // Refuse before allocating: an abort on allocation failure would
         // not be a clear error.
         let t = element_count(&shape).filter(|&n| n <= MAX_ELEMENTS).and_then(|_| Tensor::zeros(kind, &shape)).ok_or_else(|| {
@@ -102,14 +102,6 @@ fn run_statements(m: &Module, opts: &RunOptions, only_inputs: bool) -> Result<Ve
         exec_stmt(&p, &mut arrays, stream, f32)?;
     }
     Ok(arrays)
-}
-
-fn elem_kind(d: ElemType, f32: bool) -> DType {
-    match (d, f32) {
-        (ElemType::Int, _) => DType::I32,
-        (ElemType::Float, false) => DType::F64,
-        (ElemType::Float, true) => DType::F32,
-    }
 }
 
 /// The static shape of an array as `usize`s.

@@ -67,10 +67,7 @@ fn float_type(m: &Module, float: FloatWidth) -> Result<DType, PassError> {
     if !m.is_specialized() {
         return Err(PassError::Internal("lower-to-loops needs a specialised module (run `specialize` first)".into()));
     }
-    Ok(match float {
-        FloatWidth::F64 => DType::F64,
-        FloatWidth::F32 => DType::F32,
-    })
+    Ok(float.dtype())
 }
 
 /// One buffer per array, in module order: inputs, outputs, temporaries.

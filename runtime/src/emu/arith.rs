@@ -414,31 +414,26 @@ fn clamp_int(v: i128, to: Ty) -> i128 {
     v.clamp(lo, hi)
 }
 
-/// Integer to f64 under a float rounding modifier. Rust's `as` rounds to
-/// nearest; the directed modes step one ulp where that overshot.
-fn int_to_f64(v: i128, rnd: Rnd) -> f64 {
-    let r = v as f64;
-    let exact = r as i128; // r is integral and within i128 here
-    match rnd {
-        Rnd::Rz if (v > 0 && exact > v) => r.next_down(),
-        Rnd::Rz if (v < 0 && exact < v) => r.next_up(),
-        Rnd::Rm if exact > v => r.next_down(),
-        Rnd::Rp if exact < v => r.next_up(),
-        _ => r,
-    }
+/// Integer to float under a float rounding modifier, for f64 and f32.
+/// Rust's `as` rounds to nearest; the directed modes step one ulp where
+/// that overshot.
+macro_rules! int_to_float {
+    ($name:ident, $t:ty) => {
+        fn $name(v: i128, rnd: Rnd) -> $t {
+            let r = v as $t;
+            let exact = r as i128; // r is integral and within i128 here
+            match rnd {
+                Rnd::Rz if (v > 0 && exact > v) => r.next_down(),
+                Rnd::Rz if (v < 0 && exact < v) => r.next_up(),
+                Rnd::Rm if exact > v => r.next_down(),
+                Rnd::Rp if exact < v => r.next_up(),
+                _ => r,
+            }
+        }
+    };
 }
-
-fn int_to_f32(v: i128, rnd: Rnd) -> f32 {
-    let r = v as f32;
-    let exact = r as i128;
-    match rnd {
-        Rnd::Rz if (v > 0 && exact > v) => r.next_down(),
-        Rnd::Rz if (v < 0 && exact < v) => r.next_up(),
-        Rnd::Rm if exact > v => r.next_down(),
-        Rnd::Rp if exact < v => r.next_up(),
-        _ => r,
-    }
-}
+int_to_float!(int_to_f64, f64);
+int_to_float!(int_to_f32, f32);
 
 /// f64 to f32 under a float rounding modifier.
 fn f64_to_f32(x: f64, rnd: Rnd) -> f32 {

@@ -230,6 +230,15 @@ impl Module {
             && self.arrays.iter().all(|a| a.positions.iter().all(|p| p.dims.is_some()))
     }
 
+    /// The most points any statement iterates over or any array holds
+    /// (`i64::MAX` when one is unknown or overflows): what running the
+    /// specialised module costs at least, so tests can skip large draws.
+    pub fn largest_extent(&self) -> i64 {
+        let stmt = |s: &Stmt| s.vars.iter().try_fold(1i64, |acc, e| self.eintups.get(*e)?.dims.as_ref()?.iter().try_fold(acc, |a, d| a.checked_mul(*d))).unwrap_or(i64::MAX);
+        let array = |a: ArrayId| self.array_shape(a).and_then(|s| s.iter().try_fold(1i64, |p, d| p.checked_mul(*d))).unwrap_or(i64::MAX);
+        self.stmts.iter().map(stmt).chain((0..self.arrays.len()).map(array)).max().unwrap_or(0)
+    }
+
     /// Static shape of an array (concatenated position dims), if known.
     pub fn array_shape(&self, a: ArrayId) -> Option<Vec<i64>> {
         let mut shape = Vec::new();

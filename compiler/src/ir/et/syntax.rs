@@ -65,22 +65,18 @@ impl Spelled for AssignOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::text::spelling::checks;
     use crate::ir::text::{lex_line, Dialect, Tok};
 
     static D: Dialect = Dialect { name: "et", end: "end of line", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };
 
     /// Every word the printer writes is one token the parser can match.
     fn one_token(w: &str) {
-        let (toks, err) = lex_line(w, 0, &D);
-        assert!(err.is_none() && toks.len() == 1, "{w}");
-        assert_eq!(toks[0].tok.text(), Some(w));
+        checks::one_token(w, &D);
     }
 
     fn table<S: Spelled + std::fmt::Debug>() {
-        for &v in S::ALL {
-            one_token(v.spelling());
-            assert_eq!(S::from_spelling(v.spelling()), Some(v));
-        }
+        checks::table::<S>(&D);
     }
 
     #[test]

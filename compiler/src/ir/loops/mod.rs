@@ -57,6 +57,15 @@ impl FloatWidth {
         }
     }
 
+    /// The machine type of the language's element type `t`: INT is always
+    /// i32, FLOAT is this width.
+    pub fn dtype_of(self, t: et_grammar::ast::ElemType) -> DType {
+        match t {
+            et_grammar::ast::ElemType::Int => DType::I32,
+            et_grammar::ast::ElemType::Float => self.dtype(),
+        }
+    }
+
     /// Bytes of one FLOAT element.
     pub fn bytes(self) -> u64 {
         self.dtype().size() as u64

@@ -67,23 +67,19 @@ pub fn write_operator(kind: WriteKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::text::spelling::checks;
     use crate::ir::loops::BinOp;
-    use crate::ir::text::{lex_line, Dialect};
+    use crate::ir::text::Dialect;
 
     static D: Dialect = Dialect { name: "loop", end: "end of input", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };
 
     /// Every word the printer writes is one token the parser can match.
     fn one_token(w: &str) {
-        let (toks, err) = lex_line(w, 0, &D);
-        assert!(err.is_none() && toks.len() == 1, "{w}");
-        assert_eq!(toks[0].tok.text(), Some(w));
+        checks::one_token(w, &D);
     }
 
     fn table<S: Spelled + std::fmt::Debug>() {
-        for &v in S::ALL {
-            one_token(v.spelling());
-            assert_eq!(S::from_spelling(v.spelling()), Some(v));
-        }
+        checks::table::<S>(&D);
     }
 
     #[test]

@@ -50,6 +50,28 @@ macro_rules! spelled {
 }
 pub(crate) use spelled;
 
+/// Checks for each dialect's spelling tables (its `syntax.rs` tests).
+#[cfg(test)]
+pub(crate) mod checks {
+    use super::Spelled;
+    use crate::ir::text::{lex_line, Dialect};
+
+    /// `w` lexes as one token the parser can match.
+    pub fn one_token(w: &str, d: &Dialect) {
+        let (toks, err) = lex_line(w, 0, d);
+        assert!(err.is_none() && toks.len() == 1, "{w}");
+        assert_eq!(toks[0].tok.text(), Some(w));
+    }
+
+    /// Every spelling of `S` is one token and reads back as its value.
+    pub fn table<S: Spelled + std::fmt::Debug>(d: &Dialect) {
+        for &v in S::ALL {
+            one_token(v.spelling(), d);
+            assert_eq!(S::from_spelling(v.spelling()), Some(v));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

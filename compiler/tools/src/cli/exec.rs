@@ -60,10 +60,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
 fn check_buffers(module: &eintup::ir::et::Module, m: &eintup_runtime::Manifest, float: super::FloatWidth) -> Result<(), String> {
     for (id, a) in module.arrays.iter().enumerate() {
         let b = m.buffers.iter().find(|b| b.name == a.name).ok_or_else(|| format!("it has no buffer for array `{}`", a.name))?;
-        let dtype = match a.dtype {
-            eintup::ir::et::ElemType::Int => DType::I32,
-            eintup::ir::et::ElemType::Float => float.dtype(),
-        };
+        let dtype = float.dtype_of(a.dtype);
         let shape: Vec<usize> = module.array_shape(id).unwrap_or_default().iter().map(|&d| d.max(0) as usize).collect();
         if b.dtype != dtype || b.shape != shape {
             return Err(format!(
