@@ -44,8 +44,9 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
 fn bundle(ops_dir: &Path, dir: &Path, op: &Op) -> Result<(), String> {
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
-    let loops = eintup::pipeline::lower(&src, &module, op.float).map_err(|e| e.to_string())?;
-    let b = build(&src, &module, &loops, &config, &BuildOptions { seed: 0, float: op.float, sm: KIT_SM, fp_contract: eintup_codegen::FpContract::default() }).map_err(|e| e.to_string())?;
+    let fp_contract = eintup_codegen::FpContract::default();
+    let loops = eintup::pipeline::lower_gpu(&src, &module, op.float, fp_contract).map_err(|e| e.to_string())?;
+    let b = build(&src, &module, &loops, &config, &BuildOptions { seed: 0, float: op.float, sm: KIT_SM, fp_contract }).map_err(|e| e.to_string())?;
     let missing: Vec<&str> = b.manifest().inputs().filter(|i| b.manifest().generator(&i.name).is_none()).map(|i| i.name.as_str()).collect();
     if !missing.is_empty() {
         return Err(format!("the bundle cannot generate input(s) {}", missing.join(", ")));

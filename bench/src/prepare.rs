@@ -26,8 +26,12 @@ pub fn prepare(ops_dir: &Path, op: &Op, host: bool) -> Result<Prepared, String> 
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
     let opts = RunOptions { seed: 0, float: op.float, inputs: BTreeMap::new() };
-    let lower = if host { eintup::pipeline::lower_host } else { eintup::pipeline::lower };
-    let loops = lower(&src, &module, op.float).map_err(|e| e.to_string())?;
+    let loops = if host {
+        eintup::pipeline::lower_host(&src, &module, op.float)
+    } else {
+        eintup::pipeline::lower_gpu(&src, &module, op.float, eintup_codegen::FpContract::default())
+    }
+    .map_err(|e| e.to_string())?;
     let buffers = eintup_codegen::backend::initial_buffers(&src, &module, &loops, &opts).map_err(|e| e.to_string())?;
     Ok(Prepared { src, module, config, loops, buffers })
 }

@@ -16,9 +16,9 @@
 
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
-use crate::ir::loops::{FloatWidth, LoopModule};
+use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
-use crate::passes::{Ir, Options, Unit, FRONT_END, HOST_PASSES, MIDDLE_END};
+use crate::passes::{Ir, Options, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
 use crate::sema::{Config, InputShape, Program, RankSystem};
 
 /// `resolve`: a source file as a rank-polymorphic program.
@@ -45,7 +45,7 @@ pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
 /// arrays (`inputs`; their contents go to the backend) and `seed`. FLOAT
 /// arrays count against the memory limit at the width `float`.
 pub fn specialized_for(src: &Source, binds: &[String], inputs: &[InputShape], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
-    let opts = Options { binds: binds.to_vec(), inputs: inputs.to_vec(), seed, float };
+    let opts = Options { binds: binds.to_vec(), inputs: inputs.to_vec(), seed, float, ..Options::default() };
     let unit = run(Unit::from_source(src.clone()), FRONT_END, &opts)?;
     match (unit.ir, unit.config) {
         (Ir::Et(p), Some(cfg)) => Ok((p.module, cfg)),
@@ -61,7 +61,7 @@ pub fn specialized_to(src: &Source, prog: &Program, ranks: &RankSystem, config: 
     let mut unit = Unit::from_source(src.clone());
     unit.ir = Ir::Et(prog.clone());
     unit.ranks = Some(ranks.clone());
-    let unit = run(unit, &FRONT_END[2..], &Options { binds, inputs: Vec::new(), seed: 0, float })?;
+    let unit = run(unit, &FRONT_END[2..], &Options { binds, float, ..Options::default() })?;
     match unit.ir {
         Ir::Et(p) => Ok(p.module),
         _ => Err(level_bug("specialize", "et")),
@@ -85,6 +85,13 @@ pub fn lower(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopMod
 pub fn lower_host(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopModule, Failure> {
     let names: Vec<&str> = MIDDLE_END.iter().chain(HOST_PASSES).copied().collect();
     loops_of(run(et_unit(src, module), &names, &float_options(float))?)
+}
+
+/// [`lower`], then the GPU-only loop passes, under the GPU float policy
+/// `fp_contract` (what bundles and `--backend gpu|emu` run).
+pub fn lower_gpu(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract) -> Result<LoopModule, Failure> {
+    let names: Vec<&str> = MIDDLE_END.iter().chain(GPU_PASSES).copied().collect();
+    loops_of(run(et_unit(src, module), &names, &Options { float, fp_contract, ..Options::default() })?)
 }
 
 /// The kernels that make a program's `RANDOM` inputs on a device (a

@@ -7,7 +7,7 @@
 use eintup::ir::loops::FloatWidth;
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
-use eintup::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE, HOST_PASSES};
+use eintup::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use eintup::tensor::Tensor;
 use eintup_testkit::{assert_tensors_close, examples, Tol};
 
@@ -29,7 +29,7 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
     let mut unit = Unit::from_source(src);
     let opts = Options { binds: binds.to_vec(), seed, float, ..Options::default() };
     let mut expected: Option<(eintup::ir::et::Module, Vec<Tensor>, Vec<Tensor>)> = None;
-    for name in DEFAULT_PIPELINE.iter().chain(HOST_PASSES) {
+    for name in DEFAULT_PIPELINE.iter().chain(GPU_PASSES).chain(HOST_PASSES) {
         let pm = manager::PassManager::from_names(&[name], manager::Instrument::default()).unwrap();
         if pm.run(&mut unit, &opts, &mut std::io::sink()).is_err() {
             assert!(expected.is_none(), "{}: pass {name} failed after specialisation", path.display());

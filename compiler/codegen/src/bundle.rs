@@ -6,10 +6,11 @@
 //! their defining statements, so a runtime can make them on the device with
 //! the interpreter's values (docs/bundle.md).
 //!
-//! Launch configuration: one thread per point of the kernel's parallel
-//! chain (`crate::thread_count`), blocks of [`BLOCK`] threads, at most
-//! [`GRID_CAP`] blocks (the kernels loop grid-stride over the rest). A
-//! kernel with no threads is not launched at all.
+//! Launch configuration ([`launch_dims`]): one thread per point of the
+//! kernel's parallel chain (`crate::thread_count`), blocks of 64 to
+//! [`BLOCK`] threads chosen so that a launch has at least [`MIN_BLOCKS`]
+//! blocks where it can, at most [`GRID_CAP`] blocks (the kernels loop
+//! grid-stride over the rest). A kernel with no threads is not launched.
 
 use eintup::ir::loops::FloatWidth;
 
@@ -24,6 +25,14 @@ use eintup_runtime::{Bundle, DType, Manifest};
 /// Threads per block. 256 is the usual choice for memory-bound kernels on
 /// sm_80/sm_90 (8 warps; full occupancy with <= 32 registers per thread).
 pub const BLOCK: u32 = 256;
+/// Smallest block used when a launch has too few threads for
+/// [`MIN_BLOCKS`] blocks of [`BLOCK`]: two warps.
+pub const MIN_BLOCK: u32 = 64;
+/// Blocks a launch should have to spread over every SM (about two per SM
+/// on a 132-SM H100): with 2^14 threads, 256 blocks of 64 threads keep
+/// every SM's load units busy where 64 blocks of 256 would leave half the
+/// SMs idle.
+pub const MIN_BLOCKS: i64 = 256;
 /// Blocks per launch at most: 4096 x 256 = 1M threads, several waves on
 /// the largest GPUs (132 SMs x 2048 threads); more only adds scheduling.
 pub const GRID_CAP: u32 = 4096;
@@ -44,7 +53,10 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     // the buffers, and their names (`s<stmt>_<array>`) differ from the main
     // kernels' because the main lowering skips the statements they come from.
     let (gen, writers) = eintup::pipeline::lower_generators(src, module, o.float)?;
-    let generators_fit = gen.buffers.len() == lm.buffers.len();
+    // They fit when the main module's buffers start with theirs (the GPU
+    // passes may add temporaries after the program's arrays).
+    let same = |a: &loops::Buffer, b: &loops::Buffer| a.name == b.name && a.dtype == b.dtype && a.shape == b.shape;
+    let generators_fit = gen.buffers.len() <= lm.buffers.len() && gen.buffers.iter().zip(&lm.buffers).all(|(a, b)| same(a, b));
     let mut all = lm.clone();
     if generators_fit {
         all.kernels.extend(gen.kernels.iter().cloned());
@@ -126,9 +138,17 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     Bundle::new(m, ptx).map_err(|e| Failure::Internal(format!("bundle: {e}")))
 }
 
-/// Grid and block for `threads` threads (> 0).
+/// Grid and block for `threads` threads (> 0): the block is the largest
+/// power of two from [`MIN_BLOCK`] to [`BLOCK`] that still gives
+/// [`MIN_BLOCKS`] blocks (fewer than [`MIN_BLOCK`] threads: one block of
+/// whole warps).
 pub fn launch_dims(threads: i64) -> (u32, u32) {
-    let block = if threads < BLOCK as i64 { (((threads + 31) / 32) * 32) as u32 } else { BLOCK };
+    let block = if threads < MIN_BLOCK as i64 {
+        (((threads + 31) / 32) * 32) as u32
+    } else {
+        let per_block = (threads / MIN_BLOCKS).clamp(MIN_BLOCK as i64, BLOCK as i64);
+        1u32 << (63 - per_block.leading_zeros())
+    };
     let grid = ((threads + block as i64 - 1) / block as i64).min(GRID_CAP as i64) as u32;
     (grid, block)
 }
@@ -161,8 +181,19 @@ mod tests {
     fn launches_cover_every_thread_up_to_the_cap() {
         assert_eq!(launch_dims(1), (1, 32));
         assert_eq!(launch_dims(33), (1, 64));
-        assert_eq!(launch_dims(256), (1, 256));
-        assert_eq!(launch_dims(257), (2, 256));
+        assert_eq!(launch_dims(64), (1, 64));
+        assert_eq!(launch_dims(256), (4, 64));
+        assert_eq!(launch_dims(257), (5, 64));
+        // 2^14 threads: 256 blocks of 64, not 64 blocks of 256.
+        assert_eq!(launch_dims(1 << 14), (256, 64));
+        assert_eq!(launch_dims(3 << 13), (384, 64));
+        assert_eq!(launch_dims(1 << 15), (256, 128));
+        assert_eq!(launch_dims(1 << 16), (256, 256));
+        assert_eq!(launch_dims((1 << 16) + 1), (257, 256));
+        for t in [1i64, 31, 63, 64, 65, 1000, 12345, 1 << 20] {
+            let (g, b) = launch_dims(t);
+            assert!(g as i64 * b as i64 >= t && b % 32 == 0 && b <= BLOCK, "{t}: {g} x {b}");
+        }
         assert_eq!(launch_dims(1 << 40), (GRID_CAP, 256));
     }
 }

@@ -33,36 +33,9 @@ pub enum Target {
     Nvptx { sm: u32, fp_contract: FpContract },
 }
 
-/// Whether a float multiply may be fused with the add of its result into
-/// one `fma` (`--fp-contract`; docs/codegen.md#fp-contraction). Only NVPTX
-/// code contracts: host code keeps the interpreter's two roundings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum FpContract {
-    /// A product is rounded before it is added: bit for bit the
-    /// interpreter's results.
-    Off,
-    /// `a * b + c` may be one `fma` (what `nvcc -fmad=true` and cuBLAS
-    /// users expect): one rounding, faster, not bit-exact. The GPU default.
-    #[default]
-    Fast,
-}
-
-impl FpContract {
-    /// The `--fp-contract` spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            FpContract::Off => "off",
-            FpContract::Fast => "fast",
-        }
-    }
-}
-
-impl std::str::FromStr for FpContract {
-    type Err = String;
-    fn from_str(s: &str) -> Result<FpContract, String> {
-        [FpContract::Off, FpContract::Fast].into_iter().find(|c| c.name() == s).ok_or_else(|| format!("invalid --fp-contract `{s}` (expected off or fast)"))
-    }
-}
+/// The GPU's float policy (`--fp-contract`); it lives with the loop
+/// dialect because a loop pass (`split-reductions`) follows it too.
+pub use eintup::ir::loops::FpContract;
 
 /// Why code could not be generated or run. Malformed loop IR, an
 /// unsupported target, LLVM failures and ptxas diagnostics all end here.

@@ -44,7 +44,7 @@ fn case_with(path: &Path, binds: &[String], seed: u64, float: FloatWidth, fp_con
     let src = Source::load(path).unwrap();
     let (m, cfg) = eintup::pipeline::specialized_module(&src, binds, seed).ok()?;
     let what = format!("{} {binds:?} seed {seed} {float:?}", path.file_name().unwrap().to_string_lossy());
-    let lm = eintup::pipeline::lower(&src, &m, float).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let lm = eintup::pipeline::lower_gpu(&src, &m, float, fp_contract).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let bundle = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm: 80, fp_contract }).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let opts = RunOptions { seed, float, inputs: Default::default() };
     let want = interp::run(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
@@ -180,8 +180,9 @@ fn a_loop_bound_one_too_far_in_the_ptx_is_an_out_of_bounds_access() {
     match Device::emulator().run(&planted, &BTreeMap::new()) {
         Err(Error::Fault(f)) => {
             assert_eq!(f.kernel, "s2_c");
-            // Point 198 is thread 198 of the one block of 224.
-            assert_eq!((f.block, f.thread), ([0, 0, 0], [198, 0, 0]));
+            // Point 198, in the launch's blocks (`launch_dims`).
+            let (_, block) = eintup_codegen::bundle::launch_dims(198);
+            assert_eq!((f.block, f.thread), ([198 / block, 0, 0], [198 % block, 0, 0]));
             let FaultKind::OutOfBounds { detail, .. } = &f.kind else { panic!("{f}") };
             assert!(detail.contains("past the end of buffer `c`"), "{f}");
         }

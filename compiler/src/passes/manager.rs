@@ -84,6 +84,13 @@ pub static PASSES: &[PassInfo] = &[
         run: super::direct_stores::run,
     },
     PassInfo {
+        name: "split-reductions",
+        summary: "GPU: sum a contiguous reduction of few cells as per-lane partial sums, then combine",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::split_reductions::run,
+    },
+    PassInfo {
         name: "interchange",
         summary: "host: move the loop along the contiguous written dim inside the reductions",
         input: Level::Loop,
@@ -103,6 +110,9 @@ pub const MIDDLE_END: &[&str] =
 /// Loop passes for the host target only, after the middle end (the GPU
 /// wants the loop order the middle end leaves).
 pub const HOST_PASSES: &[&str] = &["interchange"];
+/// Loop passes for the GPU only, after the middle end (`split-reductions`
+/// trades the host's loop order for coalesced loads and more threads).
+pub const GPU_PASSES: &[&str] = &["split-reductions", "simplify-index"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

@@ -17,15 +17,16 @@ pub mod parallelize;
 pub mod resolve;
 pub mod simplify_index;
 pub mod specialize;
+pub mod split_reductions;
 pub mod tighten_bounds;
 
-use crate::ir::loops::FloatWidth;
+use crate::ir::loops::{FloatWidth, FpContract};
 use crate::driver::{Failure, Source};
 use crate::ir::loops::LoopModule;
 use crate::sema::{Config, InputShape, Program, RankSystem};
 use et_grammar::Diagnostic;
 
-pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, HOST_PASSES, MIDDLE_END};
+pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
 
 /// The IR levels a pass reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,11 +95,13 @@ pub struct Options {
     pub seed: u64,
     /// Width of FLOAT for `lower-to-loops`.
     pub float: FloatWidth,
+    /// The GPU float policy, for `split-reductions` (`--fp-contract`).
+    pub fp_contract: FpContract,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64 }
+        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default() }
     }
 }
 

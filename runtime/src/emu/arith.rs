@@ -127,6 +127,19 @@ pub(crate) fn bfe(k: IntKind, a: u64, pos: u64, len: u64) -> u64 {
     d
 }
 
+/// `shf.{l,r}.{clamp,wrap}.b32` (PTX ISA): shift the 64-bit `b:a` (`b` the
+/// high half) by `n` = `min(c, 32)` (clamp) or `c & 31` (wrap); `l` keeps
+/// the high 32 bits, `r` the low 32.
+pub(crate) fn shf(left: bool, clamp: bool, a: u64, b: u64, c: u64) -> u64 {
+    let n = if clamp { c.min(32) } else { c & 31 };
+    let v = (b & 0xFFFF_FFFF) << 32 | (a & 0xFFFF_FFFF);
+    if left {
+        ((v << n) >> 32) & 0xFFFF_FFFF
+    } else {
+        (v >> n) & 0xFFFF_FFFF
+    }
+}
+
 /// `bfi`: insert the low `len` bits of `a` into `b` at `pos`.
 pub(crate) fn bfi(bits: u8, a: u64, b: u64, pos: u64, len: u64) -> u64 {
     let msb = u64::from(bits) - 1;
@@ -537,6 +550,17 @@ mod tests {
     fn bit_fields() {
         let s = IntKind { bits: 32, signed: true };
         assert_eq!(bfe(U32, 0xF0, 4, 4), 0xF);
+        // shf with a == b is a rotate (what LLVM emits for `rotr`/`rotl`).
+        for (x, n) in [(0x8000_0001u32, 1u32), (0x1234_5678, 4), (0xDEAD_BEEF, 0), (0xDEAD_BEEF, 31)] {
+            assert_eq!(shf(false, false, x as u64, x as u64, n as u64), x.rotate_right(n) as u64);
+            assert_eq!(shf(true, false, x as u64, x as u64, n as u64), x.rotate_left(n) as u64);
+        }
+        // wrap takes the amount mod 32; clamp saturates at 32 (then `l`
+        // gives `a`, `r` gives `b`).
+        assert_eq!(shf(false, false, 0x1, 0x2, 33), 0x0);
+        assert_eq!(shf(false, true, 0x1, 0x2, 33), 0x2);
+        assert_eq!(shf(true, true, 0x1, 0x2, 40), 0x1);
+        assert_eq!(shf(true, false, 0xF000_0000, 0x0, 4), 0xF);
         assert_eq!(bfe(s, 0xF0, 4, 4), 0xFFFF_FFFF);
         assert_eq!(bfe(s, 0xF0, 4, 0), 0);
         assert_eq!(bfe(s, 0x8000_0000, 40, 8), 0xFFFF_FFFF);

@@ -323,6 +323,8 @@ pub(crate) enum Op {
     /// `mad.lo`, `mad.hi`, `mad.wide`.
     Mad { hi: bool, wide: bool, k: IntKind, d: Dst, a: Src, b: Src, c: Src },
     Bfe { k: IntKind, d: Dst, a: Src, b: Src, c: Src },
+    /// `shf.{l,r}.{clamp,wrap}.b32`: funnel shift of `b:a` (LLVM's rotates).
+    Shf { left: bool, clamp: bool, d: Dst, a: Src, b: Src, c: Src },
     Bfi { bits: u8, d: Dst, a: Src, b: Src, c: Src, e: Src },
     Float { op: FloatOp, f64: bool, ftz: bool, sat: bool, d: Dst, a: Src, b: Src },
     FloatUn { op: FloatUnOp, f64: bool, ftz: bool, d: Dst, a: Src },
@@ -882,6 +884,24 @@ impl<'a> Ctx<'a> {
                 }
                 let [d, a, b, c] = self.operands(i)?;
                 Op::Bfe { k: ty.kind(), d: self.dst(d, ty)?, a: self.src(a, ty)?, b: self.src(b, Ty::U32)?, c: self.src(c, Ty::U32)? }
+            }
+            "shf" => {
+                let left = match (m.has("l"), m.has("r")) {
+                    (true, false) => true,
+                    (false, true) => false,
+                    _ => return Err(self.unsupported(&format!("`{}`", i.opcode))),
+                };
+                let clamp = match (m.has("clamp"), m.has("wrap")) {
+                    (true, false) => true,
+                    (false, true) => false,
+                    _ => return Err(self.unsupported(&format!("`{}`", i.opcode))),
+                };
+                let ty = self.one_type(m)?;
+                if ty != Ty::B32 {
+                    return Err(self.unsupported(&format!("`shf.{}`", ty_name(ty))));
+                }
+                let [d, a, b, c] = self.operands(i)?;
+                Op::Shf { left, clamp, d: self.dst(d, ty)?, a: self.src(a, ty)?, b: self.src(b, ty)?, c: self.src(c, Ty::U32)? }
             }
             "bfi" => {
                 let ty = self.one_type(m)?;

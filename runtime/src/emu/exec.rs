@@ -536,6 +536,7 @@ impl Exec<'_> {
             Op::IntUn { op, k, d, a } => self.map1(w, exec, d, a, |x| arith::int_unary(op, k, x)),
             Op::Mad { hi, wide, k, d, a, b, c } => self.map3(w, exec, d, a, b, c, |x, y, z| arith::mad(hi, wide, k, x, y, z)),
             Op::Bfe { k, d, a, b, c } => self.map3(w, exec, d, a, b, c, |x, y, z| arith::bfe(k, x, y, z)),
+            Op::Shf { left, clamp, d, a, b, c } => self.map3(w, exec, d, a, b, c, |x, y, z| arith::shf(left, clamp, x, y, z)),
             Op::Bfi { bits, d, a, b, c, e } => {
                 let (av, bv, cv, ev) = (self.read(w, a), self.read(w, b), self.read(w, c), self.read(w, e));
                 let mut out = [0u64; WARP];

@@ -88,6 +88,41 @@ impl std::str::FromStr for FloatWidth {
     }
 }
 
+/// The float policy of GPU code (`--fp-contract`;
+/// docs/codegen.md#fp-contraction). `Off` keeps the interpreter's
+/// roundings; `Fast` lets a float multiply fuse with the add of its result
+/// into one `fma` and lets `split-reductions` sum a float reduction as
+/// per-lane partial sums (reassociation, and the sign of a zero sum is not
+/// kept), as `nvcc -fmad=true` and every GPU library do. Host code always
+/// keeps the interpreter's roundings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FpContract {
+    /// Every product and sum rounded as the interpreter rounds it: bit for
+    /// bit the interpreter's results.
+    Off,
+    /// `fma` contraction and split float reductions: fewer roundings,
+    /// faster, not bit-exact. The GPU default.
+    #[default]
+    Fast,
+}
+
+impl FpContract {
+    /// The `--fp-contract` spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            FpContract::Off => "off",
+            FpContract::Fast => "fast",
+        }
+    }
+}
+
+impl std::str::FromStr for FpContract {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FpContract, String> {
+        [FpContract::Off, FpContract::Fast].into_iter().find(|c| c.name() == s).ok_or_else(|| format!("invalid --fp-contract `{s}` (expected off or fast)"))
+    }
+}
+
 /// A dense row-major buffer; one per `et` array, plus temporaries.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buffer {
@@ -665,39 +700,52 @@ impl Kernel {
     /// Applies `f` to every index expression in the kernel (loop bounds,
     /// guard conditions, offsets, index values).
     pub fn for_each_expr_mut(&mut self, f: &mut impl FnMut(&mut IExpr)) {
-        fn go(nodes: &mut [Node], f: &mut impl FnMut(&mut IExpr)) {
-            for n in nodes {
-                match n {
-                    Node::For(l) => {
-                        f(&mut l.lo);
-                        f(&mut l.hi);
-                        go(&mut l.body, f);
-                    }
-                    Node::Guard(g) => {
-                        for c in &mut g.conds {
-                            for e in c.exprs_mut() {
-                                f(e);
-                            }
-                        }
-                        go(&mut g.body, f);
-                    }
-                    Node::LoadIndex { offset, .. } => f(offset),
-                    Node::Compute(c) => {
-                        for v in &mut c.values {
-                            match &mut v.op {
-                                VOp::Load { offset, .. } => f(offset),
-                                VOp::Index(e) => f(e),
-                                VOp::Lookup { index, .. } => f(index),
-                                VOp::Random { counter, .. } => f(counter),
-                                _ => {}
-                            }
-                        }
-                        f(&mut c.write.offset);
+        for_each_expr_mut(&mut self.body, f)
+    }
+}
+
+/// Applies `f` to every index expression of `nodes`, at any depth.
+pub fn for_each_expr_mut(nodes: &mut [Node], f: &mut impl FnMut(&mut IExpr)) {
+    for n in nodes {
+        match n {
+            Node::For(l) => {
+                f(&mut l.lo);
+                f(&mut l.hi);
+                for_each_expr_mut(&mut l.body, f);
+            }
+            Node::Guard(g) => {
+                for c in &mut g.conds {
+                    for e in c.exprs_mut() {
+                        f(e);
                     }
                 }
+                for_each_expr_mut(&mut g.body, f);
+            }
+            Node::LoadIndex { offset, .. } => f(offset),
+            Node::Compute(c) => {
+                for v in &mut c.values {
+                    match &mut v.op {
+                        VOp::Load { offset, .. } => f(offset),
+                        VOp::Index(e) => f(e),
+                        VOp::Lookup { index, .. } => f(index),
+                        VOp::Random { counter, .. } => f(counter),
+                        _ => {}
+                    }
+                }
+                f(&mut c.write.offset);
             }
         }
-        go(&mut self.body, f)
+    }
+}
+
+impl IExpr {
+    /// The expression with every occurrence of `v` replaced by `by`.
+    pub fn substitute(&self, v: VarId, by: &IExpr) -> IExpr {
+        match self {
+            IExpr::Var(x) if *x == v => by.clone(),
+            IExpr::Const(_) | IExpr::Var(_) => self.clone(),
+            IExpr::Bin(op, a, b) => IExpr::bin(*op, a.substitute(v, by), b.substitute(v, by)),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use clap::{Parser, ValueEnum};
 use eintup::driver::{exit, Failure, Source};
 use eintup::ir::loops::FloatWidth;
 use eintup::passes::manager::{print_ir, Instrument};
-use eintup::passes::{Ir, Level, Options, PassError, PassManager, Unit, DEFAULT_PIPELINE, HOST_PASSES};
+use eintup::passes::{Ir, Level, Options, PassError, PassManager, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use eintup_codegen::{self as codegen, Target};
 use eintup_tools::etopt::{list::list_passes, split, verify_diagnostics, Lang};
 use eintup_tools::process::run_main_status;
@@ -50,8 +50,9 @@ struct Args {
     /// GPU architecture for `--emit llvm|ptx` (sm_60 .. sm_90).
     #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
     target: String,
-    /// NVPTX code (`--emit llvm|ptx`): may a float multiply fuse with the
-    /// add of its result (`fast`) or not (`off`, the interpreter's rounding).
+    /// GPU float policy (`--emit llvm|ptx`, `split-reductions`): `fast` lets
+    /// a float multiply fuse with its add and float reductions split into
+    /// partial sums; `off` keeps the interpreter's rounding.
     #[arg(long = "fp-contract", value_parser = eintup_tools::cli::fp_contract_parser(), default_value = "fast")]
     fp_contract: codegen::FpContract,
     /// Target the host: the default pipeline adds the host-only loop
@@ -169,7 +170,7 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, 
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
-    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float };
+    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: args.fp_contract };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }
@@ -259,6 +260,8 @@ fn default_pipeline(args: &Args) -> Vec<String> {
     }
     if args.host {
         v.extend(HOST_PASSES.iter().map(|p| p.to_string()));
+    } else if matches!(args.emit, Some(Emit::Llvm | Emit::Ptx)) {
+        v.extend(GPU_PASSES.iter().map(|p| p.to_string()));
     }
     v
 }

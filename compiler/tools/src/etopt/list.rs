@@ -1,7 +1,7 @@
 //! `--list-passes`: the pass registry and the named pipelines, as a table.
 
 use eintup::passes::manager::PASSES;
-use eintup::passes::{DEFAULT_PIPELINE, HOST_PASSES};
+use eintup::passes::{DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use std::fmt::Write as _;
 
 /// One line per registered pass, in registry order (`NAME  IN -> OUT
@@ -17,6 +17,7 @@ pub fn list_passes() -> String {
     out.push_str("pipelines:\n");
     let _ = writeln!(out, "  {:<width$}  {}", "default", DEFAULT_PIPELINE.join(", "));
     let _ = writeln!(out, "  {:<width$}  default, then {}", "default --host", HOST_PASSES.join(", "));
+    let _ = writeln!(out, "  {:<width$}  default, then {} (--emit llvm|ptx without --host)", "default (GPU)", GPU_PASSES.join(", "));
     out
 }
 

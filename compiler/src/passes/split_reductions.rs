@@ -1,0 +1,431 @@
+//! `split-reductions` (GPU): a reduction over a contiguous axis into few
+//! cells becomes per-lane partial sums and a combine kernel, the `rfactor`
+//! of Halide and TVM.
+//!
+//! The GPU maps the parallel loops above a kernel's write to threads, one
+//! thread per written cell, and each thread runs the reduction loops alone.
+//! When the reduction runs along the unit-stride axis of the loads
+//! (`s[keep] = x[keep,drop]`), neighbouring threads read addresses a whole
+//! row apart (32 sectors per warp load instead of 4), and when there are
+//! few cells most of the machine idles (2^14 rows: 64 blocks for 132 SMs).
+//!
+//! For such a kernel, with `L` = [`LANES`] and the reduction loop
+//! `for r in [lo, hi) reduce` (trip `T`):
+//!
+//! ```text
+//! kernel @K_partial:  for cells.. parallel { for lane in [0, L) parallel {
+//!                       store P[lane*C + cell] = -0.0
+//!                       .. for r in [0, (T + L-1 - lane) // L) reduce {   // r renamed r_step
+//!                            .. body with r := lo + lane + L*r ..
+//!                            accumulate P[lane*C + cell] += value } } }
+//! kernel @K:          for cells.. parallel { for lane in [0, L) reduce {
+//!                       %0 = load P[lane*C + cell]
+//!                       accumulate buf[offset] += %0 } }
+//! ```
+//!
+//! where `C` is the number of cells and `cell` their row-major index. The
+//! lanes of a warp now read consecutive addresses, and there are `L` times
+//! as many threads. `P` (a zeroed temporary, lane-major so that the combine
+//! kernel's reads are coalesced too) holds `L*C` partial sums.
+//!
+//! Summation order changes: INT addition wraps and is exact in any order,
+//! so INT reductions always split; FLOAT ones only under
+//! `--fp-contract fast` (the GPU default), which allows reassociation and
+//! does not keep the sign of a zero sum (docs/codegen.md#fp-contraction).
+//!
+//! Applies only when every load that depends on `r` has stride 1 in it
+//! (the coalescing this pass exists for), the kernel's single write is a
+//! plain `accumulate` whose offset depends only on the parallel loops and
+//! is in bounds on all of them, the kernel reads nothing of the buffer it
+//! writes, and `C <= MAX_CELLS` (above that the cells alone fill the GPU).
+
+use super::{Ir, Options, PassError, Unit};
+use crate::ir::loops::*;
+
+/// Partial sums per cell: one warp.
+pub const LANES: i64 = 32;
+/// Only reductions of at least this many terms are split (each lane gets
+/// two or more).
+pub const MIN_TRIP: i64 = 2 * LANES;
+/// Kernels with more cells keep one thread per cell: 2^17 threads already
+/// fill an H100 (132 SMs x 1024 resident threads at the occupancy of
+/// these kernels).
+pub const MAX_CELLS: i64 = 1 << 17;
+
+pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("split-reductions runs on the loop level".into())) };
+    let split = split_module(m, opts.fp_contract);
+    Ok(Some(format!("{split} reductions split")))
+}
+
+/// Splits every kernel that qualifies; returns how many.
+pub fn split_module(m: &mut LoopModule, policy: FpContract) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < m.kernels.len() {
+        if let Some((partial, combine, buffer)) = split_kernel(m, &m.kernels[i], policy) {
+            m.buffers.push(buffer);
+            m.kernels[i] = combine;
+            m.kernels.insert(i, partial);
+            n += 1;
+            i += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The parallel loops from the kernel root (constant bounds, with only
+/// `guard` and `load_index` between them), as the GPU lowering takes them.
+struct Chain {
+    /// `(var, lo, trip)` outermost first.
+    loops: Vec<(VarId, i64, i64)>,
+    /// Variables bound on the chain (loops and index loads).
+    bound: Vec<VarId>,
+    /// Path to the innermost loop's body: at each step the index of the
+    /// node to enter in the current body.
+    path: Vec<usize>,
+}
+
+impl Chain {
+    fn of(body: &[Node]) -> Chain {
+        let mut chain = Chain { loops: Vec::new(), bound: Vec::new(), path: Vec::new() };
+        // Steps since the last chain loop are kept only if a loop follows.
+        let (mut pending_path, mut pending_bound) = (Vec::new(), Vec::new());
+        let mut cur = body;
+        while let Some((last, prefix)) = cur.split_last() {
+            if !prefix.iter().all(|n| matches!(n, Node::LoadIndex { .. })) {
+                break;
+            }
+            pending_bound.extend(prefix.iter().filter_map(|n| match n {
+                Node::LoadIndex { var, .. } => Some(*var),
+                _ => None,
+            }));
+            pending_path.push(prefix.len());
+            match last {
+                Node::For(f) if f.kind == LoopKind::Parallel => {
+                    let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) else { break };
+                    chain.loops.push((f.var, lo, (hi - lo).max(0)));
+                    chain.bound.append(&mut pending_bound);
+                    chain.bound.push(f.var);
+                    chain.path.append(&mut pending_path);
+                    cur = &f.body;
+                }
+                Node::Guard(g) => cur = &g.body,
+                _ => break,
+            }
+        }
+        chain
+    }
+
+    /// Number of cells (product of the trips).
+    fn cells(&self) -> Option<i64> {
+        self.loops.iter().try_fold(1i64, |acc, l| acc.checked_mul(l.2))
+    }
+
+    /// The row-major index of the current cell.
+    fn cell(&self) -> IExpr {
+        let mut e = None;
+        let mut stride = 1;
+        for &(v, lo, trip) in self.loops.iter().rev() {
+            let digit = if lo == 0 { IExpr::v(v) } else { IExpr::sub(IExpr::v(v), IExpr::c(lo)) };
+            let term = if stride == 1 { digit } else { IExpr::mul(digit, IExpr::c(stride)) };
+            e = Some(match e {
+                None => term,
+                Some(inner) => IExpr::add(term, inner),
+            });
+            stride *= trip;
+        }
+        e.unwrap_or(IExpr::c(0))
+    }
+
+    /// The innermost loop's body (the kernel body when there is no loop).
+    fn rest<'a>(&self, body: &'a mut Vec<Node>) -> &'a mut Vec<Node> {
+        let mut cur = body;
+        for &i in &self.path {
+            cur = match &mut cur[i] {
+                Node::For(f) => &mut f.body,
+                Node::Guard(g) => &mut g.body,
+                _ => unreachable!("Chain::of only records loops and guards"),
+            };
+        }
+        cur
+    }
+}
+
+/// The two kernels and the partial-sum buffer that replace `k`, when `k`
+/// qualifies (see the module doc).
+pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Kernel, Kernel, Buffer)> {
+    let chain = Chain::of(&k.body);
+    let cells = chain.cells()?;
+    if cells == 0 || cells > MAX_CELLS {
+        return None;
+    }
+    let mut computes = Vec::new();
+    k.walk(&mut |n| {
+        if let Node::Compute(c) = n {
+            computes.push(c)
+        }
+    });
+    let [c] = computes.as_slice() else { return None };
+    let w = &c.write;
+    let buf = &m.buffers[w.buf];
+    let exact = !buf.dtype.is_float();
+    if w.kind != WriteKind::Accumulate || !(exact || policy == FpContract::Fast) {
+        return None;
+    }
+    if c.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == w.buf)) {
+        return None;
+    }
+    let mut outside = false;
+    w.offset.for_each_var(&mut |v| outside |= !chain.bound.contains(&v));
+    if outside || !in_bounds_on_chain(&w.offset, &chain, buf.len()) {
+        return None;
+    }
+    let mut probe = k.clone();
+    let (r, lo, trip) = reduction_to_split(chain.rest(&mut probe.body))?;
+
+    let partial_buf = Buffer {
+        name: unique_buffer_name(m, format!("{}_partial", k.name)),
+        dtype: buf.dtype,
+        shape: vec![LANES, cells],
+        role: Role::Temp,
+        init: Init::Zero,
+    };
+    let pbuf = m.buffers.len();
+    let lane = k.vars.len();
+    let lane_name = unique_var_name(k, "lane");
+    let slot = match chain.cell() {
+        IExpr::Const(0) => IExpr::mul(IExpr::v(lane), IExpr::c(cells)),
+        cell => IExpr::add(IExpr::mul(IExpr::v(lane), IExpr::c(cells)), cell),
+    };
+
+    // The partial kernel: a lane loop around the innermost body, `r`
+    // strided by the lanes, the write into `P`.
+    let mut partial = k.clone();
+    partial.name = format!("{}_partial", k.name);
+    partial.vars.push(Var { name: lane_name });
+    partial.vars[r].name = unique_var_name(k, &format!("{}_step", k.vars[r].name));
+    let rest = chain.rest(&mut partial.body);
+    stride_by_lanes(rest, r, lo, trip, lane);
+    retarget_write(rest, pbuf, slot.clone());
+    // The lane's slot starts from the additive identity (-0.0 keeps the
+    // sign of an all-(-0.0) sum): the kernel does not rely on what `P`
+    // holds, and LLVM sums in a register instead of reading `P` first.
+    let zero = Value { op: VOp::Const(if exact { 0.0 } else { -0.0 }), dtype: buf.dtype };
+    let clear = Compute { values: vec![zero], write: Write { kind: WriteKind::Store, buf: pbuf, offset: slot.clone(), value: 0 } };
+    let mut body = vec![Node::Compute(clear)];
+    body.append(rest);
+    rest.push(Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(LANES), kind: LoopKind::Parallel, body }));
+
+    // The combine kernel: the same cells, the lanes' sums added in order.
+    let mut combine = k.clone();
+    combine.vars.push(Var { name: unique_var_name(k, "lane") });
+    let load = Value { op: VOp::Load { buf: pbuf, offset: slot }, dtype: buf.dtype };
+    let add = Compute { values: vec![load], write: Write { kind: WriteKind::Accumulate, buf: w.buf, offset: w.offset.clone(), value: 0 } };
+    let rest = chain.rest(&mut combine.body);
+    *rest = vec![Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(LANES), kind: LoopKind::Reduce, body: vec![Node::Compute(add)] })];
+    Some((partial, combine, partial_buf))
+}
+
+/// Is `offset` in `[0, len)` for every value of the chain's loops?
+fn in_bounds_on_chain(offset: &IExpr, chain: &Chain, len: i64) -> bool {
+    let range = |v: VarId| {
+        chain.loops.iter().find(|l| l.0 == v).map_or((i64::MIN, i64::MAX), |&(_, lo, trip)| (lo, lo + trip - 1))
+    };
+    let (a, b) = offset.interval(&range);
+    a >= 0 && b < len
+}
+
+/// The innermost `reduce` loop of `rest` with constant bounds, at least
+/// [`MIN_TRIP`] iterations, and stride 1 in every load that depends on it
+/// (at least one does): `(var, lo, trip)`.
+fn reduction_to_split(rest: &[Node]) -> Option<(VarId, i64, i64)> {
+    let mut best = None;
+    fn go(nodes: &[Node], all: &[Node], best: &mut Option<(VarId, i64, i64)>) {
+        for n in nodes {
+            if let Node::For(f) = n {
+                if f.kind == LoopKind::Reduce {
+                    if let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) {
+                        if hi - lo >= MIN_TRIP && unit_stride_loads(all, f.var) {
+                            *best = Some((f.var, lo, hi - lo));
+                        }
+                    }
+                }
+            }
+            go(n.body(), all, best);
+        }
+    }
+    go(rest, rest, &mut best);
+    best
+}
+
+/// Does every load (value or index) whose offset uses `v` have stride 1
+/// in it, with `v` in no other term, and does at least one load use it?
+fn unit_stride_loads(nodes: &[Node], v: VarId) -> bool {
+    let (mut ok, mut any) = (true, false);
+    let mut check = |offset: &IExpr| {
+        if !offset.uses(v) {
+            return;
+        }
+        any = true;
+        let lin = offset.linear();
+        ok &= lin.coef(&IExpr::v(v)) == 1 && lin.terms.iter().all(|(atom, _)| *atom == IExpr::v(v) || !atom.uses(v));
+    };
+    fn walk(nodes: &[Node], check: &mut impl FnMut(&IExpr)) {
+        for n in nodes {
+            match n {
+                Node::LoadIndex { offset, .. } => check(offset),
+                Node::Compute(c) => {
+                    for val in &c.values {
+                        if let VOp::Load { offset, .. } = &val.op {
+                            check(offset)
+                        }
+                    }
+                }
+                _ => {}
+            }
+            walk(n.body(), check);
+        }
+    }
+    walk(nodes, &mut check);
+    ok && any
+}
+
+/// Replaces loop `r` (`[lo, lo+trip)`) by one over the same variable that
+/// now counts the lane's steps, `[0, (trip + LANES-1 - lane) // LANES)`:
+/// every use of `r` below becomes `lo + lane + LANES*r`. The bound, not a
+/// guard, ends the lanes that get one term fewer, so that the body stays
+/// unconditional and LLVM keeps the partial sum in a register.
+fn stride_by_lanes(nodes: &mut [Node], r: VarId, lo: i64, trip: i64, lane: VarId) {
+    for n in nodes {
+        match n {
+            Node::For(f) if f.var == r => {
+                let k = IExpr::add(IExpr::v(lane), IExpr::mul(IExpr::c(LANES), IExpr::v(r)));
+                let at = if lo == 0 { k } else { IExpr::add(IExpr::c(lo), k) };
+                for_each_expr_mut(&mut f.body, &mut |e| *e = e.substitute(r, &at));
+                f.lo = IExpr::c(0);
+                f.hi = if trip % LANES == 0 {
+                    IExpr::c(trip / LANES)
+                } else {
+                    IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::c(trip + LANES - 1), IExpr::v(lane)), IExpr::c(LANES))
+                };
+                return;
+            }
+            Node::For(f) => stride_by_lanes(&mut f.body, r, lo, trip, lane),
+            Node::Guard(g) => stride_by_lanes(&mut g.body, r, lo, trip, lane),
+            _ => {}
+        }
+    }
+}
+
+/// Points the (single) write of `nodes` at `buf[offset]`.
+fn retarget_write(nodes: &mut [Node], buf: BufId, offset: IExpr) {
+    for n in nodes {
+        match n {
+            Node::Compute(c) => {
+                c.write.buf = buf;
+                c.write.offset = offset.clone();
+            }
+            Node::For(f) => retarget_write(&mut f.body, buf, offset.clone()),
+            Node::Guard(g) => retarget_write(&mut g.body, buf, offset.clone()),
+            Node::LoadIndex { .. } => {}
+        }
+    }
+}
+
+fn unique_buffer_name(m: &LoopModule, base: String) -> String {
+    let mut name = base;
+    while m.buffer_by_name(&name).is_some() {
+        name.push('_');
+    }
+    name
+}
+
+fn unique_var_name(k: &Kernel, base: &str) -> String {
+    let mut name = base.to_string();
+    while k.vars.iter().any(|v| v.name == name) {
+        name.push('_');
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp::loops as li;
+    use crate::tensor::{Data, Tensor};
+
+    /// `s[keep] += x[keep, drop]` over `keep` x `drop` as the middle end
+    /// leaves it: the parallel `keep` loop, the `drop` reduction.
+    fn row_sums(keep: i64, drop: i64, dtype: DType) -> LoopModule {
+        let text = format!(
+            "buffer x : {t}[{keep}, {drop}] input\nbuffer s : {t}[{keep}] output\n\n\
+             kernel @s1_s {{\n  for keep_0 in [0, {keep}) parallel {{\n    for drop_0 in [0, {drop}) reduce {{\n      \
+             %0 = load x[((keep_0 * {drop}) + drop_0)] : {t}\n      accumulate s[keep_0] += %0\n    }}\n  }}\n}}\n",
+            t = dtype.name()
+        );
+        parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"))
+    }
+
+    fn run(m: &LoopModule, x: &Tensor) -> Tensor {
+        let mut bufs: Vec<Tensor> = vec![x.clone()];
+        for b in &m.buffers[1..] {
+            let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
+            bufs.push(Tensor::zeros(b.dtype, &shape).unwrap());
+        }
+        li::run(m, 0, &mut bufs).unwrap();
+        bufs.swap_remove(1)
+    }
+
+    #[test]
+    fn int_row_sums_split_and_stay_exact() {
+        // 100 is not a multiple of 32: the last step is guarded.
+        for (keep, drop) in [(3, 100), (5, 64), (1, 4096)] {
+            let m = row_sums(keep, drop, DType::I32);
+            let mut split = m.clone();
+            assert_eq!(split_module(&mut split, FpContract::Off), 1, "INT splits under any policy");
+            verify::verify(&split).unwrap();
+            assert_eq!(split.kernels.len(), 2);
+            assert_eq!(split.buffers[2].shape, vec![LANES, keep]);
+            // Values chosen so that i32 sums wrap: order must not matter.
+            let data: Vec<i32> = (0..keep * drop).map(|i| (i as i32).wrapping_mul(1_000_003).wrapping_add(7)).collect();
+            let x = Tensor::new(vec![keep as usize, drop as usize], Data::I32(data.clone())).unwrap();
+            let want: Vec<i32> = (0..keep as usize)
+                .map(|r| data[r * drop as usize..(r + 1) * drop as usize].iter().fold(0i32, |a, &b| a.wrapping_add(b)))
+                .collect();
+            assert_eq!(run(&split, &x).data, Data::I32(want), "{keep}x{drop}");
+        }
+    }
+
+    #[test]
+    fn float_reductions_split_only_when_fast() {
+        let m = row_sums(4, 256, DType::F32);
+        assert_eq!(split_module(&mut m.clone(), FpContract::Off), 0);
+        let mut split = m.clone();
+        assert_eq!(split_module(&mut split, FpContract::Fast), 1);
+        let data: Vec<f32> = (0..4 * 256).map(|i| ((i * 37 % 101) as f32) * 0.25).collect();
+        let x = Tensor::new(vec![4, 256], Data::F32(data.clone())).unwrap();
+        // Lane j sums terms j, j+32, ..; then lanes in order: an
+        // independent formula for the new order, compared exactly.
+        let want: Vec<f32> = (0..4)
+            .map(|r| {
+                let row = &data[r * 256..(r + 1) * 256];
+                (0..32).map(|j| (0..8).fold(0.0f32, |a, t| a + row[j + 32 * t])).fold(-0.0f32, |a, p| a + p)
+            })
+            .collect();
+        assert_eq!(run(&split, &x).data, Data::F32(want));
+    }
+
+    #[test]
+    fn left_alone_strided_short_or_many_cells() {
+        // Column sums: the reduction has stride `keep`, not 1.
+        let cols = parse::parse_verified(
+            "buffer x : i32[256, 4] input\nbuffer s : i32[4] output\n\nkernel @c {\n  for k in [0, 4) parallel {\n    for d in [0, 256) reduce {\n      %0 = load x[((d * 4) + k)] : i32\n      accumulate s[k] += %0\n    }\n  }\n}\n",
+        )
+        .unwrap();
+        assert_eq!(split_module(&mut cols.clone(), FpContract::Fast), 0);
+        assert_eq!(split_module(&mut row_sums(4, MIN_TRIP - 1, DType::I32), FpContract::Fast), 0, "too short");
+        assert_eq!(split_module(&mut row_sums(MAX_CELLS + 1, 64, DType::I32), FpContract::Fast), 0, "enough cells");
+    }
+}
