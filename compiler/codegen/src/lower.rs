@@ -431,6 +431,19 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
 
     fn node(&mut self, n: &Node) -> Result<(), CodegenError> {
         match n {
+            // A register tile: the body once per iteration, the variable a
+            // constant, so that LLVM sees every cell of the tile at once.
+            Node::For(l) if l.kind == LoopKind::Unroll && self.split.is_none() => {
+                let (Some(lo), Some(hi)) = (l.lo.as_const(), l.hi.as_const()) else {
+                    return Err(self.err("internal error: an `unroll` loop without constant bounds"));
+                };
+                for i in lo..hi {
+                    let saved = self.env.clone();
+                    self.bind(l.var, self.c64(i))?;
+                    self.nodes(&l.body)?;
+                    self.env = saved;
+                }
+            }
             Node::For(l) => {
                 let mut lo = self.iexpr(&l.lo)?;
                 let mut hi = self.iexpr(&l.hi)?;

@@ -91,6 +91,20 @@ pub static PASSES: &[PassInfo] = &[
         run: super::split_reductions::run,
     },
     PassInfo {
+        name: "shift-loops",
+        summary: "GPU: a loop whose bounds move with outer variables starts at a constant",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::shift_loops::run,
+    },
+    PassInfo {
+        name: "register-tiles",
+        summary: "GPU: each thread of a contraction computes a tile of cells, operands reused from registers",
+        input: Level::Loop,
+        output: Level::Loop,
+        run: super::register_tiles::run,
+    },
+    PassInfo {
         name: "interchange",
         summary: "host: move the loop along the contiguous written dim inside the reductions",
         input: Level::Loop,
@@ -110,9 +124,9 @@ pub const MIDDLE_END: &[&str] =
 /// Loop passes for the host target only, after the middle end (the GPU
 /// wants the loop order the middle end leaves).
 pub const HOST_PASSES: &[&str] = &["interchange"];
-/// Loop passes for the GPU only, after the middle end (`split-reductions`
-/// trades the host's loop order for coalesced loads and more threads).
-pub const GPU_PASSES: &[&str] = &["split-reductions", "simplify-index"];
+/// Loop passes for the GPU only, after the middle end: they reshape
+/// kernels around the parallel chain the GPU maps to threads.
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "register-tiles", "simplify-index"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

@@ -40,6 +40,7 @@
 //! writes, and `C <= MAX_CELLS` (above that the cells alone fill the GPU).
 
 use super::{Ir, Options, PassError, Unit};
+use crate::ir::loops::chain::Chain;
 use crate::ir::loops::*;
 
 /// Partial sums per cell: one warp.
@@ -75,84 +76,6 @@ pub fn split_module(m: &mut LoopModule, policy: FpContract) -> usize {
     n
 }
 
-/// The parallel loops from the kernel root (constant bounds, with only
-/// `guard` and `load_index` between them), as the GPU lowering takes them.
-struct Chain {
-    /// `(var, lo, trip)` outermost first.
-    loops: Vec<(VarId, i64, i64)>,
-    /// Variables bound on the chain (loops and index loads).
-    bound: Vec<VarId>,
-    /// Path to the innermost loop's body: at each step the index of the
-    /// node to enter in the current body.
-    path: Vec<usize>,
-}
-
-impl Chain {
-    fn of(body: &[Node]) -> Chain {
-        let mut chain = Chain { loops: Vec::new(), bound: Vec::new(), path: Vec::new() };
-        // Steps since the last chain loop are kept only if a loop follows.
-        let (mut pending_path, mut pending_bound) = (Vec::new(), Vec::new());
-        let mut cur = body;
-        while let Some((last, prefix)) = cur.split_last() {
-            if !prefix.iter().all(|n| matches!(n, Node::LoadIndex { .. })) {
-                break;
-            }
-            pending_bound.extend(prefix.iter().filter_map(|n| match n {
-                Node::LoadIndex { var, .. } => Some(*var),
-                _ => None,
-            }));
-            pending_path.push(prefix.len());
-            match last {
-                Node::For(f) if f.kind == LoopKind::Parallel => {
-                    let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) else { break };
-                    chain.loops.push((f.var, lo, (hi - lo).max(0)));
-                    chain.bound.append(&mut pending_bound);
-                    chain.bound.push(f.var);
-                    chain.path.append(&mut pending_path);
-                    cur = &f.body;
-                }
-                Node::Guard(g) => cur = &g.body,
-                _ => break,
-            }
-        }
-        chain
-    }
-
-    /// Number of cells (product of the trips).
-    fn cells(&self) -> Option<i64> {
-        self.loops.iter().try_fold(1i64, |acc, l| acc.checked_mul(l.2))
-    }
-
-    /// The row-major index of the current cell.
-    fn cell(&self) -> IExpr {
-        let mut e = None;
-        let mut stride = 1;
-        for &(v, lo, trip) in self.loops.iter().rev() {
-            let digit = if lo == 0 { IExpr::v(v) } else { IExpr::sub(IExpr::v(v), IExpr::c(lo)) };
-            let term = if stride == 1 { digit } else { IExpr::mul(digit, IExpr::c(stride)) };
-            e = Some(match e {
-                None => term,
-                Some(inner) => IExpr::add(term, inner),
-            });
-            stride *= trip;
-        }
-        e.unwrap_or(IExpr::c(0))
-    }
-
-    /// The innermost loop's body (the kernel body when there is no loop).
-    fn rest<'a>(&self, body: &'a mut Vec<Node>) -> &'a mut Vec<Node> {
-        let mut cur = body;
-        for &i in &self.path {
-            cur = match &mut cur[i] {
-                Node::For(f) => &mut f.body,
-                Node::Guard(g) => &mut g.body,
-                _ => unreachable!("Chain::of only records loops and guards"),
-            };
-        }
-        cur
-    }
-}
-
 /// The two kernels and the partial-sum buffer that replace `k`, when `k`
 /// qualifies (see the module doc).
 pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Kernel, Kernel, Buffer)> {
@@ -182,8 +105,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     if outside || !in_bounds_on_chain(&w.offset, &chain, buf.len()) {
         return None;
     }
-    let mut probe = k.clone();
-    let (r, lo, trip) = reduction_to_split(chain.rest(&mut probe.body))?;
+    let (r, lo, trip) = reduction_to_split(chain.rest(&k.body))?;
 
     let partial_buf = Buffer {
         name: unique_buffer_name(m, format!("{}_partial", k.name)),
@@ -206,7 +128,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     partial.name = format!("{}_partial", k.name);
     partial.vars.push(Var { name: lane_name });
     partial.vars[r].name = unique_var_name(k, &format!("{}_step", k.vars[r].name));
-    let rest = chain.rest(&mut partial.body);
+    let rest = chain.rest_mut(&mut partial.body);
     stride_by_lanes(rest, r, lo, trip, lane);
     retarget_write(rest, pbuf, slot.clone());
     // The lane's slot starts from the additive identity (-0.0 keeps the
@@ -223,7 +145,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     combine.vars.push(Var { name: unique_var_name(k, "lane") });
     let load = Value { op: VOp::Load { buf: pbuf, offset: slot }, dtype: buf.dtype };
     let add = Compute { values: vec![load], write: Write { kind: WriteKind::Accumulate, buf: w.buf, offset: w.offset.clone(), value: 0 } };
-    let rest = chain.rest(&mut combine.body);
+    let rest = chain.rest_mut(&mut combine.body);
     *rest = vec![Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(LANES), kind: LoopKind::Reduce, body: vec![Node::Compute(add)] })];
     Some((partial, combine, partial_buf))
 }

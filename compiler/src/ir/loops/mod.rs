@@ -17,6 +17,7 @@
 //! condition holds. Kernels of a module run in order; each sees the writes
 //! of the previous ones.
 
+pub mod chain;
 pub mod parse;
 pub mod print;
 pub mod site;
@@ -232,7 +233,14 @@ pub enum LoopKind {
     /// same cells). `lower-to-loops` marks every loop `reduce`; the
     /// `parallelize` pass chooses which become `parallel`.
     Reduce,
+    /// Iterations are independent, as `parallel`, but each thread runs all
+    /// of them and code generation unrolls them: a register tile
+    /// (`register-tiles`). Constant bounds, at most [`MAX_UNROLL`] trips.
+    Unroll,
 }
+
+/// Most iterations an `unroll` loop may have (code size).
+pub const MAX_UNROLL: i64 = 16;
 
 /// `guard c1, c2, .. { body }`: the body runs only when all hold. This is
 /// the out-of-bounds rule of LANGUAGE.md section 3.
@@ -342,6 +350,12 @@ impl IExpr {
             IExpr::Var(x) => *x == v,
             IExpr::Bin(_, a, b) => a.uses(v) || b.uses(v),
         }
+    }
+
+    /// Does the expression's value depend on `v`? Unlike [`IExpr::uses`],
+    /// occurrences that cancel (`(i + o) - o`) do not count.
+    pub fn depends_on(&self, v: VarId) -> bool {
+        self.uses(v) && self.linear().terms.iter().any(|(atom, _)| atom.uses(v))
     }
 
     /// Calls `f` on every variable occurrence.

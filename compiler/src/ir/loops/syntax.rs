@@ -40,7 +40,7 @@ spelled!(IBin { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv =>
 
 spelled!(WriteKind { Store => "store", Accumulate => "accumulate", AtomicAccumulate => "atomic_accumulate" });
 
-spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce" });
+spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce", Unroll => "unroll" });
 
 spelled!(Role { Input => "input", Output => "output", Temp => "temp" });
 

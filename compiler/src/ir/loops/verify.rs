@@ -214,6 +214,13 @@ impl Ck<'_> {
                 let what = format!("loop over `{}`", self.var_name(l.var));
                 self.expr(&l.lo, &format!("lower bound of {what}"))?;
                 self.expr(&l.hi, &format!("upper bound of {what}"))?;
+                if l.kind == LoopKind::Unroll {
+                    match (l.lo.as_const(), l.hi.as_const()) {
+                        (Some(lo), Some(hi)) if hi.saturating_sub(lo) <= MAX_UNROLL => {}
+                        (Some(_), Some(_)) => return Err(format!("{what}: an `unroll` loop has at most {MAX_UNROLL} iterations")),
+                        _ => return Err(format!("{what}: an `unroll` loop needs constant bounds")),
+                    }
+                }
                 self.bind(l.var, &what)
             }
             Node::Guard(g) => g.conds.iter().flat_map(|c| c.exprs()).try_for_each(|e| self.expr(e, "guard condition")),

@@ -1,0 +1,122 @@
+//! The parallel chain of a kernel: the `parallel` loops with constant
+//! bounds from the root, along the single path on which only `guard` and
+//! `load_index` nodes sit between them. It is what the GPU maps to threads
+//! (one thread per point of the chain, docs/codegen.md), so the GPU loop
+//! passes reshape kernels around it.
+
+use super::{For, IExpr, Node, LoopKind, VarId};
+
+pub struct Chain {
+    /// `(var, lo, trip)`, outermost first.
+    pub loops: Vec<(VarId, i64, i64)>,
+    /// Variables bound on the chain (its loops and index loads).
+    pub bound: Vec<VarId>,
+    /// Index expressions the chain's guards and index loads evaluate.
+    pub exprs: Vec<IExpr>,
+    /// Path to the innermost loop's body: at each step the index of the
+    /// node to enter in the current body.
+    path: Vec<usize>,
+}
+
+impl Chain {
+    pub fn of(body: &[Node]) -> Chain {
+        let mut chain = Chain { loops: Vec::new(), bound: Vec::new(), exprs: Vec::new(), path: Vec::new() };
+        // Steps since the last chain loop count only if a loop follows.
+        let (mut pending_path, mut pending_bound, mut pending_exprs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut cur = body;
+        while let Some((last, prefix)) = cur.split_last() {
+            if !prefix.iter().all(|n| matches!(n, Node::LoadIndex { .. })) {
+                break;
+            }
+            for n in prefix {
+                if let Node::LoadIndex { var, offset, .. } = n {
+                    pending_bound.push(*var);
+                    pending_exprs.push(offset.clone());
+                }
+            }
+            pending_path.push(prefix.len());
+            match last {
+                Node::For(For { var, lo, hi, kind: LoopKind::Parallel, body }) => {
+                    let (Some(lo), Some(hi)) = (lo.as_const(), hi.as_const()) else { break };
+                    chain.loops.push((*var, lo, hi.saturating_sub(lo).max(0)));
+                    chain.bound.append(&mut pending_bound);
+                    chain.bound.push(*var);
+                    chain.exprs.append(&mut pending_exprs);
+                    chain.path.append(&mut pending_path);
+                    cur = body;
+                }
+                Node::Guard(g) => {
+                    pending_exprs.extend(g.conds.iter().flat_map(|c| c.exprs()).cloned());
+                    cur = &g.body;
+                }
+                _ => break,
+            }
+        }
+        chain
+    }
+
+    /// Number of points (product of the trips); `None` on overflow.
+    pub fn cells(&self) -> Option<i64> {
+        self.loops.iter().try_fold(1i64, |acc, l| acc.checked_mul(l.2))
+    }
+
+    /// The row-major index of the current point, innermost loop fastest.
+    pub fn cell(&self) -> IExpr {
+        let mut e = None;
+        let mut stride = 1;
+        for &(v, lo, trip) in self.loops.iter().rev() {
+            let digit = if lo == 0 { IExpr::v(v) } else { IExpr::sub(IExpr::v(v), IExpr::c(lo)) };
+            let term = if stride == 1 { digit } else { IExpr::mul(digit, IExpr::c(stride)) };
+            e = Some(match e {
+                None => term,
+                Some(inner) => IExpr::add(term, inner),
+            });
+            stride *= trip;
+        }
+        e.unwrap_or(IExpr::c(0))
+    }
+
+    /// The innermost loop's body (the kernel body when there is no loop).
+    pub fn rest<'a>(&self, body: &'a [Node]) -> &'a [Node] {
+        let mut cur = body;
+        for &i in &self.path {
+            cur = cur[i].body();
+        }
+        cur
+    }
+
+    /// [`Chain::rest`], mutable.
+    pub fn rest_mut<'a>(&self, body: &'a mut Vec<Node>) -> &'a mut Vec<Node> {
+        let mut cur = body;
+        for &i in &self.path {
+            cur = match &mut cur[i] {
+                Node::For(f) => &mut f.body,
+                Node::Guard(g) => &mut g.body,
+                _ => unreachable!("Chain::of only records loops and guards"),
+            };
+        }
+        cur
+    }
+
+    /// Sets the trip of chain loop `var` (its lower bound stays).
+    pub fn set_trip(&mut self, body: &mut [Node], var: VarId, trip: i64) {
+        let mut cur = body;
+        for &i in &self.path {
+            let next = match &mut cur[i] {
+                Node::For(f) => {
+                    if f.var == var {
+                        let lo = f.lo.as_const().unwrap_or(0);
+                        f.hi = IExpr::c(lo + trip);
+                    }
+                    &mut f.body
+                }
+                Node::Guard(g) => &mut g.body,
+                _ => unreachable!("Chain::of only records loops and guards"),
+            };
+            cur = next;
+        }
+        if let Some(l) = self.loops.iter_mut().find(|l| l.0 == var) {
+            l.2 = trip;
+        }
+    }
+}
