@@ -22,6 +22,20 @@ use et_grammar::ast::AssignOp;
 pub use et_grammar::ast::ElemType;
 use et_grammar::Span;
 
+/// The largest rank of an eintup, of an array (the sum of its positions'
+/// ranks) and of a statement's iteration space (the sum of its
+/// variables' ranks). Why 64: past 64 dimensions every configuration whose
+/// dims are all at least 2 has more than 2^64 elements or iterations,
+/// which no memory holds and no loop finishes, so only dims of 0 and 1
+/// could ever run, and those add nothing a smaller rank cannot say. 64 is
+/// also NumPy's limit on dimensions (NPY_MAXDIMS in NumPy 2), which the
+/// `.npy` files and `check`'s framework bridge go through. Checked by rank
+/// inference and configuration choice before anything is allocated
+/// (E0208), and by the verifier; it also bounds how deep a statement's
+/// loop nest can be, so no pass, printer or backend recurses deeper than
+/// a few times 64 (docs/shapes.md#maximum-rank).
+pub const MAX_RANK: usize = 64;
+
 pub type EintupId = usize;
 pub type ArrayId = usize;
 /// Index of an op inside its statement's `ops`.

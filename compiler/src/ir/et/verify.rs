@@ -108,6 +108,13 @@ impl Verifier<'_> {
         }
     }
 
+    /// A known rank is at most [`MAX_RANK`].
+    fn rank_limit(&mut self, what: &str, rank: Option<usize>) {
+        if let Some(r) = rank.filter(|&r| r > MAX_RANK) {
+            self.err(format!("{what}: rank {r} is more than the maximum rank {MAX_RANK}"));
+        }
+    }
+
     fn module(&mut self) {
         let m = self.m;
         // Names seen so far: a set, so a module of n items verifies in
@@ -120,6 +127,7 @@ impl Verifier<'_> {
                 self.err(format!("eintup `{}` is declared twice", e.name));
             }
             self.rank_dims(&format!("eintup `{}`", e.name), e.rank, &e.dims);
+            self.rank_limit(&format!("eintup `{}`", e.name), e.rank);
         }
         // First-mention dims of a specialised module follow from the
         // eintups' dims (LANGUAGE.md s.5); recompute and compare.
@@ -154,6 +162,7 @@ impl Verifier<'_> {
                 }
             }
             self.at = Some(a.span);
+            self.rank_limit(&what, a.positions.iter().map(|p| p.rank).sum());
             for at in &a.attrs {
                 match at {
                     Attr::Range { lo, hi } => {
@@ -191,6 +200,8 @@ impl Verifier<'_> {
         self.at = Some(s.span);
         self.vars = s.vars.iter().copied().collect();
         let what = format!("stmt {si}");
+        let loops: Option<usize> = s.vars.iter().map(|&e| self.m.eintups.get(e).and_then(|x| x.rank)).sum();
+        self.rank_limit(&format!("{what} iteration space"), loops);
         self.eintup_ids(&format!("{what} vars"), &s.vars);
         if self.array_id(&what, s.array) {
             self.slot_count(&what, s.array, s.indices.len());
