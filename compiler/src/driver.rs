@@ -34,9 +34,18 @@ pub struct Source {
 }
 
 impl Source {
+    /// Reads a file; `-` is standard input (named `<stdin>` in
+    /// diagnostics), as `mlir-opt` and most Unix tools read it.
     pub fn load(path: &Path) -> Result<Source, Failure> {
-        let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| Failure::user(format!("{name}: error: cannot read file: {e}")))?;
+        let stdin = path.as_os_str() == "-";
+        let name = if stdin { "<stdin>".to_string() } else { path.display().to_string() };
+        let bytes = if stdin {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut b).map(|_| b)
+        } else {
+            std::fs::read(path)
+        };
+        let bytes = bytes.map_err(|e| Failure::user(format!("{name}: error: cannot read file: {e}")))?;
         match String::from_utf8(bytes) {
             // A UTF-8 byte order mark (some Windows editors write one) is
             // not part of the program.

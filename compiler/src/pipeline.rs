@@ -18,7 +18,7 @@ use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
 use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
-use crate::passes::{Ir, Options, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
+use crate::passes::{Ir, Level, Options, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
 use crate::sema::{Config, InputShape, Program, RankSystem};
 
 /// `resolve`: a source file as a rank-polymorphic program.
@@ -44,9 +44,21 @@ pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
 /// configuration chosen from `binds`, the shapes of the supplied input
 /// arrays (`inputs`; their contents go to the backend) and `seed`. FLOAT
 /// arrays count against the memory limit at the width `float`.
+///
+/// `src` may also be a printed `et` module (`etopt --emit et`, told by its
+/// content): the front end then starts at the first pass that reads it. A
+/// printed `loop` module is a user error: backends start from `et`.
 pub fn specialized_for(src: &Source, binds: &[String], inputs: &[InputShape], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
     let opts = Options { binds: binds.to_vec(), inputs: inputs.to_vec(), seed, float, ..Options::default() };
-    let unit = run(Unit::from_source(src.clone()), FRONT_END, &opts)?;
+    let mut unit = Unit::read(src.clone()).map_err(|e| e.into_failure(src))?;
+    if unit.ir.level() == Level::Loop {
+        return Err(Failure::user(format!(
+            "{}: error: this is a printed loop module; a program runs from its source or a printed et module (`etopt --emit et`); etopt reads loop modules",
+            src.name
+        )));
+    }
+    let pm = PassManager::from_names(FRONT_END, Instrument::default())?.skip_to(unit.ir.level());
+    pm.run(&mut unit, &opts, &mut std::io::sink())?;
     match (unit.ir, unit.config) {
         (Ir::Et(p), Some(cfg)) => Ok((p.module, cfg)),
         _ => Err(level_bug("specialize", "et")),

@@ -71,7 +71,7 @@ def main():
                 b = run([a.eintup, "build", str(ex), *bind_args(cfg), "--float", fl, "--target", "sm_90", "-o", str(d / "bundle.etb")])
                 if b.returncode != 0:
                     sys.exit(f"prepare: eintup build {name} failed:\n{b.stderr}")
-                e = run([a.eintup, "run", str(ex), *bind_args(cfg), "--float", fl, "--out", str(d / "expected")])
+                e = run([a.eintup, "run", "--backend", "interp", str(ex), *bind_args(cfg), "--float", fl, "--out", str(d / "expected")])
                 if e.returncode != 0:
                     sys.exit(f"prepare: eintup run {name} failed:\n{e.stderr}")
                 m = json.loads((d / "bundle.etb/manifest.json").read_text())

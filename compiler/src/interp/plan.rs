@@ -8,7 +8,7 @@
 use super::RunError;
 pub use crate::arith::{ceil_div, floor_div, floor_mod};
 use crate::ir::et::dims;
-use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
+use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind, VarList};
 use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;
 
@@ -246,35 +246,18 @@ fn flat_arg_dims(cx: &Ctx, e: &IndexExpr) -> Result<Vec<i64>, RunError> {
     })
 }
 
-fn collect_vars(e: &IndexExpr, out: &mut Vec<EintupId>) {
-    match &e.kind {
-        IndexKind::Var(t) => {
-            if !out.contains(t) {
-                out.push(*t)
-            }
-        }
-        IndexKind::Lit(_) | IndexKind::Dims(_) | IndexKind::Rank(_) => {}
-        IndexKind::Flat(a) => a.iter().for_each(|x| collect_vars(x, out)),
-        IndexKind::Slice { indices, .. } => collect_slot_vars(indices, out),
-        IndexKind::Bin(_, a, b) => {
-            collect_vars(a, out);
-            collect_vars(b, out);
-        }
-    }
+fn collect_vars(e: &IndexExpr, out: &mut VarList) {
+    crate::sema::resolve::index_vars(e, out)
 }
 
-fn collect_slot_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
-    for s in slots {
-        if let IndexSlot::Expr(e) = s {
-            collect_vars(e, out);
-        }
-    }
+fn collect_slot_vars(slots: &[IndexSlot], out: &mut VarList) {
+    crate::sema::resolve::slot_vars(slots, out)
 }
 
 /// Eintups that occur inside a compound index expression (anything but a
 /// bare eintup in a slot). Looping over them first lets the bounds checks
 /// of those expressions prune early.
-fn compound_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
+fn compound_vars(slots: &[IndexSlot], out: &mut VarList) {
     for s in slots {
         if let IndexSlot::Expr(e) = s {
             if !matches!(e.kind, IndexKind::Var(_)) {
@@ -286,8 +269,8 @@ fn compound_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
 
 pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
     // Variables: the statement's own list plus anything it missed.
-    let mut all = s.vars.clone();
-    let mut compound = Vec::new();
+    let mut all = VarList::from_ids(&s.vars);
+    let mut compound = VarList::default();
     collect_slot_vars(&s.indices, &mut all);
     compound_vars(&s.indices, &mut compound);
     let reads_self = s.reads(s.array);
@@ -304,8 +287,8 @@ pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
             _ => {}
         }
     }
-    let mut order: Vec<EintupId> = all.iter().copied().filter(|t| compound.contains(t)).collect();
-    order.extend(all.iter().copied().filter(|t| !compound.contains(t)));
+    let mut order: Vec<EintupId> = all.ids().iter().copied().filter(|&t| compound.contains(t)).collect();
+    order.extend(all.ids().iter().copied().filter(|&t| !compound.contains(t)));
 
     let mut off = vec![None; m.eintups.len()];
     let mut extents = Vec::new();

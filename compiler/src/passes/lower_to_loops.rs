@@ -345,7 +345,7 @@ impl<'m> StmtLowering<'m> {
 /// The variables of a statement in loop order: left-hand-side variables
 /// first (they become the parallel loops), then the others.
 fn loop_order(s: &et::Stmt) -> Vec<EintupId> {
-    let mut all = s.vars.clone();
+    let mut all = et::VarList::from_ids(&s.vars);
     crate::sema::resolve::slot_vars(&s.indices, &mut all);
     for op in &s.ops {
         match &op.kind {
@@ -354,7 +354,7 @@ fn loop_order(s: &et::Stmt) -> Vec<EintupId> {
             _ => {}
         }
     }
-    all
+    all.into_vec()
 }
 
 fn unique_buffer_name(out: &LoopModule, base: String) -> String {

@@ -15,6 +15,8 @@ pub struct PassInfo {
     pub summary: &'static str,
     pub input: Level,
     pub output: Level,
+    /// The pass options it reads (`name{key=value}`, [`super::spec`]).
+    pub options: &'static [&'static str],
     pub run: fn(&mut Unit, &Options) -> Result<Option<String>, PassError>,
 }
 
@@ -25,6 +27,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "names, signatures, element types, all errors found without shapes",
         input: Level::Source,
         output: Level::Et,
+        options: &[],
         run: super::resolve::run,
     },
     PassInfo {
@@ -32,6 +35,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "union-find of rank classes with the reason for every equation",
         input: Level::Et,
         output: Level::Et,
+        options: &[],
         run: super::infer_ranks::run,
     },
     PassInfo {
@@ -39,6 +43,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "choose a configuration (--bind, --seed) and make every type static",
         input: Level::Et,
         output: Level::Et,
+        options: &["seed", "bind", "float"],
         run: super::specialize::run,
     },
     PassInfo {
@@ -46,6 +51,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "loop nests, guards, index loads and reset/snapshot kernels",
         input: Level::Et,
         output: Level::Loop,
+        options: &["float"],
         run: super::lower_to_loops::run,
     },
     PassInfo {
@@ -53,6 +59,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "egg equality saturation: fold dims, div/mod/FLAT identities, prove guards",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::simplify_index::run,
     },
     PassInfo {
@@ -60,6 +67,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "turn guards on a loop variable into that loop's bounds",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::tighten_bounds::run,
     },
     PassInfo {
@@ -67,6 +75,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "run once the idempotent body of a loop whose variable it does not use",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::drop_unused_loops::run,
     },
     PassInfo {
@@ -74,6 +83,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "mark parallel loops; atomics only where the write is not injective",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::parallelize::run,
     },
     PassInfo {
@@ -81,6 +91,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "drop the reset kernel of an `=` statement that writes each cell once; store directly",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::direct_stores::run,
     },
     PassInfo {
@@ -88,6 +99,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "GPU: sum a contiguous reduction of few cells as per-lane partial sums, then combine",
         input: Level::Loop,
         output: Level::Loop,
+        options: &["fp-contract"],
         run: super::split_reductions::run,
     },
     PassInfo {
@@ -95,6 +107,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "GPU: a loop whose bounds move with outer variables starts at a constant",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::shift_loops::run,
     },
     PassInfo {
@@ -102,6 +115,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "GPU: each thread of a contraction computes a tile of cells, operands reused from registers",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::register_tiles::run,
     },
     PassInfo {
@@ -109,6 +123,7 @@ pub static PASSES: &[PassInfo] = &[
         summary: "host: move the loop along the contiguous written dim inside the reductions",
         input: Level::Loop,
         output: Level::Loop,
+        options: &[],
         run: super::interchange::run,
     },
 ];
@@ -137,21 +152,48 @@ pub fn lookup(name: &str) -> Option<&'static PassInfo> {
 pub struct Instrument {
     /// IR after every pass, on stderr.
     pub dump_all: bool,
-    /// IR after these passes, on stderr.
+    /// IR after these passes, on stderr: a name (every run of the pass) or
+    /// a numbered label `simplify-index#2` (that run only).
     pub dump_after: Vec<String>,
+    /// IR before these passes (names or labels, as `dump_after`).
+    pub print_before: Vec<String>,
+    /// IR after every pass that changed it (its printed form differs).
+    pub after_change: bool,
     pub time: bool,
     pub stats: bool,
 }
 
+/// One pass of a pipeline: the registered pass, the options written with
+/// it, and its label (the name, numbered `name#k` when the pipeline runs
+/// the pass more than once).
+#[derive(Clone, Debug)]
+pub struct Scheduled {
+    pub info: &'static PassInfo,
+    pub options: Vec<(String, String)>,
+    pub label: String,
+}
+
+impl std::fmt::Debug for PassInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
 #[derive(Clone)]
 pub struct PassManager {
-    pub passes: Vec<&'static PassInfo>,
+    pub passes: Vec<Scheduled>,
     pub instrument: Instrument,
 }
 
-/// Header of an IR dump (DESIGN.md section 5).
-pub fn dump_header(pass: &str) -> String {
-    format!("// ----- IR after {pass} ----- //")
+/// Header of an IR dump (DESIGN.md section 5); `label` is the pass name,
+/// numbered (`simplify-index#2`) for a pass the pipeline runs twice.
+pub fn dump_header(label: &str) -> String {
+    format!("// ----- IR after {label} ----- //")
+}
+
+/// Header of a dump before a pass (`--print-ir-before`).
+pub fn dump_before_header(label: &str) -> String {
+    format!("// ----- IR before {label} ----- //")
 }
 
 /// Prints any level of IR in its textual form.
@@ -163,34 +205,77 @@ pub fn print_ir(unit: &Unit) -> String {
     }
 }
 
+/// A name given to `--dump-ir-after`/`--print-ir-before`: a registered
+/// pass, optionally numbered (`simplify-index#2`).
+fn known_selector(sel: &str) -> bool {
+    let name = sel.split_once('#').map_or(sel, |(n, k)| if k.parse::<usize>().is_ok_and(|k| k > 0) { n } else { "" });
+    lookup(name).is_some()
+}
+
 impl PassManager {
-    /// Resolves pass names; an unknown name lists the known ones.
+    /// Resolves pass names, each with optional options (`specialize{seed=3}`,
+    /// [`super::spec`]); an unknown name lists the known ones, an option
+    /// the pass does not read or a malformed one is an error too.
     pub fn from_names(names: &[impl AsRef<str>], instrument: Instrument) -> Result<PassManager, Failure> {
         let mut passes = Vec::new();
         for n in names {
-            let n = n.as_ref();
-            let p = lookup(n).ok_or_else(|| {
+            let spec = super::spec::parse_spec(n.as_ref()).map_err(|e| Failure::user(format!("etopt: error: --passes: {e}")))?;
+            let p = lookup(&spec.name).ok_or_else(|| {
                 let known: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
-                Failure::user(format!("etopt: error: unknown pass `{n}` (known passes: {})", known.join(", ")))
+                Failure::user(format!("etopt: error: unknown pass `{}` (known passes: {})", spec.name, known.join(", ")))
             })?;
-            passes.push(p);
+            // Checked now, so a bad option fails before any input is read.
+            super::spec::apply(p.name, p.options, &spec.options, &Options::default()).map_err(|e| Failure::user(format!("etopt: error: {e}")))?;
+            passes.push(Scheduled { info: p, options: spec.options, label: p.name.to_string() });
         }
-        for d in &instrument.dump_after {
-            if lookup(d).is_none() {
-                return Err(Failure::user(format!("etopt: error: --dump-ir-after: unknown pass `{d}`")));
+        for (flag, list) in [("--dump-ir-after", &instrument.dump_after), ("--print-ir-before", &instrument.print_before)] {
+            for d in list {
+                if !known_selector(d) {
+                    return Err(Failure::user(format!("etopt: error: {flag}: unknown pass `{d}`")));
+                }
             }
         }
-        Ok(PassManager { passes, instrument })
+        let mut pm = PassManager { passes, instrument };
+        pm.number();
+        Ok(pm)
+    }
+
+    /// Labels: `name#k` for the k-th run of a pass the pipeline runs more
+    /// than once, the plain name otherwise.
+    fn number(&mut self) {
+        for i in 0..self.passes.len() {
+            let name = self.passes[i].info.name;
+            let total = self.passes.iter().filter(|s| s.info.name == name).count();
+            let k = self.passes[..=i].iter().filter(|s| s.info.name == name).count();
+            self.passes[i].label = if total > 1 { format!("{name}#{k}") } else { name.to_string() };
+        }
+    }
+
+    /// The passes named by `--dump-ir-after` or `--print-ir-before` that
+    /// this pipeline does not run: one warning each (`etopt` prints them;
+    /// the dump would silently never appear).
+    pub fn unmatched_selectors(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let running: Vec<&str> = self.passes.iter().map(|s| s.label.as_str()).collect();
+        for (flag, list) in [("--dump-ir-after", &self.instrument.dump_after), ("--print-ir-before", &self.instrument.print_before)] {
+            for d in list {
+                if !self.passes.iter().any(|s| selects(d, s)) {
+                    let pipeline = if running.is_empty() { "no passes".to_string() } else { running.join(", ") };
+                    out.push(format!("etopt: warning: {flag} {d}: the pipeline does not run this pass (it runs {pipeline})"));
+                }
+            }
+        }
+        out
     }
 
     /// The pipeline with passes whose input level comes before the unit's
     /// current level dropped (so the default pipeline also starts from a
     /// printed `et` or `loop` file).
     pub fn skip_to(mut self, level: Level) -> PassManager {
-        if let Some(first) = self.passes.iter().position(|p| p.input == level) {
+        if let Some(first) = self.passes.iter().position(|p| p.info.input == level) {
             self.passes.drain(..first);
-        } else if self.passes.iter().all(|p| p.input != level) {
-            self.passes.retain(|p| order(p.input) > order(level));
+        } else if self.passes.iter().all(|p| p.info.input != level) {
+            self.passes.retain(|p| order(p.info.input) > order(level));
         }
         self
     }
@@ -209,7 +294,9 @@ impl PassManager {
         // Verification after each pass, summed: one line of --time-passes.
         let mut verifying = Duration::ZERO;
         let total = Instant::now();
-        for p in &self.passes {
+        let ins = &self.instrument;
+        for s in &self.passes {
+            let p = s.info;
             if unit.ir.level() != p.input {
                 return Err(PassError::Message(format!(
                     "etopt: error: pass `{}` reads the {} level, but the IR is at the {} level here",
@@ -218,31 +305,54 @@ impl PassManager {
                     unit.ir.level().name()
                 )));
             }
+            if ins.print_before.iter().any(|d| selects(d, s)) {
+                let _ = write!(err, "{}\n{}", dump_before_header(&s.label), print_ir(unit));
+            }
+            // The text before the pass, to tell whether it changed the IR.
+            let text_before = ins.after_change.then(|| print_ir(unit));
             let before = match &unit.ir {
                 Ir::Et(prog) => Some(prog.module.clone()),
                 _ => None,
             };
+            let local;
+            let pass_opts = if s.options.is_empty() {
+                opts
+            } else {
+                local = super::spec::apply(p.name, p.options, &s.options, opts).map_err(|e| PassError::Message(format!("etopt: error: {e}")))?;
+                &local
+            };
             let t = Instant::now();
-            let stats = (p.run)(unit, opts)?;
-            times.push((p.name, t.elapsed()));
+            let stats = (p.run)(unit, pass_opts)?;
+            times.push((&s.label, t.elapsed()));
             let t = Instant::now();
             verify(p.name, before.as_ref(), &unit.ir)?;
             verifying += t.elapsed();
-            if self.instrument.stats {
-                if let Some(s) = stats {
-                    let _ = writeln!(err, "// stats {}: {s}", p.name);
+            if ins.stats {
+                if let Some(st) = stats {
+                    let _ = writeln!(err, "// stats {}: {st}", s.label);
                 }
             }
-            if self.instrument.dump_all || self.instrument.dump_after.iter().any(|d| d == p.name) {
-                let _ = write!(err, "{}\n{}", dump_header(p.name), print_ir(unit));
+            let after = if ins.dump_all || ins.dump_after.iter().any(|d| selects(d, s)) {
+                Some(print_ir(unit))
+            } else {
+                text_before.filter(|b| *b != print_ir(unit)).map(|_| print_ir(unit))
+            };
+            if let Some(text) = after {
+                let _ = write!(err, "{}\n{}", dump_header(&s.label), text);
             }
         }
-        if self.instrument.time {
+        if ins.time {
             times.push(("(verify after each pass)", verifying));
             let _ = err.write_all(timing_report(&times, total.elapsed()).as_bytes());
         }
         Ok(())
     }
+}
+
+/// Whether `--dump-ir-after`/`--print-ir-before` value `sel` names this
+/// run: its pass name (every run) or its label (`simplify-index#2`).
+fn selects(sel: &str, s: &Scheduled) -> bool {
+    sel == s.info.name || sel == s.label
 }
 
 fn order(l: Level) -> u8 {
@@ -295,5 +405,26 @@ mod tests {
         for p in DEFAULT_PIPELINE {
             assert!(lookup(p).is_some(), "{p} is not registered");
         }
+    }
+
+    #[test]
+    fn passes_run_twice_are_numbered() {
+        let pm = PassManager::from_names(DEFAULT_PIPELINE, Instrument::default()).unwrap();
+        let labels: Vec<&str> = pm.passes.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index#1", "tighten-bounds", "simplify-index#2", "drop-unused-loops#1", "parallelize", "direct-stores", "drop-unused-loops#2"]
+        );
+    }
+
+    #[test]
+    fn selectors_outside_the_pipeline_are_reported() {
+        let ins = Instrument { dump_after: vec!["specialize".into(), "resolve".into(), "simplify-index#3".into()], ..Instrument::default() };
+        let pm = PassManager::from_names(&["resolve", "infer-ranks"], ins).unwrap();
+        let w = pm.unmatched_selectors();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!(w[0], "etopt: warning: --dump-ir-after specialize: the pipeline does not run this pass (it runs resolve, infer-ranks)");
+        let ins = Instrument { dump_after: vec!["fold".into()], ..Instrument::default() };
+        assert!(PassManager::from_names(&["resolve"], ins).is_err());
     }
 }

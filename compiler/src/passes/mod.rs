@@ -18,6 +18,7 @@ pub mod register_tiles;
 pub mod resolve;
 pub mod simplify_index;
 pub mod shift_loops;
+pub mod spec;
 pub mod specialize;
 pub mod split_reductions;
 pub mod tighten_bounds;
@@ -83,6 +84,25 @@ impl Unit {
     /// A `.et` program, before `resolve`.
     pub fn from_source(source: Source) -> Unit {
         Unit { source, ir: Ir::Source, ranks: None, config: None }
+    }
+
+    /// Any input, its kind told by its content ([`crate::ir::text::kind_of`],
+    /// not the file name): a program (before `resolve`), or printed IR of
+    /// the `et` or `loop` dialect, parsed and verified (located errors,
+    /// E06xx). A printed `et` module carries no constraints section.
+    pub fn read(source: Source) -> Result<Unit, PassError> {
+        use crate::ir::text::{kind_of, TextKind};
+        let ir = match kind_of(&source.text) {
+            TextKind::Program => return Ok(Unit::from_source(source)),
+            TextKind::LoopIr => Ir::Loop(crate::ir::loops::parse::parse_verified(&source.text).map_err(PassError::User)?),
+            TextKind::EtIr => {
+                let module = crate::ir::et::parse::parse_verified(&source.text).map_err(PassError::User)?;
+                Ir::Et(Program { module, constraints: Vec::new() })
+            }
+        };
+        let mut unit = Unit::from_source(source);
+        unit.ir = ir;
+        Ok(unit)
     }
 }
 

@@ -13,11 +13,12 @@
 
 use super::infer_dims::{self, Access, InferError};
 use super::inputs::{self, InputShape, Split};
-use super::ranks::{eval_rank, RankSystem};
+use super::rank_limit::RankLimit;
+use super::ranks::{eval_rank, rank_limit_error, RankSystem};
 use super::{Program, Rel};
 use crate::ir::et::dims::{bound as dims_bound, broadcast, dims_refs, eval_static, EvalError};
 use crate::ir::et::print::index_expr;
-use crate::ir::et::{ArrayId, EintupId};
+use crate::ir::et::{ArrayId, EintupId, MAX_RANK};
 use et_grammar::ast::ConstraintSubject;
 use et_grammar::{Diagnostic, Span};
 use std::collections::BTreeMap;
@@ -486,6 +487,10 @@ impl<'a> Space<'a> {
             for p in &m.arrays[*a].positions {
                 mentioned(&p.expr, &mut v);
             }
+            if shape.len() > MAX_RANK {
+                let what = format!("input `{}` has {} dims", m.arrays[*a].name, shape.len());
+                return Err(vec![rank_limit_error(&what, m.arrays[*a].span)]);
+            }
             for e in v {
                 let Some(&c) = rs.class_of.get(e) else { continue };
                 let l = shape.len() as i64;
@@ -541,6 +546,13 @@ impl<'a> Space<'a> {
             for &e in &cl.members {
                 let Some(b) = &self.bound[e] else { continue };
                 let k = b.len() as i64;
+                if b.len() > MAX_RANK {
+                    diags.push(
+                        Diagnostic::error("E0208", format!("--bind {}=.. has rank {k}, more than the maximum rank {MAX_RANK}", m.eintups[e].name))
+                            .at(m.eintups[e].span, "this eintup"),
+                    );
+                    continue;
+                }
                 if let Some(prev) = by {
                     let pk = self.bound[prev].as_ref().map_or(0, |v| v.len());
                     if pk as i64 != k {
@@ -598,6 +610,23 @@ impl<'a> Space<'a> {
             }
             return Err(vec![d]);
         }
+        // The largest rank each eintup can have (a derived class is
+        // refused above MAX_RANK): arrays and statements that cannot pass
+        // the limit are not checked per combination.
+        let max_rank: Vec<usize> = (0..m.eintups.len())
+            .map(|e| {
+                let c = rs.class_of[e];
+                if rs.classes[c].derived.is_some() {
+                    MAX_RANK
+                } else {
+                    usize::try_from(ranges[c].1.max(0)).unwrap_or(usize::MAX).min(MAX_RANK + 1)
+                }
+            })
+            .collect();
+        let limit = RankLimit::new(m, &max_rank);
+        // Why combinations were dropped for the rank limit: the error if
+        // none is left.
+        let mut too_big: Option<Diagnostic> = None;
         let mut out = Vec::new();
         let mut cur: Vec<i64> = free.iter().map(|c| ranges[*c].0).collect();
         let mut failed: Option<usize> = None;
@@ -616,6 +645,12 @@ impl<'a> Space<'a> {
                     let Some(ci) = rs.classes[c].derived else { continue };
                     let Rel::Eq(x) = &self.prog.constraints[ci].rel else { continue };
                     match eval_rank(x, &per_e) {
+                        Some(v) if v > MAX_RANK as i64 => {
+                            ok = false;
+                            let c = &self.prog.constraints[ci];
+                            too_big.get_or_insert_with(|| rank_limit_error(&format!("constraint `{}` gives rank {v}", c.describe(m)), c.span));
+                            break;
+                        }
                         Some(v) if v >= ranges[c].0 && v <= ranges[c].1 && v >= 0 => class_rank[c] = v as usize,
                         _ => {
                             ok = false;
@@ -636,6 +671,12 @@ impl<'a> Space<'a> {
                                 failed = Some(ci);
                             }
                         }
+                    }
+                }
+                if ok {
+                    if let Some(d) = limit.violation(m, &per_e) {
+                        ok = false;
+                        too_big.get_or_insert(d);
                     }
                 }
                 if ok {
@@ -663,6 +704,9 @@ impl<'a> Space<'a> {
             }
         }
         if out.is_empty() {
+            if let Some(d) = too_big {
+                return Err(vec![d]);
+            }
             let mut d = Diagnostic::error("E0207", "no combination of ranks satisfies the rank constraints");
             if let Some(ci) = failed {
                 d = d.at(self.prog.constraints[ci].span, "cannot be satisfied");

@@ -6,6 +6,7 @@
 //! - [`ranks`]: rank inference as a union-find over eintups, every equation
 //!   kept with its reason so contradictions can be explained (E02xx);
 //! - [`config`]: bindings, rank combinations and dims draws (E03xx);
+//! - [`rank_limit`]: arrays and statements within the maximum rank (E0208);
 //! - [`inputs`]: dims from the shapes of supplied input arrays;
 //! - [`infer_dims`]: range inference of dims from right-hand-side accesses;
 //! - [`specialize`]: substitute one configuration into the module.
@@ -13,6 +14,7 @@
 pub mod config;
 pub mod infer_dims;
 pub mod inputs;
+pub mod rank_limit;
 pub mod ranks;
 pub mod resolve;
 pub mod specialize;

@@ -263,6 +263,14 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
             (ConstraintSubject::Dims, Rel::In { .. }) => {}
         }
     }
+    // A rank fact above the maximum (`RANK(t) = 4294967296`, a range
+    // reaching past it, `?100` in printed IR) is refused here, before any
+    // configuration allocates dims for it.
+    for f in &b.facts {
+        if f.hi > MAX_RANK as i64 {
+            diags.push(rank_limit_error(&format!("{} allows rank {}", f.fact.label, f.hi), f.fact.span));
+        }
+    }
     // Classes: dense ids in order of first member.
     let mut class_of = vec![usize::MAX; n];
     let mut classes: Vec<Class> = Vec::new();
@@ -356,7 +364,30 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
     if !diags.is_empty() {
         return Err(diags);
     }
+    // An array or statement over the maximum rank with the smallest ranks
+    // the classes allow is over it in every configuration (and the ranks
+    // fixed here go into the module, which the verifier checks).
+    let least: Vec<usize> = (0..n)
+        .map(|e| {
+            let c = &classes[class_of[e]];
+            match (c.derived, c.range) {
+                (Some(_), _) => 0,
+                (None, Some((lo, _))) => usize::try_from(lo).unwrap_or(0),
+                (None, None) => 1,
+            }
+        })
+        .collect();
+    if let Some(d) = super::rank_limit::RankLimit::new(m, &least).violation(m, &least) {
+        return Err(vec![d]);
+    }
     Ok(RankSystem { class_of, classes, derived_order: order, deferred: b.deferred, edges: b.edges, facts: b.facts })
+}
+
+/// E0208: a rank above [`MAX_RANK`], located at what asks for it.
+pub fn rank_limit_error(what: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("E0208", format!("{what}, more than the maximum rank {MAX_RANK}"))
+        .at(span, "rank too large")
+        .note(format!("eintups, arrays and the iteration space of a statement have at most {MAX_RANK} dimensions"))
 }
 
 /// The edges of a shortest chain of equations from `a` to `b`.

@@ -586,13 +586,9 @@ pub fn is_static(e: &IndexExpr) -> bool {
 
 /// Eintups occurring in an index expression as values (not inside DIMS or
 /// RANK), in order of first occurrence, appended to `out` without repeats.
-pub fn index_vars(e: &IndexExpr, out: &mut Vec<EintupId>) {
+pub fn index_vars(e: &IndexExpr, out: &mut VarList) {
     match &e.kind {
-        IndexKind::Var(t) => {
-            if !out.contains(t) {
-                out.push(*t)
-            }
-        }
+        IndexKind::Var(t) => out.push(*t),
         IndexKind::Flat(v) => v.iter().for_each(|x| index_vars(x, out)),
         IndexKind::Slice { indices, .. } => slot_vars(indices, out),
         IndexKind::Bin(_, a, b) => {
@@ -603,7 +599,7 @@ pub fn index_vars(e: &IndexExpr, out: &mut Vec<EintupId>) {
     }
 }
 
-pub fn slot_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
+pub fn slot_vars(slots: &[IndexSlot], out: &mut VarList) {
     for s in slots {
         if let IndexSlot::Expr(x) = s {
             index_vars(x, out);
@@ -612,15 +608,16 @@ pub fn slot_vars(slots: &[IndexSlot], out: &mut Vec<EintupId>) {
 }
 
 fn lhs_vars(st: &Stmt) -> Vec<EintupId> {
-    let mut v = Vec::new();
+    let mut v = VarList::default();
     slot_vars(&st.indices, &mut v);
-    v
+    v.into_vec()
 }
 
 /// LANGUAGE.md s.3 rule 2: every eintup of the statement, left side first,
 /// except those only inside DIMS/RANK.
 pub fn stmt_vars(st: &Stmt) -> Vec<EintupId> {
-    let mut v = lhs_vars(st);
+    let mut v = VarList::default();
+    slot_vars(&st.indices, &mut v);
     for op in &st.ops {
         match &op.kind {
             OpKind::Read { indices, .. } => slot_vars(indices, &mut v),
@@ -628,20 +625,14 @@ pub fn stmt_vars(st: &Stmt) -> Vec<EintupId> {
             _ => {}
         }
     }
-    v
+    v.into_vec()
 }
 
 /// The eintups an op's value varies over. A `RANDOM` draws one value per
 /// written cell, so it varies over the left side's eintups too.
 fn op_eintups(ops: &[Op], k: usize, lhs: &[EintupId]) -> Vec<EintupId> {
-    let mut v = Vec::new();
-    let add = |xs: &[EintupId], v: &mut Vec<EintupId>| {
-        for x in xs {
-            if !v.contains(x) {
-                v.push(*x)
-            }
-        }
-    };
+    let mut v = VarList::default();
+    let add = |xs: &[EintupId], v: &mut VarList| xs.iter().for_each(|&x| v.push(x));
     match &ops[k].kind {
         OpKind::ConstInt(_) | OpKind::ConstFloat(_) | OpKind::Rank(_) => {}
         OpKind::DimsAt(_, t) => index_vars(t, &mut v),
@@ -657,7 +648,7 @@ fn op_eintups(ops: &[Op], k: usize, lhs: &[EintupId]) -> Vec<EintupId> {
             add(&ops[*b].ty.eintups, &mut v);
         }
     }
-    v
+    v.into_vec()
 }
 
 /// `a[..] = RANDOM(lo, hi, INT)` with constant `lo` and a constant or

@@ -22,10 +22,62 @@ use et_grammar::ast::AssignOp;
 pub use et_grammar::ast::ElemType;
 use et_grammar::Span;
 
+/// The largest rank of an eintup, of an array (the sum of its positions'
+/// ranks) and of a statement's iteration space (the sum of its
+/// variables' ranks). Why 64: past 64 dimensions every configuration whose
+/// dims are all at least 2 has more than 2^64 elements or iterations,
+/// which no memory holds and no loop finishes, so only dims of 0 and 1
+/// could ever run, and those add nothing a smaller rank cannot say. 64 is
+/// also NumPy's limit on dimensions (NPY_MAXDIMS in NumPy 2), which the
+/// `.npy` files and `check`'s framework bridge go through. Checked by rank
+/// inference and configuration choice before anything is allocated
+/// (E0208), and by the verifier; it also bounds how deep a statement's
+/// loop nest can be, so no pass, printer or backend recurses deeper than
+/// a few times 64 (docs/shapes.md#maximum-rank).
+pub const MAX_RANK: usize = 64;
+
 pub type EintupId = usize;
 pub type ArrayId = usize;
 /// Index of an op inside its statement's `ops`.
 pub type ValueId = usize;
+
+/// Eintup ids in order of first occurrence, without repeats. Membership is
+/// a hash lookup, so collecting the variables of a statement with n index
+/// positions is linear in n (a `Vec::contains` per id made it quadratic:
+/// 20,000 positions took seconds, docs/performance.md).
+#[derive(Clone, Debug, Default)]
+pub struct VarList {
+    ids: Vec<EintupId>,
+    seen: std::collections::HashSet<EintupId>,
+}
+
+impl VarList {
+    /// A list starting with `ids` (repeats dropped).
+    pub fn from_ids(ids: &[EintupId]) -> VarList {
+        let mut v = VarList::default();
+        ids.iter().for_each(|&t| v.push(t));
+        v
+    }
+
+    /// Appends `t` unless it is already there.
+    pub fn push(&mut self, t: EintupId) {
+        if self.seen.insert(t) {
+            self.ids.push(t);
+        }
+    }
+
+    pub fn contains(&self, t: EintupId) -> bool {
+        self.seen.contains(&t)
+    }
+
+    pub fn ids(&self) -> &[EintupId] {
+        &self.ids
+    }
+
+    pub fn into_vec(self) -> Vec<EintupId> {
+        self.ids
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Module {
@@ -246,5 +298,21 @@ impl Module {
             shape.extend_from_slice(p.dims.as_ref()?);
         }
         Some(shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VarList;
+
+    #[test]
+    fn var_list_keeps_first_occurrences_in_order() {
+        let mut v = VarList::from_ids(&[3, 1, 3]);
+        for t in [2, 1, 0, 2] {
+            v.push(t);
+        }
+        assert_eq!(v.ids(), &[3, 1, 2, 0]);
+        assert!(v.contains(0) && !v.contains(4));
+        assert_eq!(v.into_vec(), vec![3, 1, 2, 0]);
     }
 }

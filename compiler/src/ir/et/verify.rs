@@ -11,6 +11,7 @@
 use super::*;
 use super::dims::bound;
 use et_grammar::Diagnostic;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// Code of a verifier error located in parsed text (docs/ir-et.md).
@@ -57,7 +58,7 @@ impl Violations {
 
 /// Checks the structural invariants of a module.
 pub fn verify(m: &Module) -> Result<(), Violations> {
-    let mut v = Verifier { m, errs: Vec::new(), at: None };
+    let mut v = Verifier { m, errs: Vec::new(), at: None, vars: HashSet::new() };
     v.module();
     if v.errs.is_empty() {
         Ok(())
@@ -71,6 +72,8 @@ struct Verifier<'a> {
     errs: Vec<Violation>,
     /// The span of the item being checked, given to its violations.
     at: Option<Span>,
+    /// The variables of the statement being checked.
+    vars: HashSet<EintupId>,
 }
 
 impl Verifier<'_> {
@@ -105,22 +108,35 @@ impl Verifier<'_> {
         }
     }
 
+    /// A known rank is at most [`MAX_RANK`].
+    fn rank_limit(&mut self, what: &str, rank: Option<usize>) {
+        if let Some(r) = rank.filter(|&r| r > MAX_RANK) {
+            self.err(format!("{what}: rank {r} is more than the maximum rank {MAX_RANK}"));
+        }
+    }
+
     fn module(&mut self) {
         let m = self.m;
-        for (i, e) in m.eintups.iter().enumerate() {
+        // Names seen so far: a set, so a module of n items verifies in
+        // linear time (a scan of the earlier items made 20,000 statements
+        // take seconds, docs/performance.md).
+        let mut seen = HashSet::new();
+        for e in &m.eintups {
             self.at = Some(e.span);
-            if m.eintups[..i].iter().any(|x| x.name == e.name) {
+            if !seen.insert(e.name.as_str()) {
                 self.err(format!("eintup `{}` is declared twice", e.name));
             }
             self.rank_dims(&format!("eintup `{}`", e.name), e.rank, &e.dims);
+            self.rank_limit(&format!("eintup `{}`", e.name), e.rank);
         }
         // First-mention dims of a specialised module follow from the
         // eintups' dims (LANGUAGE.md s.5); recompute and compare.
         let all_dims: Option<Vec<Vec<i64>>> = m.eintups.iter().map(|e| e.dims.clone()).collect();
+        let mut seen = HashSet::new();
         for (ai, a) in m.arrays.iter().enumerate() {
             self.at = Some(a.span);
             let what = format!("array `{}`", a.name);
-            if m.arrays[..ai].iter().any(|x| x.name == a.name) {
+            if !seen.insert(a.name.as_str()) {
                 self.err(format!("{what} is declared twice"));
             }
             match m.stmts.get(a.def_stmt) {
@@ -132,7 +148,7 @@ impl Verifier<'_> {
             }
             for (k, p) in a.positions.iter().enumerate() {
                 let pw = format!("{what} position {}", k + 1);
-                self.expr(&pw, &p.expr, None);
+                self.expr(&pw, &p.expr, false);
                 self.at = Some(p.expr.span);
                 self.rank_dims(&pw, p.rank, &p.dims);
                 if let (Some(d), Some(all)) = (&p.dims, &all_dims) {
@@ -146,6 +162,7 @@ impl Verifier<'_> {
                 }
             }
             self.at = Some(a.span);
+            self.rank_limit(&what, a.positions.iter().map(|p| p.rank).sum());
             for at in &a.attrs {
                 match at {
                     Attr::Range { lo, hi } => {
@@ -181,12 +198,15 @@ impl Verifier<'_> {
 
     fn stmt(&mut self, si: usize, s: &Stmt) {
         self.at = Some(s.span);
+        self.vars = s.vars.iter().copied().collect();
         let what = format!("stmt {si}");
+        let loops: Option<usize> = s.vars.iter().map(|&e| self.m.eintups.get(e).and_then(|x| x.rank)).sum();
+        self.rank_limit(&format!("{what} iteration space"), loops);
         self.eintup_ids(&format!("{what} vars"), &s.vars);
         if self.array_id(&what, s.array) {
             self.slot_count(&what, s.array, s.indices.len());
         }
-        self.slots(&what, &s.indices, Some(&s.vars));
+        self.slots(&what, &s.indices, true);
         if s.result >= s.ops.len() {
             self.err(format!("{what}: result %{} is not one of its {} ops", s.result, s.ops.len()));
         }
@@ -202,14 +222,14 @@ impl Verifier<'_> {
                 }
                 OpKind::DimsAt(l, t) => {
                     self.eintup_ids(&ow, l);
-                    self.expr(&ow, t, Some(&s.vars));
+                    self.expr(&ow, t, true);
                     vec![]
                 }
                 OpKind::Read { array, indices } => {
                     if self.array_id(&ow, *array) {
                         self.slot_count(&ow, *array, indices.len());
                     }
-                    self.slots(&ow, indices, Some(&s.vars));
+                    self.slots(&ow, indices, true);
                     vec![]
                 }
                 OpKind::Random { lo, hi, .. } => vec![*lo, *hi],
@@ -231,7 +251,7 @@ impl Verifier<'_> {
         }
     }
 
-    fn slots(&mut self, what: &str, s: &[IndexSlot], vars: Option<&[EintupId]>) {
+    fn slots(&mut self, what: &str, s: &[IndexSlot], vars: bool) {
         for x in s {
             if let IndexSlot::Expr(e) = x {
                 self.expr(what, e, vars);
@@ -240,13 +260,14 @@ impl Verifier<'_> {
     }
 
     /// Ids in range; with `vars`, a `Var` must be one of the statement's
-    /// variables (an eintup used only inside `DIMS`/`RANK` is not one).
-    fn expr(&mut self, what: &str, e: &IndexExpr, vars: Option<&[EintupId]>) {
+    /// variables (`self.vars`; an eintup used only inside `DIMS`/`RANK` is
+    /// not one).
+    fn expr(&mut self, what: &str, e: &IndexExpr, vars: bool) {
         match &e.kind {
             IndexKind::Var(t) => {
                 self.eintup_ids(what, &[*t]);
-                if let (Some(vars), Some(x)) = (vars, self.m.eintups.get(*t)) {
-                    if !vars.contains(t) {
+                if let (true, Some(x)) = (vars, self.m.eintups.get(*t)) {
+                    if !self.vars.contains(t) {
                         let message = format!("{what}: index variable `{}` is not a variable of the statement", x.name);
                         self.errs.push(Violation { message, span: Some(e.span) });
                     }
@@ -277,8 +298,13 @@ impl Verifier<'_> {
 /// keep their eintups (by name) and dtype. Ids may be renumbered.
 pub fn verify_refines(before: &Module, after: &Module) -> Result<(), String> {
     let mut errs = Vec::new();
+    // By name, through maps: linear in the module's size.
+    let after_eintups: HashMap<&str, &Eintup> = after.eintups.iter().map(|e| (e.name.as_str(), e)).collect();
+    let before_eintups: HashSet<&str> = before.eintups.iter().map(|e| e.name.as_str()).collect();
+    let after_arrays: HashMap<&str, &Array> = after.arrays.iter().map(|a| (a.name.as_str(), a)).collect();
+    let before_arrays: HashSet<&str> = before.arrays.iter().map(|a| a.name.as_str()).collect();
     for e in &before.eintups {
-        let Some(a) = after.eintups.iter().find(|x| x.name == e.name) else {
+        let Some(a) = after_eintups.get(e.name.as_str()) else {
             errs.push(format!("eintup `{}` was removed", e.name));
             continue;
         };
@@ -286,12 +312,12 @@ pub fn verify_refines(before: &Module, after: &Module) -> Result<(), String> {
         keep_rank_dims(&mut errs, &what, (e.rank, &e.dims), (a.rank, &a.dims));
     }
     for a in &after.eintups {
-        if before.eintup_by_name(&a.name).is_none() {
+        if !before_eintups.contains(a.name.as_str()) {
             errs.push(format!("eintup `{}` was added", a.name));
         }
     }
     for b in &before.arrays {
-        let Some(a) = after.arrays.iter().find(|x| x.name == b.name) else {
+        let Some(a) = after_arrays.get(b.name.as_str()) else {
             errs.push(format!("array `{}` was removed", b.name));
             continue;
         };
@@ -322,7 +348,7 @@ pub fn verify_refines(before: &Module, after: &Module) -> Result<(), String> {
         }
     }
     for a in &after.arrays {
-        if before.array_by_name(&a.name).is_none() {
+        if !before_arrays.contains(a.name.as_str()) {
             errs.push(format!("array `{}` was added", a.name));
         }
     }

@@ -26,7 +26,8 @@ enum Emit {
 #[derive(Parser, Debug)]
 #[command(name = "etopt", version, about = "Drive eintup's passes and print IR at any level")]
 struct Args {
-    /// Input: a `.et` program or a printed IR file (`.etir`).
+    /// Input: a program or printed IR of either dialect, told apart by
+    /// its content; `-` reads standard input.
     #[arg(required_unless_present = "list_passes")]
     file: Option<PathBuf>,
     /// Fix an eintup's dims: NAME=[d1,d2,...] (NAME=[] is rank 0).
@@ -35,8 +36,9 @@ struct Args {
     /// Seed for dims drawn from constraints and defaults.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Comma-separated passes to run, in order.
-    #[arg(long, value_delimiter = ',', conflicts_with = "pipeline")]
+    /// Comma-separated passes to run, in order, each with optional options
+    /// in braces: `resolve,infer-ranks,specialize{seed=3 bind=a=[2,3]}`.
+    #[arg(long, alias = "pass-pipeline", conflicts_with = "pipeline")]
     passes: Vec<String>,
     /// A named pipeline (`default`).
     #[arg(long)]
@@ -63,11 +65,18 @@ struct Args {
     #[arg(long)]
     stats: bool,
     /// Print the IR after every pass on stderr.
-    #[arg(long)]
+    #[arg(long, alias = "print-ir-after-all")]
     dump_ir: bool,
-    /// Print the IR after the named pass on stderr.
-    #[arg(long, value_name = "PASS")]
+    /// Print the IR after the named pass on stderr (every run of it, or
+    /// one run: `simplify-index#2`).
+    #[arg(long, alias = "print-ir-after", value_name = "PASS")]
     dump_ir_after: Vec<String>,
+    /// Print the IR before the named pass on stderr.
+    #[arg(long, value_name = "PASS")]
+    print_ir_before: Vec<String>,
+    /// Print the IR after every pass that changed it, on stderr.
+    #[arg(long)]
+    print_ir_after_change: bool,
     /// Print the time each pass took on stderr.
     #[arg(long)]
     time_passes: bool,
@@ -111,14 +120,17 @@ fn run(args: Args) -> Result<i32, Failure> {
     let Some(file) = &args.file else { return Err(Failure::user("etopt: error: no input file")) };
     let source = Source::load(file)?;
     let plan = plan(&args)?;
-    let lang = Lang::of(&source.path);
+    let lang = Lang::of(&source.text);
     let chunks = if args.split_input_file { split::split(&source.text, lang) } else { vec![source.text.clone()] };
     let mut outputs = Vec::new();
     let mut status = exit::OK;
+    // Warnings about the options (a dump of a pass the pipeline does not
+    // run), printed once however many chunks there are.
+    let mut warned = std::collections::BTreeSet::new();
     for text in chunks {
         let chunk = Source { path: source.path.clone(), name: source.name.clone(), text };
         let mut warnings = Vec::new();
-        let result = process(&args, &plan, chunk.clone(), &mut warnings);
+        let result = process(&args, &plan, chunk.clone(), &mut warnings, &mut warned);
         if !args.verify_diagnostics && !warnings.is_empty() {
             eprintln!("{}", render_all(&warnings, &chunk.name, &chunk.text).trim_end());
         }
@@ -176,14 +188,25 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
     }
     let explicit = !args.passes.is_empty();
     let names: Vec<String> = if explicit {
-        args.passes.clone()
+        let mut v = Vec::new();
+        for p in &args.passes {
+            v.extend(eintup::passes::spec::split_pipeline(p).map_err(|e| Failure::user(format!("etopt: error: --passes: {e}")))?);
+        }
+        v
     } else {
         match args.pipeline.as_deref() {
             Some("default") | None => default_pipeline(args),
             Some(other) => return Err(Failure::user(format!("etopt: error: unknown pipeline `{other}` (known: default)"))),
         }
     };
-    let instrument = Instrument { dump_all: args.dump_ir, dump_after: args.dump_ir_after.clone(), time: args.time_passes, stats: args.stats };
+    let instrument = Instrument {
+        dump_all: args.dump_ir,
+        dump_after: args.dump_ir_after.clone(),
+        print_before: args.print_ir_before.clone(),
+        after_change: args.print_ir_after_change,
+        time: args.time_passes,
+        stats: args.stats,
+    };
     let pm = PassManager::from_names(&names, instrument)?;
     let sm = match args.emit {
         Some(Emit::Llvm | Emit::Ptx) => Some(eintup_tools::cli::build::parse_target(&args.target)?),
@@ -194,13 +217,18 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
 
 /// Compiles one input (the file, or one chunk of it) and returns what to
 /// print; warnings (a `--bind` outside a draw range) go to `warnings`.
-fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnostic>) -> Result<String, PassError> {
+fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnostic>, warned: &mut std::collections::BTreeSet<String>) -> Result<String, PassError> {
     let Some(pm) = &plan.pm else {
         let file = et_grammar::parse_file(&source.text).map_err(PassError::User)?;
         return Ok(et_grammar::print::print_file(&file, &source.text));
     };
-    let mut unit = load_unit(source)?;
+    let mut unit = Unit::read(source)?;
     let pm = if plan.explicit { pm.clone() } else { pm.clone().skip_to(unit.ir.level()) };
+    for w in pm.unmatched_selectors() {
+        if warned.insert(w.clone()) {
+            eprintln!("{w}");
+        }
+    }
     let ran = pm.run_passes(&mut unit, &plan.opts, &mut std::io::stderr().lock());
     if let Some(cfg) = &unit.config {
         warnings.extend(cfg.warnings.iter().cloned());
@@ -264,26 +292,6 @@ fn default_pipeline(args: &Args) -> Vec<String> {
         v.extend(GPU_PASSES.iter().map(|p| p.to_string()));
     }
     v
-}
-
-/// A `.et` program, or printed IR (`.etir`) at the `et` or `loop` level,
-/// told apart by the first keyword.
-fn load_unit(source: Source) -> Result<Unit, PassError> {
-    if Lang::of(&source.path) == Lang::Et {
-        return Ok(Unit::from_source(source));
-    }
-    let first = source.text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("//")).unwrap_or("");
-    let keyword = first.split_whitespace().next().unwrap_or("");
-    let ir = match keyword {
-        "buffer" | "kernel" => Ir::Loop(eintup::ir::loops::parse::parse_verified(&source.text).map_err(PassError::User)?),
-        _ => {
-            let module = eintup::ir::et::parse::parse_verified(&source.text).map_err(PassError::User)?;
-            Ir::Et(eintup::sema::Program { module, constraints: Vec::new() })
-        }
-    };
-    let mut unit = Unit::from_source(source);
-    unit.ir = ir;
-    Ok(unit)
 }
 
 fn write_out(args: &Args, text: String) -> Result<(), Failure> {

@@ -1,18 +1,25 @@
 //! `--list-passes`: the pass registry and the named pipelines, as a table.
 
 use eintup::passes::manager::PASSES;
+use eintup::passes::spec::OPTIONS;
 use eintup::passes::{DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use std::fmt::Write as _;
 
 /// One line per registered pass, in registry order (`NAME  IN -> OUT
-/// SUMMARY`, aligned), then one line per pipeline.
+/// SUMMARY {OPTIONS}`, aligned), then one line per pass option, then one
+/// line per pipeline.
 pub fn list_passes() -> String {
     let width = PASSES.iter().map(|p| p.name.len()).max().unwrap_or(0).max("default --host".len());
     let level = PASSES.iter().map(|p| p.input.name().len()).max().unwrap_or(0);
     let mut out = String::from("passes (level read -> level left):\n");
     for p in PASSES {
         let levels = format!("{:<level$} -> {}", p.input.name(), p.output.name());
-        let _ = writeln!(out, "  {:<width$}  {:<levels_w$}  {}", p.name, levels, p.summary, levels_w = 2 * level + 4);
+        let options = if p.options.is_empty() { String::new() } else { format!(" {{{}}}", p.options.join(" ")) };
+        let _ = writeln!(out, "  {:<width$}  {:<levels_w$}  {}{options}", p.name, levels, p.summary, levels_w = 2 * level + 4);
+    }
+    out.push_str("pass options (`--passes name{key=value ...}`):\n");
+    for (k, what) in OPTIONS {
+        let _ = writeln!(out, "  {k:<width$}  {what}");
     }
     out.push_str("pipelines:\n");
     let _ = writeln!(out, "  {:<width$}  {}", "default", DEFAULT_PIPELINE.join(", "));

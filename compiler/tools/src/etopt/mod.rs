@@ -8,25 +8,25 @@ pub mod list;
 pub mod split;
 pub mod verify_diagnostics;
 
-use std::path::Path;
+use eintup::ir::text::{kind_of, TextKind};
 
-/// The language of an input file, told by its extension. It decides how
-/// the file is read and which comment syntax carries split markers and
+/// The language of an input, told by its content
+/// ([`eintup::ir::text::kind_of`]), not its file name. It decides how the
+/// input is read and which comment syntax carries split markers and
 /// expected diagnostics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lang {
-    /// A `.et` program: `#` comments.
+    /// A program: `#` comments.
     Et,
-    /// Printed IR (`.etir`), either dialect: whole-line `//` comments.
+    /// Printed IR, either dialect: whole-line `//` comments.
     Ir,
 }
 
 impl Lang {
-    pub fn of(path: &Path) -> Lang {
-        if path.extension().is_some_and(|e| e == "etir") {
-            Lang::Ir
-        } else {
-            Lang::Et
+    pub fn of(text: &str) -> Lang {
+        match kind_of(text) {
+            TextKind::Program => Lang::Et,
+            TextKind::EtIr | TextKind::LoopIr => Lang::Ir,
         }
     }
 
