@@ -46,7 +46,7 @@ fn case_with(path: &Path, binds: &[String], seed: u64, float: FloatWidth, fp_con
     let what = format!("{} {binds:?} seed {seed} {float:?}", path.file_name().unwrap().to_string_lossy());
     let lm = eintup::pipeline::lower(&src, &m, float).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let bundle = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm: 80, fp_contract }).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-    let opts = RunOptions { seed, float, inputs: Default::default() };
+    let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
     let want = interp::run(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let arrays = m.arrays.iter().zip(want).map(|(a, t)| (a.name.clone(), a.is_input, t)).collect();
     Some(Case { what, bundle, arrays, float })

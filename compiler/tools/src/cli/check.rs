@@ -166,7 +166,14 @@ fn check_one(
         Err(f) => return Err(f),
     };
     let m = &module;
-    let arrays = eintup_codegen::backend::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() }, FpContract::default())?;
+    let opts = RunOptions { seed: args.seed, max_work: args.max_work, ..RunOptions::default() };
+    let arrays = match eintup_codegen::backend::execute(src, m, args.backend, &opts, FpContract::default()) {
+        Ok(a) => a,
+        // Refused before running (the work limit, E0318; an array too
+        // large for the interpreter): nothing to compare.
+        Err(f @ Failure::User(_)) => return Ok(Row::all(dims, n_out, Verdict::Skipped, format!("skipped: {}", first_line(&f.to_string())))),
+        Err(f) => return Err(f),
+    };
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let request = build_request(m, &arrays, dir)?;
     let results = match bridge.call(&request) {

@@ -22,6 +22,18 @@ fn backend_parser() -> impl TypedValueParser<Value = Backend> {
     PossibleValuesParser::new(Backend::ALL.map(Backend::name)).map(|s| s.parse::<Backend>().expect("one of the possible values"))
 }
 
+/// `--max-work N|none`: most loop iterations (compiled backends) or
+/// instantiations (the interpreter) a run may do; `none` for no limit.
+fn max_work_parser(s: &str) -> Result<u64, String> {
+    if s == "none" {
+        return Ok(u64::MAX);
+    }
+    s.parse::<u64>().map_err(|_| format!("`{s}` is not a count of iterations (a non-negative integer, or `none` for no limit)"))
+}
+
+/// The help text of `--max-work`.
+const MAX_WORK_HELP: &str = "Refuse to run a configuration that needs more than N loop iterations (interpreter: instantiations) in all, estimated before running (default 2^40 = 1099511627776; `none`: no limit; docs/limits.md)";
+
 /// `--float f64|f32` (the enum is the loop dialect's).
 pub fn float_parser() -> impl TypedValueParser<Value = FloatWidth> {
     PossibleValuesParser::new(["f64", "f32"]).map(|s| s.parse::<FloatWidth>().expect("one of the possible values"))
@@ -55,6 +67,8 @@ pub struct CheckArgs {
     pub seed: u64,
     #[arg(long, value_parser = backend_parser(), default_value = "interp")]
     pub backend: Backend,
+    #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
+    pub max_work: u64,
 }
 
 #[derive(Args, Debug)]
@@ -85,6 +99,8 @@ pub struct RunArgs {
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
+    pub max_work: u64,
 }
 
 #[derive(Args, Debug)]
@@ -147,4 +163,6 @@ pub struct ExecArgs {
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
+    pub max_work: u64,
 }
