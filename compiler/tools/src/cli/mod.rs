@@ -31,6 +31,14 @@ fn max_work_parser(s: &str) -> Result<u64, String> {
     s.parse::<u64>().map_err(|_| format!("`{s}` is not a count of iterations (a non-negative integer, or `none` for no limit)"))
 }
 
+/// `--rtol R`, `--atol A`: a finite, non-negative number.
+fn tolerance_parser(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a tolerance (a finite number >= 0, e.g. 1e-6)")),
+    }
+}
+
 /// The help text of `--max-work`.
 const MAX_WORK_HELP: &str = "Refuse to run a configuration that needs more than N loop iterations (interpreter: instantiations) in all, estimated before running (default 2^40 = 1099511627776; `none`: no limit; docs/limits.md)";
 
@@ -60,13 +68,35 @@ pub struct ShapesArgs {
 pub struct CheckArgs {
     pub file: PathBuf,
     /// Draws of dims per rank combination.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "bind")]
     pub reps: usize,
     /// Seed for dims and for RANDOM array contents.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Check one configuration: fix an eintup's dims, NAME=[d1,d2,...]
+    /// (repeatable; the others are chosen as `run` chooses them). Binding
+    /// every eintup of a row of the table re-runs that row.
+    #[arg(long = "bind", value_name = "NAME=[..]")]
+    pub bind: Vec<String>,
     #[arg(long, value_parser = backend_parser(), default_value = "interp")]
     pub backend: Backend,
+    /// Width FLOAT runs at, in eintup and in the framework (its arrays are
+    /// passed as float32 or float64).
+    #[arg(long = "float", value_parser = float_parser(), default_value = "f64")]
+    pub float: FloatWidth,
+    /// Relative tolerance for FLOAT outputs (default 1e-6; 1e-5 with
+    /// --float f32).
+    #[arg(long, value_name = "R", value_parser = tolerance_parser)]
+    pub rtol: Option<f64>,
+    /// Absolute tolerance for FLOAT outputs (default 1e-9; 1e-5 with
+    /// --float f32).
+    #[arg(long, value_name = "A", value_parser = tolerance_parser)]
+    pub atol: Option<f64>,
+    /// Print one JSON object per configuration (a JSON list) instead of
+    /// the table: the configuration, each output's verdict and largest
+    /// error, the first difference of a mismatch; the summary goes to stderr.
+    #[arg(long)]
+    pub json: bool,
     #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
     pub max_work: u64,
 }
