@@ -25,7 +25,7 @@ pub struct Prepared {
 pub fn prepare(ops_dir: &Path, op: &Op, host: bool) -> Result<Prepared, String> {
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
-    let opts = RunOptions { seed: 0, float: op.float, inputs: BTreeMap::new() };
+    let opts = RunOptions { seed: 0, float: op.float, inputs: BTreeMap::new(), ..RunOptions::default() };
     let loops = if host {
         eintup::pipeline::lower_host(&src, &module, op.float)
     } else {

@@ -23,6 +23,24 @@ pub mod exit {
     pub const INTERNAL: i32 = 70;
 }
 
+/// Most work one run may do unless the user raises it (`--max-work N`,
+/// docs/limits.md): the points a compiled backend's loop nests visit, or
+/// the instantiations the interpreter enumerates. 2^40 (about 1.1e12) is
+/// about 20 minutes of host code at 10^9 points per second and seconds
+/// on a GPU, above every benchmark at its largest size (a 4096^3 matmul is
+/// 6.9e10 points), and far below the 10^18 a few characters of `.et` can
+/// ask for (`y[i % DIMS(a)] += x[j % DIMS(a)]` with large `i`, `j`).
+pub const DEFAULT_MAX_WORK: u64 = 1 << 40;
+
+/// E0318: running this configuration would do more work than `limit`;
+/// `span` is the statement doing the most (`stmt_work` of `total`), `what`
+/// the unit counted ("loop iterations", "instantiations").
+pub fn work_refusal(span: et_grammar::Span, stmt_work: u128, total: u128, limit: u64, what: &str) -> Diagnostic {
+    Diagnostic::error("E0318", format!("this configuration needs {total} {what}, more than the work limit of {limit}"))
+        .at(span, format!("this statement alone needs {stmt_work}"))
+        .note("choose smaller dims (--bind or constraints), or raise the limit with --max-work N (docs/limits.md)")
+}
+
 /// A source file held in memory for the whole compilation, so diagnostics
 /// from any stage can quote it.
 #[derive(Clone, Debug)]

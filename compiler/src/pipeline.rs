@@ -16,7 +16,8 @@
 
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
-use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
+use crate::ir::loops::{FloatWidth, FpContract, IExpr, LoopModule, Node, VarId};
+use crate::simplify::analysis::Interval;
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{Ir, Level, Options, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
 use crate::sema::{Config, InputShape, Program, RankSystem};
@@ -117,6 +118,98 @@ pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Res
     Ok((loops_of(run(unit, &loop_passes, &float_options(float))?)?, writers))
 }
 
+/// Outer-loop values [`loop_work`] may enumerate, in all, to count a
+/// loop nest whose inner bounds depend on outer variables exactly (a
+/// convolution's tightened filter loops depend on the output position);
+/// past it, such loops are bounded by intervals instead. 2^20 keeps the
+/// estimate under a few milliseconds.
+const WORK_ENUMERATION_BUDGET: u64 = 1 << 20;
+
+/// How many points each kernel of `lm` visits at most (every innermost
+/// body, guards counted as taken), in kernel order, saturating at
+/// `u128::MAX`. Exact where loop bounds are constants, or depend on outer
+/// variables whose values can be enumerated within the budget; otherwise
+/// the interval of each bound gives an upper bound (a loaded index value
+/// ranges over all of `i64`, which tightened bounds clamp to the loop's
+/// original extent by `min`/`max`).
+pub fn loop_work(lm: &LoopModule) -> Vec<u128> {
+    let mut budget = WORK_ENUMERATION_BUDGET;
+    lm.kernels.iter().map(|k| nest_work(&k.body, &mut vec![Interval::FULL; k.vars.len()], &mut budget)).collect()
+}
+
+fn nest_work(nodes: &[Node], env: &mut Vec<Interval>, budget: &mut u64) -> u128 {
+    let mut total: u128 = 0;
+    for n in nodes {
+        match n {
+            Node::For(l) => {
+                let (lo, hi) = (interval(&l.lo, env), interval(&l.hi, env));
+                if lo.is_empty() || hi.is_empty() || hi.hi <= lo.lo {
+                    continue;
+                }
+                let depends = bounds_use(&l.body, l.var);
+                match (lo.as_const(), hi.as_const()) {
+                    (Some(a), Some(b)) if depends && (b as i128 - a as i128) as u128 <= u128::from(*budget) => {
+                        *budget -= (b as i128 - a as i128) as u64;
+                        for v in a..b {
+                            env[l.var] = Interval::point(v);
+                            total = total.saturating_add(nest_work(&l.body, env, budget));
+                        }
+                    }
+                    _ => {
+                        let trips = (hi.hi as i128 - lo.lo as i128) as u128;
+                        env[l.var] = Interval::new(lo.lo, hi.hi - 1);
+                        total = total.saturating_add(trips.saturating_mul(nest_work(&l.body, env, budget)));
+                    }
+                }
+                env[l.var] = Interval::FULL;
+            }
+            Node::Guard(g) => total = total.saturating_add(nest_work(&g.body, env, budget)),
+            Node::LoadIndex { var, .. } => env[*var] = Interval::FULL,
+            Node::Compute(_) => total = total.saturating_add(1),
+        }
+    }
+    total
+}
+
+/// The values `e` takes when each variable ranges over its interval.
+fn interval(e: &IExpr, env: &[Interval]) -> Interval {
+    match e {
+        IExpr::Const(c) => Interval::point(*c),
+        IExpr::Var(v) => env.get(*v).copied().unwrap_or(Interval::FULL),
+        IExpr::Bin(op, a, b) => Interval::apply(*op, interval(a, env), interval(b, env)),
+    }
+}
+
+/// Does a loop bound inside `nodes` use `v`?
+fn bounds_use(nodes: &[Node], v: VarId) -> bool {
+    nodes.iter().any(|n| match n {
+        Node::For(l) => l.lo.uses(v) || l.hi.uses(v) || bounds_use(&l.body, v),
+        Node::Guard(g) => bounds_use(&g.body, v),
+        _ => false,
+    })
+}
+
+/// Refuses (E0318, at the statement doing the most) to run `lm`, the
+/// loop module of `module`, when its kernels visit more than `max_work`
+/// points in all ([`loop_work`]). Kernels belong to the statement their
+/// name starts with (`s<stmt>_`).
+pub fn check_loop_work(src: &Source, module: &Module, lm: &LoopModule, max_work: u64) -> Result<(), Failure> {
+    let work = loop_work(lm);
+    let total = work.iter().fold(0u128, |a, &n| a.saturating_add(n));
+    if total <= u128::from(max_work) {
+        return Ok(());
+    }
+    let mut per_stmt = vec![0u128; module.stmts.len()];
+    for (k, n) in lm.kernels.iter().zip(&work) {
+        let stmt = k.name.strip_prefix('s').and_then(|r| r.split('_').next()).and_then(|d| d.parse::<usize>().ok());
+        if let Some(w) = stmt.and_then(|s| per_stmt.get_mut(s)) {
+            *w = w.saturating_add(*n);
+        }
+    }
+    let (k, &most) = per_stmt.iter().enumerate().max_by_key(|(_, n)| **n).ok_or_else(|| Failure::Internal("work without statements".into()))?;
+    Err(src.failure(vec![crate::driver::work_refusal(module.stmts[k].span, most, total, max_work, "loop iterations")]))
+}
+
 /// Runs `names` on `unit` under the pass manager (verifying after each
 /// pass); the one place the stages above meet the passes.
 fn run(mut unit: Unit, names: &[&str], opts: &Options) -> Result<Unit, Failure> {
@@ -172,6 +265,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn loops_for(text: &str, binds: &[&str]) -> (Source, Module, LoopModule) {
+        let src = Source::from_string("w.et", text);
+        let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
+        let (m, _) = specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
+        let lm = lower(&src, &m, FloatWidth::F32).unwrap();
+        (src, m, lm)
+    }
+
+    /// The reproducer: 10^18 iterations over arrays of 3 cells,
+    /// counted without running, and refused at the statement.
+    #[test]
+    fn work_of_a_loop_nest_with_constant_bounds_is_its_product() {
+        let text = "x[a] = RANDOM(0, 10, INT)\ny[i % DIMS(a)] += x[j % DIMS(a)]\n\ny\n";
+        let (src, m, lm) = loops_for(text, &["a=[3]", "i=[1000000000]", "j=[1000000000]"]);
+        assert_eq!(loop_work(&lm).iter().sum::<u128>(), 1_000_000_000_000_000_000);
+        let e = check_loop_work(&src, &m, &lm, crate::driver::DEFAULT_MAX_WORK).unwrap_err().to_string();
+        assert!(e.contains("w.et:2:1: error[E0318]: this configuration needs 1000000000000000000 loop iterations"), "{e}");
+        // the limit is inclusive
+        let (src, m, lm) = loops_for(text, &["a=[3]", "i=[4]", "j=[5]"]);
+        assert!(check_loop_work(&src, &m, &lm, 20).is_ok());
+        assert!(check_loop_work(&src, &m, &lm, 19).is_err());
+    }
+
+    /// A convolution's filter loops are tightened to the footprint, whose
+    /// bounds depend on the output position: the count is the
+    /// convolution's multiply-adds, b*o^2*co*k^2*ci, not the box of every
+    /// input position (b*o^2*co*i^2*ci), also at the benchmark's GPU size.
+    #[test]
+    fn work_of_a_convolution_counts_its_footprint() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/ops/conv2d.et")).unwrap();
+        let binds = ["batch=[32]", "ipos=[224,224]", "fpos=[3,3]", "stride=[1,1]", "ichan=[64]", "ochan=[64]"];
+        let (_, m, lm) = loops_for(&text, &binds);
+        let (b, o, co, k, ci) = (32u128, 222u128, 64u128, 3u128, 64u128);
+        let work = loop_work(&lm);
+        let conv = lm.kernels.iter().zip(&work).find(|(k, _)| k.name.ends_with("_y")).map(|(_, n)| *n).unwrap();
+        assert_eq!(conv, b * o * o * co * k * k * ci);
+        let box_size: u128 = m.instantiations()[2];
+        assert_eq!(box_size, b * o * o * co * 224 * 224 * ci);
+        assert!(work.iter().sum::<u128>() < u128::from(crate::driver::DEFAULT_MAX_WORK));
+        // Without enumeration the dependent bounds are taken as intervals:
+        // an upper bound, never below the exact count.
+        let k = lm.kernels.iter().find(|k| k.name.ends_with("_y")).unwrap();
+        let mut env = vec![Interval::FULL; k.vars.len()];
+        let bound = nest_work(&k.body, &mut env, &mut 0);
+        assert!(bound >= conv && bound <= box_size, "{bound}");
     }
 
     #[test]

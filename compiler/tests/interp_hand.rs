@@ -68,7 +68,7 @@ fn random_int(lo: i64, hi: i64) -> Vec<OpKind> {
     vec![OpKind::ConstInt(lo), OpKind::ConstInt(hi), OpKind::Random { lo: 0, hi: 1, dtype: ElemType::Int }]
 }
 fn opts(inputs: Vec<(&str, Tensor)>) -> RunOptions {
-    RunOptions { seed: 0, float: FloatWidth::F64, inputs: inputs.into_iter().map(|(n, t)| (n.to_string(), t)).collect() }
+    RunOptions { seed: 0, float: FloatWidth::F64, inputs: inputs.into_iter().map(|(n, t)| (n.to_string(), t)).collect(), ..RunOptions::default() }
 }
 
 #[test]
@@ -228,4 +228,32 @@ fn supplied_input_errors_name_the_array_and_shapes() {
     // f32 input for a FLOAT array is accepted and used.
     let r = run(&m, &opts(vec![("x", Tensor { shape: vec![3], data: Data::F32(vec![1.5, 2.5, 3.5]) })])).unwrap();
     assert_eq!(r[y], flt(&[3], &[1.5, 2.5, 3.5]));
+}
+
+#[test]
+fn work_above_the_limit_is_refused_before_running() {
+    // y[i] += x[j] with |i| = 4, |j| = 5: 20 instantiations, plus 5 of
+    // x[j] = RANDOM(..), 25 in all (LANGUAGE.md s.3: one per combination).
+    let mut b = B::default();
+    let i = b.eintup("i", &[4]);
+    let j = b.eintup("j", &[5]);
+    let x = b.array("x", ElemType::Int, vec![(IndexKind::Var(j), vec![5])], true);
+    let y = b.array("y", ElemType::Int, vec![(IndexKind::Var(i), vec![4])], false);
+    b.stmt(x, vec![var(j)], AssignOp::Assign, random_int(1, 2));
+    b.stmt(y, vec![var(i)], AssignOp::AddAssign, vec![OpKind::Read { array: x, indices: vec![var(j)] }]);
+    let mut m = b.build();
+    // (the builder leaves the statements' variables to the interpreter's plan)
+    m.stmts[0].vars = vec![j];
+    m.stmts[1].vars = vec![i, j];
+    assert_eq!(m.instantiations(), vec![5, 20]);
+    let out = run(&m, &RunOptions { max_work: 25, ..RunOptions::default() }).unwrap();
+    // every x[j] is 1 (RANDOM(1, 2, INT)), so each y[i] sums five ones
+    assert_eq!(out[1], int(&[4], &[5, 5, 5, 5]));
+    match run(&m, &RunOptions { max_work: 24, ..RunOptions::default() }) {
+        Err(RunError::User(d)) => {
+            let text = format!("{d:?}");
+            assert!(text.contains("E0318") && text.contains("needs 25 instantiations, more than the work limit of 24"), "{text}");
+        }
+        other => panic!("expected E0318, got {other:?}"),
+    }
 }

@@ -37,7 +37,7 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
         }
         match &unit.ir {
             Ir::Et(p) if p.module.is_specialized() && expected.is_none() => {
-                let ro = RunOptions { seed, float, inputs: Default::default() };
+                let ro = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
                 let want = interp::run(&p.module, &ro).unwrap();
                 let init = interp::initial_arrays(&p.module, &ro).unwrap();
                 expected = Some((p.module.clone(), want, init));

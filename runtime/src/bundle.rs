@@ -28,11 +28,17 @@ pub struct Bundle {
 
 impl Bundle {
     /// Reads and validates the bundle directory `dir`.
+    ///
+    /// When the manifest records a `checksum` (every bundle `eintup build`
+    /// writes does), the content must match it: a damaged bundle is
+    /// reported as such ([`Error::Checksum`]) before its fields are
+    /// interpreted.
     pub fn open(dir: impl AsRef<Path>) -> Result<Bundle> {
         let dir = dir.as_ref();
         let manifest_text = read(&dir.join(MANIFEST_FILE))?;
-        let manifest = Manifest::parse(&manifest_text)?;
         let ptx = read(&dir.join(PTX_FILE))?;
+        verify_checksum(&manifest_text, &ptx)?;
+        let manifest = Manifest::parse(&manifest_text)?;
         check_ptx(&manifest, &ptx)?;
         Ok(Bundle { manifest, ptx })
     }
@@ -50,7 +56,16 @@ impl Bundle {
     pub fn write(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
-        let mut json = self.manifest.to_json()?;
+        let value = serde_json::to_value(&self.manifest).map_err(|e| Error::BadManifest(e.to_string()))?;
+        // The manifest's fields in their usual order, the checksum last.
+        #[derive(serde::Serialize)]
+        struct Sealed<'a> {
+            #[serde(flatten)]
+            manifest: &'a Manifest,
+            checksum: String,
+        }
+        let sealed = Sealed { manifest: &self.manifest, checksum: content_checksum(&value, &self.ptx) };
+        let mut json = serde_json::to_string_pretty(&sealed).map_err(|e| Error::BadManifest(e.to_string()))?;
         json.push('\n');
         write(&dir.join(MANIFEST_FILE), &json)?;
         write(&dir.join(PTX_FILE), &self.ptx)
@@ -63,6 +78,86 @@ impl Bundle {
     /// The PTX module text, as given to the driver's JIT.
     pub fn ptx(&self) -> &str {
         &self.ptx
+    }
+}
+
+/// The manifest field holding the content checksum.
+pub const CHECKSUM_FIELD: &str = "checksum";
+
+/// `crc32:` and 8 lower-case hex digits: the CRC-32 (IEEE 802.3, as zlib's
+/// `crc32` and `cksum -a crc32b`) of the bundle's content, which is the
+/// manifest as canonical JSON without its `checksum` field ([`canonical_json`]),
+/// a newline, and the bytes of `kernels.ptx`. A checksum detects accidental
+/// damage (a truncated copy, a flipped bit, a half-written file); it is no
+/// signature: anyone can recompute it (docs/bundle.md).
+pub fn content_checksum(manifest: &serde_json::Value, ptx: &str) -> String {
+    let mut text = String::new();
+    match manifest {
+        serde_json::Value::Object(fields) => {
+            let rest: serde_json::Map<String, serde_json::Value> =
+                fields.iter().filter(|(k, _)| k.as_str() != CHECKSUM_FIELD).map(|(k, v)| (k.clone(), v.clone())).collect();
+            canonical_json(&serde_json::Value::Object(rest), &mut text);
+        }
+        other => canonical_json(other, &mut text),
+    }
+    text.push('\n');
+    let mut h = crc32fast::Hasher::new();
+    h.update(text.as_bytes());
+    h.update(ptx.as_bytes());
+    format!("crc32:{:08x}", h.finalize())
+}
+
+/// JSON without whitespace and with every object's keys sorted (by their
+/// UTF-8 bytes), so that the checksum does not depend on how the manifest
+/// was indented or ordered; what Python's `json.dumps(v, sort_keys=True,
+/// separators=(",", ":"), ensure_ascii=False)` writes for a manifest.
+pub fn canonical_json(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::Object(fields) => {
+            let sorted: BTreeMap<&String, &Value> = fields.iter().collect();
+            out.push('{');
+            for (k, (name, value)) in sorted.into_iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(name.clone()).to_string());
+                out.push(':');
+                canonical_json(value, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (k, item) in items.iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                canonical_json(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Checks the manifest's `checksum` against the content, when it has one
+/// (bundles of earlier producers have none and are read as before). Text
+/// that is not a JSON object is left to [`Manifest::parse`] to report.
+fn verify_checksum(manifest_text: &str, ptx: &str) -> Result<()> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(manifest_text) else { return Ok(()) };
+    // Another format version is reported as such by `Manifest::parse`.
+    if value.get("format_version").and_then(|v| v.as_u64()) != Some(crate::manifest::FORMAT_VERSION) {
+        return Ok(());
+    }
+    let Some(recorded) = value.get(CHECKSUM_FIELD) else { return Ok(()) };
+    let computed = content_checksum(&value, ptx);
+    match recorded.as_str() {
+        Some(r) if r == computed => Ok(()),
+        Some(r) if !r.starts_with("crc32:") => {
+            Err(Error::BadManifest(format!("checksum `{r}` is not of the form crc32:XXXXXXXX")))
+        }
+        _ => Err(Error::Checksum { recorded: recorded.to_string().trim_matches('"').to_string(), computed }),
     }
 }
 

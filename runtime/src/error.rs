@@ -28,6 +28,9 @@ pub enum Error {
     /// `manifest.json` is not valid JSON, does not have the expected fields,
     /// or is inconsistent (unknown names, bad shapes, ...).
     BadManifest(String),
+    /// The bundle's content does not match the checksum it was written
+    /// with: `manifest.json` or `kernels.ptx` changed after `build`.
+    Checksum { recorded: String, computed: String },
     /// `manifest.json` has a `format_version` this runtime does not read.
     UnsupportedVersion { found: u64, supported: u64 },
     /// `kernels.ptx` does not match the manifest (a missing `.entry`, another
@@ -59,6 +62,11 @@ impl fmt::Display for Error {
             Error::Driver(msg) => write!(f, "CUDA driver error: {msg}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::BadManifest(msg) => write!(f, "bad bundle manifest: {msg}"),
+            Error::Checksum { recorded, computed } => write!(
+                f,
+                "the bundle is damaged: its content checksum is {computed}, but the manifest records {recorded} \
+                 (manifest.json or kernels.ptx changed after it was written; rebuild it with `eintup build`)"
+            ),
             Error::UnsupportedVersion { found, supported } => write!(
                 f,
                 "bundle format_version {found} is not supported (this runtime reads version {supported})"

@@ -24,6 +24,13 @@ pub const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
 /// Largest grid extent per axis (x, y, z) since compute capability 3.0.
 pub const MAX_GRID_DIM: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 
+/// Most bytes all buffers of one bundle may hold together: 4 GiB, the
+/// compiler's memory limit for one configuration (its arrays and their
+/// snapshots, E0306; docs/limits.md), so every bundle `eintup build` writes
+/// fits, and a damaged or hand-made shape such as `[1099511627776]` is
+/// refused when the bundle is opened rather than by an allocation.
+pub const MAX_BUNDLE_BYTES: u64 = 4 << 30;
+
 /// The whole manifest. Unknown fields are ignored when reading, so that a
 /// producer may add informative fields without a version bump (docs/bundle.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -162,6 +169,20 @@ pub struct Kernel {
     pub registers: Option<u32>,
     pub spill_stores: Option<u32>,
     pub spill_loads: Option<u32>,
+    /// For each parameter, the buffer the kernel was compiled for: its
+    /// element type and element count. A launch must pass a buffer of that
+    /// type with at least that many elements (the kernel's offsets are
+    /// within them). Optional: absent in bundles of earlier producers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub param_types: Vec<ParamType>,
+}
+
+/// What a kernel parameter points to: a buffer of `dtype` with at least
+/// `elements` elements.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamType {
+    pub dtype: DType,
+    pub elements: u64,
 }
 
 /// One step of the program, run in order on one stream.
@@ -265,6 +286,7 @@ impl Manifest {
         }
 
         let mut buffer_names = BTreeSet::new();
+        let mut total_bytes: u64 = 0;
         for b in &self.buffers {
             if b.name.is_empty() {
                 return bad("a buffer has an empty name".into());
@@ -274,8 +296,14 @@ impl Manifest {
             }
             // Vec<u8> (the download buffer) cannot exceed isize::MAX bytes.
             match b.byte_size() {
-                Some(n) if n <= isize::MAX as usize => {}
+                Some(n) if n <= isize::MAX as usize => total_bytes = total_bytes.saturating_add(n as u64),
                 _ => return bad(format!("buffer `{}`: shape {:?} of {} is too large", b.name, b.shape, b.dtype)),
+            }
+            if total_bytes > MAX_BUNDLE_BYTES {
+                return bad(format!(
+                    "buffer `{}`: shape {:?} of {} brings the buffers to {total_bytes} bytes, more than the limit of {MAX_BUNDLE_BYTES}",
+                    b.name, b.shape, b.dtype
+                ));
             }
             let input_init = matches!(b.init, Init::Input { .. });
             if (b.role == Role::Input) != input_init {
@@ -301,6 +329,9 @@ impl Manifest {
                 if !params.insert(p.as_str()) {
                     return bad(format!("kernel `{}`: parameter `{p}` is listed twice", k.name));
                 }
+            }
+            if !k.param_types.is_empty() && k.param_types.len() != k.params.len() {
+                return bad(format!("kernel `{}`: {} parameters but {} param_types", k.name, k.params.len(), k.param_types.len()));
             }
         }
 
@@ -352,6 +383,26 @@ impl Manifest {
                     }
                     if let Some(a) = args.iter().find(|a| !buffer_names.contains(a.as_str())) {
                         return bad(format!("{what} {i}: launch of `{kernel}` passes unknown buffer `{a}`"));
+                    }
+                    // The kernel reads and writes within the buffers it was
+                    // compiled for: each argument must be of that type and
+                    // at least that large.
+                    for ((a, t), p) in args.iter().zip(&k.param_types).zip(&k.params) {
+                        let Some(b) = self.buffer(a) else { continue };
+                        if b.dtype != t.dtype {
+                            return bad(format!(
+                                "{what} {i}: launch of `{kernel}` passes buffer `{a}` of {} for parameter `{p}`, compiled for {}",
+                                b.dtype, t.dtype
+                            ));
+                        }
+                        if (b.len() as u64) < t.elements {
+                            return bad(format!(
+                                "{what} {i}: launch of `{kernel}` passes buffer `{a}` of {} elements (shape {:?}) for parameter `{p}`, compiled for a buffer of {} elements",
+                                b.len(),
+                                b.shape,
+                                t.elements
+                            ));
+                        }
                     }
                     check_launch_dims(&format!("{what} {i}"), kernel, grid, block)?;
                 }

@@ -3,7 +3,7 @@
 //! compiler's tensors and `etrun` both go through it.
 
 use npyz::WriterBuilder;
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 
 use crate::tensor::{element_count, Data, Tensor};
@@ -11,31 +11,82 @@ use crate::tensor::{element_count, Data, Tensor};
 /// Reads a `.npy` file with element type `<i4`, `<f8` or `<f4` in C order
 /// (Fortran order is accepted for at most one dimension, where it is the
 /// same layout). The error is a one-line reason without the path.
+///
+/// Only a regular file is read, and never more than it holds: a device
+/// (`/dev/zero`), a FIFO or a directory is refused without reading (the
+/// file is opened non-blocking, so a FIFO without a writer cannot hang the
+/// reader), and nothing is allocated beyond the file's own size.
 pub fn read(path: &Path) -> Result<Tensor, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read file: {e}"))?;
+    let cannot = |e: io::Error| format!("cannot read file: {e}");
+    let file = open_nonblocking(path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(format!("not a regular file ({}); give the path of a .npy file", file_kind(&meta)));
+    }
+    let len = meta.len();
+    let mut bytes = Vec::with_capacity(usize::try_from(len).map_err(|_| "the file is too large to read".to_string())?);
+    // One byte more than the size read a moment ago: a file that grows
+    // while it is read is refused rather than read without end.
+    file.take(len.saturating_add(1)).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 != len {
+        return Err(format!("the file changed while it was read ({len} bytes, then {})", bytes.len()));
+    }
     from_bytes(&bytes)
 }
 
-/// [`read`] on the bytes of a file.
+/// Opens `path` for reading with `O_NONBLOCK`, which makes opening a FIFO
+/// return at once instead of waiting for a writer (and changes nothing for
+/// a regular file, whose reads never block).
+fn open_nonblocking(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)
+}
+
+/// What a non-regular file is, for the message.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a plain file"
+    }
+}
+
+/// [`read`] on the bytes of a file. The data after the header must be
+/// exactly what the header's shape and element type need: a shorter file
+/// is truncated, a longer one has trailing data, and both are refused
+/// before any element is decoded (so nothing larger than `bytes` is ever
+/// allocated).
 pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, String> {
-    let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a valid .npy file: {e}"))?;
-    let shape: Vec<usize> = npy
+    // The shape's element count is checked before npyz sees the header: its
+    // own product of the dims has no overflow check.
+    declared_elements(bytes)?;
+    let mut data: &[u8] = bytes;
+    let header = npyz::NpyHeader::from_reader(&mut data).map_err(|e| format!("not a valid .npy file: {e}"))?;
+    let shape: Vec<usize> = header
         .shape()
         .iter()
         .map(|&d| usize::try_from(d).map_err(|_| "shape too large".to_string()))
         .collect::<Result<_, _>>()?;
-    if npy.order() == npyz::Order::Fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
+    if header.order() == npyz::Order::Fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
         return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
     }
-    let ty = match npy.dtype() {
+    let ty = match header.dtype() {
         npyz::DType::Plain(t) => t.to_string(),
         other => return Err(format!("unsupported dtype {}", other.descr())),
     };
-    let bad = |e: io::Error| format!("cannot read data: {e}");
-    let data = match ty.as_str() {
-        "<i4" => Data::I32(npy.into_vec::<i32>().map_err(bad)?),
-        "<f8" => Data::F64(npy.into_vec::<f64>().map_err(bad)?),
-        "<f4" => Data::F32(npy.into_vec::<f32>().map_err(bad)?),
+    let width: u64 = match ty.as_str() {
+        "<i4" | "<f4" => 4,
+        "<f8" => 8,
         other => {
             return Err(format!(
                 "unsupported element type `{other}`; expected `<i4` (INT), `<f8` or `<f4` (FLOAT) \
@@ -43,10 +94,56 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, String> {
             ))
         }
     };
+    let needed = header.len().checked_mul(width).ok_or_else(|| format!("shape {shape:?} is too large"))?;
+    let held = data.len() as u64;
+    if held < needed {
+        return Err(format!(
+            "the file is truncated: shape {shape:?} of `{ty}` needs {needed} bytes of data, the file holds {held} after its header"
+        ));
+    }
+    if held > needed {
+        return Err(format!(
+            "{} bytes of trailing data after the array (shape {shape:?} of `{ty}` needs {needed} bytes)",
+            held - needed
+        ));
+    }
+    let npy = npyz::NpyFile::with_header(header, data);
+    let bad = |e: io::Error| format!("cannot read data: {e}");
+    let data = match ty.as_str() {
+        "<i4" => Data::I32(npy.into_vec::<i32>().map_err(bad)?),
+        "<f8" => Data::F64(npy.into_vec::<f64>().map_err(bad)?),
+        _ => Data::F32(npy.into_vec::<f32>().map_err(bad)?),
+    };
     if Some(data.len()) != element_count(&shape) {
         return Err("the data length does not match the shape".into());
     }
     Ok(Tensor { shape, data })
+}
+
+/// The element count of the shape in an NPY header, read from the header
+/// text without a full parse: `Err` when the product of the dims overflows
+/// 64 bits. A header whose shape cannot be found here is left to npyz,
+/// which reports it (`Ok(None)`).
+fn declared_elements(bytes: &[u8]) -> Result<Option<u64>, String> {
+    let text_len = match (bytes.get(..8), bytes.get(6)) {
+        (Some(m), Some(1)) if m.starts_with(b"\x93NUMPY") => bytes.get(8..10).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize + 10),
+        (Some(m), Some(2 | 3)) if m.starts_with(b"\x93NUMPY") => {
+            bytes.get(8..12).map(|b| (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).saturating_add(12))
+        }
+        _ => None,
+    };
+    let Some(header) = text_len.and_then(|end| bytes.get(..end)) else { return Ok(None) };
+    let text = String::from_utf8_lossy(header);
+    let Some(at) = text.find("'shape'").or_else(|| text.find("\"shape\"")) else { return Ok(None) };
+    let rest = text[at + 7..].trim_start().strip_prefix(':').map(str::trim_start);
+    let Some(rest) = rest.and_then(|r| r.strip_prefix('(').or_else(|| r.strip_prefix('['))) else { return Ok(None) };
+    let Some(end) = rest.find([')', ']']) else { return Ok(None) };
+    let mut n: u64 = 1;
+    for part in rest[..end].split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Ok(d) = part.trim_end_matches(['L', 'l']).parse::<u64>() else { return Ok(None) };
+        n = n.checked_mul(d).ok_or_else(|| format!("the header's shape ({}) has more than 2^64 elements", rest[..end].trim()))?;
+    }
+    Ok(Some(n))
 }
 
 /// Writes NPY v1.0, C order.
@@ -106,5 +203,76 @@ mod tests {
         let e = from_bytes(&buf).unwrap_err();
         assert!(e.contains("<i8"), "{e}");
         assert!(from_bytes(b"hello").is_err());
+    }
+
+    /// An NPY v1.0 file with this header dict and data, padded as numpy pads.
+    fn npy_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while !(10 + header.len() + 1).is_multiple_of(64) {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    #[test]
+    fn exact_data_is_read() {
+        let t = from_bytes(&npy_bytes("<i4", "(2,)", &[1, 0, 0, 0, 2, 0, 0, 0])).unwrap();
+        assert_eq!(t, Tensor::new(vec![2], Data::I32(vec![1, 2])).unwrap());
+    }
+
+    #[test]
+    fn trailing_data_is_refused() {
+        let e = from_bytes(&npy_bytes("<i4", "(2,)", &[1, 0, 0, 0, 2, 0, 0, 0, 9])).unwrap_err();
+        assert!(e.contains("1 bytes of trailing data"), "{e}");
+    }
+
+    #[test]
+    fn truncated_data_is_refused() {
+        let e = from_bytes(&npy_bytes("<f8", "(3,)", &[0; 16])).unwrap_err();
+        assert!(e.contains("needs 24 bytes of data, the file holds 16"), "{e}");
+    }
+
+    /// A header declaring more than any machine holds, with 16 bytes of
+    /// data: refused from the sizes alone. (Had the reader reserved the
+    /// declared 2^62 bytes first, this test would abort.)
+    #[test]
+    fn a_huge_declared_shape_allocates_nothing() {
+        let e = from_bytes(&npy_bytes("<f8", "(576460752303423488,)", &[0; 16])).unwrap_err();
+        assert!(e.contains("needs 4611686018427387904 bytes"), "{e}");
+        // 4 GiB declared, as the issue's reproducer
+        let e = from_bytes(&npy_bytes("<f8", "(536870912,)", &[0; 16])).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
+    }
+
+    /// npyz multiplies the dims without an overflow check (a panic in a
+    /// debug build); the product is checked first.
+    #[test]
+    fn an_overflowing_shape_is_an_error() {
+        let e = from_bytes(&npy_bytes("<f8", "(1099511627776, 1099511627776)", &[0; 16])).unwrap_err();
+        assert!(e.contains("more than 2^64 elements"), "{e}");
+        let e = from_bytes(&npy_bytes("<i4", "(4611686018427387904,)", &[])).unwrap_err();
+        assert!(e.contains("too large"), "{e}");
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let e = read(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a regular file (a character device)"), "{e}");
+        let dir = std::env::temp_dir().join(format!("etrt-npy-special-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = read(&dir).unwrap_err();
+        assert!(e.contains("a directory"), "{e}");
+        // A FIFO with no writer: opening it must not wait for one.
+        let fifo = dir.join("fifo.npy");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read(&fifo).unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

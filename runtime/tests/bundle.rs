@@ -104,3 +104,47 @@ fn new_validates_too() {
     manifest.buffers[1].name = "x".into();
     assert!(matches!(Bundle::new(manifest, PTX.into()), Err(Error::BadManifest(_))));
 }
+
+/// `Bundle::write` records a content checksum; `open` recomputes it, so a
+/// changed byte of either file is reported as damage, while re-indenting
+/// the manifest (same content) is not.
+#[test]
+fn the_content_checksum_detects_damage() {
+    let manifest = Manifest::parse(&manifest_value().to_string()).unwrap();
+    let dir = TempDir::new("checksum");
+    let path = dir.path().join("b.etb");
+    Bundle::new(manifest, PTX.to_string()).unwrap().write(&path).unwrap();
+    let text = std::fs::read_to_string(path.join(MANIFEST_FILE)).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let recorded = value["checksum"].as_str().unwrap().to_string();
+    assert!(recorded.starts_with("crc32:") && recorded.len() == 14, "{recorded}");
+    // Independently: CRC-32 of the canonical manifest without the field,
+    // a newline, and the PTX, computed here by crc32fast on text built by
+    // serde_json's own sorted map.
+    let mut body = value.clone();
+    body.as_object_mut().unwrap().remove("checksum");
+    let canonical = serde_json::to_string(&body).unwrap();
+    assert!(!canonical.contains("\n  "));
+    let mut h = crc32fast::Hasher::new();
+    h.update(canonical.as_bytes());
+    h.update(b"\n");
+    h.update(PTX.as_bytes());
+    assert_eq!(recorded, format!("crc32:{:08x}", h.finalize()));
+
+    // One byte of kernels.ptx.
+    std::fs::write(path.join(PTX_FILE), PTX.replacen("add", "adc", 1)).unwrap();
+    match Bundle::open(&path) {
+        Err(e @ Error::Checksum { .. }) => assert!(e.to_string().contains("the bundle is damaged"), "{e}"),
+        other => panic!("expected a checksum error, got {other:?}"),
+    }
+    std::fs::write(path.join(PTX_FILE), PTX).unwrap();
+    // One dim of the manifest.
+    std::fs::write(path.join(MANIFEST_FILE), text.replacen("\"seed\": 0", "\"seed\": 1", 1)).unwrap();
+    assert!(matches!(Bundle::open(&path), Err(Error::Checksum { .. })));
+    // The same content, indented otherwise: still valid.
+    std::fs::write(path.join(MANIFEST_FILE), serde_json::to_string(&value).unwrap()).unwrap();
+    Bundle::open(&path).unwrap();
+    // A bundle of an earlier producer, without a checksum, still opens.
+    std::fs::write(path.join(MANIFEST_FILE), body.to_string()).unwrap();
+    Bundle::open(&path).unwrap();
+}

@@ -231,3 +231,57 @@ fn generators_parse_and_are_validated() {
     with(|v| v["generate"][0]["steps"][0]["args"] = json!(["y"]), "generate `x` step 0: kernel `add_one` takes 2 arguments");
     with(|v| v["generate"][0]["steps"][0]["block"] = json!([2048, 1, 1]), "generate `x` step 0: launch of `add_one`: block");
 }
+
+/// All buffers together may hold at most 4 GiB (MAX_BUNDLE_BYTES, the
+/// compiler's memory limit): a shape of 2^40 is refused when the manifest
+/// is read, not by an allocation.
+#[test]
+fn buffers_beyond_the_memory_limit_are_refused() {
+    // x and y (f32, N each) then z of 2^40 f32 elements
+    let total = 2 * 4 * common::N as u64 + 4 * (1u64 << 40);
+    rejected(|v| v["buffers"][2]["shape"] = json!([1u64 << 40]), &format!("brings the buffers to {total} bytes, more than the limit of 4294967296"));
+    // 4 GiB in all is accepted: z takes what x and y leave (f32 elements).
+    let n = common::N as u64;
+    let rest = ((4u64 << 30) - 2 * 4 * n) / 4;
+    let mut v = common::manifest_value();
+    v["buffers"][2]["shape"] = json!([rest]);
+    v["buffers"][2]["dtype"] = json!("f32");
+    parse(&v).unwrap();
+    v["buffers"][2]["shape"] = json!([rest + 1]);
+    assert!(parse(&v).is_err());
+}
+
+/// `param_types` records the buffer each kernel parameter was compiled
+/// for; a launch must pass a buffer of that element type with at least
+/// that many elements.
+#[test]
+fn launches_must_fit_the_kernels_param_types() {
+    let n = common::N as u64;
+    let typed = |v: &mut Value| v["kernels"][0]["param_types"] = json!([{"dtype": "f32", "elements": n}, {"dtype": "f32", "elements": n}]);
+    let mut v = common::manifest_value();
+    typed(&mut v);
+    parse(&v).unwrap();
+    rejected(
+        |v| {
+            typed(v);
+            v["buffers"][2]["shape"] = json!([n - 1]);
+        },
+        &format!("step 3: launch of `add_one` passes buffer `z` of {} elements (shape [{}]) for parameter `dst`, compiled for a buffer of {n} elements", n - 1, n - 1),
+    );
+    rejected(
+        |v| {
+            typed(v);
+            v["buffers"][1]["dtype"] = json!("i32");
+        },
+        "step 1: launch of `add_one` passes buffer `y` of i32 for parameter `dst`, compiled for f32",
+    );
+    rejected(
+        |v| v["kernels"][0]["param_types"] = json!([{"dtype": "f32", "elements": n}]),
+        "kernel `add_one`: 2 parameters but 1 param_types",
+    );
+    // A larger buffer than compiled for is fine: the kernel stays inside.
+    let mut v = common::manifest_value();
+    typed(&mut v);
+    v["buffers"][2]["shape"] = json!([n + 1]);
+    parse(&v).unwrap();
+}

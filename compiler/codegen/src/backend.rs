@@ -60,6 +60,7 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
             let lm = eintup::pipeline::lower_host(src, module, opts.float)?;
+            eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
             crate::run_host(&lm, opts.seed, &mut bufs).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
             bufs.truncate(module.arrays.len());

@@ -90,7 +90,12 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     let mut kernels = Vec::new();
     let mut launches = std::collections::BTreeMap::new();
     for k in &all.kernels {
-        let params: Vec<String> = crate::kernel_params(&all, k).into_iter().map(|b| all.buffers[b].name.clone()).collect();
+        let param_bufs = crate::kernel_params(&all, k);
+        let params: Vec<String> = param_bufs.iter().map(|&b| all.buffers[b].name.clone()).collect();
+        let param_types = param_bufs
+            .iter()
+            .map(|&b| manifest::ParamType { dtype: dtype(all.buffers[b].dtype), elements: all.buffers[b].len().max(0) as u64 })
+            .collect();
         let r = resources.iter().find(|r| r.name == k.name);
         kernels.push(Kernel {
             name: k.name.clone(),
@@ -98,6 +103,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
             registers: r.map(|r| r.registers),
             spill_stores: r.map(|r| u32::try_from(r.spill_stores).unwrap_or(u32::MAX)),
             spill_loads: r.map(|r| u32::try_from(r.spill_loads).unwrap_or(u32::MAX)),
+            param_types,
         });
         let threads = crate::thread_count(k);
         if threads <= 0 {

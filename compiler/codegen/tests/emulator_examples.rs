@@ -46,7 +46,7 @@ fn case_with(path: &Path, binds: &[String], seed: u64, float: FloatWidth, fp_con
     let what = format!("{} {binds:?} seed {seed} {float:?}", path.file_name().unwrap().to_string_lossy());
     let lm = eintup::pipeline::lower_gpu(&src, &m, float, fp_contract).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let bundle = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm: 80, fp_contract }).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-    let opts = RunOptions { seed, float, inputs: Default::default() };
+    let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
     let want = interp::run(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let arrays = m.arrays.iter().zip(want).map(|(a, t)| (a.name.clone(), a.is_input, t)).collect();
     Some(Case { what, bundle, arrays, float })
@@ -192,7 +192,19 @@ fn a_loop_bound_one_too_far_in_the_ptx_is_an_out_of_bounds_access() {
 
 /// `m` with the arguments `x` and `y` of the `s2_c` launch swapped.
 fn swapped(b: &Bundle, x: &str, y: &str) -> Bundle {
+    swapped_manifest(b, x, y, true).unwrap()
+}
+
+/// The manifest of `b` with the arguments `x` and `y` of the `s2_c` launch
+/// swapped, with or without the kernels' `param_types` (a bundle of an
+/// earlier producer has none), as a bundle if it validates.
+fn swapped_manifest(b: &Bundle, x: &str, y: &str, param_types: bool) -> Result<Bundle, Error> {
     let mut m = b.manifest().clone();
+    if !param_types {
+        for k in &mut m.kernels {
+            k.param_types.clear();
+        }
+    }
     for s in &mut m.steps {
         if let Step::Launch { kernel, args, .. } = s {
             if kernel == "s2_c" {
@@ -201,15 +213,23 @@ fn swapped(b: &Bundle, x: &str, y: &str) -> Bundle {
             }
         }
     }
-    Bundle::new(m, b.ptx().to_string()).unwrap()
+    Bundle::new(m, b.ptx().to_string())
 }
 
 #[test]
 fn swapped_kernel_arguments_in_the_manifest_are_caught() {
     // a[3,1,6,10] and c[3,1,6,11] swapped: the kernel indexes the smaller
-    // `a` as if it were `c`.
+    // `a` as if it were `c`. The kernel's param_types say it was compiled
+    // for 198 elements there, so the bundle is refused before it runs.
     let (b, _) = matmul(&[]);
-    match Device::emulator().run(&swapped(&b, "a", "c"), &BTreeMap::new()) {
+    match swapped_manifest(&b, "a", "c", true) {
+        Err(Error::BadManifest(m)) => {
+            assert!(m.contains("passes buffer `a` of 180 elements (shape [3, 1, 6, 10]) for parameter `c`, compiled for a buffer of 198 elements"), "{m}")
+        }
+        other => panic!("expected the manifest to be refused, got {other:?}"),
+    }
+    // Without param_types, the emulator catches it when it runs.
+    match Device::emulator().run(&swapped_manifest(&b, "a", "c", false).unwrap(), &BTreeMap::new()) {
         Err(Error::Fault(f)) => {
             let FaultKind::OutOfBounds { detail, .. } = &f.kind else { panic!("{f}") };
             assert!(detail.contains("past the end of buffer `a`"), "{f}");

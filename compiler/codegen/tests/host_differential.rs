@@ -15,7 +15,7 @@ use eintup_testkit::{assert_tensors_close, examples, Tol};
 fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth) -> bool {
     let src = Source::load(path).unwrap();
     let Ok((m, _)) = eintup::pipeline::specialized_module(&src, binds, seed) else { return false };
-    let opts = RunOptions { seed, float, inputs: Default::default() };
+    let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
     let want = interp::run(&m, &opts).unwrap();
     let got = eintup_codegen::backend::execute(&src, &m, Backend::Cpu, &opts, FpContract::Off).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let tol = if float == FloatWidth::F32 { Tol::rel(1e-5) } else { Tol::rel(1e-12) };
@@ -76,7 +76,7 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
             let big = lm.kernels.iter().filter(|k| k.iteration_count().unwrap() >= MIN_SPLIT_ITERATIONS);
             let splits = big.filter(|k| split_range(k).is_some()).count();
             assert_eq!(splits > 0, split, "{file}: kernels split across threads");
-            let opts = RunOptions { seed: 1, float, inputs: Default::default() };
+            let opts = RunOptions { seed: 1, float, inputs: Default::default(), ..RunOptions::default() };
             let want = interp::run(&module, &opts).unwrap();
             let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts, FpContract::Off).unwrap();
             for (k, a) in module.arrays.iter().enumerate() {

@@ -65,7 +65,7 @@ fn input_generators_reproduce_the_interpreters_inputs() {
         for (seed, float) in [(0, FloatWidth::F64), (3, FloatWidth::F32), (5, FloatWidth::F64)] {
             let what = format!("{} seed {seed} {float:?}", p.display());
             let (m, _) = eintup::pipeline::specialized_module(&src, &[], seed).unwrap();
-            let opts = RunOptions { seed, float, inputs: Default::default() };
+            let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
             let want = eintup::interp::initial_arrays(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
             let (gen, writers) = eintup::pipeline::lower_generators(&src, &m, float).unwrap();
             let mut bufs: Vec<Tensor> = want

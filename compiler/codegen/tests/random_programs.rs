@@ -119,7 +119,7 @@ fn check(text: &str, seed: u64) -> Result<Outcome, String> {
     let order = OrderSensitive::of(&m);
     let widths = if f32_too { &WIDTHS[..] } else { &WIDTHS[..1] };
     for &float in widths {
-        let opts = RunOptions { seed, float, inputs: Default::default() };
+        let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
         let want = match interp::run(&m, &opts) {
             Ok(w) => w,
             Err(RunError::User(d)) => {

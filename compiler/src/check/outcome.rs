@@ -10,7 +10,8 @@
 //! configuration eintup cannot run at all (it exceeds the memory or size
 //! limits) is *skipped*: there is nothing to compare.
 
-use super::compare::{compare, Mismatch};
+use super::compare::{compare, deviation, Deviation, Mismatch};
+use super::Tolerance;
 use crate::tensor::Tensor;
 use std::path::Path;
 
@@ -33,14 +34,43 @@ impl Verdict {
             Verdict::Skipped => "Skipped",
         }
     }
+
+    /// The word in `check --json`.
+    pub fn json_word(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Mismatch => "mismatch",
+            Verdict::FrameworkError => "framework error",
+            Verdict::Skipped => "skipped",
+        }
+    }
 }
 
-/// One configuration: its dims, a verdict per output, and the reasons for
+/// What `check` concluded about one output of one configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputReport {
+    pub verdict: Verdict,
+    /// Why the output is not valid, as printed after `output `y`: `.
+    pub reason: Option<String>,
+    /// How far eintup's array is from the framework's, when both had one
+    /// shape.
+    pub deviation: Option<Deviation>,
+    /// For a mismatch: the first element that differs.
+    pub first_difference: Option<Mismatch>,
+}
+
+impl OutputReport {
+    fn bare(verdict: Verdict, reason: Option<String>) -> OutputReport {
+        OutputReport { verdict, reason, deviation: None, first_difference: None }
+    }
+}
+
+/// One configuration: its dims, a report per output, and the reasons for
 /// anything that is not valid (printed under the table).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub dims: Vec<Vec<i64>>,
-    pub verdicts: Vec<Verdict>,
+    pub outputs: Vec<OutputReport>,
     pub problems: Vec<String>,
 }
 
@@ -48,15 +78,21 @@ impl Row {
     /// A row whose every output got `verdict` for one reason (the call
     /// failed, or eintup could not run the configuration).
     pub fn all(dims: Vec<Vec<i64>>, outputs: usize, verdict: Verdict, problem: String) -> Row {
-        Row { dims, verdicts: vec![verdict; outputs], problems: vec![problem] }
+        Row { dims, outputs: vec![OutputReport::bare(verdict, Some(problem.clone())); outputs], problems: vec![problem] }
+    }
+
+    /// Each output's verdict, in the outputs section's order.
+    pub fn verdicts(&self) -> Vec<Verdict> {
+        self.outputs.iter().map(|o| o.verdict).collect()
     }
 
     /// The row's place in the summary: the first of mismatched, framework
     /// error and skipped that any output got, or else valid.
     pub fn verdict(&self) -> Verdict {
+        let verdicts = self.verdicts();
         [Verdict::Mismatch, Verdict::FrameworkError, Verdict::Skipped]
             .into_iter()
-            .find(|v| self.verdicts.contains(v))
+            .find(|v| verdicts.contains(v))
             .unwrap_or(Verdict::Valid)
     }
 }
@@ -121,11 +157,11 @@ impl Summary {
 const MAX_NPY_HEADER: u64 = 64 * 1024;
 
 /// Compares one result file of the framework with eintup's output `ours`
-/// (named `name` in messages). The file is read only if it is a regular
-/// file no larger than `ours` could need, so a misbehaving bridge cannot
-/// make `check` read a device, a pipe or gigabytes.
-pub fn judge(name: &str, ours: &Tensor, result: &Path) -> (Verdict, Option<String>) {
-    let error = |why: String| (Verdict::FrameworkError, Some(format!("output `{name}`: framework error: {why}")));
+/// (named `name` in messages) within `tol`. The file is read only if it is a regular file no larger
+/// than `ours` could need, so a misbehaving bridge cannot make `check`
+/// read a device, a pipe or gigabytes.
+pub fn judge(name: &str, ours: &Tensor, result: &Path, tol: Tolerance) -> OutputReport {
+    let error = |why: String| OutputReport::bare(Verdict::FrameworkError, Some(format!("framework error: {why}")));
     let limit = MAX_NPY_HEADER + ours.len() as u64 * 8;
     match std::fs::symlink_metadata(result) {
         Ok(m) if !m.file_type().is_file() => return error("the result is not a regular file".into()),
@@ -142,9 +178,12 @@ pub fn judge(name: &str, ours: &Tensor, result: &Path) -> (Verdict, Option<Strin
     if theirs.shape != ours.shape {
         return error(format!("the result has shape {:?}, but `{name}` has shape {:?}", theirs.shape, ours.shape));
     }
-    match compare(ours, &theirs) {
-        None => (Verdict::Valid, None),
-        Some(m @ Mismatch::Value { .. }) => (Verdict::Mismatch, Some(format!("output `{name}`: {m}"))),
+    let dev = deviation(ours, &theirs);
+    match compare(ours, &theirs, tol) {
+        None => OutputReport { verdict: Verdict::Valid, reason: None, deviation: dev, first_difference: None },
+        Some(m @ Mismatch::Value { .. }) => {
+            OutputReport { verdict: Verdict::Mismatch, reason: Some(m.to_string()), deviation: dev, first_difference: Some(m) }
+        }
         // Shapes were compared above; kept for completeness of the match.
         Some(m @ Mismatch::Shape { .. }) => error(m.to_string()),
     }
@@ -156,7 +195,7 @@ mod tests {
     use crate::tensor::Data;
 
     fn row(v: &[Verdict]) -> Row {
-        Row { dims: vec![], verdicts: v.to_vec(), problems: vec![] }
+        Row { dims: vec![], outputs: v.iter().map(|&v| OutputReport::bare(v, None)).collect(), problems: vec![] }
     }
 
     #[test]
@@ -192,22 +231,27 @@ mod tests {
     #[test]
     fn unusable_results_are_framework_errors() {
         let d = scratch("judge");
+        let tol = Tolerance::default();
         let ours = Tensor { shape: vec![2], data: Data::F64(vec![1.0, 2.0]) };
         let same = d.join("same.npy");
         crate::tensor::npy::write(&same, &ours).unwrap();
-        assert_eq!(judge("y", &ours, &same), (Verdict::Valid, None));
+        let r = judge("y", &ours, &same, tol);
+        assert_eq!((r.verdict, r.reason, r.deviation), (Verdict::Valid, None, Some(Deviation { abs: 0.0, rel: 0.0 })));
 
         let other = d.join("other.npy");
-        crate::tensor::npy::write(&other, &Tensor { shape: vec![2], data: Data::F64(vec![1.0, 3.0]) }).unwrap();
-        let (v, why) = judge("y", &ours, &other);
-        assert_eq!(v, Verdict::Mismatch);
-        assert!(why.unwrap().starts_with("output `y`: first difference at index [1]"));
+        crate::tensor::npy::write(&other, &Tensor { shape: vec![2], data: Data::F64(vec![1.0, 4.0]) }).unwrap();
+        let r = judge("y", &ours, &other, tol);
+        assert_eq!(r.verdict, Verdict::Mismatch);
+        assert_eq!(r.reason.as_deref(), Some("first difference at index [1]: eintup 2.0, framework 4.0"));
+        assert_eq!(r.deviation, Some(Deviation { abs: 2.0, rel: 0.5 }));
+        // within a tolerance the caller widened, the same arrays are valid
+        assert_eq!(judge("y", &ours, &other, Tolerance { rtol: 0.5, atol: 0.0 }).verdict, Verdict::Valid);
 
         let shape = d.join("shape.npy");
         crate::tensor::npy::write(&shape, &Tensor { shape: vec![1, 2], data: Data::F64(vec![1.0, 2.0]) }).unwrap();
-        let (v, why) = judge("y", &ours, &shape);
-        assert_eq!(v, Verdict::FrameworkError);
-        assert!(why.unwrap().contains("shape [1, 2], but `y` has shape [2]"));
+        let r = judge("y", &ours, &shape, tol);
+        assert_eq!(r.verdict, Verdict::FrameworkError);
+        assert!(r.reason.unwrap().contains("shape [1, 2], but `y` has shape [2]"));
 
         // int64: an npy header with `<i8`, as numpy writes it
         let i8 = d.join("i8.npy");
@@ -221,17 +265,16 @@ mod tests {
         bytes.extend_from_slice(header.as_bytes());
         bytes.extend_from_slice(&[0u8; 16]);
         std::fs::write(&i8, bytes).unwrap();
-        let (v, why) = judge("y", &ours, &i8);
-        assert_eq!(v, Verdict::FrameworkError, "{why:?}");
+        let r = judge("y", &ours, &i8, tol);
+        assert_eq!(r.verdict, Verdict::FrameworkError, "{:?}", r.reason);
 
-        let missing = judge("y", &ours, &d.join("missing.npy"));
-        assert_eq!(missing.0, Verdict::FrameworkError);
+        assert_eq!(judge("y", &ours, &d.join("missing.npy"), tol).verdict, Verdict::FrameworkError);
         let big = d.join("big.npy");
         std::fs::write(&big, vec![0u8; 70 * 1024]).unwrap();
-        assert!(judge("y", &ours, &big).1.unwrap().contains("more than an array"));
+        assert!(judge("y", &ours, &big, tol).reason.unwrap().contains("more than an array"));
         let link = d.join("link.npy");
         std::os::unix::fs::symlink(&same, &link).unwrap();
-        assert!(judge("y", &ours, &link).1.unwrap().contains("not a regular file"));
+        assert!(judge("y", &ours, &link, tol).reason.unwrap().contains("not a regular file"));
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -33,11 +33,15 @@ pub struct RunOptions {
     pub float: FloatWidth,
     /// User-supplied contents of input arrays, by array name.
     pub inputs: BTreeMap<String, Tensor>,
+    /// Most work the run may do (`crate::driver::DEFAULT_MAX_WORK`):
+    /// instantiations for the interpreter, loop iterations for compiled
+    /// code; `u64::MAX` for no limit.
+    pub max_work: u64,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { seed: 0, float: FloatWidth::F64, inputs: BTreeMap::new() }
+        RunOptions { seed: 0, float: FloatWidth::F64, inputs: BTreeMap::new(), max_work: crate::driver::DEFAULT_MAX_WORK }
     }
 }
 
@@ -62,7 +66,21 @@ pub const MAX_ELEMENTS: usize = 1 << 31;
 
 /// Runs a specialised module; returns every array, in module order.
 pub fn run(m: &Module, opts: &RunOptions) -> Result<Vec<Tensor>, RunError> {
+    check_work(m, opts.max_work)?;
     run_statements(m, opts, false)
+}
+
+/// Refuses (E0318) a module whose statements have more instantiations in
+/// all than `limit`: the interpreter enumerates each statement's box, so
+/// that is its work, known before anything runs.
+pub fn check_work(m: &Module, limit: u64) -> Result<(), RunError> {
+    let per_stmt = m.instantiations();
+    let total = per_stmt.iter().fold(0u128, |a, &n| a.saturating_add(n));
+    if total <= u128::from(limit) {
+        return Ok(());
+    }
+    let (k, &most) = per_stmt.iter().enumerate().max_by_key(|(_, n)| **n).ok_or_else(|| RunError::Internal("work without statements".into()))?;
+    Err(RunError::User(crate::driver::work_refusal(m.stmts[k].span, most, total, limit, "instantiations")))
 }
 
 /// Every array as a compiled backend starts: input arrays (defined by

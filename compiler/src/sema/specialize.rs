@@ -95,16 +95,29 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
     if !diags.is_empty() {
         return Err(diags);
     }
+    // A statement that reads the array it writes reads a snapshot of it
+    // (LANGUAGE.md s.3): a copy as large as the array, which every backend
+    // allocates (the compiled ones all at once, as temporary buffers), so it
+    // counts like an array.
+    let mut items: Vec<(u128, String, et_grammar::Span)> = sizes
+        .iter()
+        .map(|(b, ai, shape)| (*b, format!("`{}`: shape {shape:?}, {b} bytes", m.arrays[*ai].name), m.arrays[*ai].span))
+        .collect();
+    for s in &m.stmts {
+        if s.reads(s.array) {
+            let (b, _, shape) = &sizes[s.array];
+            total += b;
+            items.push((*b, format!("a snapshot of `{}` (this statement reads the array it writes): shape {shape:?}, {b} bytes", m.arrays[s.array].name), s.span));
+        }
+    }
     if total > u128::from(limit.bytes) {
-        sizes.sort_by(|x, y| y.0.cmp(&x.0));
+        items.sort_by(|x, y| y.0.cmp(&x.0));
         let mut d = Diagnostic::error(
             "E0306",
             format!("this configuration needs {total} bytes of arrays, more than the limit of {} bytes", limit.bytes),
         );
-        for (k, (b, ai, shape)) in sizes.iter().take(3).enumerate() {
-            let a = &m.arrays[*ai];
-            let l = format!("`{}`: shape {shape:?}, {b} bytes", a.name);
-            d = if k == 0 { d.at(a.span, l) } else { d.also(a.span, l) };
+        for (k, (_, l, span)) in items.into_iter().take(3).enumerate() {
+            d = if k == 0 { d.at(span, l) } else { d.also(span, l) };
         }
         return Err(vec![d.note("choose smaller dims (--bind or constraints)")]);
     }
@@ -140,5 +153,27 @@ mod tests {
         assert_eq!(bytes_needed(elems, 4), 5 << 30);
         let e = specialized_for(&src, &[format!("i=[{elems}]")], &[], 0, FloatWidth::F32).expect_err("5 GiB is over 4 GiB");
         assert!(e.to_string().contains("E0306"), "{e}");
+    }
+
+    /// A statement reading the array it writes reads a snapshot, as large
+    /// as the array: 3 GiB of INT array plus its 3 GiB snapshot is over the
+    /// 4 GiB limit, the same array without the self-read is not.
+    #[test]
+    fn snapshots_count_toward_the_limit() {
+        let elems: u64 = 768 << 20; // 3 GiB of i32
+        let bind = vec![format!("i=[{elems}]")];
+        let plain = Source::from_string("plain.et", "x[i] = RANDOM(0, 9, INT)\ny[i] = x[i] + 1\n\ny\n");
+        let e = specialized_for(&plain, &bind, &[], 0, FloatWidth::F64).expect_err("6 GiB of arrays");
+        assert!(e.to_string().contains("E0306"), "{e}");
+        let alone = Source::from_string("alone.et", "x[i] = RANDOM(0, 9, INT)\n\nx\n");
+        assert!(specialized_for(&alone, &bind, &[], 0, FloatWidth::F64).is_ok());
+        let shift = Source::from_string("shift.et", "x[i] = RANDOM(0, 9, INT)\nx[i] = x[i+1]\n\nx\n");
+        let e = specialized_for(&shift, &bind, &[], 0, FloatWidth::F64).expect_err("3 GiB and its snapshot");
+        let text = e.to_string();
+        assert!(text.contains("needs 6442450944 bytes"), "{text}");
+        assert!(text.contains("a snapshot of `x` (this statement reads the array it writes)"), "{text}");
+        // two GiB and its snapshot fit exactly
+        let fits = vec![format!("i=[{}]", 512u64 << 20)];
+        assert!(specialized_for(&shift, &fits, &[], 0, FloatWidth::F64).is_ok());
     }
 }

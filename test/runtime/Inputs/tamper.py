@@ -1,19 +1,37 @@
 """Writes damaged copies of a bundle for test/runtime/exec-checks.test:
-tamper.py GOOD.etb OUTDIR -> OUTDIR/{source,config,dtype,shape}.etb."""
+tamper.py GOOD.etb OUTDIR -> OUTDIR/NAME.etb for each variant below.
+
+Variants named `*-stale` are changed without updating the manifest's
+content checksum, as accidental damage would be; the others are re-sealed
+(the checksum recomputed as docs/bundle.md defines it: CRC-32 of the
+manifest as canonical JSON without `checksum`, a newline, kernels.ptx), so
+that the checks behind the checksum are exercised too."""
 import json
 import pathlib
 import shutil
 import sys
+import zlib
 
 good, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 
 
-def variant(name, change):
+def checksum(m, ptx):
+    body = {k: v for k, v in m.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "crc32:%08x" % zlib.crc32(text.encode() + b"\n" + ptx)
+
+
+def variant(name, change, reseal=True, ptx_change=None):
     d = out / f"{name}.etb"
     shutil.rmtree(d, ignore_errors=True)
     shutil.copytree(good, d)
     m = json.loads((d / "manifest.json").read_text())
+    assert m["checksum"] == checksum(m, (d / "kernels.ptx").read_bytes()), "the good bundle's checksum"
     change(m)
+    if ptx_change:
+        (d / "kernels.ptx").write_bytes(ptx_change((d / "kernels.ptx").read_bytes()))
+    if reseal:
+        m["checksum"] = checksum(m, (d / "kernels.ptx").read_bytes())
     (d / "manifest.json").write_text(json.dumps(m, indent=1))
 
 
@@ -21,9 +39,23 @@ def buffer(m, name):
     return next(b for b in m["buffers"] if b["name"] == name)
 
 
+def nothing(m):
+    pass
+
+
+# Accidental damage: one character of the PTX, one dim of a shape.
+variant("ptx-stale", nothing, reseal=False, ptx_change=lambda p: p.replace(b"mul", b"mal", 1))
+variant("shape-stale", lambda m: buffer(m, "dst").update(shape=[d + 1 for d in buffer(m, "dst")["shape"]]), reseal=False)
+variant("checksum-stale", lambda m: m.update(checksum="crc32:00000000"), reseal=False)
+# Re-indenting the manifest changes no content: still valid.
+variant("reindented", nothing)
+
 variant("source", lambda m: m["source"].update(text="garbage (((\n"))
 # gather_nd's constraint DIMS(coord) = RANK(loc) makes coord one number;
 # two dims contradict it.
 variant("config", lambda m: m["config"]["eintups"].update(coord=[2, 2]))
 variant("dtype", lambda m: buffer(m, "src").update(dtype="i32"))
 variant("shape", lambda m: buffer(m, "dst").update(shape=[d + 1 for d in buffer(m, "dst")["shape"]]))
+variant("huge", lambda m: buffer(m, "dst").update(shape=[1 << 40]))
+# The output buffer one row short of what the kernel writes.
+variant("shrunk", lambda m: buffer(m, "dst").update(shape=[buffer(m, "dst")["shape"][0] - 1] + buffer(m, "dst")["shape"][1:]))

@@ -291,6 +291,22 @@ impl Module {
         self.stmts.iter().map(stmt).chain((0..self.arrays.len()).map(array)).max().unwrap_or(0)
     }
 
+    /// Each statement's instantiations (LANGUAGE.md s.3: one per
+    /// combination of its variables' values, out-of-bounds ones included),
+    /// saturating at `u128::MAX`; unknown dims count as the maximum. What
+    /// the interpreter enumerates at most.
+    pub fn instantiations(&self) -> Vec<u128> {
+        self.stmts
+            .iter()
+            .map(|s| {
+                s.vars.iter().fold(1u128, |acc, &e| match self.eintups.get(e).and_then(|e| e.dims.as_ref()) {
+                    Some(d) => d.iter().fold(acc, |a, &x| a.saturating_mul(x.max(0) as u128)),
+                    None => u128::MAX,
+                })
+            })
+            .collect()
+    }
+
     /// Static shape of an array (concatenated position dims), if known.
     pub fn array_shape(&self, a: ArrayId) -> Option<Vec<i64>> {
         let mut shape = Vec::new();

@@ -6,18 +6,23 @@
 //! (`check::outcome`), or skipped when eintup cannot run it. Exit 1 when
 //! anything mismatched, 2 when the framework failed on every configuration
 //! that reached it (E0504) or nothing could be run (E0505), 3 when the
-//! framework cannot be imported, 0 otherwise.
+//! framework cannot be imported, 0 otherwise. `--bind` checks one
+//! configuration; `--float`, `--rtol`, `--atol` set the width and the
+//! tolerances; `--json` prints one object per configuration.
 
-use super::{Backend, CheckArgs, FloatWidth, FpContract};
+use super::{Backend, CheckArgs, FpContract};
 use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
+use eintup::check::compare::Mismatch;
 use eintup::check::outcome::{judge, Row, Summary, Verdict};
+use eintup::check::Tolerance;
 use eintup::check::policy;
 use crate::cli::shapes::{aligned, dims_text};
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::{CallArg, FrameworkCall, Module};
 use eintup::pipeline;
-use eintup::sema::config::Space;
+use eintup::sema::config::{parse_bindings, Space};
+use et_grammar::diag::render_all;
 use eintup::tensor::Tensor;
 use et_grammar::ast::Literal;
 use et_grammar::Diagnostic;
@@ -50,8 +55,21 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     }
     // Before any Python starts: the file chose the call, and files are shared.
     vet_call(&src, call)?;
-    let space = Space::new(&prog, &ranks, &[], &[]).map_err(|d| src.failure(d))?;
-    let (configs, discarded) = space.enumerate(args.reps, args.seed).map_err(|d| src.failure(d))?;
+    let binds = parse_bindings(&args.bind).map_err(Failure::user)?;
+    let space = Space::new(&prog, &ranks, &binds, &[]).map_err(|d| src.failure(d))?;
+    let (configs, discarded) = if binds.is_empty() {
+        space.enumerate(args.reps, args.seed).map_err(|d| src.failure(d))?
+    } else {
+        // One configuration, the one `run` would choose with these bindings.
+        let dims = space.choose(args.seed).map_err(|d| src.failure(d))?;
+        let warnings = space.config(&dims).warnings;
+        if !warnings.is_empty() {
+            eprintln!("{}", render_all(&warnings, &src.name, &src.text).trim_end());
+        }
+        (vec![dims], Default::default())
+    };
+    let defaults = Tolerance::default_for(args.float);
+    let tol = Tolerance { rtol: args.rtol.unwrap_or(defaults.rtol), atol: args.atol.unwrap_or(defaults.atol) };
     let mut bridge = Bridge::start(&BridgeLocation::find()?)?;
     if bridge.sandbox().starts_with("none") {
         eprintln!("note: the framework bridge runs without a sandbox: {}", bridge.sandbox());
@@ -60,7 +78,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
         let dir = bridge.work_dir().join(k.to_string());
-        rows.push(check_one(&src, &prog, &space, dims, &args, &mut bridge, &dir)?);
+        rows.push(check_one(&src, &prog, &space, dims, &args, tol, &mut bridge, &dir)?);
         if let Some(p) = &progress {
             p.inc(1);
         }
@@ -69,14 +87,20 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
         p.finish_and_clear();
     }
     let names: Vec<&str> = m.eintups.iter().map(|e| e.name.as_str()).collect();
-    print!("{}", table(&names, &rows));
-    for (k, row) in rows.iter().enumerate() {
-        for p in &row.problems {
-            println!("row {k}: {p}");
-        }
-    }
     let summary = Summary::of(&rows);
-    println!("{}", summary.line());
+    if args.json {
+        let outputs: Vec<&str> = m.outputs.iter().map(|&a| m.arrays[a].name.as_str()).collect();
+        println!("{}", json_rows(&names, &outputs, &rows));
+        eprintln!("{}", summary.line());
+    } else {
+        print!("{}", table(&names, &rows));
+        for (k, row) in rows.iter().enumerate() {
+            for p in &row.problems {
+                println!("row {k}: {p}");
+            }
+        }
+        println!("{}", summary.line());
+    }
     let total: usize = discarded.values().sum();
     if total > 0 {
         eprintln!("discarded {total} draw(s) that violate the constraints");
@@ -154,19 +178,27 @@ fn check_one(
     space: &Space,
     dims: Vec<Vec<i64>>,
     args: &CheckArgs,
+    tol: Tolerance,
     bridge: &mut Bridge,
     dir: &Path,
 ) -> Result<Row, Failure> {
     let n_out = prog.module.outputs.len();
     let cfg = space.config(&dims);
-    let module = match pipeline::specialized_to(src, prog, space.ranks, &cfg, FloatWidth::F64) {
+    let module = match pipeline::specialized_to(src, prog, space.ranks, &cfg, args.float) {
         Ok(m) => m,
         // eintup cannot run this configuration (too large): nothing to compare.
         Err(f @ Failure::User(_)) => return Ok(Row::all(dims, n_out, Verdict::Skipped, format!("skipped: {}", first_line(&f.to_string())))),
         Err(f) => return Err(f),
     };
     let m = &module;
-    let arrays = eintup_codegen::backend::execute(src, m, args.backend, &RunOptions { seed: args.seed, ..RunOptions::default() }, FpContract::default())?;
+    let opts = RunOptions { seed: args.seed, float: args.float, max_work: args.max_work, ..RunOptions::default() };
+    let arrays = match eintup_codegen::backend::execute(src, m, args.backend, &opts, FpContract::default()) {
+        Ok(a) => a,
+        // Refused before running (the work limit, E0318; an array too
+        // large for the interpreter): nothing to compare.
+        Err(f @ Failure::User(_)) => return Ok(Row::all(dims, n_out, Verdict::Skipped, format!("skipped: {}", first_line(&f.to_string())))),
+        Err(f) => return Err(f),
+    };
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let request = build_request(m, &arrays, dir)?;
     let results = match bridge.call(&request) {
@@ -184,11 +216,12 @@ fn check_one(
         let why = format!("framework error: the call returned {} result(s) but the outputs section names {n_out}", results.len());
         return Ok(Row::all(dims, n_out, Verdict::FrameworkError, why));
     }
-    let mut row = Row { dims, verdicts: Vec::new(), problems: Vec::new() };
+    let mut row = Row { dims, outputs: Vec::new(), problems: Vec::new() };
     for (&out, path) in m.outputs.iter().zip(&results) {
-        let (verdict, problem) = judge(&m.arrays[out].name, &arrays[out], path);
-        row.verdicts.push(verdict);
-        row.problems.extend(problem);
+        let name = &m.arrays[out].name;
+        let report = judge(name, &arrays[out], path, tol);
+        row.problems.extend(report.reason.as_ref().map(|r| format!("output `{name}`: {r}")));
+        row.outputs.push(report);
     }
     Ok(row)
 }
@@ -237,12 +270,55 @@ fn table(names: &[&str], rows: &[Row]) -> String {
         .iter()
         .map(|r| {
             let mut c: Vec<String> = r.dims.iter().map(|d| dims_text(d)).collect();
-            let v: Vec<&str> = r.verdicts.iter().map(|v| v.word()).collect();
+            let v: Vec<&str> = r.verdicts().iter().map(|v| v.word()).collect();
             c.push(format!("[{}]", v.join(", ")));
             c
         })
         .collect();
     aligned(&header, &cells)
+}
+
+/// `check --json`: a list with one object per configuration,
+/// `{"row": K, "configuration": {EINTUP: DIMS}, "verdict": V, "outputs":
+/// [{"name", "verdict", "largest_error": {"abs", "rel"} | null,
+/// "first_difference": {"index", "eintup", "framework"} | null, "reason"}]}`.
+/// An infinite error (a NaN or infinity on one side only) is `null`. One
+/// object per line.
+fn json_rows(eintups: &[&str], outputs: &[&str], rows: &[Row]) -> String {
+    use serde_json::{json, Value};
+    let number = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+    let list: Vec<Value> = rows
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            let config: serde_json::Map<String, Value> = eintups.iter().zip(&r.dims).map(|(n, d)| (n.to_string(), json!(d))).collect();
+            let outs: Vec<Value> = outputs
+                .iter()
+                .zip(&r.outputs)
+                .map(|(name, o)| {
+                    let first = match &o.first_difference {
+                        Some(Mismatch::Value { index, ours, theirs }) => json!({"index": index, "eintup": ours, "framework": theirs}),
+                        _ => Value::Null,
+                    };
+                    json!({
+                        "name": name,
+                        "verdict": o.verdict.json_word(),
+                        "largest_error": o.deviation.map_or(Value::Null, |d| json!({"abs": number(d.abs), "rel": number(d.rel)})),
+                        "first_difference": first,
+                        "reason": o.reason,
+                    })
+                })
+                .collect();
+            json!({"row": k, "configuration": config, "verdict": r.verdict().json_word(), "outputs": outs})
+        })
+        .collect();
+    // One row per line: a JSON list that reads well and greps by line.
+    let lines: Vec<String> = list.iter().map(|v| serde_json::to_string(v).unwrap_or_default()).collect();
+    if lines.is_empty() {
+        "[]".into()
+    } else {
+        format!("[\n{}\n]", lines.join(",\n"))
+    }
 }
 
 fn first_line(s: &str) -> String {

@@ -28,8 +28,12 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     };
     let (module, config) = eintup::pipeline::specialized_for(&src, &binds, &[], seed, float)?;
     let inputs = super::run::read_inputs(&args.input)?;
-    let opts = RunOptions { seed, float, inputs };
+    let opts = RunOptions { seed, float, inputs, max_work: args.max_work };
     check_buffers(&module, m, float).map_err(|why| Failure::user(format!("eintup: error: {}: the bundle does not match its own program: {why}", args.bundle.display())))?;
+    // The work the bundle's kernels do, estimated from the same lowering
+    // `build` made them by.
+    let lm = eintup::pipeline::lower(&src, &module, float)?;
+    eintup::pipeline::check_loop_work(&src, &module, &lm, opts.max_work)?;
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
     let dev = eintup_codegen::gpu::device(args.device)?;
     let arrays = if profiling {

@@ -31,6 +31,26 @@ fn backend_parser() -> impl TypedValueParser<Value = Backend> {
     PossibleValuesParser::new(Backend::ALL.map(Backend::name)).map(|s| s.parse::<Backend>().expect("one of the possible values"))
 }
 
+/// `--max-work N|none`: most loop iterations (compiled backends) or
+/// instantiations (the interpreter) a run may do; `none` for no limit.
+fn max_work_parser(s: &str) -> Result<u64, String> {
+    if s == "none" {
+        return Ok(u64::MAX);
+    }
+    s.parse::<u64>().map_err(|_| format!("`{s}` is not a count of iterations (a non-negative integer, or `none` for no limit)"))
+}
+
+/// `--rtol R`, `--atol A`: a finite, non-negative number.
+fn tolerance_parser(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a tolerance (a finite number >= 0, e.g. 1e-6)")),
+    }
+}
+
+/// The help text of `--max-work`.
+const MAX_WORK_HELP: &str = "Refuse to run a configuration that needs more than N loop iterations (interpreter: instantiations) in all, estimated before running (default 2^40 = 1099511627776; `none`: no limit; docs/limits.md)";
+
 /// `--float f64|f32` (the enum is the loop dialect's).
 pub fn float_parser() -> impl TypedValueParser<Value = FloatWidth> {
     PossibleValuesParser::new(["f64", "f32"]).map(|s| s.parse::<FloatWidth>().expect("one of the possible values"))
@@ -57,16 +77,40 @@ pub struct ShapesArgs {
 pub struct CheckArgs {
     pub file: PathBuf,
     /// Draws of dims per rank combination.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "bind")]
     pub reps: usize,
     /// Seed for dims and for RANDOM array contents.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Check one configuration: fix an eintup's dims, NAME=[d1,d2,...]
+    /// (repeatable; the others are chosen as `run` chooses them). Binding
+    /// every eintup of a row of the table re-runs that row.
+    #[arg(long = "bind", value_name = "NAME=[..]")]
+    pub bind: Vec<String>,
     /// Where each configuration runs: `cpu` (the default: LLVM host code,
     /// JIT-compiled), `interp` (the reference interpreter, the definition
     /// of the language), `gpu` (CUDA) or `emu` (the PTX emulator).
     #[arg(long, value_parser = backend_parser(), default_value = DEFAULT_BACKEND)]
     pub backend: Backend,
+    /// Width FLOAT runs at, in eintup and in the framework (its arrays are
+    /// passed as float32 or float64).
+    #[arg(long = "float", value_parser = float_parser(), default_value = "f64")]
+    pub float: FloatWidth,
+    /// Relative tolerance for FLOAT outputs (default 1e-6; 1e-5 with
+    /// --float f32).
+    #[arg(long, value_name = "R", value_parser = tolerance_parser)]
+    pub rtol: Option<f64>,
+    /// Absolute tolerance for FLOAT outputs (default 1e-9; 1e-5 with
+    /// --float f32).
+    #[arg(long, value_name = "A", value_parser = tolerance_parser)]
+    pub atol: Option<f64>,
+    /// Print one JSON object per configuration (a JSON list) instead of
+    /// the table: the configuration, each output's verdict and largest
+    /// error, the first difference of a mismatch; the summary goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
+    pub max_work: u64,
 }
 
 #[derive(Args, Debug)]
@@ -100,6 +144,8 @@ pub struct RunArgs {
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
+    pub max_work: u64,
 }
 
 #[derive(Args, Debug)]
@@ -162,4 +208,6 @@ pub struct ExecArgs {
     /// Write every array as DIR/NAME.npy plus DIR/config.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
+    pub max_work: u64,
 }

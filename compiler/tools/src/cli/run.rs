@@ -21,7 +21,7 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
     let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &shapes, args.seed, args.float)?;
     report_config(&src, &config);
     let fp_contract = fp_contract(&args)?;
-    let opts = RunOptions { seed: args.seed, float: args.float, inputs };
+    let opts = RunOptions { seed: args.seed, float: args.float, inputs, max_work: args.max_work };
     let arrays = eintup_codegen::backend::execute(&src, &module, args.backend, &opts, fp_contract)?;
     match &args.out {
         Some(dir) => write_out(dir, &module, &arrays, args.seed, &config),
