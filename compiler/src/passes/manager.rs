@@ -103,6 +103,14 @@ pub static PASSES: &[PassInfo] = &[
         run: super::split_reductions::run,
     },
     PassInfo {
+        name: "fuse-resets",
+        summary: "GPU: the reset kernel of a reduction becomes the first store of its kernel",
+        input: Level::Loop,
+        output: Level::Loop,
+        options: &[],
+        run: super::fuse_resets::run,
+    },
+    PassInfo {
         name: "shift-loops",
         summary: "GPU: a loop whose bounds move with outer variables starts at a constant",
         input: Level::Loop,
@@ -141,7 +149,7 @@ pub const MIDDLE_END: &[&str] =
 pub const HOST_PASSES: &[&str] = &["interchange"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "register-tiles", "simplify-index"];
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "simplify-index"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

@@ -23,8 +23,9 @@
 //! `n_t`: `TM + TN` loads for `TM*TN` multiply-adds. Each cell still sums
 //! its terms in the original order, so results do not change at all.
 //!
-//! Applies to a kernel whose single write is a plain `accumulate` (the
-//! cells of distinct threads are distinct), that reads nothing of the
+//! Applies to a kernel whose single sum is a plain `accumulate` (the
+//! cells of distinct threads are distinct; a store of a constant into the
+//! same cell before it, from `fuse-resets`, is tiled with it), that reads nothing of the
 //! buffer it writes, has a `reduce` loop under the chain, has loads that
 //! do not depend on `n` and loads that do not depend on `m` (the reuse),
 //! and uses `m` and `n` nowhere but in that computation (not in the chain's
@@ -66,7 +67,15 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
         Node::For(f) => reduces |= f.kind == LoopKind::Reduce,
         _ => {}
     });
-    let [c] = computes.as_slice() else { return None };
+    // The sum, and at most a clear of its cell before it (`fuse-resets`).
+    let (sums, clears): (Vec<&Compute>, Vec<&Compute>) = computes.iter().partition(|c| c.write.kind != WriteKind::Store);
+    let [c] = sums.as_slice() else { return None };
+    let clears_cell = |s: &&Compute| {
+        s.write.buf == c.write.buf && s.write.offset == c.write.offset && s.values.get(s.write.value).is_some_and(|v| matches!(v.op, VOp::Const(_)))
+    };
+    if clears.len() > 1 || !clears.iter().all(clears_cell) {
+        return None;
+    }
     let reads_itself = c.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == c.write.buf));
     if c.write.kind != WriteKind::Accumulate || reads_itself || !reduces {
         return None;
@@ -93,19 +102,29 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
     })?;
 
     let mut t = k.clone();
-    let (mt, nt) = (t.vars.len(), t.vars.len() + 1);
-    t.vars.push(Var { name: unique_var_name(k, &format!("{}_t", k.vars[m].name)) });
-    t.vars.push(Var { name: unique_var_name(k, &format!("{}_t", k.vars[n].name)) });
     chain.set_trip(&mut t.body, m, m_trip / tm);
     chain.set_trip(&mut t.body, n, n_trip / tn);
-    let m_at = IExpr::add(IExpr::v(m), IExpr::mul(IExpr::c(m_trip / tm), IExpr::v(mt)));
-    let n_at = IExpr::add(IExpr::v(n), IExpr::mul(IExpr::c(n_trip / tn), IExpr::v(nt)));
+    // Each computation (the sum, and a clear before it) gets its own pair
+    // of tile variables: a variable is bound once.
+    let mut vars = t.vars.clone();
     wrap_compute(chain.rest_mut(&mut t.body), &mut |node| {
+        let (mt, nt) = (vars.len(), vars.len() + 1);
+        for v in [m, n] {
+            let name = format!("{}_t", k.vars[v].name);
+            let mut unique = name.clone();
+            while vars.iter().any(|x| x.name == unique) {
+                unique.push('_');
+            }
+            vars.push(Var { name: unique });
+        }
+        let m_at = IExpr::add(IExpr::v(m), IExpr::mul(IExpr::c(m_trip / tm), IExpr::v(mt)));
+        let n_at = IExpr::add(IExpr::v(n), IExpr::mul(IExpr::c(n_trip / tn), IExpr::v(nt)));
         let mut inner = vec![node];
         for_each_expr_mut(&mut inner, &mut |e| *e = e.substitute(m, &m_at).substitute(n, &n_at));
         let cols = Node::For(For { var: nt, lo: IExpr::c(0), hi: IExpr::c(tn), kind: LoopKind::Unroll, body: inner });
         Node::For(For { var: mt, lo: IExpr::c(0), hi: IExpr::c(tm), kind: LoopKind::Unroll, body: vec![cols] })
     });
+    t.vars = vars;
     Some(((tm, tn), t))
 }
 
@@ -115,7 +134,7 @@ fn used_outside_compute(nodes: &[Node], v: VarId) -> bool {
     nodes.iter().any(|n| !matches!(n, Node::Compute(_)) && (n.own_exprs().iter().any(|e| e.uses(v)) || used_outside_compute(n.body(), v)))
 }
 
-/// Replaces the `Compute` node of `nodes` (at any depth) by `f(node)`.
+/// Replaces each `Compute` node of `nodes` (at any depth) by `f(node)`.
 fn wrap_compute(nodes: &mut [Node], f: &mut impl FnMut(Node) -> Node) {
     for n in nodes {
         match n {
@@ -128,14 +147,6 @@ fn wrap_compute(nodes: &mut [Node], f: &mut impl FnMut(Node) -> Node) {
             Node::LoadIndex { .. } => {}
         }
     }
-}
-
-fn unique_var_name(k: &Kernel, base: &str) -> String {
-    let mut name = base.to_string();
-    while k.vars.iter().any(|v| v.name == name) {
-        name.push('_');
-    }
-    name
 }
 
 #[cfg(test)]

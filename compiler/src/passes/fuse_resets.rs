@@ -1,0 +1,142 @@
+//! `fuse-resets` (GPU): the reset kernel of an `=` statement with a
+//! reduction becomes the first store of the statement's own kernel.
+//!
+//! `lower-to-loops` gives every `=` statement a reset kernel that stores 0
+//! into the cells the statement reaches; `direct-stores` removes it when
+//! each cell gets one addition, but a reduction (matmul, a convolution,
+//! `reduce_sum`'s combine) keeps it: one more launch, one more pass over
+//! the output, and the main kernel then reads every cell back before
+//! adding to it. When the reset kernel's parallel chain is the main
+//! kernel's (the same loops, guards and index loads, so the same cells) and
+//! the main kernel's single write is a plain `accumulate` at the reset's
+//! offset (each cell owned by one thread), each thread can clear its own
+//! cell before summing into it:
+//!
+//! ```text
+//! kernel @K_reset: for cells.. parallel { store c[off] = -0.0 }
+//! kernel @K:       for cells.. parallel { for k reduce { .. accumulate c[off] += v } }
+//! ```
+//!
+//! becomes
+//!
+//! ```text
+//! kernel @K:       for cells.. parallel { store c[off] = -0.0
+//!                                         for k reduce { .. accumulate c[off] += v } }
+//! ```
+//!
+//! The same cells get the same value first, so results do not change; LLVM
+//! forwards the stored constant into the sum it keeps in a register, so
+//! the main kernel no longer reads `c` at all. GPU only: the host's
+//! `interchange` wants kernels with one computation.
+
+use super::{Ir, Options, PassError, Unit};
+use crate::ir::loops::chain::Chain;
+use crate::ir::loops::*;
+
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("fuse-resets runs on the loop level".into())) };
+    Ok(Some(format!("{} reset kernels fused", fuse_module(m))))
+}
+
+/// Fuses every reset kernel that qualifies into the kernel after it;
+/// returns how many.
+pub fn fuse_module(m: &mut LoopModule) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i + 1 < m.kernels.len() {
+        if let Some(fused) = fuse(&m.kernels[i], &m.kernels[i + 1]) {
+            m.kernels[i + 1] = fused;
+            m.kernels.remove(i);
+            n += 1;
+        } else {
+            i += 1;
+        }
+    }
+    n
+}
+
+/// `main` with `reset`'s store as the first node of its per-cell body,
+/// when `reset` is `main`'s reset kernel over the same cells.
+fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
+    if reset.name != format!("{}_reset", main.name) || reset.vars != main.vars {
+        return None;
+    }
+    let (rc, mc) = (Chain::of(&reset.body), Chain::of(&main.body));
+    if rc.loops != mc.loops || rc.bound != mc.bound || rc.exprs != mc.exprs {
+        return None;
+    }
+    let [Node::Compute(clear)] = rc.rest(&reset.body) else { return None };
+    let constant = clear.values.get(clear.write.value).is_some_and(|v| matches!(v.op, VOp::Const(_)));
+    if clear.write.kind != WriteKind::Store || !constant {
+        return None;
+    }
+    let mut computes = Vec::new();
+    main.walk(&mut |n| {
+        if let Node::Compute(c) = n {
+            computes.push(c)
+        }
+    });
+    let [c] = computes.as_slice() else { return None };
+    let reads_itself = c.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == c.write.buf));
+    if c.write.kind != WriteKind::Accumulate || c.write.buf != clear.write.buf || c.write.offset != clear.write.offset || reads_itself {
+        return None;
+    }
+    let mut fused = main.clone();
+    chain_rest_insert_first(&mc, &mut fused.body, Node::Compute(clear.clone()));
+    Some(fused)
+}
+
+fn chain_rest_insert_first(chain: &Chain, body: &mut Vec<Node>, node: Node) {
+    chain.rest_mut(body).insert(0, node);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(main_loop: &str) -> LoopModule {
+        let text = format!(
+            "buffer x : i32[4, 300] input\nbuffer s : i32[4] output\n\n\
+             kernel @s1_s_reset vars(k, d) {{\n  for k in [0, 4) parallel {{\n    %0 = const 0 : i32\n    store s[k] = %0\n  }}\n}}\n\n\
+             kernel @s1_s vars(k, d) {{\n  {main_loop} {{\n    for d in [0, 300) reduce {{\n      %0 = load x[((k * 300) + d)] : i32\n      accumulate s[k] += %0\n    }}\n  }}\n}}\n"
+        );
+        parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"))
+    }
+
+    #[test]
+    fn the_reset_becomes_the_first_store_and_results_stay() {
+        let m = module("for k in [0, 4) parallel");
+        let mut f = m.clone();
+        assert_eq!(fuse_module(&mut f), 1);
+        verify::verify(&f).unwrap();
+        assert_eq!(f.kernels.len(), 1);
+        let text = print::module(&f);
+        assert!(text.contains("for k in [0, 4) parallel {\n    %0 = const 0 : i32\n    store s[k] = %0\n    for d in [0, 300) reduce {"), "{text}");
+        // Both run from an `s` that is not zero: the reset must still happen.
+        let run = |m: &LoopModule| {
+            let x = crate::tensor::Tensor::new(vec![4, 300], crate::tensor::Data::I32((0..1200).collect())).unwrap();
+            let s = crate::tensor::Tensor::new(vec![4], crate::tensor::Data::I32(vec![7; 4])).unwrap();
+            let mut b = vec![x, s];
+            crate::interp::loops::run(m, 0, &mut b).unwrap();
+            b.swap_remove(1)
+        };
+        assert_eq!(run(&f), run(&m));
+    }
+
+    #[test]
+    fn other_cells_or_atomic_writes_keep_the_reset() {
+        // The main kernel covers fewer cells than the reset.
+        assert_eq!(fuse_module(&mut module("for k in [0, 3) parallel")), 0);
+        // Several threads add to the cell.
+        let mut m = module("for k in [0, 4) parallel");
+        m.kernels[1].walk(&mut |_| {});
+        if let Node::For(f) = &mut m.kernels[1].body[0] {
+            if let Node::For(g) = &mut f.body[0] {
+                if let Node::Compute(c) = &mut g.body[0] {
+                    c.write.kind = WriteKind::AtomicAccumulate;
+                }
+            }
+        }
+        assert_eq!(fuse_module(&mut m), 0);
+    }
+}
