@@ -230,7 +230,7 @@ fn mentioned(e: &crate::ir::et::IndexExpr, out: &mut Vec<EintupId>) {
     use crate::ir::et::{IndexKind, IndexSlot};
     match &e.kind {
         IndexKind::Var(t) => out.push(*t),
-        IndexKind::Dims(l) => out.extend(l),
+        IndexKind::Dims(l) => out.extend(l.eintups()),
         IndexKind::Lit(_) | IndexKind::Rank(_) => {}
         IndexKind::Flat(v) => v.iter().for_each(|x| mentioned(x, out)),
         IndexKind::Slice { indices, .. } => indices.iter().for_each(|s| {

@@ -84,9 +84,9 @@ impl Resolver {
                             continue;
                         }
                     },
-                    ast::CallValue::Dims(l) => CallArg::Dims(self.eintup_list(l)),
+                    ast::CallValue::Dims(l) => CallArg::Dims(self.dims_list(l)),
                     ast::CallValue::Rank(l) => CallArg::Rank(self.eintup_list(l)),
-                    ast::CallValue::Tensor(l) => CallArg::Tensor(self.eintup_list(l)),
+                    ast::CallValue::Tensor(l) => CallArg::Tensor(self.dims_list(l)),
                     ast::CallValue::Literal(l) => CallArg::Literal(l.clone()),
                 };
                 args.push((a.keyword.as_ref().map(|k| k.name.clone()), v));
@@ -132,6 +132,27 @@ impl Resolver {
 
     fn eintup_list(&mut self, l: &[ast::Ident]) -> Vec<EintupId> {
         l.iter().map(|i| self.eintup(i)).collect()
+    }
+
+    /// A `DIMS(..)` list; a literal `n` is the one component `n + 1`
+    /// (LANGUAGE.md s.4), which must fit in i64.
+    fn dims_list(&mut self, l: &[ast::DimsArg]) -> DimsList {
+        let mut v = Vec::new();
+        for a in l {
+            match a {
+                ast::DimsArg::Name(i) => v.push(DimsItem::Eintup(self.eintup(i))),
+                ast::DimsArg::Lit(n, span) => {
+                    if *n == i64::MAX {
+                        self.diags.push(
+                            Diagnostic::error("E0123", format!("integer `{n}` in `DIMS(..)` is too large"))
+                                .at(*span, "a literal `n` in DIMS is the component n+1, which overflows 64 bits"),
+                        );
+                    }
+                    v.push(DimsItem::Lit(*n));
+                }
+            }
+        }
+        DimsList(v)
     }
 
     fn stmt(&mut self, i: usize, s: &ast::Stmt) {
@@ -254,7 +275,7 @@ impl Resolver {
         let kind = match &e.kind {
             ExprKind::Int(n) => IndexKind::Lit(*n),
             ExprKind::Name(id) => IndexKind::Var(self.eintup(id)),
-            ExprKind::Dims(l) => IndexKind::Dims(self.eintup_list(l)),
+            ExprKind::Dims(l) => IndexKind::Dims(self.dims_list(l)),
             ExprKind::Rank(l) => IndexKind::Rank(self.eintup_list(l)),
             ExprKind::Flat(es) => {
                 let mut v = Vec::new();
@@ -368,7 +389,7 @@ impl Resolver {
             ExprKind::Float(f) => (OpKind::ConstFloat(*f), ElemType::Float),
             ExprKind::Rank(l) => (OpKind::Rank(self.eintup_list(l)), ElemType::Int),
             ExprKind::DimsAt(l, t) => {
-                let l = self.eintup_list(l);
+                let l = self.dims_list(l);
                 let t = self.index(t, Ctx::Index)?;
                 (OpKind::DimsAt(l, t), ElemType::Int)
             }
@@ -505,7 +526,7 @@ impl Resolver {
         let kind = match &e.kind {
             ExprKind::Int(n) => IndexKind::Lit(*n),
             ExprKind::Rank(l) => IndexKind::Rank(self.eintup_list(l)),
-            ExprKind::Dims(l) if subject == ConstraintSubject::Dims => IndexKind::Dims(self.eintup_list(l)),
+            ExprKind::Dims(l) if subject == ConstraintSubject::Dims => IndexKind::Dims(self.dims_list(l)),
             ExprKind::Dims(_) => {
                 self.diags.push(
                     Diagnostic::error("E0120", "a rank constraint may only use RANK(..) and integers")

@@ -84,7 +84,7 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDiv
     Ok(match &e.kind {
         IndexKind::Lit(n) => IVal::Scalar(point(*n)),
         IndexKind::Rank(l) => IVal::Scalar(point(l.iter().map(|t| get(t).len() as i64).sum())),
-        IndexKind::Dims(l) => IVal::Tuple(l.iter().flat_map(get).map(point).collect()),
+        IndexKind::Dims(l) => IVal::Tuple(l.value(|t| Some(get(&t))).ok_or(BoundError::Overflow(e.span))?.into_iter().map(point).collect()),
         IndexKind::Var(t) => {
             // Component by component: a zero dim empties only the result
             // components it feeds (so `x[z]` has shape DIMS(z) = [0, 6],
@@ -217,11 +217,10 @@ pub fn eval_static(e: &IndexExpr, dims: &[Option<Vec<i64>>], ranks: &[usize]) ->
             Value::Scalar(s)
         }
         IndexKind::Dims(l) => {
-            let mut v = Vec::new();
-            for t in l {
-                v.extend(get(*t)?);
+            if let Some(t) = l.eintups().find(|t| get(*t).is_err()) {
+                return Err(EvalError::Unknown(t));
             }
-            Value::Tuple(v)
+            Value::Tuple(l.value(|t| get(t).ok()).ok_or(EvalError::Overflow(e.span))?)
         }
         IndexKind::Bin(op, a, b) => {
             let x = eval_static(a, dims, ranks)?;
@@ -262,7 +261,7 @@ pub fn broadcast(v: &Value, rank: usize) -> Option<Vec<i64>> {
 /// Eintups whose DIMS a static expression reads.
 pub fn dims_refs(e: &IndexExpr, out: &mut Vec<EintupId>) {
     match &e.kind {
-        IndexKind::Dims(l) => out.extend(l),
+        IndexKind::Dims(l) => out.extend(l.eintups()),
         IndexKind::Bin(_, a, b) => {
             dims_refs(a, out);
             dims_refs(b, out);
@@ -285,7 +284,7 @@ mod tests {
         x(IndexKind::Lit(n))
     }
     fn dims(t: usize) -> IndexExpr {
-        x(IndexKind::Dims(vec![t]))
+        x(IndexKind::Dims(DimsList::of([t])))
     }
     fn bin(op: IndexOp, a: IndexExpr, b: IndexExpr) -> IndexExpr {
         x(IndexKind::Bin(op, Box::new(a), Box::new(b)))
@@ -330,6 +329,21 @@ mod tests {
         assert_eq!(bound(&bin(Sub, var(0), lit(10)), &e), Ok(vec![0, 0]));
         // t - 5: comp 0 max = -1 -> 0; comp 1 max = 1 -> 2
         assert_eq!(bound(&bin(Sub, var(0), lit(5)), &e), Ok(vec![0, 2]));
+    }
+
+    #[test]
+    fn dims_list_literals() {
+        use DimsItem::*;
+        // DIMS(0, s, 2) with s = [3, 2] is [1, 3, 2, 3] (a literal n is the
+        // one component n+1); its bound is one more, component-wise.
+        let l = x(IndexKind::Dims(DimsList(vec![Lit(0), Eintup(1), Lit(2)])));
+        assert_eq!(bound(&l, &env()), Ok(vec![2, 4, 3, 4]));
+        let d = vec![Some(vec![5, 7]), Some(vec![3, 2])];
+        assert_eq!(eval_static(&l, &d, &[2, 2]), Ok(Value::Tuple(vec![1, 3, 2, 3])));
+        // t * DIMS(0, s, 2) with t of rank 4 = [2, 2, 2, 2]: max (1,3,2,3) -> +1.
+        let e = vec![vec![2, 2, 2, 2], vec![3, 2]];
+        let l = x(IndexKind::Dims(DimsList(vec![Lit(0), Eintup(1), Lit(2)])));
+        assert_eq!(bound(&bin(IndexOp::Mul, var(0), l), &e), Ok(vec![2, 4, 3, 4]));
     }
 
     #[test]
@@ -435,7 +449,7 @@ pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsErro
         let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
         let at = |b: &Bound, k: usize| match b {
             Bound::Int(i) => *i,
-            Bound::DimsAt(l) => l.iter().flat_map(|t| dims[*t].iter().copied()).nth(k).unwrap_or(0),
+            Bound::DimsAt(l) => l.value(|t| dims.get(t).cloned()).and_then(|v| v.get(k).copied()).unwrap_or(0),
         };
         Ok((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
     };
