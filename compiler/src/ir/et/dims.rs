@@ -136,8 +136,9 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDiv
 fn iv_op(op: IndexOp, p: (i128, i128), q: (i128, i128)) -> Option<(i128, i128)> {
     let mm = |v: [i128; 4]| (v.iter().copied().min().unwrap_or(0), v.iter().copied().max().unwrap_or(0));
     Some(match op {
-        IndexOp::Add => (p.0 + q.0, p.1 + q.1),
-        IndexOp::Sub => (p.0 - q.1, p.1 - q.0),
+        // Checked: products of huge dims come near i128's range.
+        IndexOp::Add => (p.0.checked_add(q.0)?, p.1.checked_add(q.1)?),
+        IndexOp::Sub => (p.0.checked_sub(q.1)?, p.1.checked_sub(q.0)?),
         IndexOp::Mul => {
             let v = [p.0.checked_mul(q.0)?, p.0.checked_mul(q.1)?, p.1.checked_mul(q.0)?, p.1.checked_mul(q.1)?];
             mm(v)
@@ -417,6 +418,66 @@ mod tests {
         assert_eq!(scalar_op(FloorDiv, -7, 2), Some(-4));
         assert_eq!(scalar_op(Mod, -7, 2), Some(1));
         assert_eq!(scalar_op(CeilDiv, 7, 2), Some(4));
+    }
+}
+
+/// The first subexpression of `e` (outermost first) whose values, over the
+/// configuration of a specialised module, may leave i64: compiled code
+/// computes indices in i64 and would wrap into a wrong cell, so such a
+/// configuration is refused (`specialize`, E0318) rather than run
+/// differently on different backends. Slices take any INT value.
+pub fn index_overflow(m: &Module, e: &IndexExpr) -> Option<Span> {
+    let dims: Vec<Vec<i64>> = m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
+    // The length of each slice in `e` (its `:` slot eintup's only dim), by span.
+    let mut lens = Vec::new();
+    slice_lens(m, e, &mut lens);
+    let ranges = |_: ArrayId, span: Span| -> Result<Vec<(i64, i64)>, BoundError> {
+        let len = lens.iter().find(|(s, _)| *s == span).map_or(0, |(_, n)| *n);
+        Ok(vec![(i64::from(i32::MIN), i64::from(i32::MAX)); len])
+    };
+    first_overflow(e, &dims, &ranges)
+}
+
+fn slice_lens(m: &Module, e: &IndexExpr, out: &mut Vec<(Span, usize)>) {
+    match &e.kind {
+        IndexKind::Slice { array, indices } => {
+            let colon = indices.iter().position(|s| matches!(s, IndexSlot::Colon(_)));
+            let len = colon
+                .and_then(|k| m.arrays.get(*array)?.positions.get(k)?.dims.as_ref()?.first().copied())
+                .unwrap_or(0);
+            out.push((e.span, len.max(0) as usize));
+            for s in indices {
+                if let IndexSlot::Expr(x) = s {
+                    slice_lens(m, x, out);
+                }
+            }
+        }
+        IndexKind::Flat(v) => v.iter().for_each(|x| slice_lens(m, x, out)),
+        IndexKind::Bin(_, a, b) => {
+            slice_lens(m, a, out);
+            slice_lens(m, b, out);
+        }
+        _ => {}
+    }
+}
+
+fn first_overflow(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Option<Span> {
+    let fits = |iv: &Iv| iv.is_none_or(|(lo, hi)| lo >= i64::MIN as i128 && hi <= i64::MAX as i128);
+    match interval(e, dims, slices, ZeroDivisor::Empty) {
+        Err(BoundError::Overflow(sp)) => return Some(sp),
+        Err(_) => return None,
+        Ok(IVal::Scalar(iv)) if !fits(&iv) => return Some(e.span),
+        Ok(IVal::Tuple(v)) if !v.iter().all(fits) => return Some(e.span),
+        Ok(_) => {}
+    }
+    match &e.kind {
+        IndexKind::Flat(v) => v.iter().find_map(|x| first_overflow(x, dims, slices)),
+        IndexKind::Slice { indices, .. } => indices.iter().find_map(|s| match s {
+            IndexSlot::Expr(x) => first_overflow(x, dims, slices),
+            IndexSlot::Colon(_) => None,
+        }),
+        IndexKind::Bin(_, a, b) => first_overflow(a, dims, slices).or_else(|| first_overflow(b, dims, slices)),
+        _ => None,
     }
 }
 
