@@ -256,8 +256,14 @@ impl<'a> Space<'a> {
         for b in binds {
             match m.eintup_by_name(&b.name) {
                 Some(e) => bound[e] = Some(b.dims.clone()),
-                None => diags.push(Diagnostic::error("E0302", format!("--bind names `{}`, which is not an eintup of this program", b.name))
-                    .note(format!("eintups: {}", m.eintups.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")))),
+                None => {
+                    let names = || m.eintups.iter().map(|e| e.name.as_str());
+                    let mut d = Diagnostic::error("E0302", format!("--bind names `{}`, which is not an eintup of this program", b.name));
+                    if let Some(hint) = et_grammar::suggest::did_you_mean(&b.name, names()) {
+                        d = d.note(hint);
+                    }
+                    diags.push(d.note(format!("eintups: {}", names().collect::<Vec<_>>().join(", "))));
+                }
             }
         }
         let supplied = inputs::resolve(m, inputs).unwrap_or_else(|d| {

@@ -9,6 +9,7 @@
 use super::{Constraint, Program, Rel};
 use crate::ir::et::*;
 use et_grammar::ast::{self, AssignOp, BinOp, ConstraintRel, ConstraintSubject, ExprKind};
+use et_grammar::suggest::did_you_mean;
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashMap;
 
@@ -77,10 +78,12 @@ impl Resolver {
                     ast::CallValue::Array(id) => match self.array_ids.get(&id.name) {
                         Some(&x) => CallArg::Array(x),
                         None => {
-                            self.diags.push(
-                                Diagnostic::error("E0114", format!("unknown array `{}` in the framework call", id.name))
-                                    .at(id.span, "not an array of the program"),
-                            );
+                            let mut d = Diagnostic::error("E0114", format!("unknown array `{}` in the framework call", id.name))
+                                .at(id.span, "not an array of the program");
+                            if let Some(n) = did_you_mean(&id.name, self.written_arrays().iter().map(String::as_str)) {
+                                d = d.note(n);
+                            }
+                            self.diags.push(d);
                             continue;
                         }
                     },
@@ -97,20 +100,37 @@ impl Resolver {
             for n in &outs.names {
                 match self.array_ids.get(&n.name) {
                     Some(&x) => self.module.outputs.push(x),
-                    None => self.diags.push(
-                        Diagnostic::error("E0114", format!("unknown array `{}` in the outputs section", n.name))
-                            .at(n.span, "not an array of the program"),
-                    ),
+                    None => {
+                        let mut d = Diagnostic::error("E0114", format!("unknown array `{}` in the outputs section", n.name))
+                            .at(n.span, "not an array of the program");
+                        if let Some(hint) = did_you_mean(&n.name, self.written_arrays().iter().map(String::as_str)) {
+                            d = d.note(hint);
+                        }
+                        self.diags.push(d);
+                    }
                 }
             }
         }
+        // Every eintup so far is mentioned by a statement or the call;
+        // the constraints may only add helpers of those.
+        let program_eintups = self.module.eintups.len();
         let mut constraints = Vec::new();
         for c in &file.constraints {
             if let Some(c) = self.constraint(c) {
                 constraints.push(c);
             }
         }
+        self.diags.extend(super::constraints::unused_names(&self.module, program_eintups, &constraints));
+        self.diags.extend(super::constraints::dims_cycle(&self.module, &constraints));
         Program { module: std::mem::replace(&mut self.module, Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![] }), constraints }
+    }
+
+    /// Names of the arrays some statement writes (candidates for "did you
+    /// mean"), sorted so the hint does not depend on hashing.
+    fn written_arrays(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.array_names.iter().filter(|(_, w)| w.is_some()).map(|(n, _)| n.clone()).collect();
+        v.sort();
+        v
     }
 
     fn eintup(&mut self, id: &ast::Ident) -> EintupId {
@@ -263,10 +283,14 @@ impl Resolver {
                     .also(*lhs_span, "first written here")
                     .note("the first statement that mentions an array must have it on the left"),
             ),
-            _ => self.diags.push(
-                Diagnostic::error("E0101", format!("unknown array `{}`", acc.array.name))
-                    .at(acc.array.span, "no statement writes this array"),
-            ),
+            _ => {
+                let mut d = Diagnostic::error("E0101", format!("unknown array `{}`", acc.array.name))
+                    .at(acc.array.span, "no statement writes this array");
+                if let Some(n) = did_you_mean(&acc.array.name, self.written_arrays().iter().map(String::as_str)) {
+                    d = d.note(n);
+                }
+                self.diags.push(d);
+            }
         }
         None
     }
@@ -519,7 +543,7 @@ impl Resolver {
             }
             ConstraintRel::Eq(e) => Rel::Eq(self.cexpr(e, c.subject)?),
         };
-        Some(Constraint { subject: c.subject, target, rel, span: c.span })
+        Some(Constraint { subject: c.subject, target, rel, span: c.span, target_span: c.target.span })
     }
 
     fn cexpr(&mut self, e: &ast::Expr, subject: ConstraintSubject) -> Option<IndexExpr> {
