@@ -53,7 +53,10 @@ pub fn unused_names(m: &Module, program: usize, constraints: &[Constraint]) -> V
     }
     // A helper read by a constraint but given dims by none: drawn
     // silently, which is how a typo on a right side would show.
-    let defined: Vec<bool> = (0..n).map(|e| constraints.iter().any(|c| c.target == e)).collect();
+    let mut defined = vec![false; n];
+    for c in constraints {
+        defined[c.target] = true;
+    }
     for e in program..n {
         if used[e] && !defined[e] && !reported[e] {
             let name = &m.eintups[e].name;

@@ -70,7 +70,7 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
     if !diags.is_empty() {
         return Err(diags);
     }
-    overflowing_indices(m, &mut diags);
+    overflowing_indices(m, &dims, &mut diags);
     if !diags.is_empty() {
         return Err(diags);
     }
@@ -119,7 +119,7 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
 /// of `DIMS(..)[t]`) whose arithmetic may leave i64 in this configuration:
 /// the interpreter would skip those points, compiled code would wrap into
 /// a wrong cell; out of range must never mean a wrap (issue #20, item 4).
-fn overflowing_indices(m: &Module, diags: &mut Vec<Diagnostic>) {
+fn overflowing_indices(m: &Module, dims: &[Vec<i64>], diags: &mut Vec<Diagnostic>) {
     let mut exprs: Vec<&IndexExpr> = Vec::new();
     for s in &m.stmts {
         let slots = s.indices.iter().chain(s.ops.iter().flat_map(|op| match &op.kind {
@@ -136,7 +136,7 @@ fn overflowing_indices(m: &Module, diags: &mut Vec<Diagnostic>) {
         }));
     }
     for e in exprs {
-        if let Some(sp) = index_overflow(m, e) {
+        if let Some(sp) = index_overflow(m, dims, e) {
             diags.push(
                 Diagnostic::error("E0318", "index arithmetic can leave the 64-bit range in this configuration")
                     .at(sp, "its values reach beyond 2^63 for some points")

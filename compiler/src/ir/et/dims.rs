@@ -425,9 +425,9 @@ mod tests {
 /// configuration of a specialised module, may leave i64: compiled code
 /// computes indices in i64 and would wrap into a wrong cell, so such a
 /// configuration is refused (`specialize`, E0318) rather than run
-/// differently on different backends. Slices take any INT value.
-pub fn index_overflow(m: &Module, e: &IndexExpr) -> Option<Span> {
-    let dims: Vec<Vec<i64>> = m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
+/// differently on different backends. Slices take any INT value. `dims`
+/// are the module's eintups' dims (computed once by the caller).
+pub fn index_overflow(m: &Module, dims: &[Vec<i64>], e: &IndexExpr) -> Option<Span> {
     // The length of each slice in `e` (its `:` slot eintup's only dim), by span.
     let mut lens = Vec::new();
     slice_lens(m, e, &mut lens);
@@ -435,7 +435,7 @@ pub fn index_overflow(m: &Module, e: &IndexExpr) -> Option<Span> {
         let len = lens.iter().find(|(s, _)| *s == span).map_or(0, |(_, n)| *n);
         Ok(vec![(i64::from(i32::MIN), i64::from(i32::MAX)); len])
     };
-    first_overflow(e, &dims, &ranges)
+    first_overflow(e, dims, &ranges)
 }
 
 fn slice_lens(m: &Module, e: &IndexExpr, out: &mut Vec<(Span, usize)>) {
