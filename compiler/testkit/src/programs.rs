@@ -16,7 +16,8 @@
 //! cleanly.
 //!
 //! What the strategies draw:
-//! - index expressions: eintups, literals `0..4`, `DIMS(t)`, `RANK(t)`,
+//! - index expressions: eintups, literals `0..4`, `DIMS(t)`, `DIMS(n)`
+//!   (a literal in a DIMS list), `RANK(t)`,
 //!   `+ - * // //^ %`, `FLAT(..)`, slices `a[t, .., :]` of defined arrays;
 //! - right-hand sides: reads, INT literals `-3..10`, the FLOAT literal
 //!   `2.5`, `DIMS(l)[t]`, `RANK(t)`, `RANDOM(lo, hi, INT|FLOAT)`,
@@ -40,6 +41,8 @@ pub enum Ix {
     Var(usize),
     Lit(i64),
     Dims(usize),
+    /// `DIMS(n)`: a literal in a DIMS list, the one component `n+1`.
+    DimsLit(i64),
     Rank(usize),
     /// With `true`, a `* // //^ %` gets a static right operand (the static
     /// rules of LANGUAGE.md s.4); with `false` it may break them.
@@ -78,6 +81,7 @@ pub fn ix() -> impl Strategy<Value = Ix> {
         6 => e.clone().prop_map(Ix::Var),
         1 => (0i64..4).prop_map(Ix::Lit),
         1 => e.clone().prop_map(Ix::Dims),
+        1 => (0i64..3).prop_map(Ix::DimsLit),
         1 => e.clone().prop_map(Ix::Rank),
         1 => (0..3usize, e).prop_map(|(a, t)| Ix::Slice(a, t)),
     ];
@@ -124,10 +128,11 @@ fn render_ix(e: &Ix, defined: &Defined, first_mention: bool) -> String {
         Ix::Var(t) => EINTUPS[*t].to_string(),
         Ix::Lit(n) => n.to_string(),
         Ix::Dims(t) => format!("DIMS({})", EINTUPS[*t]),
+        Ix::DimsLit(n) => format!("DIMS({n})"),
         Ix::Rank(t) => format!("RANK({})", EINTUPS[*t]),
         Ix::Bin(op, a, b, strict) => {
             let right = match &**b {
-                Ix::Lit(_) | Ix::Dims(_) | Ix::Rank(_) => render_ix(b, defined, first_mention),
+                Ix::Lit(_) | Ix::Dims(_) | Ix::DimsLit(_) | Ix::Rank(_) => render_ix(b, defined, first_mention),
                 Ix::Var(t) if *strict && !matches!(*op, "+" | "-") => format!("DIMS({})", EINTUPS[*t]),
                 _ if *strict && !matches!(*op, "+" | "-") => "2".to_string(),
                 _ => render_ix(b, defined, first_mention),
