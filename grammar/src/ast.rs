@@ -118,6 +118,25 @@ pub struct Expr {
     pub span: Span,
 }
 
+/// One entry of a `DIMS(..)` list: an eintup (its dims), or a
+/// non-negative integer literal `n`, which contributes the one component
+/// `n + 1` (LANGUAGE.md s.4 and s.5), as in the original tool's
+/// `strides=DIMS(0,stride,0)`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DimsArg {
+    Name(Ident),
+    Lit(i64, Span),
+}
+
+impl DimsArg {
+    pub fn span(&self) -> Span {
+        match self {
+            DimsArg::Name(i) => i.span,
+            DimsArg::Lit(_, s) => *s,
+        }
+    }
+}
+
 /// One expression grammar serves index expressions, right-hand sides and
 /// constraint expressions; which forms are legal where is decided by `sema`
 /// (so the user gets "not allowed in an index" rather than a parse error).
@@ -128,9 +147,9 @@ pub enum ExprKind {
     /// An eintup used as a value (index position) — or a misplaced name.
     Name(Ident),
     /// `DIMS(a, b, ...)`: concatenated dims, a static tuple.
-    Dims(Vec<Ident>),
+    Dims(Vec<DimsArg>),
     /// `DIMS(a, ...)[t]`: component `t` of a static vector (right-hand side).
-    DimsAt(Vec<Ident>, Box<Expr>),
+    DimsAt(Vec<DimsArg>, Box<Expr>),
     /// `RANK(a, b, ...)`: sum of ranks, a static scalar.
     Rank(Vec<Ident>),
     /// `FLAT(e1, ..., ek)`: row-major position inside `DIMS(e1, ..., ek)`.
@@ -168,13 +187,13 @@ pub enum CallValue {
     /// An array of the program, passed by name.
     Array(Ident),
     /// `DIMS(..)`: a list of ints.
-    Dims(Vec<Ident>),
+    Dims(Vec<DimsArg>),
     /// `RANK(..)`: an int.
     Rank(Vec<Ident>),
     /// `L(literal)`, or a bare literal.
     Literal(Literal),
     /// `TENSOR(DIMS(..))`: a constant int tensor.
-    Tensor(Vec<Ident>),
+    Tensor(Vec<DimsArg>),
 }
 
 #[derive(Clone, Debug, PartialEq)]

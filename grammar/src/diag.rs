@@ -85,15 +85,18 @@ impl Diagnostic {
         match self.primary_span() {
             Some(span) => {
                 let (line, col) = line_col(source, span.start);
-                out.push_str(&format!("{file_name}:{line}:{col}: {kind}[{}]: {}\n", self.code, self.message));
+                out.push_str(&format!("{file_name}:{line}:{col}: {kind}[{}]: {}\n", self.code, visible_text(&self.message)));
             }
-            None => out.push_str(&format!("{file_name}: {kind}[{}]: {}\n", self.code, self.message)),
+            None => out.push_str(&format!("{file_name}: {kind}[{}]: {}\n", self.code, visible_text(&self.message))),
         }
         // Long lines are shown as a window around the labels (a minified
         // file must not echo megabytes per error); the header above keeps
         // the true line and column.
         let spans: Vec<Span> = self.labels.iter().map(|l| l.span).collect();
         let (shown, spans) = excerpt(source, &spans);
+        // Control and invisible characters are shown escaped, so the
+        // terminal never receives them and the caret has a width.
+        let (shown, spans) = visible(&shown, &spans);
         let true_location = self.primary_span().map(|s| line_col(source, s.start));
         let source = shown.as_str();
         let file = SimpleFile::new(file_name, source);
@@ -109,14 +112,14 @@ impl Diagnostic {
             .map(|(l, span)| {
                 let range = clamp(span, source.len());
                 let label = if l.primary { CsLabel::primary((), range) } else { CsLabel::secondary((), range) };
-                label.with_message(l.message.clone())
+                label.with_message(visible_text(&l.message))
             })
             .collect();
         let cs = CsDiagnostic::new(severity)
             .with_code(self.code)
-            .with_message(self.message.clone())
+            .with_message(visible_text(&self.message))
             .with_labels(labels)
-            .with_notes(self.notes.clone());
+            .with_notes(self.notes.iter().map(|n| visible_text(n)).collect());
         let config = Config { chars: Chars::ascii(), ..Config::default() };
         match term::emit_into_string(&config, &file, &cs) {
             // codespan's first line repeats our header; keep only the snippet.
@@ -201,6 +204,57 @@ fn excerpt(source: &str, spans: &[Span]) -> (String, Vec<Span>) {
     (out, spans)
 }
 
+/// Characters a snippet must not echo as they are: control characters
+/// (ESC would drive the terminal, BEL ring it; a CR not ending a line would
+/// overwrite it) and invisible ones (zero-width spaces and joiners, bidi
+/// controls that reorder the line as "Trojan source" does, the BOM), which
+/// would get no caret. Tab and newline are layout, kept.
+fn hidden(c: char, next: Option<char>) -> bool {
+    match c {
+        '\n' | '\t' => false,
+        '\r' => next != Some('\n'),
+        '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}' => true,
+        c => c.is_control(),
+    }
+}
+
+/// `text` with every [`hidden`] character written as `\u{XX}`; `spans`
+/// mapped onto the result (a span over such a character covers its
+/// escape, so the caret is as wide as what is shown).
+fn visible(text: &str, spans: &[Span]) -> (String, Vec<Span>) {
+    let mut out = String::with_capacity(text.len());
+    // (old byte offset, new byte offset) at the start of every escaped char
+    // and just after it; offsets between two entries shift alike.
+    let mut shifts: Vec<(usize, usize)> = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if hidden(c, chars.peek().map(|&(_, n)| n)) {
+            shifts.push((i, out.len()));
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            shifts.push((i + c.len_utf8(), out.len()));
+        } else {
+            out.push(c);
+        }
+    }
+    if shifts.is_empty() {
+        return (out, spans.to_vec());
+    }
+    let map = |o: usize| match shifts.partition_point(|&(old, _)| old <= o) {
+        0 => o,
+        k => {
+            let (old, new) = shifts[k - 1];
+            new + (o - old)
+        }
+    };
+    let spans = spans.iter().map(|s| Span::new(map(s.start), map(s.end.max(s.start)))).collect();
+    (out, spans)
+}
+
+/// A message, label or note with [`hidden`] characters escaped.
+fn visible_text(text: &str) -> String {
+    visible(text, &[]).0
+}
+
 /// At most this many diagnostics are rendered (as clang's
 /// `-ferror-limit`); the rest are counted in a final note.
 pub const MAX_RENDERED: usize = 20;
@@ -261,6 +315,27 @@ mod tests {
         assert_eq!(text.matches("error[E0001]").count(), MAX_RENDERED);
         assert!(text.ends_with("f.et: note: 5 more errors not shown (the first 20 are)\n"), "{text}");
         assert_eq!(render_all(&all[..2], "f.et", src).matches("error[E0001]").count(), 2);
+    }
+
+    #[test]
+    fn control_and_invisible_characters_are_escaped_with_a_caret() {
+        // ESC and BEL from the source never reach the terminal; a
+        // zero-width space gets a caret as wide as its escape.
+        let src = "y[i] = x[i] \u{1b}[31m + \u{7} 2\nz[i] = \u{200b}1\r\n";
+        for (c, esc) in [('\u{1b}', "\\u{1b}"), ('\u{7}', "\\u{7}"), ('\u{200b}', "\\u{200b}")] {
+            let at = src.find(c).unwrap();
+            let d = Diagnostic::error("E0001", format!("unexpected character {c:?}")).at(Span::new(at, at + c.len_utf8()), "here");
+            let text = d.render("f.et", src);
+            assert!(!text.chars().any(|x| x != '\n' && (x.is_control() || x == '\u{200b}')), "{text:?}");
+            let line = text.lines().find(|l| l.contains(esc) && l.contains(" | ")).unwrap_or_else(|| panic!("{text}"));
+            let caret = text.lines().find(|l| l.contains("^")).unwrap();
+            // The caret starts under the escape and is as wide as it.
+            assert_eq!(caret.find('^'), line.find(esc), "{text}");
+            assert_eq!(caret.matches('^').count(), esc.len(), "{text}");
+        }
+        // A message echoing such a character is escaped too; a CR ending a
+        // line is layout.
+        assert_eq!(visible_text("a\u{1b}b\r\nc\rd"), "a\\u{1b}b\r\nc\\u{d}d");
     }
 
     #[test]

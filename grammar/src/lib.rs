@@ -8,6 +8,7 @@ pub mod lexer;
 mod parse;
 pub mod print;
 pub mod span;
+pub mod suggest;
 
 #[allow(clippy::all, unused_parens, dead_code)]
 mod et {

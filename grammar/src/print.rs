@@ -31,6 +31,14 @@ fn names(ns: &[Ident]) -> String {
     ns.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
+fn dims_list(l: &[DimsArg]) -> String {
+    let item = |a: &DimsArg| match a {
+        DimsArg::Name(i) => i.name.clone(),
+        DimsArg::Lit(n, _) => n.to_string(),
+    };
+    l.iter().map(item).collect::<Vec<_>>().join(", ")
+}
+
 pub fn access(a: &Access) -> String {
     let args: Vec<String> = a
         .indices
@@ -48,8 +56,8 @@ pub fn expr(e: &Expr) -> String {
         ExprKind::Int(n) => n.to_string(),
         ExprKind::Float(x) => format!("{x:?}"),
         ExprKind::Name(i) => i.name.clone(),
-        ExprKind::Dims(ns) => format!("DIMS({})", names(ns)),
-        ExprKind::DimsAt(ns, t) => format!("DIMS({})[{}]", names(ns), expr(t)),
+        ExprKind::Dims(ns) => format!("DIMS({})", dims_list(ns)),
+        ExprKind::DimsAt(ns, t) => format!("DIMS({})[{}]", dims_list(ns), expr(t)),
         ExprKind::Rank(ns) => format!("RANK({})", names(ns)),
         ExprKind::Flat(es) => format!("FLAT({})", es.iter().map(expr).collect::<Vec<_>>().join(", ")),
         ExprKind::Access(a) => access(a),
@@ -66,9 +74,9 @@ fn call(c: &Call) -> String {
         .map(|a| {
             let v = match &a.value {
                 CallValue::Array(i) => i.name.clone(),
-                CallValue::Dims(ns) => format!("DIMS({})", names(ns)),
+                CallValue::Dims(ns) => format!("DIMS({})", dims_list(ns)),
                 CallValue::Rank(ns) => format!("RANK({})", names(ns)),
-                CallValue::Tensor(ns) => format!("TENSOR(DIMS({}))", names(ns)),
+                CallValue::Tensor(ns) => format!("TENSOR(DIMS({}))", dims_list(ns)),
                 CallValue::Literal(l) => format!("L({})", literal(l)),
             };
             match &a.keyword {

@@ -20,10 +20,10 @@
 //!   are equal;
 //! - FLOAT values of arrays that get one term per cell are bit-identical
 //!   (the sign of zero included; any NaN matches any NaN): every backend
-//!   evaluates each term with the same IEEE operations (no contraction
-//!   into FMA; in f32 each `+ - * /` rounds once, which equals the
-//!   interpreter's f64 operation rounded to f32) and RANDOM is one
-//!   formula;
+//!   evaluates each term with the same IEEE operations in the float width
+//!   (no contraction into FMA; in f32 every FLOAT operation, each step of
+//!   `// //^ %` included, is an f32 operation, docs/semantics.md) and
+//!   RANDOM is one formula;
 //! - FLOAT values of arrays written by a *summing* statement (one whose
 //!   variables do not all appear as bare eintups on the left, so several
 //!   combinations may add into one cell), and of arrays computed from
@@ -42,14 +42,11 @@
 //!   in the tally).
 //!
 //! Skipped on purpose (counted, and printed with `--nocapture`):
-//! - `--float f32` for programs with a FLOAT `//`, `//^` or `%`: the
-//!   interpreter computes them in f64 and rounds once, the backends compute
-//!   in f32 (issue #20 item 4, a language question, not a backend bug; see
-//!   `f32_float_floor_division_matches_the_interpreter`, ignored);
-//! - arrays computed by a FLOAT floor from a sum (above);
-//! - index arithmetic overflowing i64 (skipped by the interpreter, wrapping
-//!   on the host; issue #20 item 4) is out of the generator's reach: its
-//!   index values stay far below 2^63.
+//! - arrays computed by a FLOAT floor from a sum (above).
+//!
+//! Index arithmetic overflowing i64 is out of the generator's reach (its
+//! index values stay far below 2^63);
+//! `index_arithmetic_beyond_64_bits_is_refused_before_any_backend` covers it.
 //!
 //! `PROPTEST_CASES=N` runs N random programs instead of [`DEFAULT_CASES`].
 
@@ -91,8 +88,6 @@ enum Outcome {
     UserErrorEverywhere,
     /// Compared in f64 and f32.
     Compared,
-    /// Compared in f64 only: FLOAT `// //^ %` in f32 (issue #20 item 4).
-    ComparedF64Only,
 }
 
 /// (Array, float width) pairs left uncompared because a FLOAT floor acts
@@ -115,10 +110,8 @@ fn check(text: &str, seed: u64) -> Result<Outcome, String> {
     if !small(&m) {
         return Ok(Outcome::Large);
     }
-    let f32_too = !float_floor_ops(&m);
     let order = OrderSensitive::of(&m);
-    let widths = if f32_too { &WIDTHS[..] } else { &WIDTHS[..1] };
-    for &float in widths {
+    for float in WIDTHS {
         let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
         let want = match interp::run(&m, &opts) {
             Ok(w) => w,
@@ -157,17 +150,12 @@ fn check(text: &str, seed: u64) -> Result<Outcome, String> {
             }
         }
     }
-    Ok(if f32_too { Outcome::Compared } else { Outcome::ComparedF64Only })
+    Ok(Outcome::Compared)
 }
 
 /// Every statement's iteration space and every array within `MAX_WORK`.
 fn small(m: &Module) -> bool {
     m.largest_extent() <= MAX_WORK
-}
-
-/// Does the program compute a FLOAT `//`, `//^` or `%`?
-fn float_floor_ops(m: &Module) -> bool {
-    m.stmts.iter().any(|s| s.ops.iter().any(|o| o.ty.dtype == ElemType::Float && is_floor(&o.kind)))
 }
 
 fn is_floor(k: &OpKind) -> bool {
@@ -278,7 +266,7 @@ fn random_programs_agree_on_every_backend() {
         panic!("{e}");
     }
     // The generator must keep reaching the backends.
-    let compared = tally.get(&Outcome::Compared).copied().unwrap_or(0) + tally.get(&Outcome::ComparedF64Only).copied().unwrap_or(0);
+    let compared = tally.get(&Outcome::Compared).copied().unwrap_or(0);
     assert!(compared as u32 >= cases / 10, "only {compared} of {cases} programs were compared: {tally:?}");
 }
 
@@ -326,7 +314,7 @@ fn corner_programs_agree_on_every_backend() {
     let rejected = [cases[1], cases[4]];
     for c in cases {
         let outcomes = assert_agrees(c, 0..3);
-        let compared = outcomes.iter().all(|o| matches!(o, Outcome::Compared | Outcome::ComparedF64Only));
+        let compared = outcomes.iter().all(|o| *o == Outcome::Compared);
         assert_eq!(compared, !rejected.contains(&c), "{c}\n{outcomes:?}");
     }
 }
@@ -405,23 +393,55 @@ fn an_assignment_keeps_the_sign_of_a_zero_sum() {
     }
 }
 
-/// Issue #20 item 4, a language question left open: in `--float f32` the
-/// interpreter computes FLOAT `//`, `//^` and `%` in f64 and rounds once;
-/// the backends compute in f32. In f32, 2.5 / 0.1 rounds to 25 (2.5 // 0.1
-/// = 25, 2.5 % 0.1 = 0), in f64 it is 24.99999996 (24 and 0.09999996);
-/// 0.3 / 0.1 rounds to 3 in f32 (0.3 //^ 0.1 = 3) and is 3.00000007 in f64
-/// (4). The random programs skip f32 for programs with these operators.
+/// Issue #20 item 4: in `--float f32` the interpreter computed FLOAT `//`,
+/// `//^` and `%` in f64 and rounded once, the backends in f32. Every FLOAT
+/// operation is now computed in the float width (docs/semantics.md). In
+/// f32, 2.5 / 0.1 rounds to exactly 25 (2.5 // 0.1 = 25, 2.5 % 0.1 =
+/// 2.5 - fl(0.1 * 25) = 0), where f64 gives 24.99999996 (24 and
+/// 0.09999996); 0.3 / 0.1 rounds to 3 in f32 (0.3 //^ 0.1 = 3), 3.00000007
+/// in f64 (4).
 #[test]
-#[ignore = "issue #20 item 4: f32 FLOAT // //^ % differ between the interpreter (f64, rounded once) and the backends (f32)"]
 fn f32_float_floor_division_matches_the_interpreter() {
-    let src = Source::from_string("p.et", "x[] = 2.5 % 0.1\ny[] = 2.5 // 0.1\nz[] = 0.3 //^ 0.1\n");
+    let text = "x[] = 2.5 % 0.1\ny[] = 2.5 // 0.1\nz[] = 0.3 //^ 0.1\n";
+    let src = Source::from_string("p.et", text);
     let m = eintup::pipeline::specialized_for(&src, &[], &[], 0, FloatWidth::F32).unwrap().0;
     let opts = RunOptions { float: FloatWidth::F32, ..RunOptions::default() };
     let want = interp::run(&m, &opts).unwrap();
+    // The values of f32 arithmetic, step by step.
+    let f = |x: f32, y: f32| (x / y).floor();
+    let expect = [2.5f32 - 0.1f32 * f(2.5, 0.1), f(2.5, 0.1), (0.3f32 / 0.1f32).ceil()];
+    assert_eq!(expect, [0.0, 25.0, 3.0]);
+    for k in 0..expect.len() {
+        assert_eq!(want[k].data, Data::F32(vec![expect[k]]), "interpreter: `{}`", m.arrays[k].name);
+    }
     for b in BACKENDS {
         let got = execute(&src, &m, b, &opts, FpContract::Off).unwrap();
-        for k in 0..3 {
+        for k in 0..expect.len() {
             assert_eq!(got[k], want[k], "{b}: `{}`", m.arrays[k].name);
         }
+    }
+}
+
+/// Issue #20 item 4: `x[j*DIMS(big)]` with `j` in 0..5 and `big = 2^61`
+/// reaches 4 * 2^61 = 2^63, beyond i64. The interpreter skipped that point
+/// (y = [5, 0, 0, 0, 0]); compiled code wrapped 2^63 * 2 to 0 and read
+/// `x[0]` ([5, 0, 0, 0, 5] for big = 2^62). Such a configuration is now a
+/// user error (E0319) before any backend runs; one just inside the range
+/// runs alike everywhere, its reads beyond `x` out of bounds.
+#[test]
+fn index_arithmetic_beyond_64_bits_is_refused_before_any_backend() {
+    let src = Source::from_string("p.et", "x[i] = 5\ny[j] = x[j*DIMS(big)]\n");
+    let bind = |big: u64| vec!["i=[1]".to_string(), "j=[5]".to_string(), format!("big=[{big}]")];
+    for big in [1u64 << 61, 1 << 62] {
+        match eintup::pipeline::specialized_for(&src, &bind(big), &[], 0, FloatWidth::F64) {
+            Err(Failure::User(d)) => assert!(d.contains("error[E0319]"), "big = {big}: {d}"),
+            other => panic!("big = {big}: expected E0319, got {:?}", other.map(|_| ())),
+        }
+    }
+    // 4 * 2^60 = 2^62 fits: only j = 0 reads inside x.
+    let m = eintup::pipeline::specialized_for(&src, &bind(1 << 60), &[], 0, FloatWidth::F64).unwrap().0;
+    for b in [Backend::Interp, Backend::Cpu, Backend::Emu] {
+        let got = execute(&src, &m, b, &RunOptions::default(), FpContract::Off).unwrap();
+        assert_eq!(got[1].data, Data::I32(vec![5, 0, 0, 0, 0]), "{b}");
     }
 }

@@ -2,8 +2,9 @@
 //! caller-provided buffers. It is the oracle for the loop-level passes
 //! (each must leave the interpreted result unchanged) and mirrors the `et`
 //! interpreter's value semantics exactly (see `super::Exec::binary` and
-//! `execute`): i32 arithmetic wraps, f32 values are computed in f64 and
-//! rounded after every operation, RANDOM uses the shared generator.
+//! `execute`): i32 arithmetic wraps, every FLOAT operation is computed in
+//! the float width (`arith::float_binary`), RANDOM uses the shared
+//! generator.
 //!
 //! Parallel loops run sequentially in order, which is one of the orders
 //! their semantics allows. An offset outside its buffer is a compiler bug
@@ -190,7 +191,7 @@ impl Exec<'_> {
 fn binary(op: BinOp, d: DType, a: Val, b: Val) -> Result<Val, String> {
     Ok(match (a, b) {
         (Val::I(x), Val::I(y)) => Val::I(int_binary(op, x, y).ok_or_else(|| "`div` on i32 values".to_string())?),
-        (Val::F(x), Val::F(y)) => Val::F(fl(d, float_binary(op, x, y))),
+        (Val::F(x), Val::F(y)) => Val::F(float_binary(op, fl(d, x), fl(d, y), d == DType::F32)),
         _ => return Err(format!("`{}` on an i32 and a float value", op.spelling())),
     })
 }

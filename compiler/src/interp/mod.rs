@@ -348,10 +348,13 @@ impl Exec<'_, '_> {
         match (a, b) {
             (Val::I(x), Val::I(y)) => match int_binary(op, x, y) {
                 Some(v) => Val::I(v),
-                // INT / INT is FLOAT.
-                None => Val::F(self.fl(x as f64 / y as f64)),
+                // INT / INT is FLOAT: both converted to the float width,
+                // then divided in it.
+                None => Val::F(float_binary(op, self.fl(x as f64), self.fl(y as f64), self.f32)),
             },
-            _ => Val::F(self.fl(float_binary(op, self.fl(a.as_f64()), self.fl(b.as_f64())))),
+            // Operands converted (an INT) or already (a FLOAT) in the
+            // float width; the operation is computed in it.
+            _ => Val::F(float_binary(op, self.fl(a.as_f64()), self.fl(b.as_f64()), self.f32)),
         }
     }
 }

@@ -8,7 +8,7 @@
 use super::RunError;
 pub use crate::arith::{ceil_div, floor_div, floor_mod};
 use crate::ir::et::dims;
-use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind, VarList};
+use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind, VarList};
 use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;
 
@@ -111,12 +111,17 @@ impl<'m> Ctx<'m> {
         self.m.eintups.get(t).and_then(|e| e.dims.as_deref()).ok_or_else(|| internal("eintup without static dims (module not specialised)"))
     }
 
-    fn dims_of_list(&self, l: &[EintupId]) -> Result<Vec<i64>, RunError> {
-        let mut v = Vec::new();
-        for &t in l {
-            v.extend_from_slice(self.dims(t)?);
+    /// The static vector of a `DIMS(..)` list.
+    fn dims_of_list(&self, l: &DimsList) -> Result<Vec<i64>, RunError> {
+        for t in l.eintups() {
+            self.dims(t)?;
         }
-        Ok(v)
+        l.value(|t| self.dims(t).ok().map(<[i64]>::to_vec)).ok_or_else(|| internal("a DIMS(..) literal overflows i64"))
+    }
+
+    /// `RANK(list)`: the sum of the eintups' ranks.
+    fn rank_of_list(&self, l: &[EintupId]) -> Result<usize, RunError> {
+        l.iter().map(|&t| self.dims(t).map(|d| d.len())).sum()
     }
 
     fn position_dims(&self, a: ArrayId) -> Result<Vec<Vec<i64>>, RunError> {
@@ -134,10 +139,7 @@ impl<'m> Ctx<'m> {
                 (IExpr::Var { off, rank }, Some(rank), off + rank)
             }
             IndexKind::Lit(n) => (IExpr::Scalar(*n), None, 0),
-            IndexKind::Rank(l) => {
-                let r: usize = l.iter().map(|&t| self.dims(t).map(|d| d.len())).sum::<Result<_, _>>()?;
-                (IExpr::Scalar(r as i64), None, 0)
-            }
+            IndexKind::Rank(l) => (IExpr::Scalar(self.rank_of_list(l)? as i64), None, 0),
             IndexKind::Dims(l) => {
                 let v = self.dims_of_list(l)?;
                 let r = v.len();
@@ -308,7 +310,7 @@ pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
         let r = match &op.kind {
             OpKind::ConstInt(i) => ROp::Int(*i as i32),
             OpKind::ConstFloat(f) => ROp::Float(*f),
-            OpKind::Rank(l) => ROp::Int(cx.dims_of_list(l)?.len() as i32),
+            OpKind::Rank(l) => ROp::Int(cx.rank_of_list(l)? as i32),
             OpKind::DimsAt(l, t) => {
                 let vec = cx.dims_of_list(l)?;
                 let (t, _, level) = cx.expr(t)?;

@@ -22,7 +22,7 @@
 
 use super::PassError;
 use crate::ir::loops::FloatWidth;
-use crate::ir::et::{self, ArrayId, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
+use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
 use crate::ir::loops::*;
 use crate::ir::et::dims;
 use et_grammar::ast::{AssignOp, BinOp, ElemType};
@@ -195,6 +195,14 @@ impl<'m> StmtLowering<'m> {
         self.m.eintups.get(t).and_then(|e| e.dims.as_deref()).ok_or_else(|| internal("eintup without static dims"))
     }
 
+    /// The static vector of a `DIMS(..)` list.
+    fn dims_list(&self, l: &DimsList) -> Result<Vec<i64>, PassError> {
+        for t in l.eintups() {
+            self.dims(t)?;
+        }
+        l.value(|t| self.dims(t).ok().map(<[i64]>::to_vec)).ok_or_else(|| internal("a DIMS(..) literal overflows i64"))
+    }
+
     fn read_buf(&self, a: ArrayId) -> BufId {
         match self.redirect {
             Some((arr, snap)) if arr == a => snap,
@@ -216,13 +224,7 @@ impl<'m> StmtLowering<'m> {
                 }
                 Tup::Scalar(IExpr::Const(r))
             }
-            IndexKind::Dims(l) => {
-                let mut v = Vec::new();
-                for &t in l {
-                    v.extend(self.dims(t)?.iter().map(|&d| IExpr::Const(d)));
-                }
-                Tup::Tuple(v)
-            }
+            IndexKind::Dims(l) => Tup::Tuple(self.dims_list(l)?.into_iter().map(IExpr::Const).collect()),
             IndexKind::Flat(args) => {
                 let mut pos: Option<IExpr> = None;
                 for a in args {
@@ -456,10 +458,7 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
                 push(&mut values, VOp::Const(r as f64), DType::I32)
             }
             OpKind::DimsAt(l, t) => {
-                let mut table = Vec::new();
-                for &e in l {
-                    table.extend_from_slice(lw.dims(e)?);
-                }
+                let table = lw.dims_list(l)?;
                 let idx = lw.expr(t)?.at(0);
                 lw.in_range(idx.clone(), table.len() as i64);
                 push(&mut values, VOp::Lookup { table, index: idx }, DType::I32)

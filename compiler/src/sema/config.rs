@@ -231,7 +231,7 @@ fn mentioned(e: &crate::ir::et::IndexExpr, out: &mut Vec<EintupId>) {
     use crate::ir::et::{IndexKind, IndexSlot};
     match &e.kind {
         IndexKind::Var(t) => out.push(*t),
-        IndexKind::Dims(l) => out.extend(l),
+        IndexKind::Dims(l) => out.extend(l.eintups()),
         IndexKind::Lit(_) | IndexKind::Rank(_) => {}
         IndexKind::Flat(v) => v.iter().for_each(|x| mentioned(x, out)),
         IndexKind::Slice { indices, .. } => indices.iter().for_each(|s| {
@@ -257,8 +257,14 @@ impl<'a> Space<'a> {
         for b in binds {
             match m.eintup_by_name(&b.name) {
                 Some(e) => bound[e] = Some(b.dims.clone()),
-                None => diags.push(Diagnostic::error("E0302", format!("--bind names `{}`, which is not an eintup of this program", b.name))
-                    .note(format!("eintups: {}", m.eintups.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")))),
+                None => {
+                    let names = || m.eintups.iter().map(|e| e.name.as_str());
+                    let mut d = Diagnostic::error("E0302", format!("--bind names `{}`, which is not an eintup of this program", b.name));
+                    if let Some(hint) = et_grammar::suggest::did_you_mean(&b.name, names()) {
+                        d = d.note(hint);
+                    }
+                    diags.push(d.note(format!("eintups: {}", names().collect::<Vec<_>>().join(", "))));
+                }
             }
         }
         let supplied = inputs::resolve(m, inputs).unwrap_or_else(|d| {

@@ -74,7 +74,7 @@ pub enum InferError {
 fn mentions(e: &IndexExpr, t: EintupId) -> bool {
     match &e.kind {
         IndexKind::Var(x) => *x == t,
-        IndexKind::Dims(l) => l.contains(&t),
+        IndexKind::Dims(l) => l.eintups().any(|x| x == t),
         IndexKind::Lit(_) | IndexKind::Rank(_) => false,
         IndexKind::Flat(v) => v.iter().any(|x| mentions(x, t)),
         IndexKind::Slice { indices, .. } => indices.iter().any(|s| matches!(s, IndexSlot::Expr(x) if mentions(x, t))),
@@ -86,7 +86,7 @@ fn mentions(e: &IndexExpr, t: EintupId) -> bool {
 fn mentioned(e: &IndexExpr, out: &mut Vec<EintupId>) {
     match &e.kind {
         IndexKind::Var(x) => out.push(*x),
-        IndexKind::Dims(l) => out.extend(l),
+        IndexKind::Dims(l) => out.extend(l.eintups()),
         IndexKind::Lit(_) | IndexKind::Rank(_) => {}
         IndexKind::Flat(v) => v.iter().for_each(|x| mentioned(x, out)),
         IndexKind::Slice { indices, .. } => {

@@ -51,10 +51,11 @@ pub fn resolve(m: &Module, inputs: &[InputShape]) -> Result<Vec<(ArrayId, Vec<i6
         match m.array_by_name(name) {
             None => {
                 let names: Vec<&str> = m.arrays.iter().filter(|a| a.is_input).map(|a| a.name.as_str()).collect();
-                diags.push(
-                    Diagnostic::error("E0401", format!("`--input {name}=...`: the program has no array named `{name}`"))
-                        .note(format!("the input arrays are: {}", if names.is_empty() { "(none)".to_string() } else { names.join(", ") })),
-                );
+                let mut d = Diagnostic::error("E0401", format!("`--input {name}=...`: the program has no array named `{name}`"));
+                if let Some(hint) = et_grammar::suggest::did_you_mean(name, names.iter().copied()) {
+                    d = d.note(hint);
+                }
+                diags.push(d.note(format!("the input arrays are: {}", if names.is_empty() { "(none)".to_string() } else { names.join(", ") })));
             }
             Some(a) if !m.arrays[a].is_input => diags.push(
                 Diagnostic::error("E0402", format!("`--input {name}=...`: array `{name}` is not an input"))

@@ -3,6 +3,8 @@
 //! Stages, each its own module:
 //! - [`resolve`]: names, array signatures, SSA right-hand sides, every static
 //!   error that needs no shapes (E01xx);
+//! - [`constraints`]: what the constraints section must satisfy as a whole
+//!   (names the program uses, no dims cycle), checked by `resolve`;
 //! - [`ranks`]: rank inference as a union-find over eintups, every equation
 //!   kept with its reason so contradictions can be explained (E02xx);
 //! - [`config`]: bindings, rank combinations and dims draws (E03xx);
@@ -12,6 +14,7 @@
 //! - [`specialize`]: substitute one configuration into the module.
 
 pub mod config;
+pub mod constraints;
 pub mod infer_dims;
 pub mod inputs;
 pub mod rank_limit;
@@ -43,6 +46,8 @@ pub struct Constraint {
     pub rel: Rel,
     /// The whole constraint line.
     pub span: Span,
+    /// The target's name (`ipos` in `DIMS(ipos) IN [6, 12]`).
+    pub target_span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -23,8 +23,9 @@ pub enum Term {
     Scalar,
     Fixed(usize),
     Var(EintupId),
-    /// `DIMS(a, b, ..)`: sum of ranks.
-    Sum(Vec<EintupId>),
+    /// `DIMS(a, b, ..)`: sum of ranks, plus one per literal in the list
+    /// (`DIMS(0, stride, 0)` has rank `RANK(stride) + 2`).
+    Sum(Vec<EintupId>, usize),
     /// A slice: rank = the only dim of this (slot) eintup.
     SliceDim(EintupId),
 }
@@ -122,9 +123,14 @@ impl<'a> Builder<'a> {
         match &e.kind {
             IndexKind::Var(t) => Term::Var(*t),
             IndexKind::Lit(_) | IndexKind::Rank(_) => Term::Scalar,
-            IndexKind::Dims(l) if l.len() == 1 => Term::Var(l[0]),
-            IndexKind::Dims(l) if l.is_empty() => Term::Fixed(0),
-            IndexKind::Dims(l) => Term::Sum(l.clone()),
+            IndexKind::Dims(l) => {
+                let ts: Vec<EintupId> = l.eintups().collect();
+                match (&ts[..], l.literals()) {
+                    ([t], 0) => Term::Var(*t),
+                    ([], n) => Term::Fixed(n),
+                    (_, n) => Term::Sum(ts, n),
+                }
+            }
             IndexKind::Flat(v) => {
                 for x in v {
                     self.term(x);
@@ -143,10 +149,13 @@ impl<'a> Builder<'a> {
                 let (ta, tb) = (self.term(a), self.term(b));
                 let fact = Fact { span: e.span, label: "operands of one index expression have one rank".into() };
                 self.equate(&ta, &tb, &fact);
-                if ta == Term::Scalar {
-                    tb
-                } else {
-                    ta
+                // The expression's rank is either operand's; an eintup
+                // represents it best, since equations between eintups are
+                // unions (in `DIMS(0,s,0)*q` the position gets `q`'s class,
+                // while `RANK(s) + 2` is only checked per configuration).
+                match (&ta, &tb) {
+                    (Term::Scalar, _) | (Term::Fixed(_) | Term::Sum(..) | Term::SliceDim(_), Term::Var(_)) => tb,
+                    _ => ta,
                 }
             }
         }
@@ -444,7 +453,7 @@ pub fn expr_width(e: &IndexExpr, ranks: &[usize]) -> Option<usize> {
         Some(match &e.kind {
             IndexKind::Var(t) => Some(*ranks.get(*t)?),
             IndexKind::Lit(_) | IndexKind::Rank(_) => None,
-            IndexKind::Dims(l) => Some(l.iter().map(|t| ranks.get(*t).copied()).sum::<Option<usize>>()?),
+            IndexKind::Dims(l) => Some(l.rank(|t| ranks.get(t).copied())?),
             IndexKind::Flat(_) => Some(1),
             IndexKind::Slice { .. } => return None,
             IndexKind::Bin(_, a, b) => rank(a, ranks)?.or(rank(b, ranks)?),
@@ -508,7 +517,7 @@ impl RankSystem {
                 Term::Scalar => None,
                 Term::Fixed(n) => Some(*n as i64),
                 Term::Var(e) => Some(*ranks.get(*e)? as i64),
-                Term::Sum(l) => Some(l.iter().map(|e| ranks.get(*e).map(|r| *r as i64)).sum::<Option<i64>>()?),
+                Term::Sum(l, lits) => Some(l.iter().map(|e| ranks.get(*e).map(|r| *r as i64)).sum::<Option<i64>>()? + *lits as i64),
                 Term::SliceDim(c) => {
                     let d = dims.get(*c)?;
                     if d.len() != 1 {

@@ -9,6 +9,7 @@
 use super::{Constraint, Program, Rel};
 use crate::ir::et::*;
 use et_grammar::ast::{self, AssignOp, BinOp, ConstraintRel, ConstraintSubject, ExprKind};
+use et_grammar::suggest::did_you_mean;
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashMap;
 
@@ -77,16 +78,18 @@ impl Resolver {
                     ast::CallValue::Array(id) => match self.array_ids.get(&id.name) {
                         Some(&x) => CallArg::Array(x),
                         None => {
-                            self.diags.push(
-                                Diagnostic::error("E0114", format!("unknown array `{}` in the framework call", id.name))
-                                    .at(id.span, "not an array of the program"),
-                            );
+                            let mut d = Diagnostic::error("E0114", format!("unknown array `{}` in the framework call", id.name))
+                                .at(id.span, "not an array of the program");
+                            if let Some(n) = did_you_mean(&id.name, self.written_arrays().iter().map(String::as_str)) {
+                                d = d.note(n);
+                            }
+                            self.diags.push(d);
                             continue;
                         }
                     },
-                    ast::CallValue::Dims(l) => CallArg::Dims(self.eintup_list(l)),
+                    ast::CallValue::Dims(l) => CallArg::Dims(self.dims_list(l)),
                     ast::CallValue::Rank(l) => CallArg::Rank(self.eintup_list(l)),
-                    ast::CallValue::Tensor(l) => CallArg::Tensor(self.eintup_list(l)),
+                    ast::CallValue::Tensor(l) => CallArg::Tensor(self.dims_list(l)),
                     ast::CallValue::Literal(l) => CallArg::Literal(l.clone()),
                 };
                 args.push((a.keyword.as_ref().map(|k| k.name.clone()), v));
@@ -97,20 +100,37 @@ impl Resolver {
             for n in &outs.names {
                 match self.array_ids.get(&n.name) {
                     Some(&x) => self.module.outputs.push(x),
-                    None => self.diags.push(
-                        Diagnostic::error("E0114", format!("unknown array `{}` in the outputs section", n.name))
-                            .at(n.span, "not an array of the program"),
-                    ),
+                    None => {
+                        let mut d = Diagnostic::error("E0114", format!("unknown array `{}` in the outputs section", n.name))
+                            .at(n.span, "not an array of the program");
+                        if let Some(hint) = did_you_mean(&n.name, self.written_arrays().iter().map(String::as_str)) {
+                            d = d.note(hint);
+                        }
+                        self.diags.push(d);
+                    }
                 }
             }
         }
+        // Every eintup so far is mentioned by a statement or the call;
+        // the constraints may only add helpers of those.
+        let program_eintups = self.module.eintups.len();
         let mut constraints = Vec::new();
         for c in &file.constraints {
             if let Some(c) = self.constraint(c) {
                 constraints.push(c);
             }
         }
+        self.diags.extend(super::constraints::unused_names(&self.module, program_eintups, &constraints));
+        self.diags.extend(super::constraints::dims_cycle(&self.module, &constraints));
         Program { module: std::mem::replace(&mut self.module, Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![] }), constraints }
+    }
+
+    /// Names of the arrays some statement writes (candidates for "did you
+    /// mean"), sorted so the hint does not depend on hashing.
+    fn written_arrays(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.array_names.iter().filter(|(_, w)| w.is_some()).map(|(n, _)| n.clone()).collect();
+        v.sort();
+        v
     }
 
     fn eintup(&mut self, id: &ast::Ident) -> EintupId {
@@ -132,6 +152,27 @@ impl Resolver {
 
     fn eintup_list(&mut self, l: &[ast::Ident]) -> Vec<EintupId> {
         l.iter().map(|i| self.eintup(i)).collect()
+    }
+
+    /// A `DIMS(..)` list; a literal `n` is the one component `n + 1`
+    /// (LANGUAGE.md s.4), which must fit in i64.
+    fn dims_list(&mut self, l: &[ast::DimsArg]) -> DimsList {
+        let mut v = Vec::new();
+        for a in l {
+            match a {
+                ast::DimsArg::Name(i) => v.push(DimsItem::Eintup(self.eintup(i))),
+                ast::DimsArg::Lit(n, span) => {
+                    if *n == i64::MAX {
+                        self.diags.push(
+                            Diagnostic::error("E0123", format!("integer `{n}` in `DIMS(..)` is too large"))
+                                .at(*span, "a literal `n` in DIMS is the component n+1, which overflows 64 bits"),
+                        );
+                    }
+                    v.push(DimsItem::Lit(*n));
+                }
+            }
+        }
+        DimsList(v)
     }
 
     fn stmt(&mut self, i: usize, s: &ast::Stmt) {
@@ -242,10 +283,14 @@ impl Resolver {
                     .also(*lhs_span, "first written here")
                     .note("the first statement that mentions an array must have it on the left"),
             ),
-            _ => self.diags.push(
-                Diagnostic::error("E0101", format!("unknown array `{}`", acc.array.name))
-                    .at(acc.array.span, "no statement writes this array"),
-            ),
+            _ => {
+                let mut d = Diagnostic::error("E0101", format!("unknown array `{}`", acc.array.name))
+                    .at(acc.array.span, "no statement writes this array");
+                if let Some(n) = did_you_mean(&acc.array.name, self.written_arrays().iter().map(String::as_str)) {
+                    d = d.note(n);
+                }
+                self.diags.push(d);
+            }
         }
         None
     }
@@ -254,7 +299,7 @@ impl Resolver {
         let kind = match &e.kind {
             ExprKind::Int(n) => IndexKind::Lit(*n),
             ExprKind::Name(id) => IndexKind::Var(self.eintup(id)),
-            ExprKind::Dims(l) => IndexKind::Dims(self.eintup_list(l)),
+            ExprKind::Dims(l) => IndexKind::Dims(self.dims_list(l)),
             ExprKind::Rank(l) => IndexKind::Rank(self.eintup_list(l)),
             ExprKind::Flat(es) => {
                 let mut v = Vec::new();
@@ -368,7 +413,7 @@ impl Resolver {
             ExprKind::Float(f) => (OpKind::ConstFloat(*f), ElemType::Float),
             ExprKind::Rank(l) => (OpKind::Rank(self.eintup_list(l)), ElemType::Int),
             ExprKind::DimsAt(l, t) => {
-                let l = self.eintup_list(l);
+                let l = self.dims_list(l);
                 let t = self.index(t, Ctx::Index)?;
                 (OpKind::DimsAt(l, t), ElemType::Int)
             }
@@ -498,14 +543,14 @@ impl Resolver {
             }
             ConstraintRel::Eq(e) => Rel::Eq(self.cexpr(e, c.subject)?),
         };
-        Some(Constraint { subject: c.subject, target, rel, span: c.span })
+        Some(Constraint { subject: c.subject, target, rel, span: c.span, target_span: c.target.span })
     }
 
     fn cexpr(&mut self, e: &ast::Expr, subject: ConstraintSubject) -> Option<IndexExpr> {
         let kind = match &e.kind {
             ExprKind::Int(n) => IndexKind::Lit(*n),
             ExprKind::Rank(l) => IndexKind::Rank(self.eintup_list(l)),
-            ExprKind::Dims(l) if subject == ConstraintSubject::Dims => IndexKind::Dims(self.eintup_list(l)),
+            ExprKind::Dims(l) if subject == ConstraintSubject::Dims => IndexKind::Dims(self.dims_list(l)),
             ExprKind::Dims(_) => {
                 self.diags.push(
                     Diagnostic::error("E0120", "a rank constraint may only use RANK(..) and integers")

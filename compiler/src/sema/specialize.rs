@@ -4,7 +4,7 @@
 //! zero static divisor in a first mention, whose arrays overflow i64
 //! element counts, or that exceed the memory limit (E03xx).
 
-use crate::ir::et::dims::{bound, BoundError};
+use crate::ir::et::dims::{bound, index_overflow, BoundError};
 use super::{Config, Program};
 use crate::ir::et::*;
 use et_grammar::Diagnostic;
@@ -70,6 +70,10 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
     if !diags.is_empty() {
         return Err(diags);
     }
+    overflowing_indices(m, &dims, &mut diags);
+    if !diags.is_empty() {
+        return Err(diags);
+    }
     // Sizes: element counts must fit i64, total bytes the memory limit.
     let mut total: u128 = 0;
     let mut sizes = Vec::new();
@@ -122,6 +126,37 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
         return Err(vec![d.note("choose smaller dims (--bind or constraints)")]);
     }
     Ok(())
+}
+
+/// E0319 for every index expression (left side, reads, slices, the index
+/// of `DIMS(..)[t]`) whose arithmetic may leave i64 in this configuration:
+/// the interpreter would skip those points, compiled code would wrap into
+/// a wrong cell; out of range must never mean a wrap (issue #20, item 4).
+fn overflowing_indices(m: &Module, dims: &[Vec<i64>], diags: &mut Vec<Diagnostic>) {
+    let mut exprs: Vec<&IndexExpr> = Vec::new();
+    for s in &m.stmts {
+        let slots = s.indices.iter().chain(s.ops.iter().flat_map(|op| match &op.kind {
+            OpKind::Read { indices, .. } => indices.as_slice(),
+            _ => &[],
+        }));
+        exprs.extend(slots.filter_map(|x| match x {
+            IndexSlot::Expr(e) => Some(e),
+            IndexSlot::Colon(_) => None,
+        }));
+        exprs.extend(s.ops.iter().filter_map(|op| match &op.kind {
+            OpKind::DimsAt(_, t) => Some(t),
+            _ => None,
+        }));
+    }
+    for e in exprs {
+        if let Some(sp) = index_overflow(m, dims, e) {
+            diags.push(
+                Diagnostic::error("E0319", "index arithmetic can leave the 64-bit range in this configuration")
+                    .at(sp, "its values reach beyond 2^63 for some points")
+                    .note("compiled code computes indices in 64 bits; choose smaller dims (--bind or constraints)"),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

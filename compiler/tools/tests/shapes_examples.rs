@@ -3,7 +3,7 @@
 //! printed dims with an evaluator independent of the solver (it works on
 //! the AST and Python-style integer semantics written out below).
 
-use et_grammar::ast::{BinOp, ConstraintRel, ConstraintSubject, Expr, ExprKind};
+use et_grammar::ast::{BinOp, ConstraintRel, DimsArg, ConstraintSubject, Expr, ExprKind};
 use std::collections::HashMap;
 use std::process::Command;
 use eintup_testkit::examples;
@@ -26,7 +26,15 @@ fn ev(e: &Expr, cfg: &HashMap<String, Vec<i64>>) -> V {
             V::T(v) => V::T(v.into_iter().map(|a| -a).collect()),
         },
         ExprKind::Rank(l) => V::S(l.iter().map(|i| cfg[&i.name].len() as i64).sum()),
-        ExprKind::Dims(l) => V::T(l.iter().flat_map(|i| cfg[&i.name].clone()).collect()),
+        // A literal `n` in a DIMS list is the one component `n + 1`.
+        ExprKind::Dims(l) => V::T(
+            l.iter()
+                .flat_map(|a| match a {
+                    DimsArg::Name(i) => cfg[&i.name].clone(),
+                    DimsArg::Lit(n, _) => vec![n + 1],
+                })
+                .collect(),
+        ),
         ExprKind::Binary(op, a, b) => {
             let f = |x: i64, y: i64| match op {
                 BinOp::Add => x + y,

@@ -84,7 +84,7 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDiv
     Ok(match &e.kind {
         IndexKind::Lit(n) => IVal::Scalar(point(*n)),
         IndexKind::Rank(l) => IVal::Scalar(point(l.iter().map(|t| get(t).len() as i64).sum())),
-        IndexKind::Dims(l) => IVal::Tuple(l.iter().flat_map(get).map(point).collect()),
+        IndexKind::Dims(l) => IVal::Tuple(l.value(|t| Some(get(&t))).ok_or(BoundError::Overflow(e.span))?.into_iter().map(point).collect()),
         IndexKind::Var(t) => {
             // Component by component: a zero dim empties only the result
             // components it feeds (so `x[z]` has shape DIMS(z) = [0, 6],
@@ -136,8 +136,9 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDiv
 fn iv_op(op: IndexOp, p: (i128, i128), q: (i128, i128)) -> Option<(i128, i128)> {
     let mm = |v: [i128; 4]| (v.iter().copied().min().unwrap_or(0), v.iter().copied().max().unwrap_or(0));
     Some(match op {
-        IndexOp::Add => (p.0 + q.0, p.1 + q.1),
-        IndexOp::Sub => (p.0 - q.1, p.1 - q.0),
+        // Checked: products of huge dims come near i128's range.
+        IndexOp::Add => (p.0.checked_add(q.0)?, p.1.checked_add(q.1)?),
+        IndexOp::Sub => (p.0.checked_sub(q.1)?, p.1.checked_sub(q.0)?),
         IndexOp::Mul => {
             let v = [p.0.checked_mul(q.0)?, p.0.checked_mul(q.1)?, p.1.checked_mul(q.0)?, p.1.checked_mul(q.1)?];
             mm(v)
@@ -217,11 +218,10 @@ pub fn eval_static(e: &IndexExpr, dims: &[Option<Vec<i64>>], ranks: &[usize]) ->
             Value::Scalar(s)
         }
         IndexKind::Dims(l) => {
-            let mut v = Vec::new();
-            for t in l {
-                v.extend(get(*t)?);
+            if let Some(t) = l.eintups().find(|t| get(*t).is_err()) {
+                return Err(EvalError::Unknown(t));
             }
-            Value::Tuple(v)
+            Value::Tuple(l.value(|t| get(t).ok()).ok_or(EvalError::Overflow(e.span))?)
         }
         IndexKind::Bin(op, a, b) => {
             let x = eval_static(a, dims, ranks)?;
@@ -262,7 +262,7 @@ pub fn broadcast(v: &Value, rank: usize) -> Option<Vec<i64>> {
 /// Eintups whose DIMS a static expression reads.
 pub fn dims_refs(e: &IndexExpr, out: &mut Vec<EintupId>) {
     match &e.kind {
-        IndexKind::Dims(l) => out.extend(l),
+        IndexKind::Dims(l) => out.extend(l.eintups()),
         IndexKind::Bin(_, a, b) => {
             dims_refs(a, out);
             dims_refs(b, out);
@@ -285,7 +285,7 @@ mod tests {
         x(IndexKind::Lit(n))
     }
     fn dims(t: usize) -> IndexExpr {
-        x(IndexKind::Dims(vec![t]))
+        x(IndexKind::Dims(DimsList::of([t])))
     }
     fn bin(op: IndexOp, a: IndexExpr, b: IndexExpr) -> IndexExpr {
         x(IndexKind::Bin(op, Box::new(a), Box::new(b)))
@@ -330,6 +330,21 @@ mod tests {
         assert_eq!(bound(&bin(Sub, var(0), lit(10)), &e), Ok(vec![0, 0]));
         // t - 5: comp 0 max = -1 -> 0; comp 1 max = 1 -> 2
         assert_eq!(bound(&bin(Sub, var(0), lit(5)), &e), Ok(vec![0, 2]));
+    }
+
+    #[test]
+    fn dims_list_literals() {
+        use DimsItem::*;
+        // DIMS(0, s, 2) with s = [3, 2] is [1, 3, 2, 3] (a literal n is the
+        // one component n+1); its bound is one more, component-wise.
+        let l = x(IndexKind::Dims(DimsList(vec![Lit(0), Eintup(1), Lit(2)])));
+        assert_eq!(bound(&l, &env()), Ok(vec![2, 4, 3, 4]));
+        let d = vec![Some(vec![5, 7]), Some(vec![3, 2])];
+        assert_eq!(eval_static(&l, &d, &[2, 2]), Ok(Value::Tuple(vec![1, 3, 2, 3])));
+        // t * DIMS(0, s, 2) with t of rank 4 = [2, 2, 2, 2]: max (1,3,2,3) -> +1.
+        let e = vec![vec![2, 2, 2, 2], vec![3, 2]];
+        let l = x(IndexKind::Dims(DimsList(vec![Lit(0), Eintup(1), Lit(2)])));
+        assert_eq!(bound(&bin(IndexOp::Mul, var(0), l), &e), Ok(vec![2, 4, 3, 4]));
     }
 
     #[test]
@@ -406,6 +421,66 @@ mod tests {
     }
 }
 
+/// The first subexpression of `e` (outermost first) whose values, over the
+/// configuration of a specialised module, may leave i64: compiled code
+/// computes indices in i64 and would wrap into a wrong cell, so such a
+/// configuration is refused (`specialize`, E0319) rather than run
+/// differently on different backends. Slices take any INT value. `dims`
+/// are the module's eintups' dims (computed once by the caller).
+pub fn index_overflow(m: &Module, dims: &[Vec<i64>], e: &IndexExpr) -> Option<Span> {
+    // The length of each slice in `e` (its `:` slot eintup's only dim), by span.
+    let mut lens = Vec::new();
+    slice_lens(m, e, &mut lens);
+    let ranges = |_: ArrayId, span: Span| -> Result<Vec<(i64, i64)>, BoundError> {
+        let len = lens.iter().find(|(s, _)| *s == span).map_or(0, |(_, n)| *n);
+        Ok(vec![(i64::from(i32::MIN), i64::from(i32::MAX)); len])
+    };
+    first_overflow(e, dims, &ranges)
+}
+
+fn slice_lens(m: &Module, e: &IndexExpr, out: &mut Vec<(Span, usize)>) {
+    match &e.kind {
+        IndexKind::Slice { array, indices } => {
+            let colon = indices.iter().position(|s| matches!(s, IndexSlot::Colon(_)));
+            let len = colon
+                .and_then(|k| m.arrays.get(*array)?.positions.get(k)?.dims.as_ref()?.first().copied())
+                .unwrap_or(0);
+            out.push((e.span, len.max(0) as usize));
+            for s in indices {
+                if let IndexSlot::Expr(x) = s {
+                    slice_lens(m, x, out);
+                }
+            }
+        }
+        IndexKind::Flat(v) => v.iter().for_each(|x| slice_lens(m, x, out)),
+        IndexKind::Bin(_, a, b) => {
+            slice_lens(m, a, out);
+            slice_lens(m, b, out);
+        }
+        _ => {}
+    }
+}
+
+fn first_overflow(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Option<Span> {
+    let fits = |iv: &Iv| iv.is_none_or(|(lo, hi)| lo >= i64::MIN as i128 && hi <= i64::MAX as i128);
+    match interval(e, dims, slices, ZeroDivisor::Empty) {
+        Err(BoundError::Overflow(sp)) => return Some(sp),
+        Err(_) => return None,
+        Ok(IVal::Scalar(iv)) if !fits(&iv) => return Some(e.span),
+        Ok(IVal::Tuple(v)) if !v.iter().all(fits) => return Some(e.span),
+        Ok(_) => {}
+    }
+    match &e.kind {
+        IndexKind::Flat(v) => v.iter().find_map(|x| first_overflow(x, dims, slices)),
+        IndexKind::Slice { indices, .. } => indices.iter().find_map(|s| match s {
+            IndexSlot::Expr(x) => first_overflow(x, dims, slices),
+            IndexSlot::Colon(_) => None,
+        }),
+        IndexKind::Bin(_, a, b) => first_overflow(a, dims, slices).or_else(|| first_overflow(b, dims, slices)),
+        _ => None,
+    }
+}
+
 /// Why the dims of a `FLAT` argument could not be computed.
 #[derive(Clone, Debug)]
 pub enum FlatDimsError {
@@ -435,7 +510,7 @@ pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsErro
         let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
         let at = |b: &Bound, k: usize| match b {
             Bound::Int(i) => *i,
-            Bound::DimsAt(l) => l.iter().flat_map(|t| dims[*t].iter().copied()).nth(k).unwrap_or(0),
+            Bound::DimsAt(l) => l.value(|t| dims.get(t).cloned()).and_then(|v| v.get(k).copied()).unwrap_or(0),
         };
         Ok((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
     };

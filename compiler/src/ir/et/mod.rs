@@ -137,7 +137,63 @@ pub enum Attr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Bound {
     Int(i64),
-    DimsAt(Vec<EintupId>),
+    DimsAt(DimsList),
+}
+
+/// The list of a `DIMS(..)`: its value is the concatenation of its items'
+/// components, so its length is the sum of the eintups' ranks plus one per
+/// literal (LANGUAGE.md s.4).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DimsList(pub Vec<DimsItem>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DimsItem {
+    /// An eintup: its dims.
+    Eintup(EintupId),
+    /// A non-negative integer literal `n`: the one component `n + 1` (the
+    /// `DIMS` of the literal, LANGUAGE.md s.5). `resolve` keeps `n` below
+    /// `i64::MAX`, so the component fits.
+    Lit(i64),
+}
+
+impl DimsList {
+    /// A list of eintups only.
+    pub fn of(ids: impl IntoIterator<Item = EintupId>) -> DimsList {
+        DimsList(ids.into_iter().map(DimsItem::Eintup).collect())
+    }
+
+    /// The eintups the list names, in order.
+    pub fn eintups(&self) -> impl Iterator<Item = EintupId> + '_ {
+        self.0.iter().filter_map(|i| match i {
+            DimsItem::Eintup(t) => Some(*t),
+            DimsItem::Lit(_) => None,
+        })
+    }
+
+    /// How many literals the list holds: each adds one component.
+    pub fn literals(&self) -> usize {
+        self.0.iter().filter(|i| matches!(i, DimsItem::Lit(_))).count()
+    }
+
+    /// The list's length given each eintup's rank (`None` if one is unknown).
+    pub fn rank(&self, rank_of: impl Fn(EintupId) -> Option<usize>) -> Option<usize> {
+        self.0.iter().map(|i| match i {
+            DimsItem::Eintup(t) => rank_of(*t),
+            DimsItem::Lit(_) => Some(1),
+        }).sum()
+    }
+
+    /// The static vector given each eintup's dims (`None` if one is unknown).
+    pub fn value(&self, dims_of: impl Fn(EintupId) -> Option<Vec<i64>>) -> Option<Vec<i64>> {
+        let mut v = Vec::new();
+        for i in &self.0 {
+            match i {
+                DimsItem::Eintup(t) => v.extend(dims_of(*t)?),
+                DimsItem::Lit(n) => v.push(n.checked_add(1)?),
+            }
+        }
+        Some(v)
+    }
 }
 
 /// One statement: `lhs[indices] (=|+=) ops[result]`.
@@ -176,7 +232,7 @@ pub enum OpKind {
     /// `RANK(list)` (static once ranks are inferred).
     Rank(Vec<EintupId>),
     /// `DIMS(list)[t]`: component `t` of the static vector.
-    DimsAt(Vec<EintupId>, IndexExpr),
+    DimsAt(DimsList, IndexExpr),
     /// `a[indices]` (slices allowed).
     Read { array: ArrayId, indices: Vec<IndexSlot> },
     /// `RANDOM(lo, hi, T)`; see LANGUAGE.md s.3 for the generator.
@@ -205,7 +261,7 @@ pub enum IndexKind {
     /// Non-negative literal, broadcast to its partner's rank.
     Lit(i64),
     /// `DIMS(list)`: static tuple.
-    Dims(Vec<EintupId>),
+    Dims(DimsList),
     /// `RANK(list)`: static scalar.
     Rank(Vec<EintupId>),
     /// `FLAT(e1, ..., ek)`: rank 1.
@@ -236,10 +292,10 @@ pub struct FrameworkCall {
 #[derive(Clone, Debug, PartialEq)]
 pub enum CallArg {
     Array(ArrayId),
-    Dims(Vec<EintupId>),
+    Dims(DimsList),
     Rank(Vec<EintupId>),
     Literal(et_grammar::ast::Literal),
-    Tensor(Vec<EintupId>),
+    Tensor(DimsList),
 }
 
 impl Stmt {

@@ -394,7 +394,7 @@ impl ModuleParser {
                 OpName::Const => l.constant()?,
                 OpName::Rank => OpKind::Rank(l.eintup_list()?),
                 OpName::DimsAt => {
-                    let list = l.eintup_list()?;
+                    let list = l.dims_list()?;
                     l.c.punct("[")?;
                     let t = l.index_expr()?;
                     l.c.punct("]")?;
@@ -530,6 +530,31 @@ impl Line<'_> {
         }
     }
 
+    /// `(item, ...)` of a `DIMS`: eintup names and non-negative integer
+    /// literals (a literal `n` is the one component `n + 1`).
+    fn dims_list(&mut self) -> PResult<DimsList> {
+        self.c.punct("(")?;
+        let mut v = Vec::new();
+        if self.c.eat(")") {
+            return Ok(DimsList(v));
+        }
+        loop {
+            if matches!(self.c.tok_at(0), Some(Tok::Int(_))) {
+                let (n, sp) = self.c.int("an integer")?;
+                if n == i64::MAX {
+                    return Err(Diagnostic::error("E0602", format!("integer `{n}` in `DIMS(..)` is too large")).at(sp, "its component n+1 overflows i64"));
+                }
+                v.push(DimsItem::Lit(n));
+            } else {
+                v.push(DimsItem::Eintup(self.eintup_name()?.0));
+            }
+            if self.c.eat(")") {
+                return Ok(DimsList(v));
+            }
+            self.c.punct(",")?;
+        }
+    }
+
     fn dtype(&mut self) -> PResult<ElemType> {
         Ok(self.c.spelled::<ElemType>("E0618", "element type")?.0)
     }
@@ -561,7 +586,7 @@ impl Line<'_> {
     /// `[lo, hi)` bound: an integer or `DIMS(list)`.
     fn bound(&mut self) -> PResult<Bound> {
         if self.c.eat_word(syntax::DIMS) {
-            return Ok(Bound::DimsAt(self.eintup_list()?));
+            return Ok(Bound::DimsAt(self.dims_list()?));
         }
         Ok(Bound::Int(self.c.int("an integer")?.0))
     }
@@ -681,7 +706,7 @@ impl Line<'_> {
     fn builtin(&mut self, w: &str, at: Span) -> PResult<IndexExpr> {
         self.c.bump();
         let kind = match w {
-            syntax::DIMS => IndexKind::Dims(self.eintup_list()?),
+            syntax::DIMS => IndexKind::Dims(self.dims_list()?),
             syntax::RANK => IndexKind::Rank(self.eintup_list()?),
             syntax::FLAT => {
                 return self.nested(|l| {
@@ -753,12 +778,12 @@ impl Line<'_> {
         }
         self.c.bump();
         match w.as_str() {
-            syntax::DIMS => Ok(CallArg::Dims(self.eintup_list()?)),
+            syntax::DIMS => Ok(CallArg::Dims(self.dims_list()?)),
             syntax::RANK => Ok(CallArg::Rank(self.eintup_list()?)),
             syntax::TENSOR => {
                 self.c.punct("(")?;
                 self.c.word(syntax::DIMS)?;
-                let list = self.eintup_list()?;
+                let list = self.dims_list()?;
                 self.c.punct(")")?;
                 Ok(CallArg::Tensor(list))
             }

@@ -14,6 +14,15 @@ fn names(m: &Module, l: &[EintupId]) -> String {
     l.iter().map(|e| m.eintups.get(*e).map_or("?", |x| x.name.as_str()).to_string()).collect::<Vec<_>>().join(", ")
 }
 
+/// A `DIMS(..)` list's items: eintup names and literals.
+fn dims_list(m: &Module, l: &DimsList) -> String {
+    let item = |i: &DimsItem| match i {
+        DimsItem::Eintup(t) => names(m, &[*t]),
+        DimsItem::Lit(n) => n.to_string(),
+    };
+    l.0.iter().map(item).collect::<Vec<_>>().join(", ")
+}
+
 fn array_name(m: &Module, a: ArrayId) -> &str {
     m.arrays.get(a).map_or("?", |x| x.name.as_str())
 }
@@ -23,7 +32,7 @@ pub fn index_expr(m: &Module, e: &IndexExpr) -> String {
     match &e.kind {
         IndexKind::Var(t) => names(m, &[*t]),
         IndexKind::Lit(n) => n.to_string(),
-        IndexKind::Dims(l) => format!("{}({})", syntax::DIMS, names(m, l)),
+        IndexKind::Dims(l) => format!("{}({})", syntax::DIMS, dims_list(m, l)),
         IndexKind::Rank(l) => format!("{}({})", syntax::RANK, names(m, l)),
         IndexKind::Flat(v) => format!("{}({})", syntax::FLAT, v.iter().map(|x| index_expr(m, x)).collect::<Vec<_>>().join(", ")),
         IndexKind::Slice { array, indices } => format!("{}[{}]", array_name(m, *array), slots(m, indices)),
@@ -65,7 +74,7 @@ fn sig(m: &Module, t: &SigType) -> String {
 fn bound(m: &Module, b: &Bound) -> String {
     match b {
         Bound::Int(n) => n.to_string(),
-        Bound::DimsAt(l) => format!("{}({})", syntax::DIMS, names(m, l)),
+        Bound::DimsAt(l) => format!("{}({})", syntax::DIMS, dims_list(m, l)),
     }
 }
 
@@ -112,7 +121,7 @@ pub fn module(m: &Module) -> String {
                 OpKind::ConstInt(n) => format!("{} {n}", OpName::Const.spelling()),
                 OpKind::ConstFloat(f) => format!("{} {}", OpName::Const.spelling(), float_text(*f)),
                 OpKind::Rank(l) => format!("{}({})", OpName::Rank.spelling(), names(m, l)),
-                OpKind::DimsAt(l, t) => format!("{}({})[{}]", OpName::DimsAt.spelling(), names(m, l), index_expr(m, t)),
+                OpKind::DimsAt(l, t) => format!("{}({})[{}]", OpName::DimsAt.spelling(), dims_list(m, l), index_expr(m, t)),
                 OpKind::Read { array, indices } => format!("{} {}[{}]", OpName::Read.spelling(), array_name(m, *array), slots(m, indices)),
                 OpKind::Random { lo, hi, dtype } => format!("{} %{lo}, %{hi}, {}", OpName::Random.spelling(), dtype.spelling()),
                 OpKind::Neg(a) => format!("{} %{a}", OpName::Neg.spelling()),
@@ -129,9 +138,9 @@ pub fn module(m: &Module) -> String {
             .map(|(k, v)| {
                 let v = match v {
                     CallArg::Array(a) => array_name(m, *a).to_string(),
-                    CallArg::Dims(l) => format!("{}({})", syntax::DIMS, names(m, l)),
+                    CallArg::Dims(l) => format!("{}({})", syntax::DIMS, dims_list(m, l)),
                     CallArg::Rank(l) => format!("{}({})", syntax::RANK, names(m, l)),
-                    CallArg::Tensor(l) => format!("{}({}({}))", syntax::TENSOR, syntax::DIMS, names(m, l)),
+                    CallArg::Tensor(l) => format!("{}({}({}))", syntax::TENSOR, syntax::DIMS, dims_list(m, l)),
                     CallArg::Literal(l) => format!("{}({})", syntax::LITERAL, literal(l)),
                 };
                 match k {

@@ -89,6 +89,19 @@ impl Verifier<'_> {
         }
     }
 
+    /// A `DIMS(..)` list: its eintups exist and its literals are
+    /// non-negative with a component `n + 1` that fits in i64.
+    fn dims_list(&mut self, what: &str, l: &DimsList) {
+        self.eintup_ids(what, &l.eintups().collect::<Vec<_>>());
+        for i in &l.0 {
+            if let DimsItem::Lit(n) = i {
+                if *n < 0 || *n == i64::MAX {
+                    self.err(format!("{what}: literal {n} in DIMS(..) is outside [0, i64::MAX)"));
+                }
+            }
+        }
+    }
+
     fn array_id(&mut self, what: &str, a: ArrayId) -> bool {
         let ok = a < self.m.arrays.len();
         if !ok {
@@ -168,7 +181,7 @@ impl Verifier<'_> {
                     Attr::Range { lo, hi } => {
                         for b in [lo, hi] {
                             if let Bound::DimsAt(l) = b {
-                                self.eintup_ids(&format!("{what} range"), l);
+                                self.dims_list(&format!("{what} range"), l);
                             }
                         }
                     }
@@ -185,7 +198,8 @@ impl Verifier<'_> {
                     CallArg::Array(a) => {
                         self.array_id(&format!("call {}", c.func), *a);
                     }
-                    CallArg::Dims(l) | CallArg::Rank(l) | CallArg::Tensor(l) => self.eintup_ids(&format!("call {}", c.func), l),
+                    CallArg::Dims(l) | CallArg::Tensor(l) => self.dims_list(&format!("call {}", c.func), l),
+                    CallArg::Rank(l) => self.eintup_ids(&format!("call {}", c.func), l),
                     CallArg::Literal(_) => {}
                 }
             }
@@ -221,7 +235,7 @@ impl Verifier<'_> {
                     vec![]
                 }
                 OpKind::DimsAt(l, t) => {
-                    self.eintup_ids(&ow, l);
+                    self.dims_list(&ow, l);
                     self.expr(&ow, t, true);
                     vec![]
                 }
@@ -274,7 +288,8 @@ impl Verifier<'_> {
                 }
             }
             IndexKind::Lit(_) => {}
-            IndexKind::Dims(l) | IndexKind::Rank(l) => self.eintup_ids(what, l),
+            IndexKind::Dims(l) => self.dims_list(what, l),
+            IndexKind::Rank(l) => self.eintup_ids(what, l),
             IndexKind::Flat(v) => v.iter().for_each(|x| self.expr(what, x, vars)),
             IndexKind::Slice { array, indices } => {
                 if self.array_id(what, *array) {
@@ -397,6 +412,15 @@ fn eintup_names<'a>(m: &'a Module, l: &[EintupId]) -> Vec<&'a str> {
     l.iter().map(|e| m.eintups.get(*e).map_or("?", |x| x.name.as_str())).collect()
 }
 
+fn dims_list_names(m: &Module, l: &DimsList) -> Vec<String> {
+    l.0.iter()
+        .map(|i| match i {
+            DimsItem::Eintup(e) => m.eintups.get(*e).map_or("?", |x| x.name.as_str()).to_string(),
+            DimsItem::Lit(n) => n.to_string(),
+        })
+        .collect()
+}
+
 fn keep_rank_dims(errs: &mut Vec<String>, what: &str, before: (Option<usize>, &Option<Vec<i64>>), after: (Option<usize>, &Option<Vec<i64>>)) {
     if let Some(r) = before.0 {
         match after.0 {
@@ -417,7 +441,7 @@ fn keep_rank_dims(errs: &mut Vec<String>, what: &str, before: (Option<usize>, &O
 fn range_text(m: &Module, lo: &Bound, hi: &Bound) -> String {
     let b = |x: &Bound| match x {
         Bound::Int(n) => n.to_string(),
-        Bound::DimsAt(l) => format!("DIMS({})", eintup_names(m, l).join(", ")),
+        Bound::DimsAt(l) => format!("DIMS({})", dims_list_names(m, l).join(", ")),
     };
     format!("[{}, {})", b(lo), b(hi))
 }
@@ -432,13 +456,7 @@ enum BoundVal {
 fn bound_val(m: &Module, b: &Bound) -> Option<BoundVal> {
     match b {
         Bound::Int(n) => Some(BoundVal::All(*n)),
-        Bound::DimsAt(l) => {
-            let mut v = Vec::new();
-            for e in l {
-                v.extend_from_slice(m.eintups.get(*e)?.dims.as_ref()?);
-            }
-            Some(BoundVal::Each(v))
-        }
+        Bound::DimsAt(l) => Some(BoundVal::Each(l.value(|e| m.eintups.get(e)?.dims.clone())?)),
     }
 }
 
@@ -447,7 +465,7 @@ fn bound_val(m: &Module, b: &Bound) -> Option<BoundVal> {
 /// eintups, or tuples of different lengths).
 fn bound_le(ma: &Module, a: &Bound, mb: &Module, b: &Bound) -> Option<bool> {
     if let (Bound::DimsAt(la), Bound::DimsAt(lb)) = (a, b) {
-        if eintup_names(ma, la) == eintup_names(mb, lb) {
+        if dims_list_names(ma, la) == dims_list_names(mb, lb) {
             return Some(true);
         }
     }
@@ -621,7 +639,7 @@ DIMS(coord) = RANK(loc)
         let s = special();
         let idx = s.array_by_name("idx").unwrap();
         let loc = s.eintup_by_name("loc").unwrap();
-        assert_eq!(s.arrays[idx].attrs, vec![Attr::Range { lo: Bound::Int(0), hi: Bound::DimsAt(vec![loc]) }]);
+        assert_eq!(s.arrays[idx].attrs, vec![Attr::Range { lo: Bound::Int(0), hi: Bound::DimsAt(DimsList::of([loc])) }]);
         let with = |lo: Bound, hi: Bound| {
             let mut t = s.clone();
             t.arrays[idx].attrs = vec![Attr::Range { lo, hi }];
@@ -631,7 +649,7 @@ DIMS(coord) = RANK(loc)
         assert_eq!(verify_refines(&s, &with(Bound::Int(0), Bound::Int(3))), Ok(()));
         assert_eq!(verify_refines(&s, &with(Bound::Int(1), Bound::Int(3))), Ok(()));
         refine_fails(&s, &with(Bound::Int(0), Bound::Int(4)), "array `idx`: range [0, DIMS(loc)) was widened");
-        refine_fails(&s, &with(Bound::Int(-1), Bound::DimsAt(vec![loc])), "was widened");
+        refine_fails(&s, &with(Bound::Int(-1), Bound::DimsAt(DimsList::of([loc]))), "was widened");
         let mut t = s.clone();
         t.arrays[idx].attrs.clear();
         refine_fails(&s, &t, "array `idx`: range [0, DIMS(loc)) was dropped");

@@ -19,7 +19,7 @@ use eintup::check::policy;
 use crate::cli::shapes::{aligned, dims_text};
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
-use eintup::ir::et::{CallArg, FrameworkCall, Module};
+use eintup::ir::et::{CallArg, DimsList, FrameworkCall, Module};
 use eintup::pipeline;
 use eintup::sema::config::{parse_bindings, Space};
 use et_grammar::diag::render_all;
@@ -228,7 +228,8 @@ fn check_one(
 
 /// Evaluates the call section against one specialised module.
 fn build_request(m: &Module, arrays: &[Tensor], dir: &Path) -> Result<Request, Failure> {
-    let dims = |ids: &[usize]| -> Vec<i64> { ids.iter().flat_map(|&e| m.eintups[e].dims.clone().unwrap_or_default()).collect() };
+    // A literal `n` in the list renders as `n + 1` (`DIMS(0,stride,0)` is `[1, s.., 1]`).
+    let dims = |l: &DimsList| -> Vec<i64> { l.value(|e| Some(m.eintups[e].dims.clone().unwrap_or_default())).unwrap_or_default() };
     let Some(call) = &m.call else { return Err(Failure::Internal("call section vanished".into())) };
     let mut args = Vec::new();
     let mut kwargs = Vec::new();
