@@ -88,3 +88,39 @@ fn zero_sized_and_rank_0_eintups() {
     // Most examples admit some zero-sized or rank-0 configuration.
     assert!(tried >= 20, "only {tried} zero/rank-0 configurations were valid");
 }
+
+/// The GPU passes at sizes where they fire (the examples' own ranges are
+/// too small for any of them): each pass's result, run by the loop
+/// interpreter, gives the et interpreter's results, and the passes did
+/// reshape the kernels (split reductions, fused resets, register tiles).
+#[test]
+fn gpu_passes_at_sizes_where_they_fire() {
+    use eintup::ir::loops::{FpContract, LoopKind, Node};
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("reduce_sum.et", &["keep=[3]", "drop=[100]"], "split"),
+        ("matmul.et", &["batch=[]", "row=[128]", "col=[128]", "k=[3]"], "tile"),
+        ("matmul.et", &["batch=[2]", "row=[64]", "col=[128]", "k=[2]"], "tile"),
+        ("conv_valid.et", &["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[2]", "ochan=[64]"], "tile"),
+    ];
+    for (file, binds, what) in cases {
+        let path = eintup_testkit::example(file);
+        let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
+        for float in [FloatWidth::F64, FloatWidth::F32] {
+            assert!(check(&path, &binds, 0, float), "{file} {binds:?}: configuration invalid");
+        }
+        let src = Source::load(&path).unwrap();
+        let (m, _) = eintup::pipeline::specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
+        let lm = eintup::pipeline::lower_gpu(&src, &m, FloatWidth::F32, FpContract::Fast).unwrap();
+        let mut unrolled = false;
+        for k in &lm.kernels {
+            k.walk(&mut |n| unrolled |= matches!(n, Node::For(f) if f.kind == LoopKind::Unroll));
+        }
+        let split = lm.kernels.iter().any(|k| k.name.ends_with("_partial"));
+        let resets = lm.kernels.iter().filter(|k| k.name.ends_with("_reset")).count();
+        match what {
+            "split" => assert!(split, "{file}: not split"),
+            _ => assert!(unrolled, "{file} {binds:?}: not tiled"),
+        }
+        assert_eq!(resets, 0, "{file} {binds:?}: a reset kernel was not fused");
+    }
+}

@@ -68,8 +68,7 @@ fn single_write_once(k: &mut Kernel) -> Option<&mut Write> {
         return None;
     }
     let c = only_compute_mut(&mut k.body)?;
-    let reads_itself = c.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == c.write.buf));
-    (c.write.kind == WriteKind::Accumulate && !reads_itself).then_some(&mut c.write)
+    (c.write.kind == WriteKind::Accumulate && !c.reads(c.write.buf)).then_some(&mut c.write)
 }
 
 fn all_parallel(nodes: &[Node]) -> bool {

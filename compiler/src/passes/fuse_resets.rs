@@ -38,31 +38,75 @@ pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
     Ok(Some(format!("{} reset kernels fused", fuse_module(m))))
 }
 
-/// Fuses every reset kernel that qualifies into the kernel after it;
-/// returns how many.
+/// Fuses every reset kernel that qualifies into its statement's kernel;
+/// returns how many. Kernels between the two (a split reduction's partial
+/// kernel) must not touch the reset buffer.
 pub fn fuse_module(m: &mut LoopModule) -> usize {
     let mut n = 0;
     let mut i = 0;
-    while i + 1 < m.kernels.len() {
-        if let Some(fused) = fuse(&m.kernels[i], &m.kernels[i + 1]) {
-            m.kernels[i + 1] = fused;
-            m.kernels.remove(i);
-            n += 1;
-        } else {
-            i += 1;
+    while i < m.kernels.len() {
+        if let Some(j) = statement_kernel(m, i) {
+            if let Some(fused) = fuse(&m.kernels[i], &m.kernels[j]) {
+                m.kernels[j] = fused;
+                m.kernels.remove(i);
+                n += 1;
+                continue;
+            }
         }
+        i += 1;
     }
     n
+}
+
+/// The kernel `K` after reset kernel `i` (`K_reset`), when the kernels
+/// between them neither read nor write the buffer the reset stores into.
+fn statement_kernel(m: &LoopModule, i: usize) -> Option<usize> {
+    let reset = &m.kernels[i];
+    let name = reset.name.strip_suffix("_reset")?;
+    let mut buf = None;
+    reset.walk(&mut |n| {
+        if let Node::Compute(c) = n {
+            buf = Some(c.write.buf)
+        }
+    });
+    let buf = buf?;
+    for (j, k) in m.kernels.iter().enumerate().skip(i + 1) {
+        if k.name == name {
+            return Some(j);
+        }
+        if touches(k, buf) {
+            return None;
+        }
+    }
+    None
+}
+
+/// Does kernel `k` read or write buffer `b`?
+fn touches(k: &Kernel, b: BufId) -> bool {
+    let mut hit = false;
+    k.walk(&mut |n| match n {
+        Node::LoadIndex { buf, .. } => hit |= *buf == b,
+        Node::Compute(c) => hit |= c.write.buf == b || c.reads(b),
+        _ => {}
+    });
+    hit
 }
 
 /// `main` with `reset`'s store as the first node of its per-cell body,
 /// when `reset` is `main`'s reset kernel over the same cells.
 fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
-    if reset.name != format!("{}_reset", main.name) || reset.vars != main.vars {
+    // The store moves as it is: its variables must be `main`'s (a split
+    // reduction's kernel has one more, its lane).
+    if reset.name != format!("{}_reset", main.name) || !main.vars.starts_with(&reset.vars) {
         return None;
     }
+    // The same cells: the same chain, except that `main` may keep loops
+    // of one iteration that `drop-unused-loops` removed from the reset.
     let (rc, mc) = (Chain::of(&reset.body), Chain::of(&main.body));
-    if rc.loops != mc.loops || rc.bound != mc.bound || rc.exprs != mc.exprs {
+    let extra = |v: VarId| mc.loops.iter().any(|l| l.0 == v && l.2 == 1) && !rc.bound.contains(&v);
+    let main_loops: Vec<_> = mc.loops.iter().filter(|l| !extra(l.0)).copied().collect();
+    let main_bound: Vec<_> = mc.bound.iter().filter(|v| !extra(**v)).copied().collect();
+    if rc.loops != main_loops || rc.bound != main_bound || rc.exprs != mc.exprs {
         return None;
     }
     let [Node::Compute(clear)] = rc.rest(&reset.body) else { return None };
@@ -70,15 +114,8 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
     if clear.write.kind != WriteKind::Store || !constant {
         return None;
     }
-    let mut computes = Vec::new();
-    main.walk(&mut |n| {
-        if let Node::Compute(c) = n {
-            computes.push(c)
-        }
-    });
-    let [c] = computes.as_slice() else { return None };
-    let reads_itself = c.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == c.write.buf));
-    if c.write.kind != WriteKind::Accumulate || c.write.buf != clear.write.buf || c.write.offset != clear.write.offset || reads_itself {
+    let [c] = main.computes()[..] else { return None };
+    if c.write.kind != WriteKind::Accumulate || c.write.buf != clear.write.buf || c.write.offset != clear.write.offset || c.reads(c.write.buf) {
         return None;
     }
     let mut fused = main.clone();

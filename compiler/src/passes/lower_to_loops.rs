@@ -359,13 +359,6 @@ fn loop_order(s: &et::Stmt) -> Vec<EintupId> {
     all.into_vec()
 }
 
-fn unique_buffer_name(out: &LoopModule, base: String) -> String {
-    let mut name = base;
-    while out.buffer_by_name(&name).is_some() {
-        name.push('_');
-    }
-    name
-}
 
 fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopModule) -> Result<(), PassError> {
     let lhs = s.array;
@@ -374,7 +367,7 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
 
     // Snapshot: copy the left array before anything of this statement runs.
     let redirect = if s.reads(lhs) {
-        let name = unique_buffer_name(out, format!("{lhs_name}_snap{si}"));
+        let name = out.unique_buffer_name(format!("{lhs_name}_snap{si}"));
         let b = Buffer { name, role: Role::Temp, init: Init::Zero, ..out.buffers[lhs].clone() };
         let len = b.len();
         out.buffers.push(b);

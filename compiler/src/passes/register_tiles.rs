@@ -60,13 +60,9 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
     let mut chain = Chain::of(&k.body);
     let cells = chain.cells()?;
     let rest = chain.rest(&k.body);
-    let mut computes = Vec::new();
+    let computes = k.computes();
     let mut reduces = false;
-    k.walk(&mut |n| match n {
-        Node::Compute(c) => computes.push(c),
-        Node::For(f) => reduces |= f.kind == LoopKind::Reduce,
-        _ => {}
-    });
+    k.walk(&mut |n| reduces |= matches!(n, Node::For(f) if f.kind == LoopKind::Reduce));
     // The sum, and at most a clear of its cell before it (`fuse-resets`).
     let (sums, clears): (Vec<&Compute>, Vec<&Compute>) = computes.iter().partition(|c| c.write.kind != WriteKind::Store);
     let [c] = sums.as_slice() else { return None };
@@ -76,8 +72,7 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
     if clears.len() > 1 || !clears.iter().all(clears_cell) {
         return None;
     }
-    let reads_itself = c.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == c.write.buf));
-    if c.write.kind != WriteKind::Accumulate || reads_itself || !reduces {
+    if c.write.kind != WriteKind::Accumulate || c.reads(c.write.buf) || !reduces {
         return None;
     }
     let &(n, _, n_trip) = chain.loops.last()?;
@@ -110,12 +105,8 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
     wrap_compute(chain.rest_mut(&mut t.body), &mut |node| {
         let (mt, nt) = (vars.len(), vars.len() + 1);
         for v in [m, n] {
-            let name = format!("{}_t", k.vars[v].name);
-            let mut unique = name.clone();
-            while vars.iter().any(|x| x.name == unique) {
-                unique.push('_');
-            }
-            vars.push(Var { name: unique });
+            let name = unique_var_name(&vars, &format!("{}_t", k.vars[v].name));
+            vars.push(Var { name });
         }
         let m_at = IExpr::add(IExpr::v(m), IExpr::mul(IExpr::c(m_trip / tm), IExpr::v(mt)));
         let n_at = IExpr::add(IExpr::v(n), IExpr::mul(IExpr::c(n_trip / tn), IExpr::v(nt)));

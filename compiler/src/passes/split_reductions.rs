@@ -84,20 +84,14 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     if cells == 0 || cells > MAX_CELLS {
         return None;
     }
-    let mut computes = Vec::new();
-    k.walk(&mut |n| {
-        if let Node::Compute(c) = n {
-            computes.push(c)
-        }
-    });
-    let [c] = computes.as_slice() else { return None };
+    let [c] = k.computes()[..] else { return None };
     let w = &c.write;
     let buf = &m.buffers[w.buf];
     let exact = !buf.dtype.is_float();
     if w.kind != WriteKind::Accumulate || !(exact || policy == FpContract::Fast) {
         return None;
     }
-    if c.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == w.buf)) {
+    if c.reads(w.buf) {
         return None;
     }
     let mut outside = false;
@@ -108,7 +102,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     let (r, lo, trip) = reduction_to_split(chain.rest(&k.body))?;
 
     let partial_buf = Buffer {
-        name: unique_buffer_name(m, format!("{}_partial", k.name)),
+        name: m.unique_buffer_name(format!("{}_partial", k.name)),
         dtype: buf.dtype,
         shape: vec![LANES, cells],
         role: Role::Temp,
@@ -116,7 +110,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     };
     let pbuf = m.buffers.len();
     let lane = k.vars.len();
-    let lane_name = unique_var_name(k, "lane");
+    let lane_name = k.unique_var_name("lane");
     let slot = match chain.cell() {
         IExpr::Const(0) => IExpr::mul(IExpr::v(lane), IExpr::c(cells)),
         cell => IExpr::add(IExpr::mul(IExpr::v(lane), IExpr::c(cells)), cell),
@@ -127,7 +121,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     let mut partial = k.clone();
     partial.name = format!("{}_partial", k.name);
     partial.vars.push(Var { name: lane_name });
-    partial.vars[r].name = unique_var_name(k, &format!("{}_step", k.vars[r].name));
+    partial.vars[r].name = k.unique_var_name(&format!("{}_step", k.vars[r].name));
     let rest = chain.rest_mut(&mut partial.body);
     stride_by_lanes(rest, r, lo, trip, lane);
     retarget_write(rest, pbuf, slot.clone());
@@ -142,7 +136,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
 
     // The combine kernel: the same cells, the lanes' sums added in order.
     let mut combine = k.clone();
-    combine.vars.push(Var { name: unique_var_name(k, "lane") });
+    combine.vars.push(Var { name: k.unique_var_name("lane") });
     let load = Value { op: VOp::Load { buf: pbuf, offset: slot }, dtype: buf.dtype };
     let add = Compute { values: vec![load], write: Write { kind: WriteKind::Accumulate, buf: w.buf, offset: w.offset.clone(), value: 0 } };
     let rest = chain.rest_mut(&mut combine.body);
@@ -254,22 +248,6 @@ fn retarget_write(nodes: &mut [Node], buf: BufId, offset: IExpr) {
             Node::LoadIndex { .. } => {}
         }
     }
-}
-
-fn unique_buffer_name(m: &LoopModule, base: String) -> String {
-    let mut name = base;
-    while m.buffer_by_name(&name).is_some() {
-        name.push('_');
-    }
-    name
-}
-
-fn unique_var_name(k: &Kernel, base: &str) -> String {
-    let mut name = base.to_string();
-    while k.vars.iter().any(|v| v.name == name) {
-        name.push('_');
-    }
-    name
 }
 
 #[cfg(test)]

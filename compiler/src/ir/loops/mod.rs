@@ -631,6 +631,22 @@ impl LoopModule {
     pub fn buffer_by_name(&self, name: &str) -> Option<BufId> {
         self.buffers.iter().position(|b| b.name == name)
     }
+
+    /// `base`, with `_` appended until no buffer has the name.
+    pub fn unique_buffer_name(&self, base: String) -> String {
+        let mut name = base;
+        while self.buffer_by_name(&name).is_some() {
+            name.push('_');
+        }
+        name
+    }
+}
+
+impl Compute {
+    /// Does the computation load from buffer `b`?
+    pub fn reads(&self, b: BufId) -> bool {
+        self.values.iter().any(|v| matches!(v.op, VOp::Load { buf, .. } if buf == b))
+    }
 }
 
 impl Kernel {
@@ -700,6 +716,22 @@ impl Kernel {
         count(&self.body, &mut vec![None; self.vars.len()])
     }
 
+    /// Every `Compute` node, outermost first.
+    pub fn computes(&self) -> Vec<&Compute> {
+        let mut out = Vec::new();
+        self.walk(&mut |n| {
+            if let Node::Compute(c) = n {
+                out.push(c)
+            }
+        });
+        out
+    }
+
+    /// `base`, with `_` appended until no variable has the name.
+    pub fn unique_var_name(&self, base: &str) -> String {
+        unique_var_name(&self.vars, base)
+    }
+
     /// Number of guard conditions left in the kernel.
     pub fn guard_count(&self) -> usize {
         let mut n = 0;
@@ -716,6 +748,15 @@ impl Kernel {
     pub fn for_each_expr_mut(&mut self, f: &mut impl FnMut(&mut IExpr)) {
         for_each_expr_mut(&mut self.body, f)
     }
+}
+
+/// `base`, with `_` appended until none of `vars` has the name.
+pub fn unique_var_name(vars: &[Var], base: &str) -> String {
+    let mut name = base.to_string();
+    while vars.iter().any(|v| v.name == name) {
+        name.push('_');
+    }
+    name
 }
 
 /// Applies `f` to every index expression of `nodes`, at any depth.
