@@ -120,10 +120,10 @@ pub static PASSES: &[PassInfo] = &[
     },
     PassInfo {
         name: "register-tiles",
-        summary: "GPU: each thread of a contraction computes a tile of cells, operands reused from registers",
+        summary: "each thread of a contraction computes a tile of cells, operands reused from registers",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
+        options: &["layout"],
         run: super::register_tiles::run,
     },
     PassInfo {
@@ -144,9 +144,10 @@ pub const FRONT_END: &[&str] = &["resolve", "infer-ranks", "specialize"];
 /// From a specialised `et` module to the optimised `loop` module.
 pub const MIDDLE_END: &[&str] =
     &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
-/// Loop passes for the host target only, after the middle end (the GPU
-/// wants the loop order the middle end leaves).
-pub const HOST_PASSES: &[&str] = &["interchange"];
+/// Loop passes for the host target only, after the middle end: register
+/// tiles laid out for vector registers, then `interchange` for the
+/// kernels they leave (the GPU wants the loop order the middle end leaves).
+pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
 pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "simplify-index"];

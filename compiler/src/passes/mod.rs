@@ -120,11 +120,14 @@ pub struct Options {
     pub float: FloatWidth,
     /// The GPU float policy, for `split-reductions` (`--fp-contract`).
     pub fp_contract: FpContract,
+    /// How `register-tiles` lays out a thread's tile (cyclic on the GPU,
+    /// blocked on the host).
+    pub layout: register_tiles::TileLayout,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default() }
+        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), layout: Default::default() }
     }
 }
 

@@ -37,17 +37,45 @@ use super::{Ir, Options, PassError, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::*;
 
+/// How a thread's tile lies in the iteration space (pass option
+/// `layout=cyclic|blocked`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TileLayout {
+    /// `n + (N/TN)*n_t`: the GPU's (the default), so that the threads of a
+    /// warp read consecutive addresses for each `n_t`.
+    #[default]
+    Cyclic,
+    /// `n*TN + n_t`: the host's, so that a thread's `TN` cells are
+    /// contiguous and LLVM keeps them in vector registers (a register-
+    /// blocked micro-kernel: `TM*TN/8` vector sums of 8 floats).
+    Blocked,
+}
+
+impl std::str::FromStr for TileLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TileLayout, String> {
+        match s {
+            "cyclic" => Ok(TileLayout::Cyclic),
+            "blocked" => Ok(TileLayout::Blocked),
+            _ => Err("expected cyclic or blocked".into()),
+        }
+    }
+}
+
 /// Tiles tried, largest first: `(TM, TN)`.
 pub const TILES: [(i64, i64); 3] = [(8, 8), (4, 4), (2, 2)];
+/// Host tiles (`blocked`), largest first: 4 rows of 16, 8 or 4 contiguous
+/// cells (two, one or half an AVX-512 vector of f32).
+pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
 /// Threads a tiled kernel keeps at least (32 per SM of a 132-SM H100):
 /// below that, fewer larger tiles would leave SMs idle.
 pub const MIN_THREADS: i64 = 4096;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("register-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     for k in &mut m.kernels {
-        if let Some(((tm, tn), t)) = tile_kernel(k) {
+        if let Some(((tm, tn), t)) = tile_kernel(k, opts.layout) {
             tiled.push(format!("{} {tm}x{tn}", k.name));
             *k = t;
         }
@@ -56,7 +84,7 @@ pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
 }
 
 /// The tiled kernel and its tile, when `k` qualifies (see the module doc).
-pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
+pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel)> {
     let mut chain = Chain::of(&k.body);
     let cells = chain.cells()?;
     let rest = chain.rest(&k.body);
@@ -75,7 +103,7 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
     if c.write.kind != WriteKind::Accumulate || c.reads(c.write.buf) || !reduces {
         return None;
     }
-    let &(n, _, n_trip) = chain.loops.last()?;
+    let &(n, n_lo, n_trip) = chain.loops.last()?;
     let loads: Vec<&IExpr> = c
         .values
         .iter()
@@ -88,12 +116,16 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
     if !usable(n) {
         return None;
     }
-    let (m, m_trip, (tm, tn)) = chain.loops[..chain.loops.len() - 1].iter().rev().find_map(|&(m, _, m_trip)| {
+    let (m, m_lo, m_trip, (tm, tn)) = chain.loops[..chain.loops.len() - 1].iter().rev().find_map(|&(m, m_lo, m_trip)| {
         if !usable(m) {
             return None;
         }
-        let tile = TILES.into_iter().find(|&(tm, tn)| m_trip % tm == 0 && n_trip % tn == 0 && cells / (tm * tn) >= MIN_THREADS)?;
-        Some((m, m_trip, tile))
+        let tile = match layout {
+            TileLayout::Cyclic => TILES.into_iter().find(|&(tm, tn)| m_trip % tm == 0 && n_trip % tn == 0 && cells / (tm * tn) >= MIN_THREADS)?,
+            // The host runs every cell in one or two threads anyway.
+            TileLayout::Blocked => HOST_TILES.into_iter().find(|&(tm, tn)| m_trip % tm == 0 && n_trip % tn == 0)?,
+        };
+        Some((m, m_lo, m_trip, tile))
     })?;
 
     let mut t = k.clone();
@@ -108,8 +140,12 @@ pub fn tile_kernel(k: &Kernel) -> Option<((i64, i64), Kernel)> {
             let name = unique_var_name(&vars, &format!("{}_t", k.vars[v].name));
             vars.push(Var { name });
         }
-        let m_at = IExpr::add(IExpr::v(m), IExpr::mul(IExpr::c(m_trip / tm), IExpr::v(mt)));
-        let n_at = IExpr::add(IExpr::v(n), IExpr::mul(IExpr::c(n_trip / tn), IExpr::v(nt)));
+        let at = |v: VarId, lo: i64, trip: i64, t: i64, vt: VarId| match layout {
+            TileLayout::Cyclic => IExpr::add(IExpr::v(v), IExpr::mul(IExpr::c(trip / t), IExpr::v(vt))),
+            TileLayout::Blocked if lo == 0 => IExpr::add(IExpr::mul(IExpr::v(v), IExpr::c(t)), IExpr::v(vt)),
+            TileLayout::Blocked => IExpr::add(IExpr::add(IExpr::mul(IExpr::sub(IExpr::v(v), IExpr::c(lo)), IExpr::c(t)), IExpr::c(lo)), IExpr::v(vt)),
+        };
+        let (m_at, n_at) = (at(m, m_lo, m_trip, tm, mt), at(n, n_lo, n_trip, tn, nt));
         let mut inner = vec![node];
         for_each_expr_mut(&mut inner, &mut |e| *e = e.substitute(m, &m_at).substitute(n, &n_at));
         let cols = Node::For(For { var: nt, lo: IExpr::c(0), hi: IExpr::c(tn), kind: LoopKind::Unroll, body: inner });
@@ -161,7 +197,7 @@ mod tests {
     fn matmul_tiles_and_computes_the_same_cells() {
         for (m, n, k, tile) in [(512, 512, 2, (8, 8)), (256, 256, 3, (4, 4)), (64, 256, 2, (2, 2))] {
             let lm = matmul(m, n, k);
-            let (got, t) = tile_kernel(&lm.kernels[0]).expect("tiled");
+            let (got, t) = tile_kernel(&lm.kernels[0], TileLayout::Cyclic).expect("tiled");
             assert_eq!(got, tile, "{m}x{n}");
             let mut tiled = lm.clone();
             tiled.kernels[0] = t;
@@ -190,14 +226,14 @@ mod tests {
     #[test]
     fn left_alone_small_indivisible_or_without_reuse() {
         // 64x64 cells: 2x2 tiles would leave 1024 threads.
-        assert!(tile_kernel(&matmul(64, 64, 8).kernels[0]).is_none());
+        assert!(tile_kernel(&matmul(64, 64, 8).kernels[0], TileLayout::Cyclic).is_none());
         // 4097 rows: no tile divides it; the next loop out does not exist.
-        assert!(tile_kernel(&matmul(4097, 3, 8).kernels[0]).is_none());
+        assert!(tile_kernel(&matmul(4097, 3, 8).kernels[0], TileLayout::Cyclic).is_none());
         // A copy has no reduction to reuse loads across.
         let copy = parse::parse_verified(
             "buffer x : i32[128, 128] input\nbuffer y : i32[128, 128] output\n\nkernel @cp {\n  for i in [0, 128) parallel {\n    for j in [0, 128) parallel {\n      %0 = load x[((i * 128) + j)] : i32\n      accumulate y[((i * 128) + j)] += %0\n    }\n  }\n}\n",
         )
         .unwrap();
-        assert!(tile_kernel(&copy.kernels[0]).is_none());
+        assert!(tile_kernel(&copy.kernels[0], TileLayout::Cyclic).is_none());
     }
 }

@@ -22,6 +22,7 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ("bind", "NAME=[d1,..]: fix an eintup's dims, repeatable (as --bind)"),
     ("float", "f64|f32: the width of FLOAT (as --float)"),
     ("fp-contract", "off|fast: the GPU float policy (as --fp-contract)"),
+    ("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)"),
 ];
 
 /// Cuts a pipeline at the commas outside braces and brackets.
@@ -117,6 +118,7 @@ pub fn apply(pass: &str, accepted: &[&str], options: &[(String, String)], base: 
                 o.binds.push(v.clone());
             }
             "float" => o.float = v.parse().map_err(|_| format!("pass `{pass}`: option `float={v}`: expected f64 or f32"))?,
+            "layout" => o.layout = v.parse().map_err(|e| format!("pass `{pass}`: option `layout={v}`: {e}"))?,
             "fp-contract" => o.fp_contract = v.parse().map_err(|e| format!("pass `{pass}`: option `fp-contract={v}`: {e}"))?,
             _ => return Err(format!("pass `{pass}`: option `{k}` is declared but not handled")),
         }

@@ -182,7 +182,7 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, 
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
-    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: args.fp_contract };
+    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: args.fp_contract, ..Options::default() };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }
