@@ -16,7 +16,7 @@
 
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
-use crate::ir::loops::{FloatWidth, FpContract, IExpr, LoopModule, Node, VarId};
+use crate::ir::loops::{bounds_use, FloatWidth, FpContract, IExpr, LoopModule, Node};
 use crate::simplify::analysis::Interval;
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{Ir, Level, Options, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
@@ -178,15 +178,6 @@ fn interval(e: &IExpr, env: &[Interval]) -> Interval {
         IExpr::Var(v) => env.get(*v).copied().unwrap_or(Interval::FULL),
         IExpr::Bin(op, a, b) => Interval::apply(*op, interval(a, env), interval(b, env)),
     }
-}
-
-/// Does a loop bound inside `nodes` use `v`?
-fn bounds_use(nodes: &[Node], v: VarId) -> bool {
-    nodes.iter().any(|n| match n {
-        Node::For(l) => l.lo.uses(v) || l.hi.uses(v) || bounds_use(&l.body, v),
-        Node::Guard(g) => bounds_use(&g.body, v),
-        _ => false,
-    })
 }
 
 /// Refuses (E0318, at the statement doing the most) to run `lm`, the

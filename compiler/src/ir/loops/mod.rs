@@ -682,7 +682,7 @@ impl Kernel {
                             continue;
                         }
                         let trips = (hi - lo) as u128;
-                        let depends = body_uses(&l.body, l.var);
+                        let depends = bounds_use(&l.body, l.var);
                         if depends {
                             for v in lo..hi {
                                 env[l.var] = Some(v);
@@ -704,14 +704,6 @@ impl Kernel {
             let mut ok = true;
             e.for_each_var(&mut |v| ok &= env.get(v).copied().flatten().is_some());
             ok.then(|| e.eval(&env.iter().map(|x| x.unwrap_or(0)).collect::<Vec<_>>()))
-        }
-        /// Does a loop bound inside `nodes` use `v`?
-        fn body_uses(nodes: &[Node], v: VarId) -> bool {
-            nodes.iter().any(|n| match n {
-                Node::For(l) => l.lo.uses(v) || l.hi.uses(v) || body_uses(&l.body, v),
-                Node::Guard(g) => body_uses(&g.body, v),
-                _ => false,
-            })
         }
         count(&self.body, &mut vec![None; self.vars.len()])
     }
@@ -748,6 +740,15 @@ impl Kernel {
     pub fn for_each_expr_mut(&mut self, f: &mut impl FnMut(&mut IExpr)) {
         for_each_expr_mut(&mut self.body, f)
     }
+}
+
+/// Does a loop bound inside `nodes`, at any depth, use `v`?
+pub fn bounds_use(nodes: &[Node], v: VarId) -> bool {
+    nodes.iter().any(|n| match n {
+        Node::For(l) => l.lo.uses(v) || l.hi.uses(v) || bounds_use(&l.body, v),
+        Node::Guard(g) => bounds_use(&g.body, v),
+        _ => false,
+    })
 }
 
 /// `base`, with `_` appended until none of `vars` has the name.
