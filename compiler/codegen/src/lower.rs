@@ -20,6 +20,7 @@ use eintup::ir::loops::{
     BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
     WriteKind,
 };
+use eintup::ir::loops::chain::{Chain, Step};
 use eintup::random::{fnv1a64, GOLDEN};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
@@ -109,11 +110,9 @@ pub fn split_range(k: &Kernel) -> Option<(i64, i64)> {
     (l.kind == LoopKind::Parallel && !atomic).then_some((lo, hi))
 }
 
-/// The maximal chain of `parallel` loops with constant bounds from the
-/// kernel root, along a single path on which only `guard` and
-/// `load_index` may sit between them. Its iteration space is flattened
-/// into one linear id; the steps re-create, per id, the loop variables and
-/// then the guards and index loads in their original order.
+/// The kernel's parallel chain (`ir::loops::chain`): its iteration space
+/// is flattened into one linear id; the steps re-create, per id, the loop
+/// variables and then the guards and index loads in their original order.
 struct ParChain<'k> {
     steps: Vec<Step<'k>>,
     /// The body of the innermost step, run sequentially in the thread.
@@ -122,48 +121,10 @@ struct ParChain<'k> {
     total: i64,
 }
 
-enum Step<'k> {
-    /// A chain loop: `var` takes `lo + digit` where `trip` is its extent.
-    Loop { var: VarId, lo: i64, trip: i64 },
-    Guard(&'k [Cond]),
-    LoadIndex { var: VarId, buf: BufId, offset: &'k IExpr },
-}
-
 impl<'k> ParChain<'k> {
     fn of(body: &'k [Node]) -> ParChain<'k> {
-        let mut chain = ParChain { steps: Vec::new(), rest: body, total: 1 };
-        // Steps taken since the last chain loop: kept only if another loop
-        // follows, so trailing guards stay in the sequential `rest`.
-        let mut pending: Vec<Step<'k>> = Vec::new();
-        let mut cur = body;
-        while let Some((last, prefix)) = cur.split_last() {
-            if !prefix.iter().all(|n| matches!(n, Node::LoadIndex { .. })) {
-                break;
-            }
-            for n in prefix {
-                if let Node::LoadIndex { var, buf, offset } = n {
-                    pending.push(Step::LoadIndex { var: *var, buf: *buf, offset });
-                }
-            }
-            match last {
-                Node::For(f) if f.kind == LoopKind::Parallel => {
-                    let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) else { break };
-                    let Some(trip) = hi.checked_sub(lo).map(|t| t.max(0)) else { break };
-                    let Some(total) = chain.total.checked_mul(trip) else { break };
-                    chain.total = total;
-                    chain.steps.append(&mut pending);
-                    chain.steps.push(Step::Loop { var: f.var, lo, trip });
-                    chain.rest = &f.body;
-                    cur = &f.body;
-                }
-                Node::Guard(g) => {
-                    pending.push(Step::Guard(&g.conds));
-                    cur = &g.body;
-                }
-                _ => break,
-            }
-        }
-        chain
+        let c = Chain::of(body);
+        ParChain { steps: c.steps(body), rest: c.rest(body), total: c.cells() }
     }
 }
 

@@ -119,12 +119,8 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
         return None;
     }
     let mut fused = main.clone();
-    chain_rest_insert_first(&mc, &mut fused.body, Node::Compute(clear.clone()));
+    mc.rest_mut(&mut fused.body).insert(0, Node::Compute(clear.clone()));
     Some(fused)
-}
-
-fn chain_rest_insert_first(chain: &Chain, body: &mut Vec<Node>, node: Node) {
-    chain.rest_mut(body).insert(0, node);
 }
 
 #[cfg(test)]

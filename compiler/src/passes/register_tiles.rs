@@ -86,7 +86,7 @@ pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError>
 /// The tiled kernel and its tile, when `k` qualifies (see the module doc).
 pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel)> {
     let mut chain = Chain::of(&k.body);
-    let cells = chain.cells()?;
+    let cells = chain.cells();
     let rest = chain.rest(&k.body);
     let computes = k.computes();
     let mut reduces = false;

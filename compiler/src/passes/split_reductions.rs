@@ -80,7 +80,7 @@ pub fn split_module(m: &mut LoopModule, policy: FpContract) -> usize {
 /// qualifies (see the module doc).
 pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Kernel, Kernel, Buffer)> {
     let chain = Chain::of(&k.body);
-    let cells = chain.cells()?;
+    let cells = chain.cells();
     if cells == 0 || cells > MAX_CELLS {
         return None;
     }

@@ -70,24 +70,15 @@ mod tests {
 
     static D: Dialect = Dialect { name: "et", end: "end of line", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };
 
-    /// Every word the printer writes is one token the parser can match.
-    fn one_token(w: &str) {
-        checks::one_token(w, &D);
-    }
-
-    fn table<S: Spelled + std::fmt::Debug>() {
-        checks::table::<S>(&D);
-    }
-
     #[test]
     fn every_spelling_is_one_token_and_reads_back() {
-        table::<OpName>();
-        table::<BinOp>();
-        table::<IndexOp>();
-        table::<ElemType>();
-        table::<AssignOp>();
+        checks::table::<OpName>(&D);
+        checks::table::<BinOp>(&D);
+        checks::table::<IndexOp>(&D);
+        checks::table::<ElemType>(&D);
+        checks::table::<AssignOp>(&D);
         for w in [EINTUP, ARRAY, STMT, CALL, OUTPUTS, DEF, INPUT, RANGE, VARS, DIMS, RANK, FLAT, TENSOR, LITERAL] {
-            one_token(w);
+            checks::one_token(w, &D);
             assert!(!matches!(lex_line(w, 0, &D).0[0].tok, Tok::Punct(_)), "{w} is a word");
         }
         // Op words and binary op words do not overlap: the parser tries both.

@@ -4,7 +4,16 @@
 //! (one thread per point of the chain, docs/codegen.md), so the GPU loop
 //! passes reshape kernels around it.
 
-use super::{For, IExpr, Node, LoopKind, VarId};
+use super::{BufId, Cond, For, IExpr, LoopKind, Node, VarId};
+
+/// One node of the chain, in the order the GPU lowering re-creates them
+/// per thread.
+pub enum Step<'k> {
+    /// A chain loop: `var` takes `lo + digit` where `trip` is its extent.
+    Loop { var: VarId, lo: i64, trip: i64 },
+    Guard(&'k [Cond]),
+    LoadIndex { var: VarId, buf: BufId, offset: &'k IExpr },
+}
 
 pub struct Chain {
     /// `(var, lo, trip)`, outermost first.
@@ -19,8 +28,11 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// The chain stops before a loop whose trip count, or the product of
+    /// the trips so far, does not fit in i64.
     pub fn of(body: &[Node]) -> Chain {
         let mut chain = Chain { loops: Vec::new(), bound: Vec::new(), exprs: Vec::new(), path: Vec::new() };
+        let mut total: i64 = 1;
         // Steps since the last chain loop count only if a loop follows.
         let (mut pending_path, mut pending_bound, mut pending_exprs) = (Vec::new(), Vec::new(), Vec::new());
         let mut cur = body;
@@ -38,7 +50,10 @@ impl Chain {
             match last {
                 Node::For(For { var, lo, hi, kind: LoopKind::Parallel, body }) => {
                     let (Some(lo), Some(hi)) = (lo.as_const(), hi.as_const()) else { break };
-                    chain.loops.push((*var, lo, hi.saturating_sub(lo).max(0)));
+                    let Some(trip) = hi.checked_sub(lo).map(|t| t.max(0)) else { break };
+                    let Some(product) = total.checked_mul(trip) else { break };
+                    total = product;
+                    chain.loops.push((*var, lo, trip));
                     chain.bound.append(&mut pending_bound);
                     chain.bound.push(*var);
                     chain.exprs.append(&mut pending_exprs);
@@ -55,9 +70,38 @@ impl Chain {
         chain
     }
 
-    /// Number of points (product of the trips); `None` on overflow.
-    pub fn cells(&self) -> Option<i64> {
-        self.loops.iter().try_fold(1i64, |acc, l| acc.checked_mul(l.2))
+    /// Number of points: the product of the trips (1 without a loop, 0
+    /// when one is empty).
+    pub fn cells(&self) -> i64 {
+        self.loops.iter().map(|l| l.2).product()
+    }
+
+    /// The chain's loops, guards and index loads in their order in `body`
+    /// (the kernel body the chain was taken from).
+    pub fn steps<'k>(&self, body: &'k [Node]) -> Vec<Step<'k>> {
+        let mut steps = Vec::new();
+        let mut loops = self.loops.iter();
+        let mut cur = body;
+        for &i in &self.path {
+            for n in &cur[..i] {
+                if let Node::LoadIndex { var, buf, offset } = n {
+                    steps.push(Step::LoadIndex { var: *var, buf: *buf, offset });
+                }
+            }
+            cur = match &cur[i] {
+                Node::For(f) => {
+                    let &(var, lo, trip) = loops.next().expect("one recorded loop per loop on the path");
+                    steps.push(Step::Loop { var, lo, trip });
+                    &f.body
+                }
+                Node::Guard(g) => {
+                    steps.push(Step::Guard(&g.conds));
+                    &g.body
+                }
+                _ => unreachable!("Chain::of only records loops and guards"),
+            };
+        }
+        steps
     }
 
     /// The row-major index of the current point, innermost loop fastest.

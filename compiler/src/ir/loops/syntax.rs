@@ -73,30 +73,21 @@ mod tests {
 
     static D: Dialect = Dialect { name: "loop", end: "end of input", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };
 
-    /// Every word the printer writes is one token the parser can match.
-    fn one_token(w: &str) {
-        checks::one_token(w, &D);
-    }
-
-    fn table<S: Spelled + std::fmt::Debug>() {
-        checks::table::<S>(&D);
-    }
-
     #[test]
     fn every_spelling_is_one_token_and_reads_back() {
-        table::<VOpName>();
-        table::<BinOp>();
-        table::<IBin>();
-        table::<WriteKind>();
-        table::<LoopKind>();
-        table::<Role>();
-        table::<Init>();
-        table::<DType>();
+        checks::table::<VOpName>(&D);
+        checks::table::<BinOp>(&D);
+        checks::table::<IBin>(&D);
+        checks::table::<WriteKind>(&D);
+        checks::table::<LoopKind>(&D);
+        checks::table::<Role>(&D);
+        checks::table::<Init>(&D);
+        checks::table::<DType>(&D);
         for w in [BUFFER, INIT, KERNEL, VARS, FOR, IN, GUARD, LOAD_INDEX] {
-            one_token(w);
+            checks::one_token(w, &D);
         }
         for k in WriteKind::ALL {
-            one_token(write_operator(*k));
+            checks::one_token(write_operator(*k), &D);
         }
         // Value op words and binary op words do not overlap: the parser tries both.
         assert!(VOpName::ALL.iter().all(|o| BinOp::from_spelling(o.spelling()).is_none()));

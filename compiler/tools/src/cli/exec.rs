@@ -31,8 +31,9 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     let opts = RunOptions { seed, float, inputs, max_work: args.max_work };
     check_buffers(&module, m, float).map_err(|why| Failure::user(format!("eintup: error: {}: the bundle does not match its own program: {why}", args.bundle.display())))?;
     // The work the bundle's kernels do, estimated from the same lowering
-    // `build` made them by.
-    let lm = eintup::pipeline::lower(&src, &module, float)?;
+    // `build` made them by (the GPU passes under the bundle's float policy).
+    let fp_contract = m.config.fp_contract.as_deref().and_then(|c| c.parse().ok()).unwrap_or_default();
+    let lm = eintup::pipeline::lower_gpu(&src, &module, float, fp_contract)?;
     eintup::pipeline::check_loop_work(&src, &module, &lm, opts.max_work)?;
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
     let dev = eintup_codegen::gpu::device(args.device)?;
@@ -49,13 +50,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     } else {
         eintup_codegen::gpu::run_bundle(&dev, &b, &module, &init)?
     };
-    match &args.out {
-        Some(dir) => super::run::write_out(dir, &module, &arrays, seed, &config),
-        None => {
-            print!("{}", super::run::render_outputs(&module, &arrays, args.print == "full"));
-            Ok(())
-        }
-    }
+    super::run::emit(args.out.as_deref(), &args.print, &module, &arrays, seed, &config)
 }
 
 /// Each array of the re-specialised program must be a buffer of the

@@ -23,10 +23,16 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
     let fp_contract = fp_contract(&args)?;
     let opts = RunOptions { seed: args.seed, float: args.float, inputs, max_work: args.max_work };
     let arrays = eintup_codegen::backend::execute(&src, &module, args.backend, &opts, fp_contract)?;
-    match &args.out {
-        Some(dir) => write_out(dir, &module, &arrays, args.seed, &config),
+    emit(args.out.as_deref(), &args.print, &module, &arrays, args.seed, &config)
+}
+
+/// The arrays as `--out DIR` files, or printed (`--print summary|full`):
+/// what `run` and `exec` end with.
+pub fn emit(out: Option<&Path>, print: &str, m: &Module, arrays: &[Tensor], seed: u64, config: &Config) -> Result<(), Failure> {
+    match out {
+        Some(dir) => write_out(dir, m, arrays, seed, config),
         None => {
-            print!("{}", render_outputs(&module, &arrays, args.print == "full"));
+            print!("{}", render_outputs(m, arrays, print == "full"));
             Ok(())
         }
     }
