@@ -166,6 +166,7 @@ fn nest_work(nodes: &[Node], env: &mut Vec<Interval>, budget: &mut u64) -> u128 
             Node::Guard(g) => total = total.saturating_add(nest_work(&g.body, env, budget)),
             Node::LoadIndex { var, .. } => env[*var] = Interval::FULL,
             Node::Compute(_) => total = total.saturating_add(1),
+            Node::Sync => {}
         }
     }
     total

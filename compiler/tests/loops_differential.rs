@@ -92,7 +92,8 @@ fn zero_sized_and_rank_0_eintups() {
 /// The GPU passes at sizes where they fire (the examples' own ranges are
 /// too small for any of them): each pass's result, run by the loop
 /// interpreter, gives the et interpreter's results, and the passes did
-/// reshape the kernels (split reductions, fused resets, register tiles).
+/// reshape the kernels (split reductions, fused resets, register and
+/// block tiles).
 #[test]
 fn gpu_passes_at_sizes_where_they_fire() {
     use eintup::ir::loops::{FpContract, LoopKind, Node};
@@ -115,11 +116,15 @@ fn gpu_passes_at_sizes_where_they_fire() {
         for k in &lm.kernels {
             k.walk(&mut |n| unrolled |= matches!(n, Node::For(f) if f.kind == LoopKind::Unroll));
         }
+        let mut blocks = false;
+        for k in &lm.kernels {
+            k.walk(&mut |n| blocks |= matches!(n, Node::For(f) if f.kind == LoopKind::Thread));
+        }
         let split = lm.kernels.iter().any(|k| k.name.ends_with("_partial"));
         let resets = lm.kernels.iter().filter(|k| k.name.ends_with("_reset")).count();
         match what {
             "split" => assert!(split, "{file}: not split"),
-            _ => assert!(unrolled, "{file} {binds:?}: not tiled"),
+            _ => assert!(unrolled && blocks, "{file} {binds:?}: not tiled (register tiles {unrolled}, block tiles {blocks})"),
         }
         assert_eq!(resets, 0, "{file} {binds:?}: a reset kernel was not fused");
     }

@@ -72,6 +72,8 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         .buffers
         .iter()
         .enumerate()
+        // Shared and local buffers live inside their kernel.
+        .filter(|(_, b)| !b.role.is_scratch())
         .map(|(id, b)| Buffer {
             name: b.name.clone(),
             dtype: dtype(b.dtype),
@@ -79,7 +81,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
             role: match b.role {
                 loops::Role::Input => Role::Input,
                 loops::Role::Output => Role::Output,
-                loops::Role::Temp => Role::Temp,
+                loops::Role::Temp | loops::Role::Shared | loops::Role::Local => Role::Temp,
             },
             init: match b.init {
                 loops::Init::Input => Init::Input { random: random_spec(src, module, id) },
@@ -109,7 +111,12 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         if threads <= 0 {
             continue;
         }
-        let (grid, block) = launch_dims(threads);
+        let (grid, block) = match crate::block_size(k) {
+            // A block-tiled kernel: one block per point of its chain (grid-
+            // stride over the rest), its nest's threads in each.
+            Some(size) => ((threads / size).min(GRID_CAP as i64) as u32, size as u32),
+            None => launch_dims(threads),
+        };
         launches.insert(k.name.clone(), Step::Launch { kernel: k.name.clone(), grid: [grid, 1, 1], block: [block, 1, 1], args: params });
     }
     let steps = lm.kernels.iter().filter_map(|k| launches.get(&k.name).cloned()).collect();

@@ -16,12 +16,12 @@ pub mod host;
 pub mod lower;
 pub mod nvptx;
 
-use eintup::ir::loops::{BufId, Kernel, LoopModule, Node, VOp};
+use eintup::ir::loops::{BufId, Kernel, LoopModule};
 use inkwell::context::Context;
 use std::fmt;
 
 pub use host::{run_host, with_compiled, HostProgram};
-pub use lower::thread_count;
+pub use lower::{block_size, thread_count};
 pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 
 /// What to generate code for.
@@ -59,23 +59,9 @@ impl From<inkwell::builder::BuilderError> for CodegenError {
 /// The buffers kernel `k` reads or writes, ascending: the kernel's pointer
 /// parameters, in this order, on every target. (The module is not needed
 /// today: buffer ids are global to it.)
-pub fn kernel_params(_m: &LoopModule, k: &Kernel) -> Vec<BufId> {
-    let mut used = Vec::new();
-    k.walk(&mut |n| match n {
-        Node::LoadIndex { buf, .. } => used.push(*buf),
-        Node::Compute(c) => {
-            used.push(c.write.buf);
-            for v in &c.values {
-                if let VOp::Load { buf, .. } = v.op {
-                    used.push(buf);
-                }
-            }
-        }
-        Node::For(_) | Node::Guard(_) => {}
-    });
-    used.sort_unstable();
-    used.dedup();
-    used
+pub fn kernel_params(m: &LoopModule, k: &Kernel) -> Vec<BufId> {
+    // Shared and local buffers live in the kernel (docs/codegen.md).
+    k.buffers().into_iter().filter(|&b| !m.buffers.get(b).is_some_and(|x| x.role.is_scratch())).collect()
 }
 
 /// Textual LLVM IR of every kernel of `m` for `target`, after `default<O3>`.

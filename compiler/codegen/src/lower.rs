@@ -8,7 +8,15 @@
 //! - `Flavour::Nvptx`: `ptx_kernel void @NAME(ptr addrspace(1) noalias ..)`,
 //!   one pointer per buffer of `kernel_params`; the maximal chain of
 //!   constant-bound `parallel` loops from the kernel root becomes one
-//!   grid-stride loop over the global thread id (see `ParChain`).
+//!   grid-stride loop over the global thread id (see `ParChain`). A
+//!   kernel whose chain holds a `thread` nest (`block-tiles`) loops
+//!   grid-stride over blocks instead: the chain's points are blocks, the
+//!   nest's points the threads of one (`tid.x`), `spread` loops stride by
+//!   the block size and `sync` is `bar.sync 0`.
+//!
+//! Shared buffers are `addrspace(3)` globals of the kernel (NVPTX) and
+//! local buffers `alloca`s, as are both on the host, where every loop runs
+//! in order and `sync` is nothing.
 //!
 //! Numerics mirror the loop dialect's documented semantics exactly: no
 //! instruction carries fast-math flags or `nsw`/`nuw` on user arithmetic,
@@ -42,6 +50,8 @@ pub enum Flavour {
 /// LLVM calling convention number of `ptx_kernel` (CallingConv::PTX_Kernel):
 /// it is what makes the NVPTX backend emit `.entry` instead of `.func`.
 const PTX_KERNEL_CC: u32 = 71;
+/// NVPTX's shared address space (a block's scratch).
+const NVPTX_SHARED_AS: u16 = 3;
 /// The global address space of NVPTX, where kernel arguments point.
 const NVPTX_GLOBAL_AS: u16 = 1;
 /// Multipliers of splitmix64 (src/random.rs).
@@ -95,7 +105,15 @@ fn check_kernel_name(name: &str) -> Result<(), CodegenError> {
 /// trip counts of its parallel chain (1 when it has none, 0 when a chain
 /// loop is empty). Launching fewer is correct (grid-stride); more idle.
 pub fn thread_count(k: &Kernel) -> i64 {
-    ParChain::of(&k.body).total
+    let c = ParChain::of(&k.body);
+    c.total.saturating_mul(c.block.unwrap_or(1))
+}
+
+/// The block size a kernel with a `thread` nest must be launched with
+/// (its barriers need every thread of the nest in one block); `None` for
+/// kernels that take any block size.
+pub fn block_size(k: &Kernel) -> Option<i64> {
+    ParChain::of(&k.body).block
 }
 
 /// The root loop's bounds when the host may split kernel `k` across
@@ -119,12 +137,20 @@ struct ParChain<'k> {
     rest: &'k [Node],
     /// Product of the chain loops' trip counts.
     total: i64,
+    /// The `thread` nest `rest` holds: `(var, lo, trip)`, outermost first.
+    threads: Vec<(VarId, i64, i64)>,
+    /// Threads per block when there is a nest.
+    block: Option<i64>,
 }
 
 impl<'k> ParChain<'k> {
     fn of(body: &'k [Node]) -> ParChain<'k> {
         let c = Chain::of(body);
-        ParChain { steps: c.steps(body), rest: c.rest(body), total: c.cells() }
+        let (rest, threads, block) = match c.thread_nest(body) {
+            Some(n) => (n.body, n.threads.clone(), Some(n.size())),
+            None => (c.rest(body), Vec::new(), None),
+        };
+        ParChain { steps: c.steps(body), rest, total: c.cells(), threads, block }
     }
 }
 
@@ -149,6 +175,9 @@ struct KernelLowering<'a, 'ctx> {
     /// Host: `[begin, end)` that clamps the root loop of a splittable
     /// kernel (see `split_range`); taken by the first loop lowered.
     split: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
+    /// NVPTX, inside a `thread` nest: the thread's id in its block and the
+    /// block size, by which `spread` loops stride.
+    block: Option<(IntValue<'ctx>, i64)>,
 }
 
 impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
@@ -205,6 +234,31 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             let p = func.get_nth_param(i as u32).map(|p| p.into_pointer_value());
             bufs[buf] = Some(p.ok_or_else(|| CodegenError("internal error: missing kernel parameter".into()))?);
         }
+        // Scratch: per block (shared) or per thread (local). The host runs
+        // a block's threads in order, so one copy of either is enough.
+        for buf in eintup::ir::loops::verify::scratch_buffers(m, k) {
+            let bf = &m.buffers[buf];
+            let n = u32::try_from(bf.len()).map_err(|_| CodegenError(format!("scratch buffer `{}` is too large", bf.name)))?;
+            let elem = match bf.dtype {
+                DType::I32 => ctx.i32_type().as_basic_type_enum(),
+                DType::F32 => ctx.f32_type().as_basic_type_enum(),
+                DType::F64 => ctx.f64_type().as_basic_type_enum(),
+            };
+            let ty = elem.array_type(n);
+            bufs[buf] = Some(if flavour == Flavour::Nvptx && bf.role == eintup::ir::loops::Role::Shared {
+                let g = module.add_global(ty, Some(AddressSpace::from(NVPTX_SHARED_AS)), &format!("{}__{}", k.name, bf.name));
+                g.set_linkage(inkwell::module::Linkage::Internal);
+                g.set_initializer(&ty.get_undef());
+                g.set_alignment(16);
+                g.as_pointer_value()
+            } else {
+                let a = b.build_alloca(ty, &bf.name)?;
+                if let Some(i) = a.as_instruction() {
+                    let _ = i.set_alignment(16);
+                }
+                a
+            });
+        }
         let split = match (flavour, split_range(k)) {
             (Flavour::Host, Some(_)) => {
                 let n = params.len() as u32;
@@ -229,6 +283,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             bufs,
             env: vec![None; k.vars.len()],
             split,
+            block: None,
         })
     }
 
@@ -290,10 +345,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
 
     // ---- NVPTX parallel chain -------------------------------------------
 
-    /// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`
+    /// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`;
+    /// with a `thread` nest, `gid` and `nthreads` count blocks and the
+    /// nest's variables come from the thread's id in its block.
     fn grid_stride(&mut self) -> Result<(), CodegenError> {
         let chain = ParChain::of(&self.k.body);
-        if chain.total == 0 {
+        if chain.total == 0 || chain.block == Some(0) {
             // An empty chain loop: nothing runs (and the digit arithmetic
             // below would divide by a zero trip count).
             return Ok(());
@@ -304,11 +361,17 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             Ok(me.b.build_int_z_extend(v, me.i64, name)?)
         };
         let tid = sreg(self, "tid.x")?;
-        let ntid = sreg(self, "ntid.x")?;
         let ctaid = sreg(self, "ctaid.x")?;
         let nctaid = sreg(self, "nctaid.x")?;
-        let gid = self.b.build_int_add(self.b.build_int_mul(ctaid, ntid, "")?, tid, "gid")?;
-        let stride = self.b.build_int_mul(nctaid, ntid, "nthreads")?;
+        let (gid, stride) = match chain.block {
+            // Every thread of a block walks the same points, so all reach
+            // the same barriers.
+            Some(_) => (ctaid, nctaid),
+            None => {
+                let ntid = sreg(self, "ntid.x")?;
+                (self.b.build_int_add(self.b.build_int_mul(ctaid, ntid, "")?, tid, "gid")?, self.b.build_int_mul(nctaid, ntid, "nthreads")?)
+            }
+        };
         let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
         let header = self.block("grid.header");
         let body = self.block("grid.body");
@@ -322,11 +385,6 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let more = self.b.build_int_compare(IntPredicate::SLT, lin_v, self.c64(chain.total), "")?;
         self.b.build_conditional_branch(more, body, exit)?;
         self.b.position_at_end(body);
-        // The linear id is below `total`; when that fits in 31 bits the
-        // digit arithmetic runs in i32, which is far cheaper on the GPU.
-        let narrow = chain.total <= i32::MAX as i64;
-        let ity = if narrow { self.i32 } else { self.i64 };
-        let mut rem = if narrow { self.b.build_int_truncate(lin_v, self.i32, "")? } else { lin_v };
         let loops: Vec<(VarId, i64, i64)> = chain
             .steps
             .iter()
@@ -335,25 +393,11 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 _ => None,
             })
             .collect();
-        // Innermost loop varies fastest, as in the sequential nest.
-        let mut values = vec![None; loops.len()];
-        for (i, &(_, lo, trip)) in loops.iter().enumerate().rev() {
-            let digit = if i == 0 {
-                rem
-            } else {
-                let t = ity.const_int(trip as u64, false);
-                let d = self.b.build_int_unsigned_rem(rem, t, "")?;
-                rem = self.b.build_int_unsigned_div(rem, t, "")?;
-                d
-            };
-            let digit = if narrow { self.b.build_int_z_extend(digit, self.i64, "")? } else { digit };
-            values[i] = Some(self.b.build_int_add(digit, self.c64(lo), "")?);
-        }
-        let mut values = values.into_iter();
+        let mut values = self.digits(lin_v, chain.total, &loops)?.into_iter();
         for step in &chain.steps {
             match step {
                 Step::Loop { var, .. } => {
-                    let v = values.next().flatten().ok_or_else(|| self.err("internal error: chain digits"))?;
+                    let v = values.next().ok_or_else(|| self.err("internal error: chain digits"))?;
                     self.bind(*var, v)?;
                 }
                 Step::Guard(conds) => {
@@ -368,6 +412,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 }
             }
         }
+        if let Some(size) = chain.block {
+            for (&(var, ..), v) in chain.threads.iter().zip(self.digits(tid, size, &chain.threads)?) {
+                self.bind(var, v)?;
+            }
+            self.block = Some((tid, size));
+        }
         self.nodes(chain.rest)?;
         self.b.build_unconditional_branch(latch)?;
         self.b.position_at_end(latch);
@@ -376,6 +426,30 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         self.b.build_unconditional_branch(header)?;
         self.b.position_at_end(exit);
         Ok(())
+    }
+
+    /// The values of `loops` (`(var, lo, trip)`, innermost fastest) at
+    /// point `lin` (an i64 below `total`, the product of the trips).
+    fn digits(&mut self, lin: IntValue<'ctx>, total: i64, loops: &[(VarId, i64, i64)]) -> Result<Vec<IntValue<'ctx>>, CodegenError> {
+        // When the point fits in 31 bits the digit arithmetic runs in
+        // i32, which is far cheaper on the GPU.
+        let narrow = total <= i32::MAX as i64;
+        let ity = if narrow { self.i32 } else { self.i64 };
+        let mut rem = if narrow { self.b.build_int_truncate(lin, self.i32, "")? } else { lin };
+        let mut values = vec![None; loops.len()];
+        for (i, &(_, lo, trip)) in loops.iter().enumerate().rev() {
+            let digit = if i == 0 {
+                rem
+            } else {
+                let t = ity.const_int(trip as u64, false);
+                let d = self.b.build_int_unsigned_rem(rem, t, "")?;
+                rem = self.b.build_int_unsigned_div(rem, t, "")?;
+                d
+            };
+            let digit = if narrow { self.b.build_int_z_extend(digit, self.i64, "")? } else { digit };
+            values[i] = Some(self.b.build_int_add(digit, self.c64(lo), "")?);
+        }
+        values.into_iter().map(|v| v.ok_or_else(|| self.err("internal error: chain digits"))).collect()
     }
 
     // ---- structure ------------------------------------------------------
@@ -412,6 +486,13 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                     lo = self.ibin(IBin::Max, lo, begin)?;
                     hi = self.ibin(IBin::Min, hi, end)?;
                 }
+                // A `spread` loop on the GPU: iteration e on thread
+                // e mod size, the block's threads side by side.
+                let mut step = 1;
+                if let (LoopKind::Spread, Some((tid, size))) = (l.kind, self.block) {
+                    lo = self.b.build_int_add(lo, tid, "")?;
+                    step = size;
+                }
                 let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 let header = self.block("for.header");
                 let body = self.block("for.body");
@@ -429,9 +510,10 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.bind(l.var, v)?;
                 self.nodes(&l.body)?;
                 self.env = saved;
-                // v < hi <= i64::MAX, so the increment cannot overflow:
-                // `nsw` is true here and gives LLVM exact trip counts.
-                let next = self.b.build_int_nsw_add(v, self.c64(1), "")?;
+                // v < hi <= i64::MAX, so the increment cannot overflow
+                // (a spread loop's step is at most 1024 and its bounds
+                // are far from the top): `nsw` gives LLVM exact trip counts.
+                let next = self.b.build_int_nsw_add(v, self.c64(step), "")?;
                 let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 phi.add_incoming(&[(&next, latch)]);
                 self.b.build_unconditional_branch(header)?;
@@ -452,6 +534,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.bind(*var, v)?;
             }
             Node::Compute(c) => self.compute(c)?,
+            Node::Sync => {
+                if self.flavour == Flavour::Nvptx {
+                    let f = self.intrinsic("llvm.nvvm.barrier0", &[])?;
+                    self.b.build_call(f, &[], "")?;
+                }
+            }
         }
         Ok(())
     }

@@ -76,6 +76,7 @@ fn all_parallel(nodes: &[Node]) -> bool {
         Node::For(l) => l.kind == LoopKind::Parallel && all_parallel(&l.body),
         Node::Guard(g) => all_parallel(&g.body),
         Node::LoadIndex { .. } | Node::Compute(_) => true,
+        Node::Sync => false,
     })
 }
 
@@ -92,7 +93,7 @@ fn only_compute(nodes: &[Node]) -> Option<&Compute> {
                 }
                 Node::For(l) => go(&l.body, found, count),
                 Node::Guard(g) => go(&g.body, found, count),
-                Node::LoadIndex { .. } => {}
+                Node::LoadIndex { .. } | Node::Sync => {}
             }
         }
     }
@@ -112,7 +113,7 @@ fn only_compute_mut(nodes: &mut [Node]) -> Option<&mut Compute> {
                 Node::Compute(c) => Some(c),
                 Node::For(l) => go(&mut l.body),
                 Node::Guard(g) => go(&mut g.body),
-                Node::LoadIndex { .. } => None,
+                Node::LoadIndex { .. } | Node::Sync => None,
             };
             if found.is_some() {
                 return found;

@@ -74,7 +74,7 @@ fn flatten(body: &[Node]) -> Option<(Vec<Item>, Compute)> {
                 cur = &g.body;
             }
             Node::Compute(c) => return Some((items, c.clone())),
-            Node::LoadIndex { .. } => return None,
+            Node::LoadIndex { .. } | Node::Sync => return None,
         }
     }
 }

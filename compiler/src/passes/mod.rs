@@ -16,6 +16,7 @@ pub mod lower_to_loops;
 pub mod manager;
 pub mod parallelize;
 pub mod register_tiles;
+pub mod block_tiles;
 pub mod resolve;
 pub mod simplify_index;
 pub mod shift_loops;

@@ -135,6 +135,7 @@ fn collect(ns: &[Node], sp: &mut Spine, on_spine: bool) {
                 sp.write_value_const = matches!(c.values.get(c.write.value).map(|v| &v.op), Some(VOp::Const(_)));
                 sp.write = Some(c.write.clone());
             }
+            Node::Sync => {}
         }
     }
 }
@@ -191,11 +192,14 @@ fn mark(ns: &mut [Node], cands: &[VarId], atomic: bool) {
     for n in ns {
         match n {
             Node::For(l) => {
-                l.kind = if cands.contains(&l.var) { LoopKind::Parallel } else { LoopKind::Reduce };
+                // Loops other passes gave a GPU role keep it.
+                if matches!(l.kind, LoopKind::Parallel | LoopKind::Reduce) {
+                    l.kind = if cands.contains(&l.var) { LoopKind::Parallel } else { LoopKind::Reduce };
+                }
                 mark(&mut l.body, cands, atomic);
             }
             Node::Guard(g) => mark(&mut g.body, cands, atomic),
-            Node::LoadIndex { .. } => {}
+            Node::LoadIndex { .. } | Node::Sync => {}
             Node::Compute(c) => {
                 if atomic && c.write.kind == WriteKind::Accumulate {
                     c.write.kind = WriteKind::AtomicAccumulate;

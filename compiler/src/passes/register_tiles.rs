@@ -171,7 +171,7 @@ fn wrap_compute(nodes: &mut [Node], f: &mut impl FnMut(Node) -> Node) {
             }
             Node::For(l) => wrap_compute(&mut l.body, f),
             Node::Guard(g) => wrap_compute(&mut g.body, f),
-            Node::LoadIndex { .. } => {}
+            Node::LoadIndex { .. } | Node::Sync => {}
         }
     }
 }

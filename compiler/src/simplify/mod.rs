@@ -362,6 +362,7 @@ impl Simplifier {
                     c.write.offset = self.expr_in(&c.write.offset, &r, st).0;
                     out.push(Node::Compute(c));
                 }
+                Node::Sync => out.push(Node::Sync),
             }
         }
         out

@@ -15,6 +15,23 @@ pub enum Step<'k> {
     LoadIndex { var: VarId, buf: BufId, offset: &'k IExpr },
 }
 
+/// The threads of one block: a perfect nest of `thread` loops with
+/// constant bounds.
+pub struct ThreadNest<'k> {
+    /// `(var, lo, trip)`, outermost first; the innermost varies fastest
+    /// with the thread id.
+    pub threads: Vec<(VarId, i64, i64)>,
+    /// Each thread's program: the innermost `thread` loop's body.
+    pub body: &'k [Node],
+}
+
+impl ThreadNest<'_> {
+    /// Threads per block: the product of the trips.
+    pub fn size(&self) -> i64 {
+        self.threads.iter().fold(1i64, |a, t| a.saturating_mul(t.2))
+    }
+}
+
 pub struct Chain {
     /// `(var, lo, trip)`, outermost first.
     pub loops: Vec<(VarId, i64, i64)>,
@@ -127,6 +144,19 @@ impl Chain {
             cur = cur[i].body();
         }
         cur
+    }
+
+    /// The `thread` nest the chain's rest consists of, if it is one: the
+    /// shape `block-tiles` gives a kernel (the chain's points are blocks).
+    pub fn thread_nest<'a>(&self, body: &'a [Node]) -> Option<ThreadNest<'a>> {
+        let mut threads = Vec::new();
+        let mut cur = self.rest(body);
+        while let [Node::For(For { var, lo, hi, kind: LoopKind::Thread, body })] = cur {
+            let (lo, hi) = (lo.as_const()?, hi.as_const()?);
+            threads.push((*var, lo, hi.checked_sub(lo)?.max(0)));
+            cur = body;
+        }
+        (!threads.is_empty()).then_some(ThreadNest { threads, body: cur })
     }
 
     /// [`Chain::rest`], mutable.

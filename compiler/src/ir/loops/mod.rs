@@ -164,6 +164,14 @@ pub enum Role {
     Output,
     /// Any other array, and compiler temporaries (snapshots).
     Temp,
+    /// Scratch of one thread block (`block-tiles`): GPU shared memory.
+    /// Used by one kernel, inside its `thread` nest only; its contents are
+    /// undefined when the block starts. Not a kernel parameter, not in
+    /// bundles.
+    Shared,
+    /// Scratch of one thread (`block-tiles`' accumulators): registers. As
+    /// `Shared`, but each thread has its own copy.
+    Local,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -180,8 +188,14 @@ impl Role {
     pub fn default_init(self) -> Init {
         match self {
             Role::Input => Init::Input,
-            Role::Output | Role::Temp => Init::Zero,
+            Role::Output | Role::Temp | Role::Shared | Role::Local => Init::Zero,
         }
+    }
+
+    /// Shared and local buffers exist only while a kernel runs: no memory
+    /// outside it, no parameter.
+    pub fn is_scratch(self) -> bool {
+        matches!(self, Role::Shared | Role::Local)
     }
 }
 
@@ -212,6 +226,11 @@ pub enum Node {
     LoadIndex { var: VarId, buf: BufId, offset: IExpr },
     /// Scalar computation ending in the kernel's write.
     Compute(Compute),
+    /// `sync`: every thread of the block waits here until all arrive, and
+    /// sees the others' writes to shared buffers (`bar.sync`). Only in a
+    /// kernel's `thread` nest, at a point every thread reaches (see
+    /// `Thread`); a no-op for sequential execution.
+    Sync,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -237,7 +256,23 @@ pub enum LoopKind {
     /// of them and code generation unrolls them: a register tile
     /// (`register-tiles`). Constant bounds, at most [`MAX_UNROLL`] trips.
     Unroll,
+    /// The threads of one GPU block (`block-tiles`): a perfect nest of
+    /// `thread` loops with constant bounds directly inside the kernel's
+    /// parallel chain (whose points become blocks); each iteration is one
+    /// thread, its body that thread's program. Sequentially, a parallel
+    /// loop. Inside it, `spread` loops and `sync` may appear only where
+    /// every thread gets to: under `reduce`/`unroll` loops whose bounds do
+    /// not use the thread variables, not under guards.
+    Thread,
+    /// A loop the block's threads share (cooperative staging): iteration
+    /// `e` runs on thread `e mod threads`. Its body must not use the
+    /// thread variables or local buffers, so which thread runs an
+    /// iteration does not matter; sequentially, an ordinary loop.
+    Spread,
 }
+
+/// Most threads a `thread` nest may have (the GPU's block limit).
+pub const MAX_BLOCK_THREADS: i64 = 1024;
 
 /// Most iterations an `unroll` loop may have (code size).
 pub const MAX_UNROLL: i64 = 16;
@@ -594,6 +629,7 @@ impl Node {
             Node::For(l) => vec![&l.lo, &l.hi],
             Node::Guard(g) => g.conds.iter().flat_map(|c| c.exprs()).collect(),
             Node::LoadIndex { offset, .. } => vec![offset],
+            Node::Sync => vec![],
             Node::Compute(c) => {
                 let mut v: Vec<&IExpr> = c
                     .values
@@ -609,6 +645,19 @@ impl Node {
                 v.push(&c.write.offset);
                 v
             }
+        }
+    }
+
+    /// The buffers this node itself reads or writes (not its body's).
+    pub fn buffers(&self) -> Vec<BufId> {
+        match self {
+            Node::LoadIndex { buf, .. } => vec![*buf],
+            Node::Compute(c) => {
+                let mut v: Vec<BufId> = c.values.iter().filter_map(|v| if let VOp::Load { buf, .. } = v.op { Some(buf) } else { None }).collect();
+                v.push(c.write.buf);
+                v
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -694,7 +743,7 @@ impl Kernel {
                         }
                     }
                     Node::Guard(g) => total = total.checked_add(count(&g.body, env)?)?,
-                    Node::LoadIndex { .. } => {}
+                    Node::LoadIndex { .. } | Node::Sync => {}
                     Node::Compute(_) => leaf = true,
                 }
             }
@@ -706,6 +755,15 @@ impl Kernel {
             ok.then(|| e.eval(&env.iter().map(|x| x.unwrap_or(0)).collect::<Vec<_>>()))
         }
         count(&self.body, &mut vec![None; self.vars.len()])
+    }
+
+    /// Every buffer the kernel reads or writes, in id order.
+    pub fn buffers(&self) -> Vec<BufId> {
+        let mut used = Vec::new();
+        self.walk(&mut |n| used.extend(n.buffers()));
+        used.sort_unstable();
+        used.dedup();
+        used
     }
 
     /// Every `Compute` node, outermost first.
@@ -778,6 +836,7 @@ pub fn for_each_expr_mut(nodes: &mut [Node], f: &mut impl FnMut(&mut IExpr)) {
                 for_each_expr_mut(&mut g.body, f);
             }
             Node::LoadIndex { offset, .. } => f(offset),
+            Node::Sync => {}
             Node::Compute(c) => {
                 for v in &mut c.values {
                     match &mut v.op {

@@ -231,6 +231,10 @@ impl Parser<'_> {
             self.spans.insert(self.node_site(), self.since(start));
             return Ok(Node::LoadIndex { var, buf, offset });
         }
+        if self.c.eat_word(syntax::SYNC) {
+            self.spans.insert(self.node_site(), self.since(start));
+            return Ok(Node::Sync);
+        }
         if self.c.eat_word(syntax::FOR) {
             let (name, sp) = self.c.ident("a loop variable")?;
             self.c.word(syntax::IN)?;

@@ -110,6 +110,7 @@ fn numbering_is_implicit(k: &Kernel) -> bool {
                         self.uses(offset);
                         self.bind(*var);
                     }
+                    Node::Sync => {}
                     Node::Compute(c) => {
                         for v in &c.values {
                             match &v.op {
@@ -166,7 +167,7 @@ fn nodes(o: &mut String, m: &LoopModule, k: &Kernel, ns: &[Node], depth: usize) 
     for n in ns {
         match n {
             Node::Compute(c) => compute(o, m, k, c, depth),
-            Node::LoadIndex { .. } => {
+            Node::LoadIndex { .. } | Node::Sync => {
                 indent(o, depth);
                 let _ = writeln!(o, "{}", node_line(m, k, n));
             }
@@ -195,6 +196,7 @@ fn node_line(m: &LoopModule, k: &Kernel, n: &Node) -> String {
         }
         Node::LoadIndex { var, buf, offset } => format!("{} = {} {}[{}]", var_name(k, *var), syntax::LOAD_INDEX, buf_name(m, *buf), iexpr(k, offset)),
         Node::Compute(c) => c.values.first().map_or_else(|| write_line(m, k, &c.write), |v| value_line(m, k, 0, v)),
+        Node::Sync => syntax::SYNC.to_string(),
     }
 }
 

@@ -18,6 +18,8 @@ pub const IN: &str = "in";
 pub const GUARD: &str = "guard";
 /// `V = load_index BUF[OFFSET]`.
 pub const LOAD_INDEX: &str = "load_index";
+/// The block barrier (`Node::Sync`).
+pub const SYNC: &str = "sync";
 
 /// The op word of every value operation that is not binary; a binary one
 /// is written as its `BinOp`'s spelling.
@@ -40,9 +42,9 @@ spelled!(IBin { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv =>
 
 spelled!(WriteKind { Store => "store", Accumulate => "accumulate", AtomicAccumulate => "atomic_accumulate" });
 
-spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce", Unroll => "unroll" });
+spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce", Unroll => "unroll", Thread => "thread", Spread => "spread" });
 
-spelled!(Role { Input => "input", Output => "output", Temp => "temp" });
+spelled!(Role { Input => "input", Output => "output", Temp => "temp", Shared => "shared", Local => "local" });
 
 spelled!(Init { Zero => "zero", Input => "input" });
 

@@ -16,6 +16,9 @@ use et_grammar::Diagnostic;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+mod blocks;
+pub use blocks::{scratch_buffers, MAX_SHARED_BYTES};
+
 /// Code of a verifier error located in parsed text (docs/ir-loop.md).
 pub const CODE: &str = "E0651";
 
@@ -78,8 +81,9 @@ pub fn verify(m: &LoopModule) -> Result<(), VerifyError> {
             return Err(err(format!("kernel `@{}`: name already used by kernel #{j}", k.name)));
         }
         kernel(m, i, k)?;
+        blocks::kernel(m, i, k)?;
     }
-    Ok(())
+    blocks::scratch_owners(m)
 }
 
 fn buffers(m: &LoopModule) -> Result<(), VerifyError> {
@@ -203,6 +207,7 @@ impl Ck<'_> {
                     self.node(n).map_err(|e| self.at(self.node_site(), e))?;
                     loaded.push(*var);
                 }
+                Node::Sync => {}
             }
             self.path.pop();
         }
@@ -239,7 +244,7 @@ impl Ck<'_> {
                 self.expr(offset, &format!("offset of {what}"))?;
                 self.bind(*var, &what)
             }
-            Node::Compute(_) => Ok(()),
+            Node::Compute(_) | Node::Sync => Ok(()),
         }
     }
 

@@ -1,0 +1,394 @@
+//! `block-tiles` (GPU): the threads of a block share the operands of a
+//! contraction through shared memory, so that each value is read from
+//! global memory once per block instead of once per thread.
+//!
+//! After `register-tiles` a thread loads `TM + TN` values per `k` for its
+//! `TM x TN` cells, but neighbouring threads load the same rows of `a` and
+//! columns of `b` again: 0.6 to 1.25 bytes of global loads per FMA. Here
+//! the two innermost tiled chain loops `m` and `n` split into blocks and
+//! the `TI x TJ` threads of one (`m := m*TI + ti`, `n := n*TJ + tj`), the
+//! innermost reduction `k` splits into steps of `BK`, and each step first
+//! copies what the block will read of every operand that depends on both
+//! `k` and a thread into a shared buffer, all threads together:
+//!
+//! ```text
+//! for m in [0, M/TI) parallel { for n in [0, N/TJ) parallel {          // blocks
+//!   for ti in [0, TI) thread { for tj in [0, TJ) thread {              // threads
+//!     acc[..] = -0.0 (the cleared cell, or c's value)                  // registers
+//!     for k_o in [0, K/BK) reduce {
+//!       for e in [0, |a's box|) spread { a_s[e] = a[.. at e ..] }      // cooperative
+//!       for e in [0, |b's box|) spread { b_s[e] = b[.. at e ..] }
+//!       sync
+//!       for k_i in [0, BK) reduce { unroll.. { acc[..] += a_s[..] * b_s[..] } }
+//!       sync }
+//!     unroll.. { c[..] = acc[..] } } } } }
+//! ```
+//!
+//! A shared buffer holds an operand's *box*: the values its offset takes
+//! over the thread, tile and `k_i` variables it depends on (the others are
+//! the same in the whole block), laid out with the variable of smallest
+//! stride in the operand innermost, so that consecutive threads of the copy
+//! read consecutive addresses. The sums live in a `local` buffer (registers
+//! after unrolling) across the barriers. Each cell still adds its terms in
+//! the original order, starting from the value the kernel stored or found
+//! there: results do not change at all.
+//!
+//! Applies to a kernel whose chain's rest is an optional clear (`store` of a
+//! constant in an `unroll` nest, from `fuse-resets`/`register-tiles`) and
+//! one perfect nest of `reduce` loops with constant bounds around an
+//! `unroll` nest around the single `accumulate` (no guards, no index loads),
+//! whose write offset depends on every `unroll` variable (one accumulator
+//! per cell) and not on the reductions, and that reads nothing of the
+//! buffer it writes. `m` and `n` are the two innermost chain loops the
+//! write depends on that no chain guard or index load uses; `TI`, `TJ` are
+//! the largest powers of two up to 16 dividing their trips (at least 64
+//! threads), `BK` the whole reduction up to 16 terms, else 16, 8, 4 or 2
+//! where it divides. Shared buffers take at most 48 KiB.
+
+use super::{Ir, Options, PassError, Unit};
+use crate::ir::loops::chain::Chain;
+use crate::ir::loops::verify::MAX_SHARED_BYTES;
+use crate::ir::loops::*;
+
+/// Threads along one dimension of a block at most (16 x 16 = 256).
+pub const MAX_THREADS_PER_DIM: i64 = 16;
+/// Threads a block must have at least (two warps).
+pub const MIN_BLOCK_THREADS: i64 = 64;
+/// Reduction steps per stage, tried in order when the whole reduction is
+/// longer than the first.
+pub const STEPS: [i64; 4] = [16, 8, 4, 2];
+
+pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("block-tiles runs on the loop level".into())) };
+    let mut tiled = Vec::new();
+    for ki in 0..m.kernels.len() {
+        if let Some((what, k, scratch)) = tile_kernel(m, &m.kernels[ki]) {
+            let base = m.buffers.len();
+            // Scratch buffer ids were numbered from `base` by `tile_kernel`.
+            for mut b in scratch {
+                b.name = m.unique_buffer_name(b.name);
+                m.buffers.push(b);
+            }
+            debug_assert!(m.buffers.len() > base);
+            tiled.push(format!("{} {what}", k.name));
+            m.kernels[ki] = k;
+        }
+    }
+    Ok(Some(if tiled.is_empty() { "0 kernels tiled".to_string() } else { format!("{} kernels tiled ({})", tiled.len(), tiled.join(", ")) }))
+}
+
+/// The pieces of a kernel's rest `block-tiles` recognises.
+struct Contraction<'k> {
+    /// The clear before the sum: its unroll nest's leaf.
+    clear: Option<&'k Compute>,
+    /// The perfect `reduce` nest, outermost first.
+    reduces: Vec<&'k For>,
+    /// The `unroll` nest inside the innermost reduction, outermost first.
+    unrolls: Vec<&'k For>,
+    sum: &'k Compute,
+}
+
+/// `nodes` as a perfect nest of loops of `kind`, and what is inside it.
+fn nest(mut nodes: &[Node], kind: LoopKind) -> (Vec<&For>, &[Node]) {
+    let mut loops = Vec::new();
+    while let [Node::For(l)] = nodes {
+        if l.kind != kind {
+            break;
+        }
+        loops.push(l);
+        nodes = &l.body;
+    }
+    (loops, nodes)
+}
+
+fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
+    let (clear, main) = match rest {
+        [main] => (None, main),
+        [clear, main] => {
+            let (_, leaf) = nest(std::slice::from_ref(clear), LoopKind::Unroll);
+            let [Node::Compute(c)] = leaf else { return None };
+            let is_const = c.values.get(c.write.value).is_some_and(|v| matches!(v.op, VOp::Const(_)));
+            (c.write.kind == WriteKind::Store && is_const).then_some(())?;
+            (Some(c), main)
+        }
+        _ => return None,
+    };
+    let (reduces, inner) = nest(std::slice::from_ref(main), LoopKind::Reduce);
+    let (unrolls, leaf) = nest(inner, LoopKind::Unroll);
+    let [Node::Compute(sum)] = leaf else { return None };
+    if reduces.is_empty() || reduces.iter().any(|r| r.lo.as_const().is_none() || r.hi.as_const().is_none()) {
+        return None;
+    }
+    Some(Contraction { clear, reduces, unrolls, sum })
+}
+
+fn trip(l: &For) -> i64 {
+    l.hi.as_const().unwrap_or(0) - l.lo.as_const().unwrap_or(0)
+}
+
+/// Largest power of two up to `cap` dividing `n` (n > 0).
+fn pow2_factor(n: i64, cap: i64) -> i64 {
+    let mut f = 1;
+    while f * 2 <= cap && n % (f * 2) == 0 {
+        f *= 2;
+    }
+    f
+}
+
+/// The tiled kernel, a description of the tiling, and the scratch buffers
+/// it uses (ids from `m.buffers.len()` on), when `k` qualifies.
+pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Buffer>)> {
+    let mut chain = Chain::of(&k.body);
+    if chain.thread_nest(&k.body).is_some() {
+        return None;
+    }
+    let rest = chain.rest(&k.body);
+    let c = contraction(rest)?;
+    let sum = c.sum;
+    if sum.write.kind != WriteKind::Accumulate || sum.reads(sum.write.buf) {
+        return None;
+    }
+    let (unroll_vars, reduce_vars): (Vec<VarId>, Vec<VarId>) = (c.unrolls.iter().map(|l| l.var).collect(), c.reduces.iter().map(|l| l.var).collect());
+    let w = &sum.write.offset;
+    if reduce_vars.iter().any(|&v| w.depends_on(v)) || !unroll_vars.iter().all(|&v| w.depends_on(v)) || !cells_distinct(w, &c.unrolls, k.vars.len()) {
+        return None;
+    }
+    // The clear stores into the same cells, by an unroll nest of the same
+    // trips.
+    let clear_nest = c.clear.map(|cl| {
+        let (loops, _) = nest(&rest[..1], LoopKind::Unroll);
+        (cl, loops)
+    });
+    if let Some((cl, loops)) = &clear_nest {
+        let same_trips = loops.len() == c.unrolls.len() && loops.iter().zip(&c.unrolls).all(|(a, b)| a.lo == b.lo && a.hi == b.hi);
+        let renamed = loops.iter().zip(&c.unrolls).fold(cl.write.offset.clone(), |e, (a, b)| e.substitute(a.var, &IExpr::v(b.var)));
+        if !same_trips || cl.write.buf != sum.write.buf || renamed != *w {
+            return None;
+        }
+    }
+    // The thread dimensions: the two innermost chain loops the write
+    // depends on, free of the chain's guards and index loads.
+    let free: Vec<(VarId, i64, i64)> =
+        chain.loops.iter().copied().filter(|&(v, ..)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v))).collect();
+    let [.., (mv, m_lo, m_trip), (nv, n_lo, n_trip)] = free.as_slice() else { return None };
+    let (mv, m_lo, m_trip, nv, n_lo, n_trip) = (*mv, *m_lo, *m_trip, *nv, *n_lo, *n_trip);
+    if m_trip <= 0 || n_trip <= 0 {
+        return None;
+    }
+    let tj = pow2_factor(n_trip, MAX_THREADS_PER_DIM);
+    let ti = pow2_factor(m_trip, MAX_THREADS_PER_DIM);
+    if ti * tj < MIN_BLOCK_THREADS {
+        return None;
+    }
+    let kl = *c.reduces.last()?;
+    let k_trip = trip(kl);
+    let bk = if k_trip <= STEPS[0] { k_trip } else { *STEPS.iter().find(|&&s| k_trip % s == 0)? };
+    if bk <= 0 {
+        return None;
+    }
+
+    let mut t = k.clone();
+    let mut vars = t.vars.clone();
+    let ti_v = fresh(&mut vars, &k.vars[mv].name, "thread");
+    let tj_v = fresh(&mut vars, &k.vars[nv].name, "thread");
+    let ko_v = fresh(&mut vars, &k.vars[kl.var].name, "o");
+    let ki_v = fresh(&mut vars, &k.vars[kl.var].name, "i");
+    // m := m_lo + (m - m_lo)*TI + ti, likewise n; k := lo + k_o*BK + k_i.
+    let split = |v: VarId, lo: i64, f: i64, t: VarId| {
+        IExpr::add(IExpr::add(IExpr::c(lo), IExpr::mul(IExpr::sub(IExpr::v(v), IExpr::c(lo)), IExpr::c(f))), IExpr::v(t))
+    };
+    let (m_at, n_at) = (split(mv, m_lo, ti, ti_v), split(nv, n_lo, tj, tj_v));
+    let k_lo = kl.lo.as_const()?;
+    let k_at = IExpr::add(IExpr::add(IExpr::c(k_lo), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk))), IExpr::v(ki_v));
+    let subst = |e: &IExpr| e.substitute(mv, &m_at).substitute(nv, &n_at).substitute(kl.var, &k_at);
+    let subst_all = |c: &Compute| {
+        let mut n = [Node::Compute(c.clone())];
+        for_each_expr_mut(&mut n, &mut |e| *e = subst(e));
+        let [Node::Compute(c)] = n else { unreachable!("one compute in, one out") };
+        c
+    };
+
+    // Box variables and their trips: threads, tiles, the step's k_i.
+    let mut box_vars: Vec<(VarId, i64, i64)> = vec![(ti_v, 0, ti), (tj_v, 0, tj)];
+    box_vars.extend(c.unrolls.iter().map(|l| (l.var, l.lo.as_const().unwrap_or(0), trip(l))));
+    box_vars.push((ki_v, 0, bk));
+    let uniform = |v: VarId| !box_vars.iter().any(|b| b.0 == v);
+
+    // The sum with the substitutions; operands to stage.
+    let mut body = subst_all(sum);
+    let mut scratch: Vec<Buffer> = Vec::new();
+    let mut stages: Vec<Node> = Vec::new();
+    let mut shared_bytes = 0i64;
+    for j in 0..body.values.len() {
+        let VOp::Load { buf, offset } = body.values[j].op.clone() else { continue };
+        let depends = |v: VarId| offset.depends_on(v);
+        if !depends(ki_v) || !(depends(ti_v) || depends(tj_v)) {
+            continue;
+        }
+        // Every variable it uses is a box variable or the same in the
+        // whole block (chain loops, outer reductions, k_o).
+        let mut ok = true;
+        offset.for_each_var(&mut |v| ok &= !uniform(v) || chain.bound.contains(&v) || reduce_vars.contains(&v) || v == ko_v);
+        if !ok {
+            return None;
+        }
+        // The copy walks the box with the variable of smallest stride in
+        // the operand fastest, so that a warp reads consecutive addresses.
+        let lin = offset.linear();
+        let stride = |v: VarId| -> i64 {
+            let atom = IExpr::v(v);
+            let nonlinear = lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom);
+            if nonlinear { i64::MAX } else { lin.coef(&atom).saturating_abs() }
+        };
+        let mut dims: Vec<(VarId, i64, i64)> = box_vars.iter().copied().filter(|&(v, ..)| depends(v)).collect();
+        dims.sort_by_key(|&(v, ..)| std::cmp::Reverse(stride(v)));
+        // The shared buffer is laid out for the reads instead: one row per
+        // k_i, threads innermost (a warp reads consecutive words or one
+        // broadcast word), a row padded by one word when it is a multiple
+        // of the 32 banks, so that the copy's column writes spread over
+        // the banks.
+        let mut layout = vec![(ki_v, 0, bk)];
+        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| v != ki_v && v != ti_v && v != tj_v && depends(v)));
+        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| (v == ti_v || v == tj_v) && depends(v)));
+        let inner: i64 = layout[1..].iter().map(|d| d.2).product();
+        let row = if inner % 32 == 0 { inner + 1 } else { inner };
+        let len: i64 = dims.iter().map(|d| d.2).product();
+        let dtype = body.values[j].dtype;
+        shared_bytes += bk * row * dtype.size() as i64;
+        if shared_bytes > MAX_SHARED_BYTES {
+            return None;
+        }
+        let sh = m.buffers.len() + scratch.len();
+        scratch.push(Buffer {
+            name: format!("{}_{}_shared", k.name, m.buffers[buf].name),
+            dtype,
+            shape: vec![bk, row],
+            role: Role::Shared,
+            init: Init::Zero,
+        });
+        // The element of the box at the point where each box variable `v`
+        // is `at(v)`.
+        let sh_index = |at: &dyn Fn(VarId) -> IExpr| {
+            let cols = layout[1..].iter().fold(IExpr::c(0), |a, &(v, lo, tr)| IExpr::add(IExpr::mul(a, IExpr::c(tr)), IExpr::sub(at(v), IExpr::c(lo))));
+            IExpr::add(IExpr::mul(at(ki_v), IExpr::c(row)), cols)
+        };
+        body.values[j].op = VOp::Load { buf: sh, offset: sh_index(&IExpr::v) };
+        let e_v = fresh(&mut vars, &m.buffers[buf].name, "e");
+        // Copy element e: the point whose digits (in `dims` order) are e's.
+        let mut digits: Vec<(VarId, IExpr)> = Vec::new();
+        let mut inner_stride = 1i64;
+        for (i, &(v, lo, tr)) in dims.iter().enumerate().rev() {
+            let q = IExpr::bin(IBin::FloorDiv, IExpr::v(e_v), IExpr::c(inner_stride));
+            let digit = if i == 0 { q } else { IExpr::bin(IBin::Mod, q, IExpr::c(tr)) };
+            digits.push((v, IExpr::add(digit, IExpr::c(lo))));
+            inner_stride *= tr;
+        }
+        let at_e = |v: VarId| digits.iter().find(|d| d.0 == v).map_or(IExpr::c(0), |d| d.1.clone());
+        // Box variables it uses without depending on them (`(i + t) - t`)
+        // may take any value: their first.
+        let unused = box_vars.iter().filter(|b| !dims.contains(b)).fold(offset.clone(), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
+        let source = digits.iter().fold(unused, |e, (v, d)| e.substitute(*v, d));
+        let copy = Compute {
+            values: vec![Value { op: VOp::Load { buf, offset: source }, dtype }],
+            write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(&at_e), value: 0 },
+        };
+        stages.push(Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len), kind: LoopKind::Spread, body: vec![Node::Compute(copy)] }));
+    }
+    if stages.is_empty() {
+        return None;
+    }
+
+    // One accumulator per cell of the thread's tile, in a local buffer.
+    let acc = m.buffers.len() + scratch.len();
+    let dtype = m.buffers[sum.write.buf].dtype;
+    let tile: Vec<(VarId, i64, i64)> = c.unrolls.iter().map(|l| (l.var, l.lo.as_const().unwrap_or(0), trip(l))).collect();
+    scratch.push(Buffer {
+        name: format!("{}_acc", k.name),
+        dtype,
+        shape: if tile.is_empty() { vec![1] } else { tile.iter().map(|d| d.2).collect() },
+        role: Role::Local,
+        init: Init::Zero,
+    });
+    let acc_at = |vs: &[VarId]| {
+        tile.iter().zip(vs).fold(IExpr::c(0), |a, (&(_, lo, tr), &v)| IExpr::add(IExpr::mul(a, IExpr::c(tr)), IExpr::sub(IExpr::v(v), IExpr::c(lo))))
+    };
+    body.write = Write { kind: WriteKind::Accumulate, buf: acc, offset: acc_at(&unroll_vars), value: body.write.value };
+    // `unroll` loops over fresh copies of the tile variables around `leaf`.
+    let mut tile_nest = |what: &str, make: &dyn Fn(&[VarId]) -> Compute| {
+        let fresh: Vec<VarId> = tile.iter().map(|&(v, ..)| fresh(&mut vars, &k.vars[v].name, what)).collect();
+        let leaf = Node::Compute(make(&fresh));
+        tile.iter().zip(&fresh).rev().fold(leaf, |inner, (&(_, lo, tr), &v)| {
+            Node::For(For { var: v, lo: IExpr::c(lo), hi: IExpr::c(lo + tr), kind: LoopKind::Unroll, body: vec![inner] })
+        })
+    };
+    let rename = |e: &IExpr, to: &[VarId]| unroll_vars.iter().zip(to).fold(subst(e), |e, (&u, &f)| e.substitute(u, &IExpr::v(f)));
+    let init = tile_nest("init", &|f| match c.clear {
+        Some(cl) => Compute { values: vec![cl.values[cl.write.value].clone()], write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 } },
+        None => Compute {
+            values: vec![Value { op: VOp::Load { buf: sum.write.buf, offset: rename(w, f) }, dtype }],
+            write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 },
+        },
+    });
+    let flush = tile_nest("out", &|f| Compute {
+        values: vec![Value { op: VOp::Load { buf: acc, offset: acc_at(f) }, dtype }],
+        write: Write { kind: WriteKind::Store, buf: sum.write.buf, offset: rename(w, f), value: 0 },
+    });
+    t.vars = vars;
+
+    // The step: stage, sync, the original unroll nest over k_i, sync.
+    let leaf = Node::Compute(body);
+    let unrolled = c.unrolls.iter().rev().fold(leaf, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Unroll, body: vec![inner] }));
+    let mut step = stages;
+    step.push(Node::Sync);
+    step.push(Node::For(For { var: ki_v, lo: IExpr::c(0), hi: IExpr::c(bk), kind: LoopKind::Reduce, body: vec![unrolled] }));
+    step.push(Node::Sync);
+    let steps = Node::For(For { var: ko_v, lo: IExpr::c(0), hi: IExpr::c(k_trip / bk), kind: LoopKind::Reduce, body: step });
+    let reduction = c.reduces[..c.reduces.len() - 1]
+        .iter()
+        .rev()
+        .fold(steps, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: vec![inner] }));
+    let program = vec![init, reduction, flush];
+    let threads = Node::For(For {
+        var: ti_v,
+        lo: IExpr::c(0),
+        hi: IExpr::c(ti),
+        kind: LoopKind::Thread,
+        body: vec![Node::For(For { var: tj_v, lo: IExpr::c(0), hi: IExpr::c(tj), kind: LoopKind::Thread, body: program })],
+    });
+    chain.set_trip(&mut t.body, mv, m_trip / ti);
+    chain.set_trip(&mut t.body, nv, n_trip / tj);
+    *chain.rest_mut(&mut t.body) = vec![threads];
+    let what = format!("{}x{} threads, k step {bk}, {} shared bytes", ti, tj, shared_bytes);
+    Some((what, t, scratch))
+}
+
+/// A new variable named `{base}_{what}` (made unique).
+fn fresh(vars: &mut Vec<Var>, base: &str, what: &str) -> VarId {
+    let name = unique_var_name(vars, &format!("{base}_{what}"));
+    vars.push(Var { name });
+    vars.len() - 1
+}
+
+/// Does the write offset `w` give each point of the unroll nest its own
+/// cell? Checked point by point with every other variable at 0, on an
+/// offset affine in the unroll variables (then it holds everywhere).
+fn cells_distinct(w: &IExpr, unrolls: &[&For], nvars: usize) -> bool {
+    let lin = w.linear();
+    let affine = unrolls.iter().all(|l| lin.terms.iter().all(|(a, _)| !a.uses(l.var) || *a == IExpr::v(l.var)));
+    if !affine {
+        return false;
+    }
+    let mut env = vec![0i64; nvars];
+    let mut seen = std::collections::HashSet::new();
+    fn go(i: usize, unrolls: &[&For], w: &IExpr, env: &mut Vec<i64>, seen: &mut std::collections::HashSet<i64>) -> bool {
+        let Some(l) = unrolls.get(i) else { return seen.insert(w.eval(env)) };
+        for x in l.lo.as_const().unwrap_or(0)..l.hi.as_const().unwrap_or(0) {
+            env[l.var] = x;
+            if !go(i + 1, unrolls, w, env, seen) {
+                return false;
+            }
+        }
+        true
+    }
+    go(0, unrolls, w, &mut env, &mut seen)
+}
