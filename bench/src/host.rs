@@ -33,6 +33,8 @@ pub struct Setup<'a> {
     pub python: &'a Path,
     pub peers_script: &'a Path,
     pub budget: Budget,
+    /// `--host-fp-contract`: may host code fuse multiply-adds?
+    pub fp_contract: eintup_codegen::FpContract,
 }
 
 pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, String>), String> {
@@ -46,7 +48,7 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, S
         let out_id = p.output()?;
         let t = Instant::now();
         let mut compile_ms = 0.0;
-        let timed = eintup_codegen::with_compiled(&p.loops, 0, |prog| {
+        let timed = eintup_codegen::with_compiled(&p.loops, 0, s.fp_contract, |prog| {
             compile_ms = t.elapsed().as_secs_f64() * 1e3;
             time_median(s.budget, || prog.run(&mut p.buffers))
         })

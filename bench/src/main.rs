@@ -55,6 +55,11 @@ struct Args {
     /// `scripts/gpu-check` into this directory.
     #[arg(long, value_name = "DIR")]
     gpu_kit: Option<PathBuf>,
+    /// Host code's float policy: `off` (the default: the interpreter's
+    /// rounding) or `fast` (fused multiply-adds, as `run --backend cpu
+    /// --fp-contract fast`).
+    #[arg(long = "host-fp-contract", default_value = "off", value_name = "off|fast")]
+    host_fp_contract: eintup_codegen::FpContract,
     /// Runs of each `etopt` command for the compile-time medians.
     #[arg(long, default_value_t = 5)]
     compile_runs: usize,
@@ -79,6 +84,7 @@ fn run(args: &Args) -> Result<(), String> {
     report.insert("command".into(), serde_json::json!(std::env::args().collect::<Vec<_>>().join(" ")));
     report.insert("machine".into(), serde_json::json!(machine()));
     report.insert("quick".into(), serde_json::json!(args.quick));
+    report.insert("host_fp_contract".into(), serde_json::json!(args.host_fp_contract.name()));
     std::fs::create_dir_all(&args.work).map_err(|e| format!("{}: {e}", args.work.display()))?;
     let setup = host::Setup {
         ops_dir: &args.root.join("bench/ops"),
@@ -90,6 +96,7 @@ fn run(args: &Args) -> Result<(), String> {
         } else {
             stats::Budget { min_reps: 5, max_reps: 50, time: Duration::from_secs(2) }
         },
+        fp_contract: args.host_fp_contract,
     };
     if args.sections.contains(&Section::Compile) {
         let mut examples: Vec<PathBuf> = std::fs::read_dir(args.root.join("docs/examples"))

@@ -29,6 +29,12 @@ pub enum Backend {
 impl Backend {
     pub const ALL: [Backend; 4] = [Backend::Interp, Backend::Cpu, Backend::Gpu, Backend::Emu];
 
+    /// The float policy this backend gets unless the user chooses one
+    /// (`crate::default_fp_contract`; the interpreter never fuses).
+    pub fn default_fp_contract(self) -> FpContract {
+        crate::default_fp_contract(!matches!(self, Backend::Gpu | Backend::Emu))
+    }
+
     /// The `--backend` spelling.
     pub fn name(self) -> &'static str {
         match self {
@@ -54,7 +60,8 @@ impl FromStr for Backend {
 }
 
 /// Runs `module` on `backend`; returns every array, in module order.
-/// `fp_contract` applies to the GPU backends (host code never contracts).
+/// `fp_contract` applies to the compiled backends (`cpu`, `gpu`, `emu`);
+/// the interpreter always rounds every operation.
 pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOptions, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
@@ -62,7 +69,9 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
             let lm = eintup::pipeline::lower_host(src, module, opts.float)?;
             eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
-            crate::run_host(&lm, opts.seed, &mut bufs).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
+            crate::with_compiled(&lm, opts.seed, fp_contract, |prog| prog.run(&mut bufs))
+                .and_then(|r| r)
+                .map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
             bufs.truncate(module.arrays.len());
             Ok(bufs)
         }

@@ -34,9 +34,10 @@ pub(crate) fn optimized_module<'ctx>(
     ctx: &'ctx Context,
     m: &LoopModule,
     seed: u64,
+    fp_contract: FpContract,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = host_machine()?;
-    let module = lower_and_optimize(ctx, m, seed, Flavour::Host, FpContract::Off, &tm)?;
+    let module = lower_and_optimize(ctx, m, seed, Flavour::Host, fp_contract, &tm)?;
     Ok((module, tm))
 }
 
@@ -46,15 +47,18 @@ pub(crate) fn optimized_module<'ctx>(
 /// loop dialect's contract (every access in bounds where it runs), as the
 /// verifier ensures: the generated code does not check bounds.
 pub fn run_host(m: &LoopModule, seed: u64, buffers: &mut [Tensor]) -> Result<(), CodegenError> {
-    with_compiled(m, seed, |prog| prog.run(buffers))?
+    with_compiled(m, seed, FpContract::Off, |prog| prog.run(buffers))?
 }
 
 /// Compiles `m` once and hands the JIT-compiled program to `f`, which may
 /// run it any number of times (benchmarks time `HostProgram::run` alone).
 /// The program borrows the LLVM context, so it lives only inside `f`.
-pub fn with_compiled<R>(m: &LoopModule, seed: u64, f: impl FnOnce(&HostProgram<'_, '_>) -> R) -> Result<R, CodegenError> {
+/// Under `FpContract::Fast` a float multiply may fuse with the add of its
+/// result (`vfmadd` where the CPU has FMA): fewer roundings, not the
+/// interpreter's bits.
+pub fn with_compiled<R>(m: &LoopModule, seed: u64, fp_contract: FpContract, f: impl FnOnce(&HostProgram<'_, '_>) -> R) -> Result<R, CodegenError> {
     let ctx = Context::create();
-    let (module, _tm) = optimized_module(&ctx, m, seed)?;
+    let (module, _tm) = optimized_module(&ctx, m, seed, fp_contract)?;
     let ee = module
         .create_jit_execution_engine(OptimizationLevel::Aggressive)
         .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;

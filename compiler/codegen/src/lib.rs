@@ -27,15 +27,28 @@ pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 /// What to generate code for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// The machine the compiler runs on (JIT).
-    Host,
+    /// The machine the compiler runs on (JIT); host code contracts only
+    /// when asked (`--fp-contract fast`), bit-exact by default.
+    Host { fp_contract: FpContract },
     /// An NVIDIA GPU of compute capability `sm` (80 for sm_80).
     Nvptx { sm: u32, fp_contract: FpContract },
 }
 
-/// The GPU's float policy (`--fp-contract`); it lives with the loop
-/// dialect because a loop pass (`split-reductions`) follows it too.
+/// The float policy (`--fp-contract`); it lives with the loop dialect
+/// because a loop pass (`split-reductions`) follows it too. GPU code
+/// defaults to `fast`, host code to `off` ([`default_fp_contract`]).
 pub use eintup::ir::loops::FpContract;
+
+/// The float policy a target gets unless the user chooses: `fast` on the
+/// GPU (what `nvcc -fmad=true` and GPU libraries do), `off` on the host
+/// (the interpreter's rounding, bit for bit; FMA is an opt-in there).
+pub fn default_fp_contract(host: bool) -> FpContract {
+    if host {
+        FpContract::Off
+    } else {
+        FpContract::Fast
+    }
+}
 
 /// Why code could not be generated or run. Malformed loop IR, an
 /// unsupported target, LLVM failures and ptxas diagnostics all end here.
@@ -69,7 +82,7 @@ pub fn kernel_params(m: &LoopModule, k: &Kernel) -> Vec<BufId> {
 pub fn emit_llvm(m: &LoopModule, seed: u64, target: Target) -> Result<String, CodegenError> {
     let ctx = Context::create();
     let module = match target {
-        Target::Host => host::optimized_module(&ctx, m, seed)?.0,
+        Target::Host { fp_contract } => host::optimized_module(&ctx, m, seed, fp_contract)?.0,
         Target::Nvptx { sm, fp_contract } => nvptx::optimized_module(&ctx, m, seed, sm, fp_contract)?.0,
     };
     Ok(module.print_to_string().to_string())

@@ -178,6 +178,9 @@ struct KernelLowering<'a, 'ctx> {
     /// NVPTX, inside a `thread` nest: the thread's id in its block and the
     /// block size, by which `spread` loops stride.
     block: Option<(IntValue<'ctx>, i64)>,
+    /// Host under `fast`, a kernel without a register tile: sums into a
+    /// cell may be reassociated (see `add`).
+    reassoc_sums: bool,
 }
 
 impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
@@ -284,6 +287,11 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             env: vec![None; k.vars.len()],
             split,
             block: None,
+            reassoc_sums: flavour == Flavour::Host && fp_contract == FpContract::Fast && {
+                let mut tiled = false;
+                k.walk(&mut |n| tiled |= matches!(n, Node::For(l) if l.kind == LoopKind::Unroll));
+                !tiled
+            },
         })
     }
 
@@ -758,7 +766,19 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             self.b.build_int_add(a.into_int_value(), b.into_int_value(), "")?.into()
         } else {
             let sum = self.b.build_float_add(a.into_float_value(), b.into_float_value(), "")?;
-            self.contractible(sum).into()
+            let sum = self.contractible(sum);
+            // The host's split reductions: under `fast`, a sum into a cell
+            // may be reassociated, so that LLVM vectorises a reduction
+            // into lanes of partial sums (the GPU splits them at the loop
+            // level, `split-reductions`). Not in a register-tiled kernel:
+            // there the vectors run across the tile's cells, and LLVM
+            // would vectorise along the reduction instead (4x slower).
+            if self.reassoc_sums {
+                if let Some(i) = sum.as_instruction_value() {
+                    let _ = i.set_fast_math_flags(FastMathFlags::AllowContract | FastMathFlags::AllowReassoc);
+                }
+            }
+            sum.into()
         })
     }
 
@@ -1038,6 +1058,20 @@ pub(crate) fn lower_and_optimize<'ctx>(
     let module = lower_module(ctx, m, seed, flavour, fp_contract)?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
+    if flavour == Flavour::Host {
+        // The JIT makes its own target machine for a generic CPU (MCJIT
+        // has no CPU option in LLVM's C API); these attributes make it
+        // generate code for the vector units and FMA of this CPU, as O3
+        // assumed when it vectorised.
+        let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
+        let features = ctx.create_string_attribute("target-features", &tm.get_feature_string().to_string_lossy());
+        for f in module.get_functions() {
+            if f.count_basic_blocks() > 0 {
+                f.add_attribute(AttributeLoc::Function, cpu);
+                f.add_attribute(AttributeLoc::Function, features);
+            }
+        }
+    }
     module
         .run_passes("default<O3>", tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError(format!("LLVM optimisation failed: {}", e.to_string())))?;

@@ -298,15 +298,15 @@ fn malformed_modules_are_errors_not_panics() {
         cases::c(0),
         0,
     ));
-    let e = emit_llvm(&m, 0, Target::Host).unwrap_err();
+    let e = emit_llvm(&m, 0, Target::Host { fp_contract: eintup_codegen::FpContract::Off }).unwrap_err();
     assert!(e.to_string().contains("out of scope"), "{e}");
     // A kernel name that is not a PTX identifier, and duplicate names.
     let mut m = cases::matmul();
     m.kernels[0].name = "mat-mul".into();
-    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+    assert!(emit_llvm(&m, 0, Target::Host { fp_contract: eintup_codegen::FpContract::Off }).is_err());
     let mut m = cases::matmul();
     m.kernels[1].name = "matmul".into();
-    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+    assert!(emit_llvm(&m, 0, Target::Host { fp_contract: eintup_codegen::FpContract::Off }).is_err());
     // A value used before it is defined, and a buffer that does not exist.
     let mut m = cases::gather();
     if let eintup::ir::loops::Node::For(f) = &mut m.kernels[1].body[0] {
@@ -314,15 +314,15 @@ fn malformed_modules_are_errors_not_panics() {
             c.values[2].op = eintup::ir::loops::VOp::Bin(eintup::ir::loops::BinOp::Add, 0, 2);
         }
     }
-    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+    assert!(emit_llvm(&m, 0, Target::Host { fp_contract: eintup_codegen::FpContract::Off }).is_err());
     let mut m = cases::matmul();
     m.buffers.truncate(2);
-    assert!(emit_llvm(&m, 0, Target::Host).is_err());
+    assert!(emit_llvm(&m, 0, Target::Host { fp_contract: eintup_codegen::FpContract::Off }).is_err());
 }
 
 #[test]
 fn host_llvm_is_optimised_without_fast_math() {
-    let ir = emit_llvm(&cases::matmul(), 0, Target::Host).unwrap();
+    let ir = emit_llvm(&cases::matmul(), 0, Target::Host { fp_contract: eintup_codegen::FpContract::Off }).unwrap();
     assert!(ir.contains("@et.matmul(ptr"), "{ir}");
     assert!(ir.contains("@et.scale(ptr"), "{ir}");
     // Kernel bodies take `noalias` buffers; inlined into the host entry
@@ -333,7 +333,7 @@ fn host_llvm_is_optimised_without_fast_math() {
         assert!(!ir.contains(flag), "fast-math flag `{flag}` in\n{ir}");
     }
     // Constant divisor: after O3 no select guards the divisor any more.
-    let ir = emit_llvm(&cases::index_ops(), 0, Target::Host).unwrap();
+    let ir = emit_llvm(&cases::index_ops(), 0, Target::Host { fp_contract: eintup_codegen::FpContract::Off }).unwrap();
     let f = ir.split("define").find(|f| f.contains("@et.index5(")).unwrap();
     // (The guards compare the divisor with 0 and -1.)
     let divisor_guard = |l: &str| {

@@ -41,9 +41,11 @@
 //! per cell) and not on the reductions, and that reads nothing of the
 //! buffer it writes. `m` and `n` are the two innermost chain loops the
 //! write depends on that no chain guard or index load uses; `TI`, `TJ` are
-//! the largest powers of two up to 16 dividing their trips (at least 64
-//! threads), `BK` the whole reduction up to 16 terms, else 16, 8, 4 or 2
-//! where it divides. Shared buffers take at most 48 KiB.
+//! the largest powers of two up to 16 dividing their trips, and the next
+//! such loop out splits too where they leave room in a block of 256 (a
+//! convolution's output rows); at least 64 threads. `BK` is the whole
+//! reduction up to 16 terms, else 16, 8, 4 or 2 where it divides. Shared
+//! buffers take at most 48 KiB.
 
 use super::{Ir, Options, PassError, Unit};
 use crate::ir::loops::chain::Chain;
@@ -52,6 +54,8 @@ use crate::ir::loops::*;
 
 /// Threads along one dimension of a block at most (16 x 16 = 256).
 pub const MAX_THREADS_PER_DIM: i64 = 16;
+/// Threads per block at most: 8 warps, as for the other kernels.
+pub const MAX_BLOCK: i64 = 256;
 /// Threads a block must have at least (two warps).
 pub const MIN_BLOCK_THREADS: i64 = 64;
 /// Reduction steps per stage, tried in order when the whole reduction is
@@ -170,14 +174,25 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     // depends on, free of the chain's guards and index loads.
     let free: Vec<(VarId, i64, i64)> =
         chain.loops.iter().copied().filter(|&(v, ..)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v))).collect();
-    let [.., (mv, m_lo, m_trip), (nv, n_lo, n_trip)] = free.as_slice() else { return None };
-    let (mv, m_lo, m_trip, nv, n_lo, n_trip) = (*mv, *m_lo, *m_trip, *nv, *n_lo, *n_trip);
-    if m_trip <= 0 || n_trip <= 0 {
-        return None;
+    // From the innermost: `(var, lo, trip, threads)`, up to 16 threads
+    // along each of the first two and a block of MAX_BLOCK, a third only
+    // where the first two leave room (a convolution's output rows).
+    let mut dims: Vec<(VarId, i64, i64, i64)> = Vec::new();
+    let mut size = 1;
+    for &(v, lo, trip) in free.iter().rev().take(3) {
+        if trip <= 0 {
+            return None;
+        }
+        let cap = if dims.len() < 2 { MAX_THREADS_PER_DIM } else { MAX_BLOCK };
+        let f = pow2_factor(trip, cap.min(MAX_BLOCK / size));
+        if dims.len() == 2 && f < 2 {
+            break;
+        }
+        dims.push((v, lo, trip, f));
+        size *= f;
     }
-    let tj = pow2_factor(n_trip, MAX_THREADS_PER_DIM);
-    let ti = pow2_factor(m_trip, MAX_THREADS_PER_DIM);
-    if ti * tj < MIN_BLOCK_THREADS {
+    dims.reverse();
+    if dims.len() < 2 || size < MIN_BLOCK_THREADS {
         return None;
     }
     let kl = *c.reduces.last()?;
@@ -189,18 +204,20 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
 
     let mut t = k.clone();
     let mut vars = t.vars.clone();
-    let ti_v = fresh(&mut vars, &k.vars[mv].name, "thread");
-    let tj_v = fresh(&mut vars, &k.vars[nv].name, "thread");
+    // `(chain var, lo, trip, threads, thread var)`, outermost first.
+    let threads: Vec<(VarId, i64, i64, i64, VarId)> = dims.iter().map(|&(v, lo, trip, f)| (v, lo, trip, f, fresh(&mut vars, &k.vars[v].name, "thread"))).collect();
+    let is_thread = |v: VarId| threads.iter().any(|t| t.4 == v);
     let ko_v = fresh(&mut vars, &k.vars[kl.var].name, "o");
     let ki_v = fresh(&mut vars, &k.vars[kl.var].name, "i");
-    // m := m_lo + (m - m_lo)*TI + ti, likewise n; k := lo + k_o*BK + k_i.
+    // m := m_lo + (m - m_lo)*TI + ti for each thread dimension; k := lo +
+    // k_o*BK + k_i.
     let split = |v: VarId, lo: i64, f: i64, t: VarId| {
         IExpr::add(IExpr::add(IExpr::c(lo), IExpr::mul(IExpr::sub(IExpr::v(v), IExpr::c(lo)), IExpr::c(f))), IExpr::v(t))
     };
-    let (m_at, n_at) = (split(mv, m_lo, ti, ti_v), split(nv, n_lo, tj, tj_v));
+    let at: Vec<(VarId, IExpr)> = threads.iter().map(|&(v, lo, _, f, t)| (v, split(v, lo, f, t))).collect();
     let k_lo = kl.lo.as_const()?;
     let k_at = IExpr::add(IExpr::add(IExpr::c(k_lo), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk))), IExpr::v(ki_v));
-    let subst = |e: &IExpr| e.substitute(mv, &m_at).substitute(nv, &n_at).substitute(kl.var, &k_at);
+    let subst = |e: &IExpr| at.iter().fold(e.clone(), |e, (v, by)| e.substitute(*v, by)).substitute(kl.var, &k_at);
     let subst_all = |c: &Compute| {
         let mut n = [Node::Compute(c.clone())];
         for_each_expr_mut(&mut n, &mut |e| *e = subst(e));
@@ -209,7 +226,7 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     };
 
     // Box variables and their trips: threads, tiles, the step's k_i.
-    let mut box_vars: Vec<(VarId, i64, i64)> = vec![(ti_v, 0, ti), (tj_v, 0, tj)];
+    let mut box_vars: Vec<(VarId, i64, i64)> = threads.iter().map(|t| (t.4, 0, t.3)).collect();
     box_vars.extend(c.unrolls.iter().map(|l| (l.var, l.lo.as_const().unwrap_or(0), trip(l))));
     box_vars.push((ki_v, 0, bk));
     let uniform = |v: VarId| !box_vars.iter().any(|b| b.0 == v);
@@ -222,7 +239,7 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     for j in 0..body.values.len() {
         let VOp::Load { buf, offset } = body.values[j].op.clone() else { continue };
         let depends = |v: VarId| offset.depends_on(v);
-        if !depends(ki_v) || !(depends(ti_v) || depends(tj_v)) {
+        if !depends(ki_v) || !threads.iter().any(|t| depends(t.4)) {
             continue;
         }
         // Every variable it uses is a box variable or the same in the
@@ -248,8 +265,8 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
         // of the 32 banks, so that the copy's column writes spread over
         // the banks.
         let mut layout = vec![(ki_v, 0, bk)];
-        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| v != ki_v && v != ti_v && v != tj_v && depends(v)));
-        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| (v == ti_v || v == tj_v) && depends(v)));
+        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| v != ki_v && !is_thread(v) && depends(v)));
+        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| is_thread(v) && depends(v)));
         let inner: i64 = layout[1..].iter().map(|d| d.2).product();
         let row = if inner % 32 == 0 { inner + 1 } else { inner };
         let len: i64 = dims.iter().map(|d| d.2).product();
@@ -348,17 +365,16 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
         .rev()
         .fold(steps, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: vec![inner] }));
     let program = vec![init, reduction, flush];
-    let threads = Node::For(For {
-        var: ti_v,
-        lo: IExpr::c(0),
-        hi: IExpr::c(ti),
-        kind: LoopKind::Thread,
-        body: vec![Node::For(For { var: tj_v, lo: IExpr::c(0), hi: IExpr::c(tj), kind: LoopKind::Thread, body: program })],
-    });
-    chain.set_trip(&mut t.body, mv, m_trip / ti);
-    chain.set_trip(&mut t.body, nv, n_trip / tj);
-    *chain.rest_mut(&mut t.body) = vec![threads];
-    let what = format!("{}x{} threads, k step {bk}, {} shared bytes", ti, tj, shared_bytes);
+    let nest = threads
+        .iter()
+        .rev()
+        .fold(program, |body, &(.., f, t)| vec![Node::For(For { var: t, lo: IExpr::c(0), hi: IExpr::c(f), kind: LoopKind::Thread, body })]);
+    for &(v, _, trip, f, _) in &threads {
+        chain.set_trip(&mut t.body, v, trip / f);
+    }
+    *chain.rest_mut(&mut t.body) = nest;
+    let shape: Vec<String> = threads.iter().map(|t| t.3.to_string()).collect();
+    let what = format!("{} threads, k step {bk}, {} shared bytes", shape.join("x"), shared_bytes);
     Some((what, t, scratch))
 }
 

@@ -52,11 +52,12 @@ struct Args {
     /// GPU architecture for `--emit llvm|ptx` (sm_60 .. sm_90).
     #[arg(long, default_value = "sm_80", value_name = "sm_XX")]
     target: String,
-    /// GPU float policy (`--emit llvm|ptx`, `split-reductions`): `fast` lets
-    /// a float multiply fuse with its add and float reductions split into
-    /// partial sums; `off` keeps the interpreter's rounding.
-    #[arg(long = "fp-contract", value_parser = eintup_tools::cli::fp_contract_parser(), default_value = "fast")]
-    fp_contract: codegen::FpContract,
+    /// Float policy (`--emit llvm|ptx`, `split-reductions`): `fast` lets a
+    /// float multiply fuse with its add and GPU float reductions split into
+    /// partial sums; `off` keeps the interpreter's rounding. Default: `fast`
+    /// for the GPU, `off` with `--host`.
+    #[arg(long = "fp-contract", value_parser = eintup_tools::cli::fp_contract_parser(), value_name = "off|fast")]
+    fp_contract: Option<codegen::FpContract>,
     /// Target the host: the default pipeline adds the host-only loop
     /// passes (`interchange`), and `--emit llvm` gives host IR.
     #[arg(long)]
@@ -94,6 +95,12 @@ struct Args {
     /// Print every registered pass and the named pipelines, and exit.
     #[arg(long)]
     list_passes: bool,
+}
+
+/// `--fp-contract`, or the target's default (`fast` on the GPU, `off` on
+/// the host).
+fn fp_contract(args: &Args) -> codegen::FpContract {
+    args.fp_contract.unwrap_or(codegen::default_fp_contract(args.host))
 }
 
 fn main() {
@@ -182,7 +189,7 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, 
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
-    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: args.fp_contract, ..Options::default() };
+    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: fp_contract(&args), ..Options::default() };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }
@@ -247,12 +254,12 @@ fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnost
         (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => Ok(print_ir(&unit)),
         (Some(e @ (Emit::Llvm | Emit::Ptx)), Level::Loop) => {
             let (Ir::Loop(m), Some(sm)) = (&unit.ir, plan.sm) else { unreachable!("a loop module, and --target checked by plan()") };
-            let target = if args.host { Target::Host } else { Target::Nvptx { sm, fp_contract: args.fp_contract } };
+            let target = if args.host { Target::Host { fp_contract: fp_contract(&args) } } else { Target::Nvptx { sm, fp_contract: fp_contract(&args) } };
             let t = std::time::Instant::now();
             let (r, what) = match e {
                 Emit::Llvm if args.host => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-host"),
                 Emit::Llvm => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-nvptx"),
-                _ => (codegen::emit_ptx(m, args.seed, sm, args.fp_contract).map(|(p, _)| p), "codegen-ptx"),
+                _ => (codegen::emit_ptx(m, args.seed, sm, fp_contract(&args)).map(|(p, _)| p), "codegen-ptx"),
             };
             if args.time_passes {
                 // Lowering, `default<O3>` and (for PTX) the asm printer,

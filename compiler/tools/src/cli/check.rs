@@ -10,7 +10,7 @@
 //! configuration; `--float`, `--rtol`, `--atol` set the width and the
 //! tolerances; `--json` prints one object per configuration.
 
-use super::{Backend, CheckArgs, FpContract};
+use super::{Backend, CheckArgs};
 use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
 use eintup::check::compare::Mismatch;
 use eintup::check::outcome::{judge, Row, Summary, Verdict};
@@ -192,7 +192,7 @@ fn check_one(
     };
     let m = &module;
     let opts = RunOptions { seed: args.seed, float: args.float, max_work: args.max_work, ..RunOptions::default() };
-    let arrays = match eintup_codegen::backend::execute(src, m, args.backend, &opts, FpContract::default()) {
+    let arrays = match eintup_codegen::backend::execute(src, m, args.backend, &opts, args.backend.default_fp_contract()) {
         Ok(a) => a,
         // Refused before running (the work limit, E0318; an array too
         // large for the interpreter): nothing to compare.

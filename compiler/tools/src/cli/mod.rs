@@ -128,9 +128,10 @@ pub struct RunArgs {
     pub backend: Backend,
     #[arg(long = "float", value_parser = float_parser(), default_value = "f64")]
     pub float: FloatWidth,
-    /// GPU code (`--backend gpu|emu`): may a float multiply fuse with the
-    /// add of its result (`fast`, the default), or must every product be
-    /// rounded first, bit for bit as the interpreter (`off`)?
+    /// Compiled code: may a float multiply fuse with the add of its result
+    /// (`fast`: the default of `gpu` and `emu`), or must every product be
+    /// rounded first, bit for bit as the interpreter (`off`: the default
+    /// of `cpu`, where `fast` is an opt-in)?
     #[arg(long = "fp-contract", value_parser = fp_contract_parser(), value_name = "off|fast")]
     pub fp_contract: Option<FpContract>,
     /// Supply an input array: NAME=PATH.npy.

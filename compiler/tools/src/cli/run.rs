@@ -38,15 +38,15 @@ pub fn emit(out: Option<&Path>, print: &str, m: &Module, arrays: &[Tensor], seed
     }
 }
 
-/// `--fp-contract`, which only GPU code honours: asked of another backend,
-/// it is a usage error rather than silently ignored.
+/// `--fp-contract`, which compiled code honours: asked of the
+/// interpreter, it is a usage error rather than silently ignored.
 fn fp_contract(args: &RunArgs) -> Result<FpContract, Failure> {
     match (args.fp_contract, args.backend) {
-        (Some(c), Backend::Gpu | Backend::Emu) => Ok(c),
-        (None, _) => Ok(FpContract::default()),
-        (Some(_), b) => Err(Failure::user(format!(
-            "eintup: error: --fp-contract applies to GPU code (--backend gpu|emu); `{b}` never fuses, so its results are the interpreter's rounding"
-        ))),
+        (Some(_), Backend::Interp) => Err(Failure::user(
+            "eintup: error: --fp-contract applies to compiled code (--backend cpu|gpu|emu); `interp` never fuses, it is the definition of the rounding".to_string(),
+        )),
+        (Some(c), _) => Ok(c),
+        (None, b) => Ok(b.default_fp_contract()),
     }
 }
 
