@@ -37,6 +37,10 @@ pub(crate) trait Backend {
     /// Sets the buffer's `bytes` bytes to zero.
     fn zero(&mut self, buffer: &Self::Buffer, bytes: usize) -> Result<()>;
     fn launch(&mut self, launch: &Launch<'_, Self::Kernel>) -> Result<()>;
+    /// How many blocks of `block` threads of `kernel` the device runs at
+    /// once (multiprocessors x resident blocks per multiprocessor); `None`
+    /// where that does not matter (the emulator).
+    fn resident_blocks(&mut self, kernel: &Self::Kernel, block: [u32; 3]) -> Result<Option<u32>>;
     /// Waits for everything enqueued, reporting deferred errors.
     fn synchronize(&mut self) -> Result<()>;
     fn download(&mut self, buffer: &Self::Buffer, bytes: usize) -> Result<Vec<u8>>;
@@ -121,16 +125,23 @@ pub(crate) fn prepare<B: Backend>(b: &mut B, bundle: &Bundle, inputs: &BTreeMap<
     // Inputs the caller left out are made on the device, once, by their
     // generators (check_inputs made sure each has one).
     for g in manifest.generate.iter().filter(|g| !inputs.contains_key(&g.buffer)) {
-        prepared.actions = actions(b, &prepared, &g.steps, &index)?;
+        prepared.actions = actions(b, &prepared, &manifest.kernels, &g.steps, &index)?;
         execute(b, &prepared)?;
     }
-    prepared.actions = actions(b, &prepared, &manifest.steps, &index)?;
+    prepared.actions = actions(b, &prepared, &manifest.kernels, &manifest.steps, &index)?;
     Ok(prepared)
 }
 
 /// Steps resolved to actions on the prepared buffers; empty launches are
-/// dropped.
-fn actions<B: Backend>(b: &mut B, p: &Prepared<B>, steps: &[Step], index: &BTreeMap<&str, usize>) -> Result<Vec<Action<B::Kernel>>> {
+/// dropped, and the grid of a grid-stride kernel is capped at what the
+/// device runs at once ([`capped_grid`]).
+fn actions<B: Backend>(
+    b: &mut B,
+    p: &Prepared<B>,
+    kernels: &[crate::manifest::Kernel],
+    steps: &[Step],
+    index: &BTreeMap<&str, usize>,
+) -> Result<Vec<Action<B::Kernel>>> {
     let buffer = |name: &str| -> Result<usize> {
         index.get(name).copied().ok_or_else(|| Error::BadManifest(format!("unknown buffer `{name}`")))
     };
@@ -146,18 +157,27 @@ fn actions<B: Backend>(b: &mut B, p: &Prepared<B>, steps: &[Step], index: &BTree
                     .iter()
                     .map(|a| Ok(p.buffers[buffer(a)?].as_ref().map_or(0, |(mem, _)| b.address(mem))))
                     .collect::<Result<Vec<u64>>>()?;
-                out.push(Action::Launch {
-                    step,
-                    name: kernel.clone(),
-                    kernel: b.kernel(&p.module, kernel)?,
-                    grid: *grid,
-                    block: *block,
-                    args,
-                });
+                let k = b.kernel(&p.module, kernel)?;
+                let grid_stride = kernels.iter().any(|m| m.name == *kernel && m.grid_stride);
+                let grid = match grid_stride {
+                    true => capped_grid(*grid, b.resident_blocks(&k, *block)?),
+                    false => *grid,
+                };
+                out.push(Action::Launch { step, name: kernel.clone(), kernel: k, grid, block: *block, args });
             }
         }
     }
     Ok(out)
+}
+
+/// A grid-stride kernel's grid, at most `resident` blocks (one full wave:
+/// every block then loops over the rest, and no partial last wave leaves
+/// multiprocessors idle). Only a one-dimensional grid is capped.
+pub(crate) fn capped_grid(grid: [u32; 3], resident: Option<u32>) -> [u32; 3] {
+    match resident {
+        Some(r) if r > 0 && grid[1] == 1 && grid[2] == 1 && grid[0] > r => [r, 1, 1],
+        _ => grid,
+    }
 }
 
 /// Runs the prepared actions in order. Does not wait for completion.
@@ -195,4 +215,20 @@ pub(crate) fn download<B: Backend>(b: &mut B, manifest: &Manifest, p: &Prepared<
         out.insert(buf.name.clone(), Tensor { shape: buf.shape.clone(), data });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capped_grid;
+
+    #[test]
+    fn grid_stride_grids_cap_at_one_wave() {
+        // 4096 blocks on 132 SMs x 8 resident: one wave of 1056.
+        assert_eq!(capped_grid([4096, 1, 1], Some(1056)), [1056, 1, 1]);
+        // Smaller grids, unknown residency and 2-D grids are left alone.
+        assert_eq!(capped_grid([256, 1, 1], Some(1056)), [256, 1, 1]);
+        assert_eq!(capped_grid([4096, 1, 1], None), [4096, 1, 1]);
+        assert_eq!(capped_grid([4096, 1, 1], Some(0)), [4096, 1, 1]);
+        assert_eq!(capped_grid([4096, 2, 1], Some(1056)), [4096, 2, 1]);
+    }
 }

@@ -223,6 +223,20 @@ impl Backend for CudaRun<'_> {
         Module::load(&self.dev.ctx, ptx)
     }
 
+    fn resident_blocks(&mut self, kernel: &sys::CUfunction, block: [u32; 3]) -> Result<Option<u32>> {
+        let threads = block.iter().map(|&b| b as u64).product::<u64>();
+        let threads = i32::try_from(threads).map_err(|_| Error::BadManifest(format!("block {block:?} is too large")))?;
+        // SAFETY: the function comes from a loaded module of this context.
+        let per_sm = unsafe { result::occupancy::max_active_block_per_multiprocessor(*kernel, threads, 0) }
+            .map_err(|e| driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+        let sms = self
+            .dev
+            .ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| driver("cuDeviceGetAttribute", e))?;
+        Ok(u32::try_from(per_sm.max(0)).ok().zip(u32::try_from(sms.max(0)).ok()).map(|(a, b)| a.saturating_mul(b)))
+    }
+
     fn kernel(&mut self, module: &Module, name: &str) -> Result<sys::CUfunction> {
         module.function(name)
     }

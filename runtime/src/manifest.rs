@@ -175,6 +175,13 @@ pub struct Kernel {
     /// within them). Optional: absent in bundles of earlier producers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub param_types: Vec<ParamType>,
+    /// The kernel loops over its grid (grid-stride over threads or over
+    /// blocks), so a launch may use fewer blocks than its step's grid and
+    /// still do all the work: a runtime then caps the grid at the blocks
+    /// the device runs at once. Optional: absent (false) in bundles of
+    /// earlier producers and hand-written ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grid_stride: bool,
 }
 
 /// What a kernel parameter points to: a buffer of `dtype` with at least

@@ -106,6 +106,9 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
             spill_stores: r.map(|r| u32::try_from(r.spill_stores).unwrap_or(u32::MAX)),
             spill_loads: r.map(|r| u32::try_from(r.spill_loads).unwrap_or(u32::MAX)),
             param_types,
+            // Every kernel eintup generates loops grid-stride, over threads
+            // or over blocks (docs/codegen.md).
+            grid_stride: true,
         });
         let threads = crate::thread_count(k);
         if threads <= 0 {
