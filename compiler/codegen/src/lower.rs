@@ -242,12 +242,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         for buf in eintup::ir::loops::verify::scratch_buffers(m, k) {
             let bf = &m.buffers[buf];
             let n = u32::try_from(bf.len()).map_err(|_| CodegenError(format!("scratch buffer `{}` is too large", bf.name)))?;
-            let elem = match bf.dtype {
-                DType::I32 => ctx.i32_type().as_basic_type_enum(),
-                DType::F32 => ctx.f32_type().as_basic_type_enum(),
-                DType::F64 => ctx.f64_type().as_basic_type_enum(),
-            };
-            let ty = elem.array_type(n);
+            let ty = basic_type(ctx, bf.dtype).array_type(n);
             bufs[buf] = Some(if flavour == Flavour::Nvptx && bf.role == eintup::ir::loops::Role::Shared {
                 let g = module.add_global(ty, Some(AddressSpace::from(NVPTX_SHARED_AS)), &format!("{}__{}", k.name, bf.name));
                 g.set_linkage(inkwell::module::Linkage::Internal);
@@ -680,11 +675,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     // ---- values ---------------------------------------------------------
 
     fn ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
-        match d {
-            DType::I32 => self.i32.as_basic_type_enum(),
-            DType::F32 => self.ctx.f32_type().as_basic_type_enum(),
-            DType::F64 => self.ctx.f64_type().as_basic_type_enum(),
-        }
+        basic_type(self.ctx, d)
     }
 
     fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> Result<FunctionValue<'ctx>, CodegenError> {
@@ -987,6 +978,15 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let nonempty = bl.build_float_compare(FloatPredicate::OGT, hi64, lo64, "")?;
         let out = bl.build_select(nonempty, draw, lo64, "")?.into_float_value();
         Ok(if dt == DType::F32 { bl.build_float_trunc(out, self.ctx.f32_type(), "")?.into() } else { out.into() })
+    }
+}
+
+/// The LLVM type of an element of `d`.
+fn basic_type(ctx: &Context, d: DType) -> BasicTypeEnum<'_> {
+    match d {
+        DType::I32 => ctx.i32_type().as_basic_type_enum(),
+        DType::F32 => ctx.f32_type().as_basic_type_enum(),
+        DType::F64 => ctx.f64_type().as_basic_type_enum(),
     }
 }
 

