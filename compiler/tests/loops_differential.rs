@@ -93,15 +93,16 @@ fn zero_sized_and_rank_0_eintups() {
 /// too small for any of them): each pass's result, run by the loop
 /// interpreter, gives the et interpreter's results, and the passes did
 /// reshape the kernels (split reductions, fused resets, register and
-/// block tiles).
+/// block tiles, sunk broadcast loops).
 #[test]
 fn gpu_passes_at_sizes_where_they_fire() {
     use eintup::ir::loops::{FpContract, LoopKind, Node};
-    let cases: [(&str, &[&str], &str); 4] = [
+    let cases: [(&str, &[&str], &str); 5] = [
         ("reduce_sum.et", &["keep=[3]", "drop=[100]"], "split"),
         ("matmul.et", &["batch=[]", "row=[128]", "col=[128]", "k=[3]"], "tile"),
         ("matmul.et", &["batch=[2]", "row=[64]", "col=[128]", "k=[2]"], "tile"),
         ("conv_valid.et", &["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[2]", "ochan=[64]"], "tile"),
+        ("tile.et", &["e=[64,64]", "rep=[4,2]"], "sink"),
     ];
     for (file, binds, what) in cases {
         let path = eintup_testkit::example(file);
@@ -124,6 +125,8 @@ fn gpu_passes_at_sizes_where_they_fire() {
         let resets = lm.kernels.iter().filter(|k| k.name.ends_with("_reset")).count();
         match what {
             "split" => assert!(split, "{file}: not split"),
+            // The repetitions became `unroll` loops inside the thread.
+            "sink" => assert!(unrolled && !blocks, "{file} {binds:?}: broadcast loops not sunk"),
             _ => assert!(unrolled && blocks, "{file} {binds:?}: not tiled (register tiles {unrolled}, block tiles {blocks})"),
         }
         assert_eq!(resets, 0, "{file} {binds:?}: a reset kernel was not fused");

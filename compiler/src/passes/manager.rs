@@ -135,6 +135,14 @@ pub static PASSES: &[PassInfo] = &[
         run: super::block_tiles::run,
     },
     PassInfo {
+        name: "sink-broadcasts",
+        summary: "GPU: a copy's loops its loads do not depend on run inside each thread, one load per value",
+        input: Level::Loop,
+        output: Level::Loop,
+        options: &[],
+        run: super::sink_broadcasts::run,
+    },
+    PassInfo {
         name: "interchange",
         summary: "host: move the loop along the contiguous written dim inside the reductions",
         input: Level::Loop,
@@ -158,7 +166,7 @@ pub const MIDDLE_END: &[&str] =
 pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "simplify-index"];
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "simplify-index"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

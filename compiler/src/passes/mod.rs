@@ -17,6 +17,7 @@ pub mod manager;
 pub mod parallelize;
 pub mod register_tiles;
 pub mod block_tiles;
+pub mod sink_broadcasts;
 pub mod resolve;
 pub mod simplify_index;
 pub mod shift_loops;

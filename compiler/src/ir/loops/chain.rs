@@ -159,6 +159,25 @@ impl Chain {
         (!threads.is_empty()).then_some(ThreadNest { threads, body: cur })
     }
 
+    /// Takes chain loop `var` out of `body` (the kernel body the chain was
+    /// taken from): its body takes its place. The chain is stale after.
+    pub fn remove_loop(&self, body: &mut Vec<Node>, var: VarId) {
+        let mut cur = body;
+        for &i in &self.path {
+            if matches!(&cur[i], Node::For(f) if f.var == var) {
+                if let Node::For(f) = cur.remove(i) {
+                    cur.splice(i..i, f.body);
+                }
+                return;
+            }
+            cur = match &mut cur[i] {
+                Node::For(f) => &mut f.body,
+                Node::Guard(g) => &mut g.body,
+                _ => return,
+            };
+        }
+    }
+
     /// [`Chain::rest`], mutable.
     pub fn rest_mut<'a>(&self, body: &'a mut Vec<Node>) -> &'a mut Vec<Node> {
         let mut cur = body;
