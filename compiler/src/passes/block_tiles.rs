@@ -90,24 +90,11 @@ struct Contraction<'k> {
     sum: &'k Compute,
 }
 
-/// `nodes` as a perfect nest of loops of `kind`, and what is inside it.
-fn nest(mut nodes: &[Node], kind: LoopKind) -> (Vec<&For>, &[Node]) {
-    let mut loops = Vec::new();
-    while let [Node::For(l)] = nodes {
-        if l.kind != kind {
-            break;
-        }
-        loops.push(l);
-        nodes = &l.body;
-    }
-    (loops, nodes)
-}
-
 fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
     let (clear, main) = match rest {
         [main] => (None, main),
         [clear, main] => {
-            let (_, leaf) = nest(std::slice::from_ref(clear), LoopKind::Unroll);
+            let (_, leaf) = perfect_nest(std::slice::from_ref(clear), LoopKind::Unroll);
             let [Node::Compute(c)] = leaf else { return None };
             let is_const = c.values.get(c.write.value).is_some_and(|v| matches!(v.op, VOp::Const(_)));
             (c.write.kind == WriteKind::Store && is_const).then_some(())?;
@@ -115,8 +102,8 @@ fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
         }
         _ => return None,
     };
-    let (reduces, inner) = nest(std::slice::from_ref(main), LoopKind::Reduce);
-    let (unrolls, leaf) = nest(inner, LoopKind::Unroll);
+    let (reduces, inner) = perfect_nest(std::slice::from_ref(main), LoopKind::Reduce);
+    let (unrolls, leaf) = perfect_nest(inner, LoopKind::Unroll);
     let [Node::Compute(sum)] = leaf else { return None };
     if reduces.is_empty() || reduces.iter().any(|r| r.lo.as_const().is_none() || r.hi.as_const().is_none()) {
         return None;
@@ -158,7 +145,7 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     // The clear stores into the same cells, by an unroll nest of the same
     // trips.
     let clear_nest = c.clear.map(|cl| {
-        let (loops, _) = nest(&rest[..1], LoopKind::Unroll);
+        let (loops, _) = perfect_nest(&rest[..1], LoopKind::Unroll);
         (cl, loops)
     });
     if let Some((cl, loops)) = &clear_nest {

@@ -143,6 +143,14 @@ pub static PASSES: &[PassInfo] = &[
         run: super::sink_broadcasts::run,
     },
     PassInfo {
+        name: "interleave-sums",
+        summary: "host: sum neighbouring cells of a long reduction at once, each in its own order",
+        input: Level::Loop,
+        output: Level::Loop,
+        options: &[],
+        run: super::interleave_sums::run,
+    },
+    PassInfo {
         name: "interchange",
         summary: "host: move the loop along the contiguous written dim inside the reductions",
         input: Level::Loop,
@@ -163,7 +171,7 @@ pub const MIDDLE_END: &[&str] =
 /// Loop passes for the host target only, after the middle end: register
 /// tiles laid out for vector registers, then `interchange` for the
 /// kernels they leave (the GPU wants the loop order the middle end leaves).
-pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange"];
+pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
 pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "simplify-index"];

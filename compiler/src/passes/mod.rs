@@ -18,6 +18,7 @@ pub mod parallelize;
 pub mod register_tiles;
 pub mod block_tiles;
 pub mod sink_broadcasts;
+pub mod interleave_sums;
 pub mod resolve;
 pub mod simplify_index;
 pub mod shift_loops;

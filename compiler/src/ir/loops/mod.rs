@@ -800,6 +800,20 @@ impl Kernel {
     }
 }
 
+/// `nodes` as a perfect nest of loops of `kind` (each the only node of its
+/// parent's body), outermost first, and what is inside the innermost.
+pub fn perfect_nest(mut nodes: &[Node], kind: LoopKind) -> (Vec<&For>, &[Node]) {
+    let mut loops = Vec::new();
+    while let [Node::For(l)] = nodes {
+        if l.kind != kind {
+            break;
+        }
+        loops.push(l);
+        nodes = &l.body;
+    }
+    (loops, nodes)
+}
+
 /// Does a loop bound inside `nodes`, at any depth, use `v`?
 pub fn bounds_use(nodes: &[Node], v: VarId) -> bool {
     nodes.iter().any(|n| match n {
