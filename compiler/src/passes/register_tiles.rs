@@ -116,7 +116,7 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
     if !usable(n) {
         return None;
     }
-    let (m, m_lo, m_trip, (tm, tn)) = chain.loops[..chain.loops.len() - 1].iter().rev().find_map(|&(m, m_lo, m_trip)| {
+    let candidates = chain.loops[..chain.loops.len() - 1].iter().rev().filter_map(|&(m, m_lo, m_trip)| {
         if !usable(m) {
             return None;
         }
@@ -126,7 +126,20 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
             TileLayout::Blocked => HOST_TILES.into_iter().find(|&(tm, tn)| m_trip % tm == 0 && n_trip % tn == 0)?,
         };
         Some((m, m_lo, m_trip, tile))
-    })?;
+    });
+    // The GPU tiles the innermost loop that qualifies (its threads then
+    // still step along neighbouring cells); the host takes the largest
+    // tile of any loop (innermost on ties): a convolution with 62 output
+    // columns tiles 4 images x 16 channels, 8 vector sums, rather than 2
+    // columns x 16 channels, 4 (too few independent chains to hide the
+    // adds' latency).
+    let (m, m_lo, m_trip, (tm, tn)) = match layout {
+        TileLayout::Cyclic => candidates.into_iter().next()?,
+        TileLayout::Blocked => candidates.fold(None, |best: Option<(VarId, i64, i64, (i64, i64))>, c| match best {
+            Some(b) if b.3 .0 * b.3 .1 >= c.3 .0 * c.3 .1 => Some(b),
+            _ => Some(c),
+        })?,
+    };
 
     let mut t = k.clone();
     chain.set_trip(&mut t.body, m, m_trip / tm);
