@@ -190,16 +190,13 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     let mut t = k.clone();
     let mut vars = t.vars.clone();
     // `(chain var, lo, trip, threads, thread var)`, outermost first.
-    let threads: Vec<(VarId, i64, i64, i64, VarId)> = dims.iter().map(|&(v, lo, trip, f)| (v, lo, trip, f, fresh(&mut vars, &k.vars[v].name, "thread"))).collect();
+    let threads: Vec<(VarId, i64, i64, i64, VarId)> = dims.iter().map(|&(v, lo, trip, f)| (v, lo, trip, f, add_var(&mut vars, &format!("{}_thread", &k.vars[v].name)))).collect();
     let is_thread = |v: VarId| threads.iter().any(|t| t.4 == v);
-    let ko_v = fresh(&mut vars, &k.vars[kl.var].name, "o");
-    let ki_v = fresh(&mut vars, &k.vars[kl.var].name, "i");
+    let ko_v = add_var(&mut vars, &format!("{}_o", &k.vars[kl.var].name));
+    let ki_v = add_var(&mut vars, &format!("{}_i", &k.vars[kl.var].name));
     // m := m_lo + (m - m_lo)*TI + ti for each thread dimension; k := lo +
     // k_o*BK + k_i.
-    let split = |v: VarId, lo: i64, f: i64, t: VarId| {
-        IExpr::add(IExpr::add(IExpr::c(lo), IExpr::mul(IExpr::sub(IExpr::v(v), IExpr::c(lo)), IExpr::c(f))), IExpr::v(t))
-    };
-    let at: Vec<(VarId, IExpr)> = threads.iter().map(|&(v, lo, _, f, t)| (v, split(v, lo, f, t))).collect();
+    let at: Vec<(VarId, IExpr)> = threads.iter().map(|&(v, lo, _, f, t)| (v, tile_index(v, lo, f, t))).collect();
     let k_lo = kl.lo.as_const()?;
     let k_at = IExpr::add(IExpr::add(IExpr::c(k_lo), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk))), IExpr::v(ki_v));
     let subst = |e: &IExpr| at.iter().fold(e.clone(), |e, (v, by)| e.substitute(*v, by)).substitute(kl.var, &k_at);
@@ -277,7 +274,7 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
             IExpr::add(IExpr::mul(at(ki_v), IExpr::c(row)), cols)
         };
         body.values[j].op = VOp::Load { buf: sh, offset: sh_index(&IExpr::v) };
-        let e_v = fresh(&mut vars, &m.buffers[buf].name, "e");
+        let e_v = add_var(&mut vars, &format!("{}_e", &m.buffers[buf].name));
         // Copy element e: the point whose digits (in `dims` order) are e's.
         let mut digits: Vec<(VarId, IExpr)> = Vec::new();
         let mut inner_stride = 1i64;
@@ -319,7 +316,7 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     body.write = Write { kind: WriteKind::Accumulate, buf: acc, offset: acc_at(&unroll_vars), value: body.write.value };
     // `unroll` loops over fresh copies of the tile variables around `leaf`.
     let mut tile_nest = |what: &str, make: &dyn Fn(&[VarId]) -> Compute| {
-        let fresh: Vec<VarId> = tile.iter().map(|&(v, ..)| fresh(&mut vars, &k.vars[v].name, what)).collect();
+        let fresh: Vec<VarId> = tile.iter().map(|&(v, ..)| add_var(&mut vars, &format!("{}_{what}", &k.vars[v].name))).collect();
         let leaf = Node::Compute(make(&fresh));
         tile.iter().zip(&fresh).rev().fold(leaf, |inner, (&(_, lo, tr), &v)| {
             Node::For(For { var: v, lo: IExpr::c(lo), hi: IExpr::c(lo + tr), kind: LoopKind::Unroll, body: vec![inner] })
@@ -363,13 +360,6 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     let shape: Vec<String> = threads.iter().map(|t| t.3.to_string()).collect();
     let what = format!("{} threads, k step {bk}, {} shared bytes", shape.join("x"), shared_bytes);
     Some((what, t, scratch))
-}
-
-/// A new variable named `{base}_{what}` (made unique).
-fn fresh(vars: &mut Vec<Var>, base: &str, what: &str) -> VarId {
-    let name = unique_var_name(vars, &format!("{base}_{what}"));
-    vars.push(Var { name });
-    vars.len() - 1
 }
 
 /// Does the write offset `w` give each point of the unroll nest its own

@@ -62,24 +62,14 @@ pub fn interleave_kernel(k: &Kernel) -> Option<(i64, Kernel)> {
     }
     let f = FACTORS.into_iter().find(|&f| trip >= f && trip % f == 0)?;
     let mut t = k.clone();
-    let ni = t.vars.len();
-    t.vars.push(Var { name: unique_var_name(&k.vars, &format!("{}_i", k.vars[n].name)) });
+    let ni = add_var(&mut t.vars, &format!("{}_i", k.vars[n].name));
     // n := lo + (n - lo)*F + n_i: the F cells of a tile are neighbours.
-    let tile = |x: IExpr| IExpr::add(IExpr::mul(x, IExpr::c(f)), IExpr::v(ni));
-    let at = if lo == 0 { tile(IExpr::v(n)) } else { IExpr::add(IExpr::c(lo), tile(IExpr::sub(IExpr::v(n), IExpr::c(lo)))) };
+    let at = tile_index(n, lo, f, ni);
     chain.set_trip(&mut t.body, n, trip / f);
     let rest = chain.rest_mut(&mut t.body);
     for_each_expr_mut(rest, &mut |e| *e = e.substitute(n, &at));
-    // The unroll loop goes around the computation, inside the reductions.
-    wrap_innermost(rest, &mut |body| vec![Node::For(For { var: ni, lo: IExpr::c(0), hi: IExpr::c(f), kind: LoopKind::Unroll, body })]);
+    // The unroll loop goes around the computation (the only one), inside
+    // the reductions.
+    wrap_computes(rest, &mut |c| Node::For(For { var: ni, lo: IExpr::c(0), hi: IExpr::c(f), kind: LoopKind::Unroll, body: vec![c] }));
     Some((f, t))
-}
-
-/// Replaces the body inside the perfect loop nest `nodes` by `wrap(body)`.
-fn wrap_innermost(nodes: &mut Vec<Node>, wrap: &mut impl FnMut(Vec<Node>) -> Vec<Node>) {
-    if let [Node::For(l)] = nodes.as_mut_slice() {
-        return wrap_innermost(&mut l.body, wrap);
-    }
-    let body = std::mem::take(nodes);
-    *nodes = wrap(body);
 }

@@ -147,16 +147,12 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
     // Each computation (the sum, and a clear before it) gets its own pair
     // of tile variables: a variable is bound once.
     let mut vars = t.vars.clone();
-    wrap_compute(chain.rest_mut(&mut t.body), &mut |node| {
-        let (mt, nt) = (vars.len(), vars.len() + 1);
-        for v in [m, n] {
-            let name = unique_var_name(&vars, &format!("{}_t", k.vars[v].name));
-            vars.push(Var { name });
-        }
+    wrap_computes(chain.rest_mut(&mut t.body), &mut |node| {
+        let mt = add_var(&mut vars, &format!("{}_t", k.vars[m].name));
+        let nt = add_var(&mut vars, &format!("{}_t", k.vars[n].name));
         let at = |v: VarId, lo: i64, trip: i64, t: i64, vt: VarId| match layout {
             TileLayout::Cyclic => IExpr::add(IExpr::v(v), IExpr::mul(IExpr::c(trip / t), IExpr::v(vt))),
-            TileLayout::Blocked if lo == 0 => IExpr::add(IExpr::mul(IExpr::v(v), IExpr::c(t)), IExpr::v(vt)),
-            TileLayout::Blocked => IExpr::add(IExpr::add(IExpr::mul(IExpr::sub(IExpr::v(v), IExpr::c(lo)), IExpr::c(t)), IExpr::c(lo)), IExpr::v(vt)),
+            TileLayout::Blocked => tile_index(v, lo, t, vt),
         };
         let (m_at, n_at) = (at(m, m_lo, m_trip, tm, mt), at(n, n_lo, n_trip, tn, nt));
         let mut inner = vec![node];
@@ -172,21 +168,6 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
 /// guard, an index load) use `v`?
 fn used_outside_compute(nodes: &[Node], v: VarId) -> bool {
     nodes.iter().any(|n| !matches!(n, Node::Compute(_)) && (n.own_exprs().iter().any(|e| e.uses(v)) || used_outside_compute(n.body(), v)))
-}
-
-/// Replaces each `Compute` node of `nodes` (at any depth) by `f(node)`.
-fn wrap_compute(nodes: &mut [Node], f: &mut impl FnMut(Node) -> Node) {
-    for n in nodes {
-        match n {
-            Node::Compute(_) => {
-                let c = std::mem::replace(n, Node::Guard(Guard { conds: Vec::new(), body: Vec::new() }));
-                *n = f(c);
-            }
-            Node::For(l) => wrap_compute(&mut l.body, f),
-            Node::Guard(g) => wrap_compute(&mut g.body, f),
-            Node::LoadIndex { .. } | Node::Sync => {}
-        }
-    }
 }
 
 #[cfg(test)]

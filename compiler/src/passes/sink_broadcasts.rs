@@ -57,7 +57,7 @@ pub fn sink_kernel(k: &Kernel) -> Option<(Vec<String>, Kernel)> {
     let mut loops_below = false;
     let mut loads: Vec<IExpr> = Vec::new();
     for n in rest {
-        walk(n, &mut |n| match n {
+        n.walk(&mut |n| match n {
             Node::For(_) => loops_below = true,
             Node::LoadIndex { offset, .. } => loads.push(offset.clone()),
             Node::Compute(c) => loads.extend(c.values.iter().filter_map(|v| if let VOp::Load { offset, .. } = &v.op { Some(offset.clone()) } else { None })),
@@ -100,19 +100,11 @@ pub fn sink_kernel(k: &Kernel) -> Option<(Vec<String>, Kernel)> {
 fn rest_guards_use(nodes: &[Node], v: VarId) -> bool {
     let mut used = false;
     for n in nodes {
-        walk(n, &mut |n| {
+        n.walk(&mut |n| {
             if let Node::Guard(g) = n {
                 used |= g.conds.iter().flat_map(|c| c.exprs()).any(|e| e.uses(v));
             }
         });
     }
     used
-}
-
-/// Visits `n` and every node inside it, outermost first.
-fn walk<'a>(n: &'a Node, f: &mut impl FnMut(&'a Node)) {
-    f(n);
-    for c in n.body() {
-        walk(c, f);
-    }
 }

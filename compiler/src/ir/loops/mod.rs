@@ -698,20 +698,22 @@ impl Compute {
     }
 }
 
+impl Node {
+    /// Visits this node and every node inside it, outermost first.
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Node)) {
+        f(self);
+        for n in self.body() {
+            n.walk(f);
+        }
+    }
+}
+
 impl Kernel {
     /// Visits every node, outermost first.
     pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Node)) {
-        fn go<'a>(nodes: &'a [Node], f: &mut impl FnMut(&'a Node)) {
-            for n in nodes {
-                f(n);
-                match n {
-                    Node::For(l) => go(&l.body, f),
-                    Node::Guard(g) => go(&g.body, f),
-                    _ => {}
-                }
-            }
+        for n in &self.body {
+            n.walk(f);
         }
-        go(&self.body, f)
     }
 
     /// Exactly how many points the loop nest visits (innermost bodies run,
@@ -821,6 +823,41 @@ pub fn bounds_use(nodes: &[Node], v: VarId) -> bool {
         Node::Guard(g) => bounds_use(&g.body, v),
         _ => false,
     })
+}
+
+/// A new variable named `base` (made unique by [`unique_var_name`]).
+pub fn add_var(vars: &mut Vec<Var>, base: &str) -> VarId {
+    let name = unique_var_name(vars, base);
+    vars.push(Var { name });
+    vars.len() - 1
+}
+
+/// `v` split into tiles of `factor` contiguous points, `t` the point in
+/// the tile: `lo + (v - lo)*factor + t` for `v` from `lo` (the tiled
+/// loops of `register-tiles{layout=blocked}`, `block-tiles`,
+/// `interleave-sums`).
+pub fn tile_index(v: VarId, lo: i64, factor: i64, t: VarId) -> IExpr {
+    let tile = |x: IExpr| IExpr::add(IExpr::mul(x, IExpr::c(factor)), IExpr::v(t));
+    if lo == 0 {
+        tile(IExpr::v(v))
+    } else {
+        IExpr::add(IExpr::c(lo), tile(IExpr::sub(IExpr::v(v), IExpr::c(lo))))
+    }
+}
+
+/// Replaces each `Compute` node of `nodes` (at any depth) by `f(node)`.
+pub fn wrap_computes(nodes: &mut [Node], f: &mut impl FnMut(Node) -> Node) {
+    for n in nodes {
+        match n {
+            Node::Compute(_) => {
+                let c = std::mem::replace(n, Node::Sync);
+                *n = f(c);
+            }
+            Node::For(l) => wrap_computes(&mut l.body, f),
+            Node::Guard(g) => wrap_computes(&mut g.body, f),
+            Node::LoadIndex { .. } | Node::Sync => {}
+        }
+    }
 }
 
 /// `base`, with `_` appended until none of `vars` has the name.
