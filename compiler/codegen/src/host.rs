@@ -15,15 +15,64 @@ use inkwell::module::Module;
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::OptimizationLevel;
 
-/// A target machine for this CPU (its name and features, so that O3
-/// vectorises for the vector units actually present).
-fn host_machine() -> Result<TargetMachine, CodegenError> {
+/// Which x86-64 CPU host code is generated for.
+///
+/// The JIT always runs `Native` code; a named CPU's code may use features
+/// this machine lacks, so it is only ever printed (`emit_llvm`). Tests that
+/// read vectorised IR compile for a named CPU: the host's model and
+/// features (AVX2 or AVX-512, Intel or AMD) must not change what they see.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostCpu {
+    /// The CPU the compiler runs on, with its features.
+    #[default]
+    Native,
+    /// `x86-64`: the baseline (SSE2).
+    X86_64,
+    /// `x86-64-v2`: SSE4.2, POPCNT.
+    X86_64V2,
+    /// `x86-64-v3`: AVX2, FMA, BMI2.
+    X86_64V3,
+    /// `x86-64-v4`: AVX-512 (F, BW, CD, DQ, VL).
+    X86_64V4,
+}
+
+impl HostCpu {
+    /// Every CPU by its name (`--target-cpu`): the psABI's micro-architecture
+    /// levels, which every x86-64 LLVM knows and which name no vendor.
+    pub const ALL: [(&'static str, HostCpu); 5] = [
+        ("native", HostCpu::Native),
+        ("x86-64", HostCpu::X86_64),
+        ("x86-64-v2", HostCpu::X86_64V2),
+        ("x86-64-v3", HostCpu::X86_64V3),
+        ("x86-64-v4", HostCpu::X86_64V4),
+    ];
+
+    /// The CPU called `name`, or an error that lists the names.
+    pub fn parse(name: &str) -> Result<HostCpu, String> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|&(_, c)| c).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
+            format!("unknown host CPU `{name}` (expected one of: {})", names.join(", "))
+        })
+    }
+
+    /// LLVM's CPU name and feature string for this CPU.
+    fn llvm_cpu(self) -> (String, String) {
+        match self {
+            HostCpu::Native => (TargetMachine::get_host_cpu_name().to_string(), TargetMachine::get_host_cpu_features().to_string()),
+            // A named CPU brings its own features.
+            named => (Self::ALL.iter().find(|(_, c)| *c == named).map_or("x86-64", |(n, _)| n).to_string(), String::new()),
+        }
+    }
+}
+
+/// A target machine for `cpu` (its name and features, so that O3
+/// vectorises for its vector units).
+fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> {
     Target::initialize_native(&InitializationConfig::default())
         .map_err(|e| CodegenError(format!("cannot initialise the host target: {e}")))?;
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(|e| CodegenError(format!("host target: {}", e.to_string())))?;
-    let cpu = TargetMachine::get_host_cpu_name().to_string();
-    let features = TargetMachine::get_host_cpu_features().to_string();
+    let (cpu, features) = cpu.llvm_cpu();
     target
         .create_target_machine(&triple, &cpu, &features, OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::JITDefault)
         .ok_or_else(|| CodegenError(format!("cannot create a target machine for {}", triple.as_str().to_string_lossy())))
@@ -35,8 +84,9 @@ pub(crate) fn optimized_module<'ctx>(
     m: &LoopModule,
     seed: u64,
     fp_contract: FpContract,
+    cpu: HostCpu,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
-    let tm = host_machine()?;
+    let tm = host_machine(cpu)?;
     let module = lower_and_optimize(ctx, m, seed, Flavour::Host, fp_contract, &tm)?;
     Ok((module, tm))
 }
@@ -58,7 +108,7 @@ pub fn run_host(m: &LoopModule, seed: u64, buffers: &mut [Tensor]) -> Result<(),
 /// interpreter's bits.
 pub fn with_compiled<R>(m: &LoopModule, seed: u64, fp_contract: FpContract, f: impl FnOnce(&HostProgram<'_, '_>) -> R) -> Result<R, CodegenError> {
     let ctx = Context::create();
-    let (module, _tm) = optimized_module(&ctx, m, seed, fp_contract)?;
+    let (module, _tm) = optimized_module(&ctx, m, seed, fp_contract, HostCpu::Native)?;
     let ee = module
         .create_jit_execution_engine(OptimizationLevel::Aggressive)
         .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;

@@ -20,16 +20,18 @@ use eintup::ir::loops::{BufId, Kernel, LoopModule};
 use inkwell::context::Context;
 use std::fmt;
 
-pub use host::{run_host, with_compiled, HostProgram};
+pub use host::{run_host, with_compiled, HostCpu, HostProgram};
 pub use lower::{block_size, thread_count};
 pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 
 /// What to generate code for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// The machine the compiler runs on (JIT); host code contracts only
-    /// when asked (`--fp-contract fast`), bit-exact by default.
-    Host { fp_contract: FpContract },
+    /// An x86-64 CPU: the machine the compiler runs on (what the JIT runs)
+    /// or a named one (what tests and `etopt --target-cpu` compile for, so
+    /// that the IR does not depend on the machine); host code contracts
+    /// only when asked (`--fp-contract fast`), bit-exact by default.
+    Host { fp_contract: FpContract, cpu: HostCpu },
     /// An NVIDIA GPU of compute capability `sm` (80 for sm_80).
     Nvptx { sm: u32, fp_contract: FpContract },
 }
@@ -82,7 +84,7 @@ pub fn kernel_params(m: &LoopModule, k: &Kernel) -> Vec<BufId> {
 pub fn emit_llvm(m: &LoopModule, seed: u64, target: Target) -> Result<String, CodegenError> {
     let ctx = Context::create();
     let module = match target {
-        Target::Host { fp_contract } => host::optimized_module(&ctx, m, seed, fp_contract)?.0,
+        Target::Host { fp_contract, cpu } => host::optimized_module(&ctx, m, seed, fp_contract, cpu)?.0,
         Target::Nvptx { sm, fp_contract } => nvptx::optimized_module(&ctx, m, seed, sm, fp_contract)?.0,
     };
     Ok(module.print_to_string().to_string())

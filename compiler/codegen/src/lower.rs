@@ -1064,11 +1064,15 @@ pub(crate) fn lower_and_optimize<'ctx>(
         // generate code for the vector units and FMA of this CPU, as O3
         // assumed when it vectorised.
         let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
-        let features = ctx.create_string_attribute("target-features", &tm.get_feature_string().to_string_lossy());
+        // A named CPU (HostCpu) has no feature string: its name implies them.
+        let features = tm.get_feature_string().to_string_lossy().into_owned();
+        let features = (!features.is_empty()).then(|| ctx.create_string_attribute("target-features", &features));
         for f in module.get_functions() {
             if f.count_basic_blocks() > 0 {
                 f.add_attribute(AttributeLoc::Function, cpu);
-                f.add_attribute(AttributeLoc::Function, features);
+                if let Some(features) = features {
+                    f.add_attribute(AttributeLoc::Function, features);
+                }
             }
         }
     }

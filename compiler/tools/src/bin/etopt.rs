@@ -62,6 +62,12 @@ struct Args {
     /// passes (`interchange`), and `--emit llvm` gives host IR.
     #[arg(long)]
     host: bool,
+    /// The x86-64 CPU that `--host --emit llvm` generates code for:
+    /// `native` (this machine, what `eintup run` uses) or a psABI level
+    /// (`x86-64`, `x86-64-v2`, `x86-64-v3`, `x86-64-v4`), whose IR is the
+    /// same on every machine.
+    #[arg(long, value_name = "CPU", default_value = "native", value_parser = |s: &str| codegen::HostCpu::parse(s), requires = "host")]
+    target_cpu: codegen::HostCpu,
     /// Print each pass's statistics on stderr.
     #[arg(long)]
     stats: bool,
@@ -254,7 +260,7 @@ fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnost
         (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => Ok(print_ir(&unit)),
         (Some(e @ (Emit::Llvm | Emit::Ptx)), Level::Loop) => {
             let (Ir::Loop(m), Some(sm)) = (&unit.ir, plan.sm) else { unreachable!("a loop module, and --target checked by plan()") };
-            let target = if args.host { Target::Host { fp_contract: fp_contract(&args) } } else { Target::Nvptx { sm, fp_contract: fp_contract(&args) } };
+            let target = if args.host { Target::Host { fp_contract: fp_contract(&args), cpu: args.target_cpu } } else { Target::Nvptx { sm, fp_contract: fp_contract(&args) } };
             let t = std::time::Instant::now();
             let (r, what) = match e {
                 Emit::Llvm if args.host => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-host"),
