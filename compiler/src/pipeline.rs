@@ -110,7 +110,7 @@ pub fn lower_gpu(src: &Source, module: &Module, float: FloatWidth, fp_contract: 
 /// The kernels that make a program's `RANDOM` inputs on a device (a
 /// bundle's `generate` section), through the loop passes of the middle
 /// end; with each input buffer's kernels, in order.
-pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(usize, Vec<String>)>), Failure> {
+pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(usize, usize)>), Failure> {
     let (lm, writers) = crate::passes::lower_to_loops::lower_inputs(module, float).map_err(|e| e.into_failure(src))?;
     let loop_passes: Vec<&str> = MIDDLE_END.iter().copied().filter(|&p| p != "lower-to-loops").collect();
     let mut unit = Unit::from_source(src.clone());
@@ -183,8 +183,8 @@ fn interval(e: &IExpr, env: &[Interval]) -> Interval {
 
 /// Refuses (E0318, at the statement doing the most) to run `lm`, the
 /// loop module of `module`, when its kernels visit more than `max_work`
-/// points in all ([`loop_work`]). Kernels belong to the statement their
-/// name starts with (`s<stmt>_`).
+/// points in all ([`loop_work`]), counting each kernel's work to its
+/// statement (`Kernel::stmt`).
 pub fn check_loop_work(src: &Source, module: &Module, lm: &LoopModule, max_work: u64) -> Result<(), Failure> {
     let work = loop_work(lm);
     let total = work.iter().fold(0u128, |a, &n| a.saturating_add(n));
@@ -193,8 +193,7 @@ pub fn check_loop_work(src: &Source, module: &Module, lm: &LoopModule, max_work:
     }
     let mut per_stmt = vec![0u128; module.stmts.len()];
     for (k, n) in lm.kernels.iter().zip(&work) {
-        let stmt = k.name.strip_prefix('s').and_then(|r| r.split('_').next()).and_then(|d| d.parse::<usize>().ok());
-        if let Some(w) = stmt.and_then(|s| per_stmt.get_mut(s)) {
+        if let Some(w) = k.stmt.and_then(|s| per_stmt.get_mut(s)) {
             *w = w.saturating_add(*n);
         }
     }
@@ -234,6 +233,7 @@ fn level_bug(stage: &str, level: &str) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::loops::{Kernel, KernelRole};
     use eintup_testkit::examples;
 
     #[test]
@@ -293,14 +293,15 @@ mod tests {
         let (_, m, lm) = loops_for(&text, &binds);
         let (b, o, co, k, ci) = (32u128, 222u128, 64u128, 3u128, 64u128);
         let work = loop_work(&lm);
-        let conv = lm.kernels.iter().zip(&work).find(|(k, _)| k.name.ends_with("_y")).map(|(_, n)| *n).unwrap();
+        let is_conv = |k: &Kernel| k.role == KernelRole::Main && k.stmt == Some(2);
+        let conv = lm.kernels.iter().zip(&work).find(|(k, _)| is_conv(k)).map(|(_, n)| *n).unwrap();
         assert_eq!(conv, b * o * o * co * k * k * ci);
         let box_size: u128 = m.instantiations()[2];
         assert_eq!(box_size, b * o * o * co * 224 * 224 * ci);
         assert!(work.iter().sum::<u128>() < u128::from(crate::driver::DEFAULT_MAX_WORK));
         // Without enumeration the dependent bounds are taken as intervals:
         // an upper bound, never below the exact count.
-        let k = lm.kernels.iter().find(|k| k.name.ends_with("_y")).unwrap();
+        let k = lm.kernels.iter().find(|k| is_conv(k)).unwrap();
         let mut env = vec![Interval::FULL; k.vars.len()];
         let bound = nest_work(&k.body, &mut env, &mut 0);
         assert!(bound >= conv && bound <= box_size, "{bound}");

@@ -603,8 +603,9 @@ mod round_trip {
             iexpr(),
             values,
             write,
+            (prop::sample::select(vec![KernelRole::Main, KernelRole::Reset, KernelRole::Snapshot, KernelRole::Partial]), prop::option::of(0usize..1000)),
         )
-            .prop_map(|(bufs, (lo, hi, par, swap), conds, li_off, values, (kind, wbuf, woff, wval))| {
+            .prop_map(|(bufs, (lo, hi, par, swap), conds, li_off, values, (kind, wbuf, woff, wval), (role, stmt))| {
                 let mk = |name: &str, (dtype, shape, role, zero): (DType, Vec<i64>, Role, bool)| Buffer {
                     name: name.into(),
                     dtype,
@@ -640,6 +641,8 @@ mod round_trip {
                     buffers: vec![mk("a", bufs.0), mk("b", bufs.1)],
                     kernels: vec![Kernel {
                         name: "k".into(),
+                        role,
+                        stmt,
                         vars: names.iter().map(|n| Var { name: n.to_string() }).collect(),
                         body: vec![Node::For(For { var: i, lo: remap(lo), hi: remap(hi), kind, body })],
                     }],
@@ -658,7 +661,7 @@ mod round_trip {
         }
 
         #[test]
-        fn parser_never_panics(text in "(buffer|kernel|for|guard|load_index|store|[-%@{}()\\[\\],:=<!+*/^\"0-9a-z_ \n.]){0,60}") {
+        fn parser_never_panics(text in "(buffer|kernel|role|stmt|for|guard|load_index|store|[-%@{}()\\[\\],:=<!+*/^\"0-9a-z_ \n.]){0,60}") {
             let _ = parse_module(&text);
         }
     }

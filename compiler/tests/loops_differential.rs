@@ -4,7 +4,7 @@
 //! loop interpreter, gives the `et` interpreter's results: INT bit for
 //! bit, FLOAT within 1e-12 relative (summation order may differ).
 
-use eintup::ir::loops::FloatWidth;
+use eintup::ir::loops::{FloatWidth, KernelRole};
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
 use eintup::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
@@ -121,8 +121,8 @@ fn gpu_passes_at_sizes_where_they_fire() {
         for k in &lm.kernels {
             k.walk(&mut |n| blocks |= matches!(n, Node::For(f) if f.kind == LoopKind::Thread));
         }
-        let split = lm.kernels.iter().any(|k| k.name.ends_with("_partial"));
-        let resets = lm.kernels.iter().filter(|k| k.name.ends_with("_reset")).count();
+        let split = lm.kernels.iter().any(|k| k.role == KernelRole::Partial);
+        let resets = lm.kernels.iter().filter(|k| k.role == KernelRole::Reset).count();
         match what {
             "split" => assert!(split, "{file}: not split"),
             // The repetitions became `unroll` loops inside the thread.

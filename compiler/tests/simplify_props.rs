@@ -192,7 +192,7 @@ fn conv_guard_proved_by_loop_bounds_disappears() {
     let inner = Node::For(For { var: 1, lo: IExpr::c(0), hi: IExpr::c(3), kind: LoopKind::Reduce, body: vec![g] });
     let outer = Node::For(For { var: 0, lo: IExpr::c(0), hi: IExpr::c(6), kind: LoopKind::Parallel, body: vec![inner] });
     let vars = ["oh", "kh", "t"].iter().map(|n| Var { name: n.to_string() }).collect();
-    let mut k = Kernel { name: "conv".into(), vars, body: vec![outer] };
+    let mut k = Kernel::new("conv", vars, vec![outer]);
     let st = simplify_kernel(&mut k);
     assert_eq!((st.guards_removed, st.conds_removed, st.regions_removed), (1, 1, 0));
     let Node::For(o) = &k.body[0] else { panic!("outer loop kept") };

@@ -51,7 +51,8 @@ pub struct BuildOptions {
 pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o: &BuildOptions) -> Result<Bundle, Failure> {
     // The input generators' kernels go into the same PTX module: they share
     // the buffers, and their names (`s<stmt>_<array>`) differ from the main
-    // kernels' because the main lowering skips the statements they come from.
+    // kernels' because the main lowering skips the statements they come
+    // from (code generation refuses a duplicate entry name).
     let (gen, writers) = eintup::pipeline::lower_generators(src, module, o.float)?;
     // They fit when the main module's buffers start with theirs (the GPU
     // passes may add temporaries after the program's arrays).
@@ -126,9 +127,9 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     let generate = if generators_fit {
         writers
             .iter()
-            .map(|(buf, names)| manifest::Generator {
-                buffer: all.buffers[*buf].name.clone(),
-                steps: names.iter().filter_map(|n| launches.get(n).cloned()).collect(),
+            .map(|&(buf, stmt)| manifest::Generator {
+                buffer: all.buffers[buf].name.clone(),
+                steps: gen.kernels.iter().filter(|k| k.stmt == Some(stmt)).filter_map(|k| launches.get(&k.name).cloned()).collect(),
             })
             .collect()
     } else {

@@ -1016,7 +1016,7 @@ mod tests {
         assert_eq!(c.total, 12);
         assert_eq!(c.steps.len(), 3);
         assert_eq!(c.rest.len(), 1);
-        let k = Kernel { name: "k".into(), vars: (0..3).map(|i| Var { name: format!("v{i}") }).collect(), body };
+        let k = Kernel::new("k", (0..3).map(|i| Var { name: format!("v{i}") }).collect(), body);
         assert_eq!(thread_count(&k), 12);
     }
 

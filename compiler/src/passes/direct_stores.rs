@@ -49,11 +49,10 @@ pub fn fuse_resets(m: &mut LoopModule) -> usize {
     drop.iter().filter(|&&d| d).count()
 }
 
-/// `reset` is the reset kernel `lower-to-loops` made for `main`'s
-/// statement: named after it, right before it, storing the constant 0 into
-/// the buffer `main` writes.
+/// `reset` is the reset kernel of `main`'s statement, right before it,
+/// storing the constant 0 into the buffer `main` writes.
 fn is_reset_of(reset: &Kernel, main: &Kernel) -> bool {
-    if reset.name != format!("{}_reset", main.name) {
+    if main.role != KernelRole::Main || !reset.is_role_of(KernelRole::Reset, main) {
         return false;
     }
     let (Some(r), Some(w)) = (only_compute(&reset.body), only_compute(&main.body)) else { return false };

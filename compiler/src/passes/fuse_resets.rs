@@ -58,11 +58,14 @@ pub fn fuse_module(m: &mut LoopModule) -> usize {
     n
 }
 
-/// The kernel `K` after reset kernel `i` (`K_reset`), when the kernels
-/// between them neither read nor write the buffer the reset stores into.
+/// The main kernel of reset kernel `i`'s statement, after it, when the
+/// kernels between them neither read nor write the buffer the reset
+/// stores into.
 fn statement_kernel(m: &LoopModule, i: usize) -> Option<usize> {
     let reset = &m.kernels[i];
-    let name = reset.name.strip_suffix("_reset")?;
+    if reset.role != KernelRole::Reset {
+        return None;
+    }
     let mut buf = None;
     reset.walk(&mut |n| {
         if let Node::Compute(c) = n {
@@ -71,7 +74,7 @@ fn statement_kernel(m: &LoopModule, i: usize) -> Option<usize> {
     });
     let buf = buf?;
     for (j, k) in m.kernels.iter().enumerate().skip(i + 1) {
-        if k.name == name {
+        if k.role == KernelRole::Main && reset.is_role_of(KernelRole::Reset, k) {
             return Some(j);
         }
         if touches(k, buf) {
@@ -97,7 +100,7 @@ fn touches(k: &Kernel, b: BufId) -> bool {
 fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
     // The store moves as it is: its variables must be `main`'s (a split
     // reduction's kernel has one more, its lane).
-    if reset.name != format!("{}_reset", main.name) || !main.vars.starts_with(&reset.vars) {
+    if main.role != KernelRole::Main || !reset.is_role_of(KernelRole::Reset, main) || !main.vars.starts_with(&reset.vars) {
         return None;
     }
     // The same cells: the same chain, except that `main` may keep loops
@@ -130,8 +133,8 @@ mod tests {
     fn module(main_loop: &str) -> LoopModule {
         let text = format!(
             "buffer x : i32[4, 300] input\nbuffer s : i32[4] output\n\n\
-             kernel @s1_s_reset vars(k, d) {{\n  for k in [0, 4) parallel {{\n    %0 = const 0 : i32\n    store s[k] = %0\n  }}\n}}\n\n\
-             kernel @s1_s vars(k, d) {{\n  {main_loop} {{\n    for d in [0, 300) reduce {{\n      %0 = load x[((k * 300) + d)] : i32\n      accumulate s[k] += %0\n    }}\n  }}\n}}\n"
+             kernel @s1_s_reset role(reset, stmt 1) vars(k, d) {{\n  for k in [0, 4) parallel {{\n    %0 = const 0 : i32\n    store s[k] = %0\n  }}\n}}\n\n\
+             kernel @s1_s role(main, stmt 1) vars(k, d) {{\n  {main_loop} {{\n    for d in [0, 300) reduce {{\n      %0 = load x[((k * 300) + d)] : i32\n      accumulate s[k] += %0\n    }}\n  }}\n}}\n"
         );
         parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"))
     }

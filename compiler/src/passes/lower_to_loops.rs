@@ -45,8 +45,9 @@ pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
 /// The statements that define input arrays (their `RANDOM` calls), lowered
 /// like any other statement, over the same buffers as [`lower`]: the
 /// kernels a bundle runs to make the inputs its caller leaves out. Returns
-/// each input buffer with the kernels that write it, in module order.
-pub fn lower_inputs(m: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(BufId, Vec<String>)>), PassError> {
+/// each input buffer with the statement that writes it (the `stmt` of its
+/// kernels), in module order.
+pub fn lower_inputs(m: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(BufId, usize)>), PassError> {
     let fty = float_type(m, float)?;
     let mut out = LoopModule { buffers: buffers(m, fty)?, kernels: Vec::new() };
     let mut writers = Vec::new();
@@ -55,9 +56,8 @@ pub fn lower_inputs(m: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(B
         if !(arr.is_input && arr.def_stmt == si) {
             continue;
         }
-        let first = out.kernels.len();
         lower_stmt(m, si, s, fty, &mut out)?;
-        writers.push((s.array, out.kernels[first..].iter().map(|k| k.name.clone()).collect()));
+        writers.push((s.array, si));
     }
     Ok((out, writers))
 }
@@ -375,6 +375,8 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
         let i = IExpr::Var(0);
         out.kernels.push(Kernel {
             name: format!("s{si}_{lhs_name}_snapshot"),
+            role: KernelRole::Snapshot,
+            stmt: Some(si),
             vars: vec![Var { name: "i".into() }],
             body: vec![Node::For(For {
                 var: 0,
@@ -523,10 +525,10 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
             values: vec![Value { op: VOp::Const(zero), dtype: lhs_ty }],
             write: Write { kind: WriteKind::Store, buf: lhs, offset: lhs_off.clone(), value: 0 },
         };
-        out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}_reset"), vars: vars.clone(), body: nest(Node::Compute(zero)) });
+        out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}_reset"), role: KernelRole::Reset, stmt: Some(si), vars: vars.clone(), body: nest(Node::Compute(zero)) });
     }
     let main = Compute { values, write: Write { kind: WriteKind::Accumulate, buf: lhs, offset: lhs_off, value: result } };
-    out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}"), vars, body: nest(Node::Compute(main)) });
+    out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}"), role: KernelRole::Main, stmt: Some(si), vars, body: nest(Node::Compute(main)) });
     Ok(())
 }
 

@@ -120,6 +120,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     // strided by the lanes, the write into `P`.
     let mut partial = k.clone();
     partial.name = format!("{}_partial", k.name);
+    partial.role = KernelRole::Partial;
     partial.vars.push(Var { name: lane_name });
     partial.vars[r].name = k.unique_var_name(&format!("{}_step", k.vars[r].name));
     let rest = chain.rest_mut(&mut partial.body);

@@ -489,7 +489,7 @@ mod tests {
         })
     }
     fn kernel(nvars: usize, body: Vec<Node>) -> Kernel {
-        Kernel { name: "k".into(), vars: (0..nvars).map(|i| Var { name: format!("x{i}") }).collect(), body }
+        Kernel::new("k", (0..nvars).map(|i| Var { name: format!("x{i}") }).collect(), body)
     }
 
     #[test]

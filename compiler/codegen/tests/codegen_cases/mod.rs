@@ -45,7 +45,7 @@ pub fn compute(values: Vec<Value>, kind: WriteKind, buf: BufId, offset: IExpr, v
 }
 
 pub fn kernel(name: &str, var_names: &[&str], body: Vec<Node>) -> Kernel {
-    Kernel { name: name.into(), vars: vars(var_names), body }
+    Kernel::new(name, vars(var_names), body)
 }
 
 pub const MM: (i64, i64, i64) = (3, 4, 5);

@@ -202,11 +202,48 @@ impl Role {
 /// One kernel: a loop nest whose innermost nodes write one buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
-    /// Unique in the module; also the LLVM/PTX entry point name.
+    /// Unique in the module; also the LLVM/PTX entry point name. Only a
+    /// name: what the kernel is for is `role` and `stmt`.
     pub name: String,
+    /// Which part of its statement's lowering the kernel is.
+    pub role: KernelRole,
+    /// The `et` statement (its index in the module) the kernel computes,
+    /// `None` for a kernel of no statement (written by hand).
+    pub stmt: Option<usize>,
     /// Every variable the body binds, by `VarId`.
     pub vars: Vec<Var>,
     pub body: Vec<Node>,
+}
+
+/// What a kernel does for its statement (docs/ir-loop.md#kernel-roles).
+/// Passes pair kernels by role and statement, never by name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KernelRole {
+    /// The statement's computation: every point writes into the left
+    /// array (and, once fused, the reset's clears too).
+    #[default]
+    Main,
+    /// Clears the cells of an `=` statement's left array before its main
+    /// kernel runs.
+    Reset,
+    /// Copies the left array before the statement runs, for a statement
+    /// that reads the array it writes.
+    Snapshot,
+    /// Partial sums of a split reduction (`split-reductions`), which the
+    /// statement's main kernel then adds up.
+    Partial,
+}
+
+impl Kernel {
+    /// A main kernel of no statement.
+    pub fn new(name: impl Into<String>, vars: Vec<Var>, body: Vec<Node>) -> Kernel {
+        Kernel { name: name.into(), role: KernelRole::Main, stmt: None, vars, body }
+    }
+
+    /// Is this `role`'s kernel of the same statement as `other`?
+    pub fn is_role_of(&self, role: KernelRole, other: &Kernel) -> bool {
+        self.role == role && self.stmt.is_some() && self.stmt == other.stmt
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -946,13 +983,13 @@ mod tests {
         let j_loop = Node::For(For { var: 1, lo: IExpr::v(0), hi: IExpr::c(4), kind: LoopKind::Reduce, body: vec![guard] });
         let i_loop = Node::For(For { var: 0, lo: IExpr::c(0), hi: IExpr::c(4), kind: LoopKind::Parallel, body: vec![j_loop] });
         let vars = ["i", "j", "k"].iter().map(|n| Var { name: n.to_string() }).collect();
-        let k = Kernel { name: "t".into(), vars, body: vec![i_loop] };
+        let k = Kernel::new("t", vars, vec![i_loop]);
         assert_eq!(k.iteration_count(), Some(30));
         assert_eq!(k.guard_count(), 1);
         // A bound on a loaded value cannot be counted statically.
         let load = Node::LoadIndex { var: 1, buf: 0, offset: IExpr::c(0) };
         let inner = Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::v(1), kind: LoopKind::Reduce, body: vec![] });
-        let k2 = Kernel { name: "u".into(), vars: k.vars.clone(), body: vec![load, inner] };
+        let k2 = Kernel::new("u", k.vars.clone(), vec![load, inner]);
         assert_eq!(k2.iteration_count(), None);
     }
 

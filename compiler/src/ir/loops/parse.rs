@@ -163,6 +163,16 @@ impl Parser<'_> {
         let start = self.c.word(syntax::KERNEL)?;
         self.c.punct("@")?;
         let (name, _) = self.c.ident("a kernel name")?;
+        let (mut role, mut stmt) = (KernelRole::Main, None);
+        if self.c.eat_word(syntax::ROLE) {
+            self.c.punct("(")?;
+            role = self.c.spelled::<KernelRole>(UNKNOWN_WORD, "kernel role")?.0;
+            if self.c.eat(",") {
+                self.c.word(syntax::STMT)?;
+                stmt = Some(self.c.usize("a statement number")?.0);
+            }
+            self.c.punct(")")?;
+        }
         let mut sc = KScope { names: HashMap::new(), vars: Vec::new(), fixed: false };
         if self.c.eat_word(syntax::VARS) {
             sc.fixed = true;
@@ -184,7 +194,7 @@ impl Parser<'_> {
         }
         self.spans.insert(Site::Kernel(self.m.kernels.len()), self.since(start));
         let body = self.block(&mut sc)?;
-        Ok(Kernel { name, vars: sc.vars, body })
+        Ok(Kernel { name, role, stmt, vars: sc.vars, body })
     }
 
     /// `{ node* }`.

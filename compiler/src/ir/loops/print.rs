@@ -136,9 +136,17 @@ fn kernel(o: &mut String, m: &LoopModule, k: &Kernel) {
     o.push_str("}\n");
 }
 
-/// `kernel @NAME [vars(..)] {`.
+/// `kernel @NAME [role(ROLE[, stmt N])] [vars(..)] {`.
 fn kernel_header(k: &Kernel) -> String {
     let mut o = format!("{} @{}", syntax::KERNEL, k.name);
+    // A main kernel of no statement (one written by hand) says nothing.
+    if k.role != KernelRole::Main || k.stmt.is_some() {
+        let _ = write!(o, " {}({}", syntax::ROLE, k.role.spelling());
+        if let Some(s) = k.stmt {
+            let _ = write!(o, ", {} {s}", syntax::STMT);
+        }
+        o.push(')');
+    }
     // A `vars(..)` clause records what the parser could not infer, so that
     // parse(print(m)) == m holds for every module.
     if !numbering_is_implicit(k) {
@@ -290,7 +298,7 @@ mod tests {
     use super::*;
 
     fn kernel_with(vars: &[&str], body: Vec<Node>) -> Kernel {
-        Kernel { name: "k".into(), vars: vars.iter().map(|n| Var { name: n.to_string() }).collect(), body }
+        Kernel::new("k", vars.iter().map(|n| Var { name: n.to_string() }).collect(), body)
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! of every enum it writes as a word or an operator. `print` and `parse`
 //! both take them from here (docs/ir-loop.md, "Grammar").
 
-use super::{DType, IBin, Init, LoopKind, Role, WriteKind};
+use super::{DType, IBin, Init, KernelRole, LoopKind, Role, WriteKind};
 use crate::ir::text::{spelled, Spelled};
 
 pub const BUFFER: &str = "buffer";
@@ -10,6 +10,9 @@ pub const BUFFER: &str = "buffer";
 pub const INIT: &str = "init";
 /// Kernels are named `@NAME`.
 pub const KERNEL: &str = "kernel";
+/// A kernel's role and statement: `role(reset, stmt 2)`.
+pub const ROLE: &str = "role";
+pub const STMT: &str = "stmt";
 /// A kernel's variables in `VarId` order: `vars(i, j)`.
 pub const VARS: &str = "vars";
 /// `for V in [LO, HI) KIND { .. }`.
@@ -48,6 +51,8 @@ spelled!(Role { Input => "input", Output => "output", Temp => "temp", Shared => 
 
 spelled!(Init { Zero => "zero", Input => "input" });
 
+spelled!(KernelRole { Main => "main", Reset => "reset", Snapshot => "snapshot", Partial => "partial" });
+
 /// Element types are written as the runtime and the bundle manifest name
 /// them.
 impl Spelled for DType {
@@ -84,8 +89,9 @@ mod tests {
         checks::table::<LoopKind>(&D);
         checks::table::<Role>(&D);
         checks::table::<Init>(&D);
+        checks::table::<KernelRole>(&D);
         checks::table::<DType>(&D);
-        for w in [BUFFER, INIT, KERNEL, VARS, FOR, IN, GUARD, LOAD_INDEX] {
+        for w in [BUFFER, INIT, KERNEL, ROLE, STMT, VARS, FOR, IN, GUARD, LOAD_INDEX] {
             checks::one_token(w, &D);
         }
         for k in WriteKind::ALL {

@@ -343,6 +343,8 @@ mod tests {
     fn load_index_scope_is_later_siblings_and_their_descendants() {
         let k = Kernel {
             name: "k".into(),
+            role: KernelRole::Main,
+            stmt: None,
             vars: vec![Var { name: "t".into() }, Var { name: "u".into() }],
             body: vec![
                 Node::Guard(Guard { conds: vec![], body: vec![Node::LoadIndex { var: 0, buf: 0, offset: IExpr::c(0) }] }),
