@@ -638,6 +638,7 @@ mod round_trip {
                 ];
                 let kind = if par { LoopKind::Parallel } else { LoopKind::Reduce };
                 LoopModule {
+                    facts: Facts::NONE,
                     buffers: vec![mk("a", bufs.0), mk("b", bufs.1)],
                     kernels: vec![Kernel {
                         name: "k".into(),

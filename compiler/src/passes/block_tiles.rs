@@ -96,8 +96,6 @@ fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
         [clear, main] => {
             let (_, leaf) = perfect_nest(std::slice::from_ref(clear), LoopKind::Unroll);
             let [Node::Compute(c)] = leaf else { return None };
-            let is_const = c.values.get(c.write.value).is_some_and(|v| matches!(v.op, VOp::Const(_)));
-            (c.write.kind == WriteKind::Store && is_const).then_some(())?;
             (Some(c), main)
         }
         _ => return None,
@@ -133,8 +131,10 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     }
     let rest = chain.rest(&k.body);
     let c = contraction(rest)?;
+    // The sum and its clear, as every reshaping pass decides them (the
+    // clear's cell is compared below: its unroll nest has its own names).
     let sum = c.sum;
-    if sum.write.kind != WriteKind::Accumulate || sum.reads(sum.write.buf) {
+    if !sum.is_plain_sum() || c.clear.is_some_and(|cl| !cl.stores_constant()) {
         return None;
     }
     let (unroll_vars, reduce_vars): (Vec<VarId>, Vec<VarId>) = (c.unrolls.iter().map(|l| l.var).collect(), c.reduces.iter().map(|l| l.var).collect());

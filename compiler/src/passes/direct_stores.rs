@@ -57,7 +57,7 @@ fn is_reset_of(reset: &Kernel, main: &Kernel) -> bool {
     }
     let (Some(r), Some(w)) = (only_compute(&reset.body), only_compute(&main.body)) else { return false };
     let zero = r.values.get(r.write.value).is_some_and(|v| matches!(v.op, VOp::Const(c) if c == 0.0));
-    r.write.kind == WriteKind::Store && zero && r.write.buf == w.write.buf
+    r.stores_constant() && zero && r.write.buf == w.write.buf
 }
 
 /// The kernel's one write, when every loop above it is `parallel`, it is a
@@ -67,7 +67,7 @@ fn single_write_once(k: &mut Kernel) -> Option<&mut Write> {
         return None;
     }
     let c = only_compute_mut(&mut k.body)?;
-    (c.write.kind == WriteKind::Accumulate && !c.reads(c.write.buf)).then_some(&mut c.write)
+    c.is_plain_sum().then_some(&mut c.write)
 }
 
 fn all_parallel(nodes: &[Node]) -> bool {

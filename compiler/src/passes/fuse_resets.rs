@@ -113,12 +113,8 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
         return None;
     }
     let [Node::Compute(clear)] = rc.rest(&reset.body) else { return None };
-    let constant = clear.values.get(clear.write.value).is_some_and(|v| matches!(v.op, VOp::Const(_)));
-    if clear.write.kind != WriteKind::Store || !constant {
-        return None;
-    }
-    let [c] = main.computes()[..] else { return None };
-    if c.write.kind != WriteKind::Accumulate || c.write.buf != clear.write.buf || c.write.offset != clear.write.offset || c.reads(c.write.buf) {
+    let KernelSum { sum, clear: None } = main.sum()? else { return None };
+    if !clear.clears_cell_of(sum) {
         return None;
     }
     let mut fused = main.clone();

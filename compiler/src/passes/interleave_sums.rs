@@ -51,7 +51,7 @@ pub fn interleave_kernel(k: &Kernel) -> Option<(i64, Kernel)> {
     let [main] = chain.rest(&k.body) else { return None };
     let (reduces, inner) = perfect_nest(std::slice::from_ref(main), LoopKind::Reduce);
     let [Node::Compute(c)] = inner else { return None };
-    if reduces.is_empty() || c.write.kind != WriteKind::Accumulate || c.reads(c.write.buf) {
+    if reduces.is_empty() || !c.is_plain_sum() {
         return None;
     }
     let w = &c.write.offset;

@@ -31,7 +31,7 @@ use et_grammar::Diagnostic;
 /// Lowers a specialised module. `float` is the width of FLOAT.
 pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
     let fty = float_type(m, float)?;
-    let mut out = LoopModule { buffers: buffers(m, fty)?, kernels: Vec::new() };
+    let mut out = LoopModule { facts: Facts::NONE, buffers: buffers(m, fty)?, kernels: Vec::new() };
     for (si, s) in m.stmts.iter().enumerate() {
         let arr = &m.arrays[s.array];
         if arr.is_input && arr.def_stmt == si {
@@ -49,7 +49,7 @@ pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
 /// kernels), in module order.
 pub fn lower_inputs(m: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(BufId, usize)>), PassError> {
     let fty = float_type(m, float)?;
-    let mut out = LoopModule { buffers: buffers(m, fty)?, kernels: Vec::new() };
+    let mut out = LoopModule { facts: Facts::NONE, buffers: buffers(m, fty)?, kernels: Vec::new() };
     let mut writers = Vec::new();
     for (si, s) in m.stmts.iter().enumerate() {
         let arr = &m.arrays[s.array];

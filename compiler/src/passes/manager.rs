@@ -5,6 +5,8 @@
 
 use super::{Ir, Level, Options, PassError, Unit};
 use crate::driver::Failure;
+use crate::ir::loops::{Fact, Facts};
+use crate::ir::text::Spelled;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -17,10 +19,19 @@ pub struct PassInfo {
     pub output: Level,
     /// The pass options it reads (`name{key=value}`, [`super::spec`]).
     pub options: &'static [&'static str],
+    /// Loop passes: the facts the module must have before the pass runs
+    /// (without them it would find nothing to do)...
+    pub needs: &'static [Fact],
+    /// ... the facts it must not have (the pass would not recognise the
+    /// shapes they leave) ...
+    pub refuses: &'static [Fact],
+    /// ... and the facts it makes true.
+    pub provides: &'static [Fact],
     pub run: fn(&mut Unit, &Options) -> Result<Option<String>, PassError>,
 }
 
-/// Every pass, in pipeline order.
+/// Every pass, in the order of the GPU pipeline (the host's runs
+/// `interleave-sums` and `interchange` after `register-tiles`).
 pub static PASSES: &[PassInfo] = &[
     PassInfo {
         name: "resolve",
@@ -28,6 +39,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Source,
         output: Level::Et,
         options: &[],
+        needs: &[],
+        refuses: &[],
+        provides: &[],
         run: super::resolve::run,
     },
     PassInfo {
@@ -36,6 +50,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Et,
         output: Level::Et,
         options: &[],
+        needs: &[],
+        refuses: &[],
+        provides: &[],
         run: super::infer_ranks::run,
     },
     PassInfo {
@@ -44,6 +61,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Et,
         output: Level::Et,
         options: &["seed", "bind", "float"],
+        needs: &[],
+        refuses: &[],
+        provides: &[],
         run: super::specialize::run,
     },
     PassInfo {
@@ -52,6 +72,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Et,
         output: Level::Loop,
         options: &["float"],
+        needs: &[],
+        refuses: &[],
+        provides: &[],
         run: super::lower_to_loops::run,
     },
     PassInfo {
@@ -60,6 +83,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[],
+        refuses: &[],
+        provides: &[],
         run: super::simplify_index::run,
     },
     PassInfo {
@@ -68,6 +94,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[],
+        refuses: &[],
+        provides: &[],
         run: super::tighten_bounds::run,
     },
     PassInfo {
@@ -76,6 +105,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[],
+        refuses: &[],
+        provides: &[],
         run: super::drop_unused_loops::run,
     },
     PassInfo {
@@ -84,6 +116,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[],
+        refuses: &[],
+        provides: &[Fact::Parallelized],
         run: super::parallelize::run,
     },
     PassInfo {
@@ -92,6 +127,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[Fact::Parallelized],
+        refuses: &[],
+        provides: &[],
         run: super::direct_stores::run,
     },
     PassInfo {
@@ -100,6 +138,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &["fp-contract"],
+        needs: &[Fact::Parallelized],
+        refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
+        provides: &[],
         run: super::split_reductions::run,
     },
     PassInfo {
@@ -108,6 +149,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[Fact::Parallelized],
+        refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
+        provides: &[Fact::ResetsFused],
         run: super::fuse_resets::run,
     },
     PassInfo {
@@ -116,6 +160,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[],
+        refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
+        provides: &[Fact::LoopsShifted],
         run: super::shift_loops::run,
     },
     PassInfo {
@@ -124,6 +171,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &["layout"],
+        needs: &[Fact::Parallelized, Fact::LoopsShifted],
+        refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
+        provides: &[Fact::RegisterTiled],
         run: super::register_tiles::run,
     },
     PassInfo {
@@ -132,6 +182,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[Fact::Parallelized, Fact::RegisterTiled],
+        refuses: &[Fact::BlockTiled],
+        provides: &[Fact::BlockTiled],
         run: super::block_tiles::run,
     },
     PassInfo {
@@ -140,6 +193,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[Fact::Parallelized],
+        refuses: &[],
+        provides: &[],
         run: super::sink_broadcasts::run,
     },
     PassInfo {
@@ -148,6 +204,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[Fact::Parallelized],
+        refuses: &[Fact::BlockTiled],
+        provides: &[],
         run: super::interleave_sums::run,
     },
     PassInfo {
@@ -156,6 +215,9 @@ pub static PASSES: &[PassInfo] = &[
         input: Level::Loop,
         output: Level::Loop,
         options: &[],
+        needs: &[Fact::Parallelized],
+        refuses: &[Fact::BlockTiled],
+        provides: &[],
         run: super::interchange::run,
     },
 ];
@@ -268,6 +330,7 @@ impl PassManager {
                 }
             }
         }
+        check_facts_in_order(&passes)?;
         let mut pm = PassManager { passes, instrument };
         pm.number();
         Ok(pm)
@@ -338,6 +401,9 @@ impl PassManager {
                     unit.ir.level().name()
                 )));
             }
+            if let Ir::Loop(m) = &unit.ir {
+                facts_allow(p, m.facts).map_err(PassError::Message)?;
+            }
             if ins.print_before.iter().any(|d| selects(d, s)) {
                 let _ = write!(err, "{}\n{}", dump_before_header(&s.label), print_ir(unit));
             }
@@ -357,6 +423,9 @@ impl PassManager {
             let t = Instant::now();
             let stats = (p.run)(unit, pass_opts)?;
             times.push((&s.label, t.elapsed()));
+            if let Ir::Loop(m) = &mut unit.ir {
+                m.facts = m.facts.union(Facts::of(p.provides));
+            }
             let t = Instant::now();
             verify(p.name, before.as_ref(), &unit.ir)?;
             verifying += t.elapsed();
@@ -380,6 +449,48 @@ impl PassManager {
         }
         Ok(())
     }
+}
+
+/// Whether pass `p` may run on a module with `facts`: an error naming the
+/// missing (or refused) fact and the pass that provides it otherwise.
+pub fn facts_allow(p: &PassInfo, facts: Facts) -> Result<(), String> {
+    if let Some(f) = p.needs.iter().find(|&&f| !facts.contains(f)) {
+        return Err(format!(
+            "etopt: error: pass `{}` needs the fact `{}`, which no pass before it provided (run `{}` before it)",
+            p.name,
+            f.spelling(),
+            provider(*f)
+        ));
+    }
+    if let Some(f) = p.refuses.iter().find(|&&f| facts.contains(f)) {
+        return Err(format!(
+            "etopt: error: pass `{}` cannot run after `{}` (the module has the fact `{}`): run it before `{}`",
+            p.name,
+            provider(*f),
+            f.spelling(),
+            provider(*f)
+        ));
+    }
+    Ok(())
+}
+
+/// The pass that provides fact `f`.
+fn provider(f: Fact) -> &'static str {
+    PASSES.iter().find(|p| p.provides.contains(&f)).map_or("?", |p| p.name)
+}
+
+/// From the first `lower-to-loops` of a pipeline on, the module's facts
+/// are known (it makes a module without any): a pipeline in the wrong
+/// order fails here, before any input is read. (Earlier loop passes run
+/// on a module read from text, whose facts `run_passes` checks.)
+fn check_facts_in_order(passes: &[Scheduled]) -> Result<(), Failure> {
+    let Some(first) = passes.iter().position(|s| s.info.output == Level::Loop && s.info.input != Level::Loop) else { return Ok(()) };
+    let mut facts = Facts::NONE;
+    for s in &passes[first..] {
+        facts_allow(s.info, facts).map_err(Failure::user)?;
+        facts = facts.union(Facts::of(s.info.provides));
+    }
+    Ok(())
 }
 
 /// Whether `--dump-ir-after`/`--print-ir-before` value `sel` names this

@@ -88,19 +88,11 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
     let mut chain = Chain::of(&k.body);
     let cells = chain.cells();
     let rest = chain.rest(&k.body);
-    let computes = k.computes();
     let mut reduces = false;
     k.walk(&mut |n| reduces |= matches!(n, Node::For(f) if f.kind == LoopKind::Reduce));
     // The sum, and at most a clear of its cell before it (`fuse-resets`).
-    let (sums, clears): (Vec<&Compute>, Vec<&Compute>) = computes.iter().partition(|c| c.write.kind != WriteKind::Store);
-    let [c] = sums.as_slice() else { return None };
-    let clears_cell = |s: &&Compute| {
-        s.write.buf == c.write.buf && s.write.offset == c.write.offset && s.values.get(s.write.value).is_some_and(|v| matches!(v.op, VOp::Const(_)))
-    };
-    if clears.len() > 1 || !clears.iter().all(clears_cell) {
-        return None;
-    }
-    if c.write.kind != WriteKind::Accumulate || c.reads(c.write.buf) || !reduces {
+    let KernelSum { sum: c, .. } = k.sum()?;
+    if !reduces {
         return None;
     }
     let &(n, n_lo, n_trip) = chain.loops.last()?;

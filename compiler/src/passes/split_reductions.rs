@@ -84,14 +84,11 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     if cells == 0 || cells > MAX_CELLS {
         return None;
     }
-    let [c] = k.computes()[..] else { return None };
+    let KernelSum { sum: c, clear: None } = k.sum()? else { return None };
     let w = &c.write;
     let buf = &m.buffers[w.buf];
     let exact = !buf.dtype.is_float();
-    if w.kind != WriteKind::Accumulate || !(exact || policy == FpContract::Fast) {
-        return None;
-    }
-    if c.reads(w.buf) {
+    if !(exact || policy == FpContract::Fast) {
         return None;
     }
     let mut outside = false;

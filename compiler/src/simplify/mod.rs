@@ -461,7 +461,7 @@ pub fn simplify_module(m: &mut LoopModule) -> Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::{Compute, DType, For, LoopKind, Value, Var, Write, WriteKind};
+    use crate::ir::loops::{Compute, DType, Facts, For, LoopKind, Value, Var, Write, WriteKind};
 
     fn v(i: usize) -> IExpr {
         IExpr::v(i)
@@ -612,7 +612,7 @@ mod tests {
     #[test]
     fn module_stats_add_up_over_kernels() {
         let k = kernel(1, vec![for_(0, c(0), c(3), vec![store(IExpr::add(v(0), c(0)), VOp::Index(c(0)))])]);
-        let mut m = LoopModule { buffers: vec![], kernels: vec![k.clone(), k] };
+        let mut m = LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![k.clone(), k] };
         let st = simplify_module(&mut m);
         // Per kernel: two bounds, the offset, the index value.
         assert_eq!(st.exprs, 8);

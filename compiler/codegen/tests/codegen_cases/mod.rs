@@ -88,6 +88,7 @@ pub fn matmul() -> LoopModule {
         )])],
     );
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("a", F64, &[m, k], Role::Input),
             buf("b", F64, &[k, n], Role::Input),
@@ -132,6 +133,7 @@ pub fn conv1d() -> LoopModule {
         )],
     });
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("x", F32, &[l], Role::Input),
             buf("f", F32, &[w], Role::Input),
@@ -179,6 +181,7 @@ pub fn gather() -> LoopModule {
         )])],
     );
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[GATHER_SRC], Role::Input),
             buf("idx", I32, &[GATHER_N], Role::Input),
@@ -229,6 +232,7 @@ fn binary_ops(dt: DType, ops: &[BinOp], n: i64) -> LoopModule {
         })
         .collect();
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("a", dt, &[n], Role::Input),
             buf("b", dt, &[n], Role::Input),
@@ -267,6 +271,7 @@ pub fn index_ops() -> LoopModule {
         })
         .collect();
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![buf("d", I32, &[INDEX_N], Role::Input), buf("r", I32, &[7 * INDEX_N], Role::Output)],
         kernels,
     }
@@ -284,6 +289,7 @@ pub fn casts() -> LoopModule {
         kernel(name, &["i"], vec![pfor(0, c(0), c(CAST_N), vec![compute(values, WriteKind::Store, out, v(0), last)])])
     };
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[CAST_N], Role::Input),
             buf("ri", I32, &[CAST_N], Role::Output),
@@ -325,6 +331,7 @@ pub fn random() -> LoopModule {
         )
     };
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("ri", I32, &RANDOM_SHAPE, Role::Output),
             buf("rf", F64, &RANDOM_SHAPE, Role::Output),
@@ -364,6 +371,7 @@ pub fn scalars_and_empty() -> LoopModule {
         )])])],
     );
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[SUM_N], Role::Input),
             buf("s", F64, &[], Role::Output),
@@ -393,6 +401,7 @@ pub fn atomics() -> LoopModule {
         )
     };
     LoopModule {
+        facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[HIST_N], Role::Input),
             buf("xs", F32, &[HIST_N], Role::Input),

@@ -18,6 +18,8 @@
 //! of the previous ones.
 
 pub mod chain;
+pub mod contraction;
+pub mod facts;
 pub mod parse;
 pub mod print;
 pub mod site;
@@ -30,8 +32,13 @@ pub type VarId = usize;
 pub type ValId = usize;
 pub type BufId = usize;
 
+pub use contraction::KernelSum;
+pub use facts::{Fact, Facts};
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopModule {
+    /// What the passes that ran have made true ([`facts`]).
+    pub facts: Facts,
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
 }

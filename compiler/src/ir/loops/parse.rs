@@ -52,7 +52,7 @@ pub fn parse_with_spans(text: &str) -> Result<(LoopModule, Spans), Vec<Diagnosti
         c: Cursor::new(&toks, text.len(), &LOOP),
         depth: 0,
         buffers: HashMap::new(),
-        m: LoopModule { buffers: vec![], kernels: vec![] },
+        m: LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![] },
         spans: Spans::default(),
         path: Vec::new(),
     };
@@ -113,6 +113,19 @@ impl Parser<'_> {
     }
 
     fn module(&mut self) -> PResult<()> {
+        if self.c.eat_word(syntax::FACTS) {
+            self.c.punct("(")?;
+            while !self.c.eat(")") {
+                if !self.m.facts.is_empty() {
+                    self.c.punct(",")?;
+                }
+                let (f, sp) = self.c.spelled::<Fact>(UNKNOWN_WORD, "pass fact")?;
+                if self.m.facts.contains(f) {
+                    return Err(Diagnostic::error("E0645", format!("fact `{}` is listed twice", f.spelling())).at(sp, "second listing"));
+                }
+                self.m.facts = self.m.facts.with(f);
+            }
+        }
         while !self.c.at_end() {
             if self.c.is_word(syntax::BUFFER) {
                 self.buffer()?;

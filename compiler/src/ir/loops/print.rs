@@ -15,6 +15,10 @@ use std::fmt::Write as _;
 /// Prints a whole module: buffers, then each kernel after a blank line.
 pub fn module(m: &LoopModule) -> String {
     let mut o = String::new();
+    if !m.facts.is_empty() {
+        let names: Vec<&str> = m.facts.iter().map(|f| f.spelling()).collect();
+        let _ = writeln!(o, "{}({})", syntax::FACTS, names.join(", "));
+    }
     for b in &m.buffers {
         o.push_str(&buffer(b));
         o.push('\n');
@@ -320,9 +324,9 @@ mod tests {
                 body: vec![Node::For(For { var: b, lo: IExpr::c(0), hi: IExpr::c(1), kind: LoopKind::Parallel, body: vec![] })],
             })]
         };
-        let m = LoopModule { buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(0, 1))] };
+        let m = LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(0, 1))] };
         assert_eq!(module(&m), "kernel @k {\n  for i in [0, 1) reduce {\n    for j in [0, 1) parallel {\n    }\n  }\n}\n");
-        let m = LoopModule { buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(1, 0))] };
+        let m = LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(1, 0))] };
         assert!(module(&m).starts_with("kernel @k vars(i, j) {\n  for j in"), "{}", module(&m));
     }
 }

@@ -2,7 +2,7 @@
 //! of every enum it writes as a word or an operator. `print` and `parse`
 //! both take them from here (docs/ir-loop.md, "Grammar").
 
-use super::{DType, IBin, Init, KernelRole, LoopKind, Role, WriteKind};
+use super::{DType, Fact, IBin, Init, KernelRole, LoopKind, Role, WriteKind};
 use crate::ir::text::{spelled, Spelled};
 
 pub const BUFFER: &str = "buffer";
@@ -10,6 +10,8 @@ pub const BUFFER: &str = "buffer";
 pub const INIT: &str = "init";
 /// Kernels are named `@NAME`.
 pub const KERNEL: &str = "kernel";
+/// The module's pass facts, before everything else: `facts(parallelized)`.
+pub const FACTS: &str = "facts";
 /// A kernel's role and statement: `role(reset, stmt 2)`.
 pub const ROLE: &str = "role";
 pub const STMT: &str = "stmt";
@@ -51,6 +53,14 @@ spelled!(Role { Input => "input", Output => "output", Temp => "temp", Shared => 
 
 spelled!(Init { Zero => "zero", Input => "input" });
 
+spelled!(Fact {
+    Parallelized => "parallelized",
+    LoopsShifted => "loops_shifted",
+    ResetsFused => "resets_fused",
+    RegisterTiled => "register_tiled",
+    BlockTiled => "block_tiled",
+});
+
 spelled!(KernelRole { Main => "main", Reset => "reset", Snapshot => "snapshot", Partial => "partial" });
 
 /// Element types are written as the runtime and the bundle manifest name
@@ -90,8 +100,9 @@ mod tests {
         checks::table::<Role>(&D);
         checks::table::<Init>(&D);
         checks::table::<KernelRole>(&D);
+        checks::table::<Fact>(&D);
         checks::table::<DType>(&D);
-        for w in [BUFFER, INIT, KERNEL, ROLE, STMT, VARS, FOR, IN, GUARD, LOAD_INDEX] {
+        for w in [FACTS, BUFFER, INIT, KERNEL, ROLE, STMT, VARS, FOR, IN, GUARD, LOAD_INDEX] {
             checks::one_token(w, &D);
         }
         for k in WriteKind::ALL {

@@ -353,7 +353,7 @@ mod tests {
             ],
         };
         let b = Buffer { name: "idx".into(), dtype: DType::I32, shape: vec![2], role: Role::Temp, init: Init::Zero };
-        let m = LoopModule { buffers: vec![b], kernels: vec![k] };
+        let m = LoopModule { facts: Facts::NONE, buffers: vec![b], kernels: vec![k] };
         let e = verify(&m).unwrap_err();
         assert!(e.message.contains("`@k`") && e.message.contains("`t` used outside its scope"), "{e}");
         assert_eq!(e.site, Site::Node(0, vec![1]));

@@ -4,7 +4,8 @@
 //!
 //! The first line that is neither blank nor an IR comment decides. Printed
 //! IR starts with a keyword, a blank and a name (`eintup a : ?`, `array
-//! x : ...`, `buffer x : ...`, `kernel @k {`), which no program line can:
+//! x : ...`, `buffer x : ...`, `kernel @k {`) or with a loop module's
+//! `facts(..)`, which no program line can:
 //! a statement starts with an array name and `[`. A `#` comment is the
 //! language's, a `//` line an IR comment (in a program `//` is an operator
 //! and cannot start a line).
@@ -49,6 +50,9 @@ pub fn kind_of(text: &str) -> TextKind {
         let blank_follows = rest.starts_with(char::is_whitespace)
             && rest.trim_start().starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '@');
         return match word.as_str() {
+            // A loop module's pass facts come first: `facts(..)`, which
+            // no program line is (a constraint is `DIMS(..)` or `RANK(..)`).
+            "facts" if rest.starts_with('(') => TextKind::LoopIr,
             w if blank_follows && LOOP_KEYWORDS.contains(&w) => TextKind::LoopIr,
             w if blank_follows && ET_KEYWORDS.contains(&w) => TextKind::EtIr,
             _ if comments => TextKind::EtIr,
@@ -77,6 +81,7 @@ mod tests {
         assert_eq!(kind_of("array x : FLOAT [] def=0\n"), TextKind::EtIr);
         assert_eq!(kind_of("// c\nbuffer x : f64[4] input\n"), TextKind::LoopIr);
         assert_eq!(kind_of("kernel @k {\n}\n"), TextKind::LoopIr);
+        assert_eq!(kind_of("facts(parallelized)\nbuffer x : f64[4] input\n"), TextKind::LoopIr);
         assert_eq!(kind_of("// only a comment\n"), TextKind::EtIr);
         assert_eq!(kind_of(""), TextKind::Program);
     }

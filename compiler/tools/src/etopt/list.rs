@@ -1,5 +1,7 @@
 //! `--list-passes`: the pass registry and the named pipelines, as a table.
 
+use eintup::ir::loops::Fact;
+use eintup::ir::text::Spelled;
 use eintup::passes::manager::PASSES;
 use eintup::passes::spec::OPTIONS;
 use eintup::passes::{DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
@@ -21,6 +23,11 @@ pub fn list_passes() -> String {
     for (k, what) in OPTIONS {
         let _ = writeln!(out, "  {k:<width$}  {what}");
     }
+    out.push_str("pass facts (a loop pass needs, refuses, provides; docs/passes.md#pass-facts):\n");
+    for p in PASSES.iter().filter(|p| !(p.needs.is_empty() && p.refuses.is_empty() && p.provides.is_empty())) {
+        let list = |fs: &[Fact]| if fs.is_empty() { "-".to_string() } else { fs.iter().map(|f| f.spelling()).collect::<Vec<_>>().join(" ") };
+        let _ = writeln!(out, "  {:<width$}  needs {}; refuses {}; provides {}", p.name, list(p.needs), list(p.refuses), list(p.provides));
+    }
     out.push_str("pipelines:\n");
     let _ = writeln!(out, "  {:<width$}  {}", "default", DEFAULT_PIPELINE.join(", "));
     let _ = writeln!(out, "  {:<width$}  default, then {}", "default --host", HOST_PASSES.join(", "));
@@ -36,7 +43,8 @@ mod tests {
     fn every_pass_is_listed_once() {
         let text = list_passes();
         for p in PASSES {
-            let lines = text.lines().filter(|l| l.split_whitespace().next() == Some(p.name)).count();
+            let passes = text.split("pass options").next().unwrap();
+            let lines = passes.lines().filter(|l| l.split_whitespace().next() == Some(p.name)).count();
             assert_eq!(lines, 1, "{}\n{text}", p.name);
         }
     }
