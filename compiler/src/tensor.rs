@@ -1,12 +1,12 @@
 //! Array values exchanged between the interpreter, the backends and the
-//! user: the runtime's [`Tensor`] (row-major data with a shape), so the
-//! compiler, bundles and devices share one vocabulary of element types
-//! and tensors. INT is i32; FLOAT is f64, or f32 when a program runs with
-//! `--float f32`. `.npy` files are read and written by the runtime's
-//! [`npy`] module.
+//! user: `eintup-tensor`'s [`Tensor`] (row-major data with a shape), which
+//! the runtime shares, so the compiler, bundles and devices have one
+//! vocabulary of element types and tensors. INT is i32; FLOAT is f64, or
+//! f32 when a program runs with `--float f32`. `.npy` files are read and
+//! written by that crate's [`npy`] module.
 
-pub use eintup_runtime::npy;
-pub use eintup_runtime::tensor::{element_count, shape_text, DType, Data, Tensor};
+pub use eintup_tensor::npy;
+pub use eintup_tensor::tensor::{element_count, shape_text, DType, Data, Tensor};
 
 /// The element type as the language names it, for messages and printed
 /// headers: `INT`, `FLOAT(f64)`, `FLOAT(f32)`.

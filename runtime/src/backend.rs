@@ -17,7 +17,7 @@ use crate::bundle::Bundle;
 use crate::check::{check_inputs, check_target};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, Role, Step};
-use crate::tensor::{Data, Tensor};
+use eintup_tensor::tensor::{Data, Tensor};
 
 /// One kind of device, for the duration of one run.
 pub(crate) trait Backend {

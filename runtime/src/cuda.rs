@@ -16,10 +16,11 @@ use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream,
 
 use crate::backend::{self, Backend, Launch};
 use crate::bundle::Bundle;
-use crate::device::{median, DeviceInfo, DeviceKind, LaunchTiming, Timings};
+use crate::info::{DeviceInfo, DeviceKind};
+use crate::timing::{median, LaunchTiming, Timings};
 use crate::error::{driver, Error, Result};
 use crate::module::Module;
-use crate::tensor::Tensor;
+use eintup_tensor::tensor::Tensor;
 
 /// A CUDA device with its primary context and the one stream all work goes to.
 pub(crate) struct Cuda {

@@ -11,46 +11,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::str::FromStr;
 
 use crate::bundle::Bundle;
 use crate::cuda::Cuda;
 use crate::emu::{EmuOptions, Emulator, ProfileReport};
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use eintup_tensor::tensor::Tensor;
 
 pub use crate::cuda::driver_present;
-
-/// Which kind of device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DeviceKind {
-    /// A GPU through the CUDA driver.
-    Cuda,
-    /// The PTX emulator.
-    Emulator,
-}
-
-impl FromStr for DeviceKind {
-    type Err = Error;
-
-    /// `cuda` or `emu`, as the command-line tools spell them.
-    fn from_str(s: &str) -> Result<DeviceKind> {
-        match s {
-            "cuda" => Ok(DeviceKind::Cuda),
-            "emu" => Ok(DeviceKind::Emulator),
-            _ => Err(Error::InvalidArgument(format!("unknown device `{s}` (expected `cuda` or `emu`)"))),
-        }
-    }
-}
-
-impl fmt::Display for DeviceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DeviceKind::Cuda => "cuda",
-            DeviceKind::Emulator => "emu",
-        })
-    }
-}
+pub use crate::info::{DeviceInfo, DeviceKind};
+pub use crate::timing::{median, LaunchTiming, Timings};
 
 /// A device bundles run on.
 pub struct Device {
@@ -70,69 +40,6 @@ impl fmt::Debug for Device {
             .field("name", &self.name())
             .field("arch", &self.arch())
             .finish()
-    }
-}
-
-/// Median times of [`Device::run_timed`], in milliseconds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Timings {
-    /// Timed repetitions the medians are taken over.
-    pub reps: usize,
-    /// The whole step sequence (fills and launches), from CUDA events
-    /// recorded before the first and after the last step.
-    pub total_ms: f64,
-    /// One entry per launch that is not skipped, in step order.
-    pub launches: Vec<LaunchTiming>,
-}
-
-/// Median time of one launch step.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LaunchTiming {
-    /// Index of the step in the manifest's `steps`.
-    pub step: usize,
-    pub kernel: String,
-    pub median_ms: f64,
-}
-
-/// What `etrun --device-info` prints: enough to tell which device (and
-/// which GPU and driver) a report came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceInfo {
-    pub kind: DeviceKind,
-    pub name: String,
-    /// Compute capability `(major, minor)`; for the emulator, the newest
-    /// target whose bundles it accepts.
-    pub arch: (u32, u32),
-    /// Multiprocessors; the emulator models one, running blocks in turn.
-    pub multiprocessors: u32,
-    /// Device memory; for the emulator, its limit on a run's buffers.
-    pub memory_bytes: usize,
-    /// `cuDriverGetVersion`, e.g. `13000` for CUDA 13.0; 0 for the emulator.
-    pub driver_version: i32,
-}
-
-impl fmt::Display for DeviceInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let gib = self.memory_bytes as f64 / (1u64 << 30) as f64;
-        match self.kind {
-            DeviceKind::Cuda => write!(
-                f,
-                "{} (sm_{}{}, {} SMs, {gib:.1} GiB), driver API {}.{}",
-                self.name,
-                self.arch.0,
-                self.arch.1,
-                self.multiprocessors,
-                self.driver_version / 1000,
-                self.driver_version % 1000 / 10
-            ),
-            DeviceKind::Emulator => write!(
-                f,
-                "{} (runs PTX for sm_{}{} and older; {gib:.1} GiB of buffers): warps of 32 lanes in lockstep with \
-                 post-dominator reconvergence, blocks one after another, bar.sync, global/shared/local/param memory \
-                 with bounds and race checks, IEEE numerics as the PTX ISA defines them; no timing, caches or occupancy",
-                self.name, self.arch.0, self.arch.1
-            ),
-        }
     }
 }
 
@@ -247,28 +154,9 @@ impl Device {
     }
 }
 
-/// Median of `xs` (sorted in place); NaN when empty. Shared with the
-/// benchmark harness so that every reported median means the same.
-pub fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    match n {
-        0 => f64::NAN,
-        _ if !n.is_multiple_of(2) => xs[n / 2],
-        _ => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_odd_even() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&mut [7.5]), 7.5);
-    }
 
     #[test]
     fn device_kinds_parse_and_print() {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use cudarc::driver::DriverError;
 
-use crate::emu::Fault;
+use crate::fault::Fault;
 
 /// What went wrong. Variants carry enough context to print a useful message
 /// without the caller adding any.

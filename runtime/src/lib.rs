@@ -21,11 +21,16 @@ mod cuda;
 pub mod device;
 pub mod emu;
 pub mod error;
+mod fault;
+mod info;
 pub mod manifest;
 mod module;
-pub mod npy;
 pub mod ptx;
-pub mod tensor;
+mod timing;
+
+// The element types and tensors live in a leaf crate the compiler's core
+// uses without the device code; re-exported so both paths name one type.
+pub use eintup_tensor::{npy, tensor};
 
 pub use bundle::Bundle;
 pub use device::{Device, DeviceInfo, DeviceKind, LaunchTiming, Timings};

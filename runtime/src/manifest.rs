@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Error, Result};
-use crate::tensor::{element_count, DType};
+use eintup_tensor::tensor::{element_count, DType};
 
 /// The one `format_version` this runtime reads and writes.
 pub const FORMAT_VERSION: u64 = 1;

@@ -90,8 +90,9 @@ pub fn emit_ptx(m: &LoopModule, seed: u64, sm: u32, fp_contract: FpContract) -> 
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(|e| CodegenError(format!("NVPTX code generation failed: {}", e.to_string())))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
-    let info = read_ptx(&ptx)?;
-    if !ptx.lines().any(|l| l.trim() == format!(".target sm_{sm}")) {
+    let parsed = eintup_runtime::ptx::parse(&ptx).map_err(|e| CodegenError(format!("NVPTX output does not parse as PTX: {e}")))?;
+    let info = read_ptx(&parsed)?;
+    if parsed.target.as_deref() != Some(format!("sm_{sm}").as_str()) {
         return Err(CodegenError(format!("PTX has no `.target sm_{sm}` line")));
     }
     let want: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -101,23 +102,11 @@ pub fn emit_ptx(m: &LoopModule, seed: u64, sm: u32, fp_contract: FpContract) -> 
     Ok((ptx, info))
 }
 
-/// The `.version` and the `.entry` names of a PTX text.
-fn read_ptx(ptx: &str) -> Result<PtxInfo, CodegenError> {
-    let mut version = None;
-    let mut kernels = Vec::new();
-    for line in ptx.lines().map(str::trim) {
-        if let Some(v) = line.strip_prefix(".version ") {
-            version = Some(v.trim().to_string());
-        }
-        // `.visible .entry NAME(` (or `.entry NAME(` without linkage).
-        if let Some(pos) = line.find(".entry ") {
-            let rest = &line[pos + ".entry ".len()..];
-            let name: String = rest.chars().take_while(|&c| c != '(' && !c.is_whitespace()).collect();
-            kernels.push(name);
-        }
-    }
-    let ptx_version = version.ok_or_else(|| CodegenError("PTX has no `.version` line".into()))?;
-    Ok(PtxInfo { ptx_version, kernels })
+/// The `.version` and the `.entry` names of a parsed PTX module (the
+/// runtime's reader, the one the bundle checks and the emulator use).
+fn read_ptx(module: &eintup_runtime::ptx::Module) -> Result<PtxInfo, CodegenError> {
+    let ptx_version = module.version.clone().ok_or_else(|| CodegenError("PTX has no `.version` line".into()))?;
+    Ok(PtxInfo { ptx_version, kernels: module.entries().map(|f| f.name.clone()).collect() })
 }
 
 /// Where `ptxas` is: `$PTXAS`, else the one `scripts/setup --with-ptxas`
@@ -240,9 +229,10 @@ mod tests {
     #[test]
     fn ptx_header_and_entries_are_read() {
         let ptx = "//\n.version 7.8\n.target sm_90\n.address_size 64\n\n\t// .globl\tk0\n.visible .entry k0(\n\t.param .u64 k0_param_0\n)\n{\n}\n.visible .entry k1()\n{\n}\n";
-        let info = read_ptx(ptx).unwrap();
+        let read = |text: &str| read_ptx(&eintup_runtime::ptx::parse(text).unwrap());
+        let info = read(ptx).unwrap();
         assert_eq!(info.ptx_version, "7.8");
         assert_eq!(info.kernels, vec!["k0".to_string(), "k1".to_string()]);
-        assert!(read_ptx(".target sm_80\n").is_err());
+        assert!(read(".target sm_80\n").is_err());
     }
 }

@@ -6,7 +6,7 @@
 
 pub mod programs;
 
-use eintup_runtime::tensor::{Data, Tensor};
+use eintup_tensor::tensor::{Data, Tensor};
 use std::path::{Path, PathBuf};
 
 /// The repository's root.

@@ -29,7 +29,7 @@ use super::decode::{
     AtomOp, Dst, Kernel, Op, PredSrc, ShflMode, Space, Special, Src, Ty, VoteDst, VoteMode, LOCAL_WINDOW, NO_PC,
     SHARED_WINDOW, WARP, WINDOW_BYTES,
 };
-use super::fault::{Fault, FaultKind, OtherAccess};
+use crate::fault::{Fault, FaultKind, OtherAccess};
 use super::memory::{describe_miss, load, store, Accessor, Conflict, Global, Shadow};
 use super::profile::{bank_conflicts, sectors, Profile};
 use super::EmuOptions;

@@ -27,6 +27,7 @@
 //! in bundles).
 
 use crate::error::{Error, Result};
+use crate::fault::RaceKind;
 
 /// Address of the first allocation: far above the generic windows of
 /// shared and local memory (see `decode::SHARED_WINDOW`), and not 0, so that
@@ -171,20 +172,6 @@ pub(crate) struct Shadow {
     read_pc: u32,
     /// Whether a non-coherent (`ld.global.nc`) load read the word.
     nc_read: bool,
-}
-
-/// What kind of race.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RaceKind {
-    /// Two threads write the word, unordered.
-    WriteAfterWrite,
-    /// A thread reads what another wrote, unordered.
-    ReadAfterWrite,
-    /// A thread writes what another read, unordered.
-    WriteAfterRead,
-    /// An `ld.global.nc` reads a word written during the launch: the
-    /// non-coherent path may return stale data.
-    NonCoherentRead,
 }
 
 /// The other side of a race: a thread (`None` when several threads read)

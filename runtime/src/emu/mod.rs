@@ -8,7 +8,8 @@
 //!   on a SIMT stack, barriers; [`arith`] is what each instruction computes
 //!   for one thread.
 //! - [`memory`] holds global memory (allocations with red zones) and the
-//!   race records; faults are [`Fault`]s ([`fault`]).
+//!   race records; faults are [`Fault`]s (module `fault`, beside `emu`
+//!   because [`Error`](crate::Error) carries them).
 //! - [`profile`] counts instructions, requests, sectors, bank conflicts and
 //!   flops per kernel.
 //!
@@ -19,21 +20,20 @@ mod arith;
 mod cfg;
 pub(crate) mod decode;
 mod exec;
-mod fault;
 mod memory;
 mod profile;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use fault::{Fault, FaultKind, OtherAccess, RaceKind};
+pub use crate::fault::{Fault, FaultKind, OtherAccess, RaceKind};
 pub use profile::{Profile, ProfileReport};
 
 use crate::backend::{self, Backend, Launch};
 use crate::bundle::Bundle;
-use crate::device::{DeviceInfo, DeviceKind};
+use crate::info::{DeviceInfo, DeviceKind};
 use crate::error::Result;
-use crate::tensor::Tensor;
+use eintup_tensor::Tensor;
 use decode::{Kernel, Program};
 use memory::Global;
 
@@ -138,7 +138,7 @@ impl Backend for Session<'_> {
         module
             .kernel(name)
             .map(|i| module.kernels[i].clone())
-            .ok_or_else(|| crate::Error::BadPtx(format!("no `.entry {name}`")))
+            .ok_or_else(|| crate::error::Error::BadPtx(format!("no `.entry {name}`")))
     }
 
     fn alloc(&mut self, name: &str, bytes: usize, contents: Option<&[u8]>) -> Result<usize> {

@@ -45,7 +45,7 @@ pub struct LoopModule {
 
 /// Scalar element types of buffers and values: the runtime's own, so the
 /// compiler, bundles and devices name element types one way.
-pub use eintup_runtime::DType;
+pub use eintup_tensor::DType;
 
 /// Width of FLOAT at the loop level and below (`--float`); INT is always
 /// i32.

@@ -1,10 +1,26 @@
 //! Errors of a kernel running on the emulator, with the place they
 //! happened: what compute-sanitizer would print, or what a GPU would turn
 //! into `CUDA_ERROR_ILLEGAL_ADDRESS` or a hang.
+//!
+//! A leaf module rather than part of `emu`: [`crate::error::Error`] carries
+//! a [`Fault`], and the emulator returns errors, so keeping the type here
+//! keeps `error` below `emu`.
 
 use std::fmt;
 
-pub use super::memory::RaceKind;
+/// What kind of race.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaceKind {
+    /// Two threads write the word, unordered.
+    WriteAfterWrite,
+    /// A thread reads what another wrote, unordered.
+    ReadAfterWrite,
+    /// A thread writes what another read, unordered.
+    WriteAfterRead,
+    /// An `ld.global.nc` reads a word written during the launch: the
+    /// non-coherent path may return stale data.
+    NonCoherentRead,
+}
 
 /// A kernel fault: which kernel, block, thread and instruction, and what.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,9 +1,6 @@
-//! Host-side tensors exchanged with the runtime.
-//!
-//! The runtime does not know the compiler's tensor type; the compiler converts
-//! its tensors to [`Tensor`] before a run and back afterwards. Data are
-//! row-major (the last dimension varies fastest), exactly as the bundle's
-//! buffers are laid out on the device.
+//! Host-side tensors: what the compiler's interpreters and backends and the
+//! runtime exchange. Data are row-major (the last dimension varies
+//! fastest), exactly as a bundle's buffers are laid out on the device.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -199,7 +196,7 @@ impl Tensor {
     }
 
     /// Checks that `data` holds exactly `product(shape)` elements; the
-    /// error is a reason phrase for [`crate::Error::Input`].
+    /// error is a reason phrase for the runtime's `Error::Input`.
     pub fn check(&self) -> Result<(), String> {
         match element_count(&self.shape) {
             Some(n) if n == self.data.len() => Ok(()),
