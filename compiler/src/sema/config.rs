@@ -13,8 +13,8 @@
 
 use super::infer_dims::{self, Access, InferError};
 use super::inputs::{self, InputShape, Split};
-use super::rank_limit::RankLimit;
-use super::ranks::{eval_rank, rank_limit_error, RankSystem};
+use super::rank_limit::{rank_limit_error, RankLimit};
+use super::ranks::{eval_rank, RankSystem};
 use super::{Program, Rel};
 use crate::ir::et::dims::{bound as dims_bound, broadcast, dims_refs, eval_static, EvalError};
 use crate::ir::et::print::index_expr;
