@@ -6,7 +6,7 @@
 //! then draws: `DIMS(t) IN` ranges, else the default 1..=8. Ranks are
 //! enumerated as the cartesian product over rank classes (narrowed by the
 //! input shapes); dims are determined per rank combination in dependency
-//! order, with a small seeded PRNG so a seed always gives the same
+//! order, with a seeded PRNG ([`Rng`]) so a seed always gives the same
 //! configurations. Draws that violate a constraint or give a negative
 //! derived or inferred dim are discarded and counted. `IN` ranges say what
 //! is drawn: a binding or an input outside them is a warning.
@@ -19,6 +19,7 @@ use super::{Program, Rel};
 use crate::ir::et::dims::{bound as dims_bound, broadcast, dims_refs, eval_static, EvalError};
 use crate::ir::et::print::index_expr;
 use crate::ir::et::{ArrayId, EintupId, MAX_RANK};
+use crate::random::Rng;
 use et_grammar::ast::ConstraintSubject;
 use et_grammar::{Diagnostic, Span};
 use std::collections::BTreeMap;
@@ -144,32 +145,6 @@ pub fn parse_binding(s: &str) -> Result<Binding, String> {
         }
     }
     Ok(Binding { name: name.to_string(), dims })
-}
-
-/// splitmix64: tiny, seedable, good enough to draw dims (array contents
-/// use the interpreter's generator, LANGUAGE.md s.3).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x5EED_D1A5_0F_E1_u64)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[lo, hi]` (inclusive); `lo` when `hi < lo`.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        if hi <= lo {
-            return lo;
-        }
-        let span = (hi as i128 - lo as i128 + 1) as u128;
-        (lo as i128 + (self.next() as u128 % span) as i128) as i64
-    }
 }
 
 /// Why a draw was discarded (counted per reason for the user).
@@ -1108,16 +1083,5 @@ mod tests {
         assert!(parse_binding("a=2").is_err());
         assert!(parse_binding("=[2]").is_err());
         assert!(parse_binding("a=[x]").is_err());
-    }
-
-    #[test]
-    fn rng_is_deterministic_and_in_range() {
-        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
-        for _ in 0..100 {
-            let x = a.range(3, 5);
-            assert_eq!(x, b.range(3, 5));
-            assert!((3..=5).contains(&x));
-        }
-        assert_eq!(a.range(4, 4), 4);
     }
 }
