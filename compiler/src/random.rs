@@ -1,7 +1,12 @@
-//! THE generator behind `RANDOM(lo, hi, T)` (LANGUAGE.md section 3). Every
-//! backend must produce bit-identical values, so this is the only place the
-//! formula is written; code generators emit calls that mirror these
-//! functions exactly.
+//! splitmix64, written once, and the two generators built on it:
+//!
+//! - [`Stream`]: THE generator behind `RANDOM(lo, hi, T)` (LANGUAGE.md
+//!   section 3). Every backend must produce bit-identical values, so this is
+//!   the only place the formula is written; code generators emit code that
+//!   mirrors these functions exactly, taking their constants from here
+//!   ([`GOLDEN`], [`SPLITMIX_ROUNDS`]).
+//! - [`Rng`]: the sequential generator sema draws dims with (`--seed`,
+//!   docs/shapes.md); it never reaches generated code.
 //!
 //! The element at row-major flat position `n` of array `name` under seed
 //! `s` draws `x = splitmix64(s ^ fnv1a64(name) ^ (n * 0x9E3779B97F4A7C15))`
@@ -10,15 +15,23 @@
 
 /// Golden-ratio increment of splitmix64, also used to spread `n`.
 pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+/// The finaliser of splitmix64 as rounds `z ^= z >> shift; z *= mul` (the
+/// last without a multiplier): [`splitmix64`] and the code generators both
+/// run exactly these.
+pub const SPLITMIX_ROUNDS: [(u32, Option<u64>); 3] = [(30, Some(0xBF58_476D_1CE4_E5B9)), (27, Some(0x94D0_49BB_1331_11EB)), (31, None)];
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// One step of splitmix64 applied to `z` (Steele, Lea & Flood 2014).
 pub fn splitmix64(z: u64) -> u64 {
     let mut z = z.wrapping_add(GOLDEN);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    for (shift, mul) in SPLITMIX_ROUNDS {
+        z ^= z >> shift;
+        if let Some(mul) = mul {
+            z = z.wrapping_mul(mul);
+        }
+    }
+    z
 }
 
 /// 64-bit FNV-1a over bytes.
@@ -61,6 +74,34 @@ impl Stream {
         }
         let unit = (self.bits(n) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
         lo + (hi - lo) * unit
+    }
+}
+
+/// The splitmix64 sequence sema draws dims from: deterministic in the seed,
+/// tiny, good enough to draw dims (array contents use [`Stream`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5EED_D1A5_0F_E1_u64)
+    }
+
+    /// The next 64 bits: splitmix64 of the state, which then advances by
+    /// [`GOLDEN`].
+    pub fn next(&mut self) -> u64 {
+        let x = splitmix64(self.0);
+        self.0 = self.0.wrapping_add(GOLDEN);
+        x
+    }
+
+    /// Uniform in `[lo, hi]` (inclusive); `lo` when `hi < lo`.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            return lo;
+        }
+        let span = (hi as i128 - lo as i128 + 1) as u128;
+        (lo as i128 + (self.next() as u128 % span) as i128) as i64
     }
 }
 
@@ -122,5 +163,30 @@ mod tests {
         // Extreme bounds neither overflow nor leave the range.
         let i = s.int(3, i64::MIN, i64::MAX);
         assert!(i < i64::MAX);
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_in_range() {
+        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
+        for _ in 0..100 {
+            let x = a.range(3, 5);
+            assert_eq!(x, b.range(3, 5));
+            assert!((3..=5).contains(&x));
+        }
+        assert_eq!(a.range(4, 4), 4);
+    }
+
+    #[test]
+    fn rng_is_the_splitmix64_sequence() {
+        // The reference splitmix64 generator: state += GOLDEN, then the
+        // finaliser of the new state. Expected values written out from the
+        // generator as sema had it before it shared `splitmix64` (its own
+        // copy: state += GOLDEN, then the three rounds).
+        let mut r = Rng::new(0);
+        let state = 0x5EED_D1A5_0F_E1_u64;
+        assert_eq!(r.next(), splitmix64(state));
+        assert_eq!(r.next(), splitmix64(state.wrapping_add(GOLDEN)));
+        let mut r = Rng::new(0);
+        assert_eq!([r.next(), r.next(), r.next()], [0xC006_CB9A_7EE8_1382, 0x2A9F_8D4C_3C34_68FA, 0x99C7_E988_7590_94A0]);
     }
 }

@@ -29,7 +29,7 @@ use eintup::ir::loops::{
     WriteKind,
 };
 use eintup::ir::loops::chain::{Chain, Step};
-use eintup::random::{fnv1a64, GOLDEN};
+use eintup::random::{fnv1a64, GOLDEN, SPLITMIX_ROUNDS};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -54,9 +54,6 @@ const PTX_KERNEL_CC: u32 = 71;
 const NVPTX_SHARED_AS: u16 = 3;
 /// The global address space of NVPTX, where kernel arguments point.
 const NVPTX_GLOBAL_AS: u16 = 1;
-/// Multipliers of splitmix64 (src/random.rs).
-const SPLITMIX_M1: u64 = 0xBF58_476D_1CE4_E5B9;
-const SPLITMIX_M2: u64 = 0x94D0_49BB_1331_11EB;
 
 /// The host symbol of kernel `name`. The prefix contains a `.` so that no
 /// kernel can take the name of a C library function the JIT resolves
@@ -943,9 +940,10 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let k = |v: u64| self.i64.const_int(v, false);
         let spread = bl.build_int_mul(n, k(GOLDEN), "")?;
         let mut z = bl.build_xor(spread, k(key), "")?;
+        // splitmix64 (`eintup::random::splitmix64`), from its constants.
         z = bl.build_int_add(z, k(GOLDEN), "")?;
-        for (shift, mul) in [(30, Some(SPLITMIX_M1)), (27, Some(SPLITMIX_M2)), (31, None)] {
-            let s = bl.build_right_shift(z, k(shift), false, "")?;
+        for (shift, mul) in SPLITMIX_ROUNDS {
+            let s = bl.build_right_shift(z, k(u64::from(shift)), false, "")?;
             z = bl.build_xor(z, s, "")?;
             if let Some(mul) = mul {
                 z = bl.build_int_mul(z, k(mul), "")?;

@@ -11,7 +11,7 @@
 //! `x[FLAT(a,b)]`) gives no dims to its eintups; the configuration must
 //! reproduce its extent ([`Split::checks`]).
 
-use super::ranks::expr_width;
+use super::rank_limit::expr_width;
 use crate::ir::et::print::index_expr;
 use crate::ir::et::*;
 use et_grammar::Diagnostic;

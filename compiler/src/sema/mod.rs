@@ -7,8 +7,10 @@
 //!   (names the program uses, no dims cycle), checked by `resolve`;
 //! - [`ranks`]: rank inference as a union-find over eintups, every equation
 //!   kept with its reason so contradictions can be explained (E02xx);
-//! - [`config`]: bindings, rank combinations and dims draws (E03xx);
-//! - [`rank_limit`]: arrays and statements within the maximum rank (E0208);
+//! - [`rank_limit`]: arrays and statements within the maximum rank (E0208),
+//!   below both `ranks` and `config`;
+//! - [`config`]: bindings, rank combinations and dims draws (E03xx), one
+//!   submodule per job;
 //! - [`inputs`]: dims from the shapes of supplied input arrays;
 //! - [`infer_dims`]: range inference of dims from right-hand-side accesses;
 //! - [`specialize`]: substitute one configuration into the module.

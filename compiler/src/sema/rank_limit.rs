@@ -8,10 +8,14 @@
 //! cannot come near the limit: [`RankLimit::new`] bounds every array and
 //! statement by the largest ranks the classes allow, and only those that
 //! could pass the limit are checked per combination.
+//!
+//! Rank inference (`ranks`) and configurations (`config`) both check the
+//! limit, so this module depends on neither: the width of an index
+//! expression under given ranks ([`expr_width`]) and the E0208 error
+//! ([`rank_limit_error`]) live here.
 
-use super::ranks::expr_width;
-use crate::ir::et::{ArrayId, Module, MAX_RANK};
-use et_grammar::Diagnostic;
+use crate::ir::et::{ArrayId, IndexExpr, IndexKind, Module, MAX_RANK};
+use et_grammar::{Diagnostic, Span};
 
 /// The arrays and statements that some rank combination could take past
 /// [`MAX_RANK`].
@@ -35,18 +39,42 @@ impl RankLimit {
             let r = array_rank(m, a, ranks);
             if r > MAX_RANK {
                 let what = format!("array `{}` would have rank {r}", m.arrays[a].name);
-                return Some(super::ranks::rank_limit_error(&what, m.arrays[a].span));
+                return Some(rank_limit_error(&what, m.arrays[a].span));
             }
         }
         for &s in &self.stmts {
             let r = stmt_rank(m, s, ranks);
             if r > MAX_RANK {
                 let what = format!("this statement would loop over {r} dimensions");
-                return Some(super::ranks::rank_limit_error(&what, m.stmts[s].span));
+                return Some(rank_limit_error(&what, m.stmts[s].span));
             }
         }
         None
     }
+}
+
+/// E0208: a rank above [`MAX_RANK`], located at what asks for it.
+pub fn rank_limit_error(what: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("E0208", format!("{what}, more than the maximum rank {MAX_RANK}"))
+        .at(span, "rank too large")
+        .note(format!("eintups, arrays and the iteration space of a statement have at most {MAX_RANK} dimensions"))
+}
+
+/// How many components an index expression has when every eintup has the
+/// given rank: its rank, or 1 for a scalar (a literal position indexes one
+/// component, LANGUAGE.md s.5). `None` for a slice, whose rank is data.
+pub fn expr_width(e: &IndexExpr, ranks: &[usize]) -> Option<usize> {
+    fn rank(e: &IndexExpr, ranks: &[usize]) -> Option<Option<usize>> {
+        Some(match &e.kind {
+            IndexKind::Var(t) => Some(*ranks.get(*t)?),
+            IndexKind::Lit(_) | IndexKind::Rank(_) => None,
+            IndexKind::Dims(l) => Some(l.rank(|t| ranks.get(t).copied())?),
+            IndexKind::Flat(_) => Some(1),
+            IndexKind::Slice { .. } => return None,
+            IndexKind::Bin(_, a, b) => rank(a, ranks)?.or(rank(b, ranks)?),
+        })
+    }
+    Some(rank(e, ranks)?.unwrap_or(1))
 }
 
 /// The sum of an array's position ranks (a position whose rank is data, a

@@ -10,6 +10,7 @@
 //! its slot eintup) or is a sum of ranks (`DIMS(a, b)`) are *deferred* and
 //! checked once a configuration is chosen.
 
+use super::rank_limit::{rank_limit_error, RankLimit};
 use super::{Program, Rel};
 use crate::ir::et::*;
 use et_grammar::ast::ConstraintSubject;
@@ -386,17 +387,10 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
             }
         })
         .collect();
-    if let Some(d) = super::rank_limit::RankLimit::new(m, &least).violation(m, &least) {
+    if let Some(d) = RankLimit::new(m, &least).violation(m, &least) {
         return Err(vec![d]);
     }
     Ok(RankSystem { class_of, classes, derived_order: order, deferred: b.deferred, edges: b.edges, facts: b.facts })
-}
-
-/// E0208: a rank above [`MAX_RANK`], located at what asks for it.
-pub fn rank_limit_error(what: &str, span: Span) -> Diagnostic {
-    Diagnostic::error("E0208", format!("{what}, more than the maximum rank {MAX_RANK}"))
-        .at(span, "rank too large")
-        .note(format!("eintups, arrays and the iteration space of a statement have at most {MAX_RANK} dimensions"))
 }
 
 /// The edges of a shortest chain of equations from `a` to `b`.
@@ -443,23 +437,6 @@ fn rank_refs(e: &IndexExpr, out: &mut Vec<EintupId>) {
         }
         _ => {}
     }
-}
-
-/// How many components an index expression has when every eintup has the
-/// given rank: its rank, or 1 for a scalar (a literal position indexes one
-/// component, LANGUAGE.md s.5). `None` for a slice, whose rank is data.
-pub fn expr_width(e: &IndexExpr, ranks: &[usize]) -> Option<usize> {
-    fn rank(e: &IndexExpr, ranks: &[usize]) -> Option<Option<usize>> {
-        Some(match &e.kind {
-            IndexKind::Var(t) => Some(*ranks.get(*t)?),
-            IndexKind::Lit(_) | IndexKind::Rank(_) => None,
-            IndexKind::Dims(l) => Some(l.rank(|t| ranks.get(t).copied())?),
-            IndexKind::Flat(_) => Some(1),
-            IndexKind::Slice { .. } => return None,
-            IndexKind::Bin(_, a, b) => rank(a, ranks)?.or(rank(b, ranks)?),
-        })
-    }
-    Some(rank(e, ranks)?.unwrap_or(1))
 }
 
 /// Evaluates a rank expression given the ranks of eintups (empty slice: no

@@ -1,0 +1,53 @@
+//! `--bind NAME=[d1, ...]`: an eintup's dims given on the command line,
+//! the first source of dims ([`Space::new`](super::Space::new)).
+
+/// `--bind NAME=[d1, ...]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    pub name: String,
+    pub dims: Vec<i64>,
+}
+
+/// Parses `--bind` arguments; a malformed one is error E0301 (a message:
+/// it has no place in the source).
+pub fn parse_bindings(binds: &[String]) -> Result<Vec<Binding>, String> {
+    binds.iter().map(|b| parse_binding(b).map_err(|e| format!("error[E0301]: {e}"))).collect()
+}
+
+/// Parses `NAME=[d1,d2,...]` (`NAME=[]` is rank 0).
+pub fn parse_binding(s: &str) -> Result<Binding, String> {
+    let bad = || format!("invalid binding `{s}`: expected NAME=[d1,d2,...] with non-negative integers (NAME=[] is rank 0)");
+    let (name, rest) = s.split_once('=').ok_or_else(bad)?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return Err(bad());
+    }
+    let inner = rest.trim().strip_prefix('[').and_then(|r| r.strip_suffix(']')).ok_or_else(bad)?;
+    let mut dims = Vec::new();
+    if !inner.trim().is_empty() {
+        for p in inner.split(',') {
+            let d: i64 = p.trim().parse().map_err(|_| bad())?;
+            if d < 0 {
+                return Err(bad());
+            }
+            dims.push(d);
+        }
+    }
+    Ok(Binding { name: name.to_string(), dims })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bindings_parse() {
+        assert_eq!(parse_binding("a=[2, 3]"), Ok(Binding { name: "a".into(), dims: vec![2, 3] }));
+        assert_eq!(parse_binding("r=[]"), Ok(Binding { name: "r".into(), dims: vec![] }));
+        assert_eq!(parse_binding("z=[0]"), Ok(Binding { name: "z".into(), dims: vec![0] }));
+        assert!(parse_binding("a=[-1]").is_err());
+        assert!(parse_binding("a=2").is_err());
+        assert!(parse_binding("=[2]").is_err());
+        assert!(parse_binding("a=[x]").is_err());
+    }
+}
