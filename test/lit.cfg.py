@@ -26,13 +26,41 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 import subprocess
 venv_python = os.path.join(root, ".venv", "bin", "python")
 config.substitutions.append(("%python", venv_python))
-try:
-    _tf = subprocess.run([venv_python, "-c", "import tensorflow"], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
-    if _tf.returncode == 0:
-        config.available_features.add("tensorflow")
-except (OSError, subprocess.TimeoutExpired):
-    pass
+# Importing TensorFlow takes ~10 s, so the answer is kept beside the venv,
+# keyed by what `scripts/setup` installed (its stamp) and the site-packages
+# folder's change time: running one test does not pay for the probe again.
+def _tf_probe():
+    venv = os.path.join(root, ".venv")
+    key = []
+    for p in [os.path.join(venv, ".stamp-tf"), venv_python]:
+        try:
+            st = os.stat(p)
+            key.append("%s:%d:%d" % (p, st.st_mtime_ns, st.st_size))
+        except OSError:
+            key.append(p + ":-")
+    key = "|".join(key)
+    cache = os.path.join(venv, ".lit-tensorflow-probe")
+    try:
+        with open(cache) as f:
+            k, answer = f.read().rsplit("\n", 1)
+        if k == key:
+            return answer == "yes"
+    except (OSError, ValueError):
+        pass
+    try:
+        ok = subprocess.run([venv_python, "-c", "import tensorflow"], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    try:
+        with open(cache, "w") as f:
+            f.write(key + "\n" + ("yes" if ok else "no"))
+    except OSError:
+        pass
+    return ok
+
+if _tf_probe():
+    config.available_features.add("tensorflow")
 
 # Feature `landlock` when the framework bridge's sandbox
 # (scripts/framework_sandbox.py) can confine a process on this kernel. Asked

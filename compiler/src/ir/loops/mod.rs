@@ -1,8 +1,9 @@
 //! The `loop` dialect: the second IR level (DESIGN.md section 3). It says
 //! *how* a specialised `et` module is computed: static buffers, and kernels
 //! made of explicit loops over scalar induction variables, `guard`s that
-//! implement the out-of-bounds rule, scalar index arithmetic, and one write
-//! per kernel.
+//! implement the out-of-bounds rule, scalar index arithmetic, and writes
+//! (one per kernel when lowered; `fuse-resets` and `block-tiles` add a
+//! clear, a copy or an accumulator's write beside it).
 //!
 //! Everything is static: shapes are numbers, FLOAT has a width (`f64` or
 //! `f32`), and every index is an `i64` expression over induction variables

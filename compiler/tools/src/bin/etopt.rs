@@ -27,8 +27,8 @@ enum Emit {
 #[command(name = "etopt", version, about = "Drive eintup's passes and print IR at any level")]
 struct Args {
     /// Input: a program or printed IR of either dialect, told apart by
-    /// its content; `-` reads standard input.
-    #[arg(required_unless_present = "list_passes")]
+    /// its content; `-`, or no FILE with a pipe on stdin, reads standard
+    /// input.
     file: Option<PathBuf>,
     /// Fix an eintup's dims: NAME=[d1,d2,...] (NAME=[] is rank 0).
     #[arg(long = "bind", value_name = "NAME=[..]")]
@@ -87,7 +87,7 @@ struct Args {
     /// Print the time each pass took on stderr.
     #[arg(long)]
     time_passes: bool,
-    /// Write the output here instead of stdout.
+    /// Write the output here instead of stdout (`-`: stdout).
     #[arg(short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
     /// Cut the input at `// -----` lines and run each chunk on its own;
@@ -130,7 +130,14 @@ fn run(args: Args) -> Result<i32, Failure> {
         print!("{}", list_passes());
         return Ok(exit::OK);
     }
-    let Some(file) = &args.file else { return Err(Failure::user("etopt: error: no input file")) };
+    // Without a file, a pipe or a redirected file on stdin is the input
+    // (as for mlir-opt); a terminal is not waited on.
+    let stdin = PathBuf::from("-");
+    let file = match &args.file {
+        Some(f) => f,
+        None if !std::io::IsTerminal::is_terminal(&std::io::stdin()) => &stdin,
+        None => return Err(Failure::user("etopt: error: no input file (give FILE, or `-` or a pipe for stdin)")),
+    };
     let source = Source::load(file)?;
     let plan = plan(&args)?;
     let lang = Lang::of(&source.text);
@@ -309,9 +316,10 @@ fn default_pipeline(args: &Args) -> Vec<String> {
 
 fn write_out(args: &Args, text: String) -> Result<(), Failure> {
     match &args.output {
-        Some(path) => std::fs::write(path, text)
+        // `-o -` is stdout, as for every LLVM tool.
+        Some(path) if path.as_os_str() != "-" => std::fs::write(path, text)
             .map_err(|e| Failure::user(format!("etopt: error: cannot write {}: {e}", path.display()))),
-        None => {
+        _ => {
             print!("{text}");
             Ok(())
         }
