@@ -90,7 +90,7 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
 /// Builds, times and runs one op; the job asks the peers to check and time
 /// the same computation.
 fn run_op(dev: &eintup_runtime::Device, s: &Setup, op: &Op, sm: u32, warmup: usize, reps: usize, copy_gbps: f64) -> Result<(GpuResult, Job), String> {
-    let p = prepare(s.ops_dir, op, false)?;
+    let p = prepare(s.ops_dir, op, false, eintup_codegen::default_fp_contract(false))?;
     let bundle = build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm, fp_contract: eintup_codegen::FpContract::default() }).map_err(|e| e.to_string())?;
     let inputs: BTreeMap<String, eintup_runtime::Tensor> = p
         .module

@@ -42,7 +42,7 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, S
     let mut jobs = Vec::new();
     for op in ops {
         eprintln!("bench: host {}", op.name);
-        let mut p = prepare(s.ops_dir, op, true)?;
+        let mut p = prepare(s.ops_dir, op, true, s.fp_contract)?;
         let dir = s.work_dir.join(&op.name);
         let inputs = p.write_inputs(&dir)?;
         let out_id = p.output()?;

@@ -21,15 +21,16 @@ pub struct Prepared {
     pub buffers: Vec<Tensor>,
 }
 
-/// `host`: with the host-only loop passes (else the GPU's loop module).
-pub fn prepare(ops_dir: &Path, op: &Op, host: bool) -> Result<Prepared, String> {
+/// `host`: with the host-only loop passes (else the GPU's loop module),
+/// under the target's float policy `fp_contract`.
+pub fn prepare(ops_dir: &Path, op: &Op, host: bool, fp_contract: eintup_codegen::FpContract) -> Result<Prepared, String> {
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
     let opts = RunOptions { seed: 0, float: op.float, inputs: BTreeMap::new(), ..RunOptions::default() };
     let loops = if host {
-        eintup::pipeline::lower_host(&src, &module, op.float)
+        eintup::pipeline::lower_host(&src, &module, op.float, fp_contract)
     } else {
-        eintup::pipeline::lower_gpu(&src, &module, op.float, eintup_codegen::FpContract::default())
+        eintup::pipeline::lower_gpu(&src, &module, op.float, fp_contract)
     }
     .map_err(|e| e.to_string())?;
     let buffers = eintup_codegen::backend::initial_buffers(&src, &module, &loops, &opts).map_err(|e| e.to_string())?;

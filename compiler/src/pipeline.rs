@@ -94,10 +94,11 @@ pub fn lower(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopMod
     loops_of(run(et_unit(src, module), MIDDLE_END, &float_options(float))?)
 }
 
-/// [`lower`], then the host-only loop passes (`--backend cpu`).
-pub fn lower_host(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopModule, Failure> {
+/// [`lower`], then the host-only loop passes (`--backend cpu`), under the
+/// host's float policy `fp_contract` (`off` unless the user opts in).
+pub fn lower_host(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract) -> Result<LoopModule, Failure> {
     let names: Vec<&str> = MIDDLE_END.iter().chain(HOST_PASSES).copied().collect();
-    loops_of(run(et_unit(src, module), &names, &float_options(float))?)
+    loops_of(run(et_unit(src, module), &names, &Options { float, fp_contract, ..Options::default() })?)
 }
 
 /// [`lower`], then the GPU-only loop passes, under the GPU float policy
@@ -215,8 +216,10 @@ fn et_unit(src: &Source, module: &Module) -> Unit {
     unit
 }
 
+/// The target-independent passes' options: no target's float policy
+/// applies before a target is chosen, so the exact one.
 fn float_options(float: FloatWidth) -> Options {
-    Options { float, ..Options::default() }
+    Options { float, fp_contract: FpContract::Off, ..Options::default() }
 }
 
 fn loops_of(unit: Unit) -> Result<LoopModule, Failure> {

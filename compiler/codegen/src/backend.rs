@@ -66,7 +66,7 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
-            let lm = eintup::pipeline::lower_host(src, module, opts.float)?;
+            let lm = eintup::pipeline::lower_host(src, module, opts.float, fp_contract)?;
             eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
             crate::with_compiled(&lm, opts.seed, fp_contract, |prog| prog.run(&mut bufs))
