@@ -114,7 +114,9 @@ pub fn apply(pass: &str, accepted: &[&str], options: &[(String, String)], base: 
         match k.as_str() {
             "seed" => o.seed = v.parse().map_err(|_| format!("pass `{pass}`: option `seed={v}`: expected a non-negative integer"))?,
             "bind" => {
-                crate::sema::parse_binding(v).map_err(|e| format!("pass `{pass}`: option `bind={v}`: {e}"))?;
+                let b = crate::sema::parse_binding(v).map_err(|e| format!("pass `{pass}`: option `bind={v}`: {e}"))?;
+                // The pass's binding replaces the driver's for that eintup.
+                o.binds.retain(|d| crate::sema::parse_binding(d).map_or(true, |d| d.name != b.name));
                 o.binds.push(v.clone());
             }
             "float" => o.float = v.parse().map_err(|_| format!("pass `{pass}`: option `float={v}`: expected f64 or f32"))?,

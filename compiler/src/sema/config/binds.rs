@@ -8,15 +8,28 @@ pub struct Binding {
     pub dims: Vec<i64>,
 }
 
-/// Parses `--bind` arguments; a malformed one is error E0301 (a message:
-/// it has no place in the source).
+/// Parses `--bind` arguments; a malformed one, or one eintup bound twice
+/// to different dims (which would silently take one of them), is error
+/// E0301 (a message: it has no place in the source).
 pub fn parse_bindings(binds: &[String]) -> Result<Vec<Binding>, String> {
-    binds.iter().map(|b| parse_binding(b).map_err(|e| format!("error[E0301]: {e}"))).collect()
+    let parsed: Vec<Binding> = binds.iter().map(|b| parse_binding(b).map_err(|e| format!("error[E0301]: {e}"))).collect::<Result<_, _>>()?;
+    for (i, b) in parsed.iter().enumerate() {
+        if let Some(a) = parsed[..i].iter().find(|a| a.name == b.name && a.dims != b.dims) {
+            return Err(format!(
+                "error[E0301]: eintup `{}` is bound twice, to {:?} and to {:?}: give one --bind per eintup",
+                b.name.escape_debug(),
+                a.dims,
+                b.dims
+            ));
+        }
+    }
+    Ok(parsed)
 }
 
 /// Parses `NAME=[d1,d2,...]` (`NAME=[]` is rank 0).
 pub fn parse_binding(s: &str) -> Result<Binding, String> {
-    let bad = || format!("invalid binding `{s}`: expected NAME=[d1,d2,...] with non-negative integers (NAME=[] is rank 0)");
+    // Control characters are shown escaped, never sent to the terminal.
+    let bad = || format!("invalid binding `{}`: expected NAME=[d1,d2,...] with non-negative integers (NAME=[] is rank 0)", s.escape_debug());
     let (name, rest) = s.split_once('=').ok_or_else(bad)?;
     let name = name.trim();
     if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
@@ -49,5 +62,15 @@ mod tests {
         assert!(parse_binding("a=2").is_err());
         assert!(parse_binding("=[2]").is_err());
         assert!(parse_binding("a=[x]").is_err());
+        // The terminal never sees a raw escape.
+        assert!(!parse_binding("a\x1b[31m=[1]").unwrap_err().contains('\x1b'));
+    }
+
+    #[test]
+    fn an_eintup_bound_twice_to_different_dims_is_an_error() {
+        let b = |v: &[&str]| parse_bindings(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let e = b(&["a=[2]", "c=[1]", "a=[3]"]).unwrap_err();
+        assert!(e.contains("E0301") && e.contains("`a` is bound twice, to [2] and to [3]"), "{e}");
+        assert_eq!(b(&["a=[2]", "a=[2]"]).unwrap().len(), 2);
     }
 }
