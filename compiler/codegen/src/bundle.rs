@@ -138,7 +138,9 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     let m = Manifest {
         format_version: manifest::FORMAT_VERSION,
         producer: format!("eintup {}", env!("CARGO_PKG_VERSION")),
-        source: manifest::SourceInfo { name: src.name.clone(), text: src.text.clone() },
+        // The file name only: a bundle is shipped, and the absolute path of
+        // the machine that built it says nothing to the one that runs it.
+        source: manifest::SourceInfo { name: source_file_name(&src.name), text: src.text.clone() },
         config: manifest::Config {
             seed: o.seed,
             float: o.float.dtype(),
@@ -188,6 +190,12 @@ fn random_spec(src: &Source, m: &Module, array: usize) -> Option<RandomSpec> {
         src.text.get(sp.start..sp.end).map(|t| t.trim().to_string())
     };
     Some(RandomSpec { lo: text(*lo)?, hi: text(*hi)?, ty: dtype.text().to_string() })
+}
+
+/// The last component of a source's name (`/home/u/conv.et` ->
+/// `conv.et`; `<stdin>` stays).
+fn source_file_name(name: &str) -> String {
+    std::path::Path::new(name).file_name().map_or_else(|| name.to_string(), |f| f.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]

@@ -17,11 +17,11 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
     let m = b.manifest();
     eprintln!(
-        "wrote {} ({} kernels, {} launches, {} inputs generated on the device, sm_{sm}, PTX {})",
+        "wrote {} ({}, {}, {} generated on the device, sm_{sm}, PTX {})",
         args.output.display(),
-        m.kernels.len(),
-        m.steps.len(),
-        m.generate.len(),
+        counted(m.kernels.len(), "kernel"),
+        counted(m.steps.len(), "launch"),
+        counted(m.generate.len(), "input"),
         m.target.ptx_version
     );
     Ok(())
@@ -34,5 +34,15 @@ pub fn parse_target(t: &str) -> Result<u32, Failure> {
     match sm {
         Some(sm) if (60..=90).contains(&sm) => Ok(sm),
         _ => Err(Failure::user(format!("eintup: error: --target {t}: expected sm_60 .. sm_90 (e.g. sm_80, sm_90)"))),
+    }
+}
+
+/// `1 kernel`, `2 kernels`, `1 launch`, `0 launches`.
+fn counted(n: usize, noun: &str) -> String {
+    let plural = if noun.ends_with("ch") { "es" } else { "s" };
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}{plural}")
     }
 }
