@@ -19,10 +19,11 @@ pub enum DeviceKind {
 impl FromStr for DeviceKind {
     type Err = Error;
 
-    /// `cuda` or `emu`, as the command-line tools spell them.
+    /// `cuda` or `emu`, as the command-line tools spell them (`gpu`, as
+    /// `run --backend` spells it, is `cuda`).
     fn from_str(s: &str) -> Result<DeviceKind> {
         match s {
-            "cuda" => Ok(DeviceKind::Cuda),
+            "cuda" | "gpu" => Ok(DeviceKind::Cuda),
             "emu" => Ok(DeviceKind::Emulator),
             _ => Err(Error::InvalidArgument(format!("unknown device `{s}` (expected `cuda` or `emu`)"))),
         }

@@ -54,7 +54,9 @@ impl fmt::Display for Backend {
 
 impl FromStr for Backend {
     type Err = String;
+    /// A `--backend` spelling, or `cuda` for `gpu` (`exec --device`'s).
     fn from_str(s: &str) -> Result<Backend, String> {
+        let s = if s == "cuda" { "gpu" } else { s };
         Backend::ALL.into_iter().find(|b| b.name() == s).ok_or_else(|| format!("invalid backend `{s}` (expected interp, cpu, gpu or emu)"))
     }
 }

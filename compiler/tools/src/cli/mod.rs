@@ -26,9 +26,18 @@ pub mod shapes;
 /// (docs/cli.md#default-backend).
 pub const DEFAULT_BACKEND: &str = "cpu";
 
-/// `--backend interp|cpu|gpu|emu` (the enum is the codegen crate's).
+/// `--backend interp|cpu|gpu|emu` (the enum is the codegen crate's);
+/// `cuda` is `gpu`, as `exec --device` spells it.
 fn backend_parser() -> impl TypedValueParser<Value = Backend> {
-    PossibleValuesParser::new(Backend::ALL.map(Backend::name)).map(|s| s.parse::<Backend>().expect("one of the possible values"))
+    let values = Backend::ALL.map(|b| {
+        let v = clap::builder::PossibleValue::new(b.name());
+        if b == Backend::Gpu {
+            v.alias("cuda")
+        } else {
+            v
+        }
+    });
+    PossibleValuesParser::new(values).map(|s| s.parse::<Backend>().expect("one of the possible values"))
 }
 
 /// `--max-work N|none`: most loop iterations (compiled backends) or
@@ -177,9 +186,11 @@ pub fn fp_contract_parser() -> impl TypedValueParser<Value = FpContract> {
     PossibleValuesParser::new(["off", "fast"]).map(|s| s.parse::<FpContract>().expect("one of the possible values"))
 }
 
-/// `--device cuda|emu` (the runtime's `DeviceKind`).
+/// `--device cuda|emu` (the runtime's `DeviceKind`); `gpu` is `cuda`, as
+/// `run --backend` spells it.
 fn device_parser() -> impl TypedValueParser<Value = DeviceKind> {
-    PossibleValuesParser::new(["cuda", "emu"]).map(|s| s.parse::<DeviceKind>().expect("one of the possible values"))
+    PossibleValuesParser::new([clap::builder::PossibleValue::new("cuda").alias("gpu"), clap::builder::PossibleValue::new("emu")])
+        .map(|s| s.parse::<DeviceKind>().expect("one of the possible values"))
 }
 
 #[derive(Args, Debug)]
