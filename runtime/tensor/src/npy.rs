@@ -148,7 +148,12 @@ fn declared_elements(bytes: &[u8]) -> Result<Option<u64>, String> {
 
 /// Writes NPY v1.0, C order.
 pub fn write(path: &Path, t: &Tensor) -> io::Result<()> {
-    let file = io::BufWriter::new(std::fs::File::create(path)?);
+    write_to(std::fs::File::create(path)?, t)
+}
+
+/// Writes NPY v1.0, C order, into `file`.
+pub fn write_to(file: std::fs::File, t: &Tensor) -> io::Result<()> {
+    let file = io::BufWriter::new(file);
     let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
     match &t.data {
         Data::I32(v) => write_all(file, &shape, v),
