@@ -72,12 +72,15 @@ pub fn explained_json(names: &[&str], rows: &[Vec<Vec<i64>>], sources: &[DimsSou
 
 /// Left-aligned columns separated by two spaces; shared with `check`,
 /// whose table is this one plus a `Valid` column.
+/// Widths count characters, and padding is written out (`format!`'s width
+/// stops at 65,535, which an eintup's name may pass).
 pub fn aligned(header: &[String], cells: &[Vec<String>]) -> String {
+    let width = |c: &String| c.chars().count();
     let widths: Vec<usize> = (0..header.len())
-        .map(|k| cells.iter().filter_map(|r| r.get(k)).map(|c| c.len()).chain([header[k].len()]).max().unwrap_or(0))
+        .map(|k| cells.iter().filter_map(|r| r.get(k)).map(width).chain([width(&header[k])]).max().unwrap_or(0))
         .collect();
     let line = |v: &[String]| {
-        let s: Vec<String> = v.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let s: Vec<String> = v.iter().zip(&widths).map(|(c, &w)| format!("{c}{}", " ".repeat(w.saturating_sub(width(c))))).collect();
         format!("{}\n", s.join("  ").trim_end())
     };
     let mut out = line(header);
