@@ -5,7 +5,7 @@ use eintup_tools::cli::{BuildArgs, CheckArgs, ExecArgs, RunArgs, ShapesArgs};
 use eintup_tools::process::run_main;
 
 #[derive(Parser, Debug)]
-#[command(name = "eintup", version, about = "The Einsum Tuple compiler")]
+#[command(name = "eintup", version = eintup_tools::VERSION, about = "The Einsum Tuple compiler")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -24,7 +24,7 @@ enum Emit {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "etopt", version, about = "Drive eintup's passes and print IR at any level")]
+#[command(name = "etopt", version = eintup_tools::VERSION, about = "Drive eintup's passes and print IR at any level")]
 struct Args {
     /// Input: a program or printed IR of either dialect, told apart by
     /// its content; `-`, or no FILE with a pipe on stdin, reads standard
