@@ -1,8 +1,10 @@
 //! Where each eintup's dims come from ([`DimsSource`]) and the order they
 //! are determined in: bindings and inputs first, then `DIMS(t) = expr`
-//! constraints and range inference in dependency order, then draws. A
-//! cycle is E0304 (dims constraints alone) or E0311 (through range
-//! inference).
+//! constraints and range inference in dependency order, then draws. Range
+//! inference never makes a program fail that draws resolve: an eintup with
+//! a `DIMS(t) IN [..]` draw range on a cycle of inference is drawn from its
+//! range instead, which breaks the cycle (docs/shapes.md). A cycle left is
+//! E0304 (dims constraints alone) or E0311 (through range inference).
 
 use super::{mentioned, DimsSource, Space};
 use crate::ir::et::dims::dims_refs;
@@ -44,7 +46,7 @@ impl<'a> Space<'a> {
                 _ => None,
             })
             .collect();
-        let readable: Vec<Option<Vec<Access>>> = (0..n)
+        let mut readable: Vec<Option<Vec<Access>>> = (0..n)
             .map(|e| {
                 if given(e) || derive_refs[e].is_some() || self.derive[e].is_some() || of_input[e] {
                     return None;
@@ -52,7 +54,14 @@ impl<'a> Space<'a> {
                 Some(infer_dims::accesses(m, e)).filter(|a| !a.is_empty())
             })
             .collect();
-        let plan = infer_dims::plan(&readable, &derive_refs);
+        let mut plan = infer_dims::plan(&readable, &derive_refs);
+        // Draw ranges break what inference cannot order: the first eintup
+        // of the cycle (in declaration order) that would be inferred but
+        // has a range is drawn, until no cycle is left or none has one.
+        while let Some(e) = plan.cycle.iter().copied().filter(|&e| readable[e].is_some() && self.draw_in[e].is_some()).min() {
+            readable[e] = None;
+            plan = infer_dims::plan(&readable, &derive_refs);
+        }
         self.sources = (0..n)
             .map(|e| {
                 if self.bound[e].is_some() {
