@@ -162,7 +162,8 @@ mod tests {
     fn device_kinds_parse_and_print() {
         assert_eq!("cuda".parse::<DeviceKind>().unwrap(), DeviceKind::Cuda);
         assert_eq!("emu".parse::<DeviceKind>().unwrap(), DeviceKind::Emulator);
-        assert!("gpu".parse::<DeviceKind>().is_err());
+        assert_eq!("gpu".parse::<DeviceKind>().unwrap(), DeviceKind::Cuda, "`run --backend`'s name");
+        assert!("tpu".parse::<DeviceKind>().is_err());
         assert_eq!(DeviceKind::Emulator.to_string(), "emu");
         let emu = Device::open(DeviceKind::Emulator).unwrap();
         assert_eq!(emu.kind(), DeviceKind::Emulator);

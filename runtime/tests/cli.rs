@@ -42,7 +42,7 @@ fn mistakes_are_exit_2_before_the_driver() {
     user_error(&[&b, "--input", "x"], "expected NAME=PATH.npy");
     user_error(&[&b, "--input", "x=/no/such.npy"], "cannot read file");
     user_error(&[&b, "--seed", "7"], "compiled for seed 0");
-    user_error(&[&b, "--device", "gpu"], "unknown device `gpu` (expected `cuda` or `emu`)");
+    user_error(&[&b, "--device", "tpu"], "unknown device `tpu` (expected `cuda` or `emu`)");
     user_error(&[&b, "--device", "emu", "--time", "3"], "the emulator does not model time");
     user_error(&[&b, "--profile"], "--profile and --profile-json need --device emu");
     user_error(&[&b, "--time"], "--time");
