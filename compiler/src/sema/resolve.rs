@@ -701,9 +701,9 @@ fn op_eintups(ops: &[Op], k: usize, lhs: &[EintupId]) -> Vec<EintupId> {
 /// attribute later passes may use to bound gathers.
 fn range_attr(ops: &[Op], result: ValueId, a: &Array) -> Option<Attr> {
     let OpKind::Random { lo, hi, dtype: ElemType::Int } = ops.get(result)?.kind else { return None };
-    let OpKind::ConstInt(l) = ops[lo].kind else { return None };
+    let l = const_int(ops, lo)?;
     let hi = match &ops[hi].kind {
-        OpKind::ConstInt(h) => Bound::Int(*h),
+        _ if const_int(ops, hi).is_some() => Bound::Int(const_int(ops, hi)?),
         OpKind::DimsAt(list, t) => {
             let last = a.positions.last()?;
             match (&t.kind, &last.expr.kind) {
@@ -714,6 +714,16 @@ fn range_attr(ops: &[Op], result: ValueId, a: &Array) -> Option<Attr> {
         _ => return None,
     };
     Some(Attr::Range { lo: Bound::Int(l), hi })
+}
+
+/// The value of `v` when it is an INT literal, negated or not (`-1` is
+/// `Neg(1)` in the SSA form).
+fn const_int(ops: &[Op], v: ValueId) -> Option<i64> {
+    match ops.get(v)?.kind {
+        OpKind::ConstInt(c) => Some(c),
+        OpKind::Neg(x) => const_int(ops, x)?.checked_neg(),
+        _ => None,
+    }
 }
 
 /// `1 index`, `2 indices`: a count with its noun.
