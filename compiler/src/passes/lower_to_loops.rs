@@ -70,14 +70,17 @@ fn float_type(m: &Module, float: FloatWidth) -> Result<DType, PassError> {
     Ok(float.dtype())
 }
 
-/// One buffer per array, in module order: inputs, outputs, temporaries.
+/// One buffer per array, in module order: inputs, outputs (the program's
+/// results: its outputs section, or without one the arrays nothing reads
+/// after their last write, as `run` prints), temporaries.
 fn buffers(m: &Module, fty: DType) -> Result<Vec<Buffer>, PassError> {
+    let results = m.result_arrays();
     let mut out = Vec::new();
     for (id, a) in m.arrays.iter().enumerate() {
         let shape = m.array_shape(id).ok_or_else(|| PassError::Internal(format!("array `{}` has no static shape", a.name)))?;
         let role = if a.is_input {
             Role::Input
-        } else if m.outputs.contains(&id) {
+        } else if results.contains(&id) {
             Role::Output
         } else {
             Role::Temp

@@ -324,6 +324,21 @@ impl Stmt {
 }
 
 impl Module {
+    /// The program's results: the outputs section, or else every array
+    /// that no statement after its last write reads (what `run` prints and
+    /// bundles mark `output`).
+    pub fn result_arrays(&self) -> Vec<ArrayId> {
+        if !self.outputs.is_empty() {
+            return self.outputs.clone();
+        }
+        (0..self.arrays.len())
+            .filter(|&a| {
+                let last_write = self.stmts.iter().rposition(|s| s.array == a).unwrap_or(0);
+                !self.stmts.iter().skip(last_write + 1).any(|s| s.reads(a))
+            })
+            .collect()
+    }
+
     pub fn eintup_by_name(&self, name: &str) -> Option<EintupId> {
         self.eintups.iter().position(|e| e.name == name)
     }

@@ -122,15 +122,7 @@ fn replace_file(path: &Path, write: impl FnOnce(std::fs::File) -> std::io::Resul
 /// The arrays `run` prints: the outputs section, or else every array that
 /// no statement after its last write reads.
 pub fn printed_arrays(m: &Module) -> Vec<usize> {
-    if !m.outputs.is_empty() {
-        return m.outputs.clone();
-    }
-    (0..m.arrays.len())
-        .filter(|&a| {
-            let last_write = m.stmts.iter().rposition(|s| s.array == a).unwrap_or(0);
-            !m.stmts.iter().skip(last_write + 1).any(|s| s.reads(a))
-        })
-        .collect()
+    m.result_arrays()
 }
 
 /// `NAME: TYPE [shape]` then the values, one block per printed array.
