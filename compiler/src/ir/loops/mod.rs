@@ -20,6 +20,7 @@
 pub mod chain;
 pub mod contraction;
 pub mod facts;
+pub mod geometry;
 pub mod parse;
 pub mod print;
 pub mod site;
