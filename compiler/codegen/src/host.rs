@@ -1,19 +1,143 @@
-//! The host target: the `Host` flavour of the lowering, optimised for the
-//! CPU the compiler runs on, JIT-compiled with MCJIT and run in place on
-//! caller-owned tensors.
+//! The host target: its side of the lowering (`HostLowering`), optimised
+//! for the CPU the compiler runs on, JIT-compiled with MCJIT and run in
+//! place on caller-owned tensors.
 //!
-//! Host ABI (docs/codegen.md): kernel `NAME` is `void @et.NAME(ptr %args)`;
-//! `args[i]` is the data pointer of buffer `kernel_params(m, k)[i]`.
+//! Host ABI (docs/codegen.md): kernel `NAME` is `void @et.NAME(ptr %args,
+//! i64 %begin, i64 %end)`; `args[i]` is the data pointer of buffer
+//! `kernel_params(m, k)[i]`.
 
-use super::lower::{host_symbol, lower_and_optimize, split_range, Flavour};
+use super::lower::{lower_and_optimize, split_range, KernelLowering, TargetLowering};
 use super::{kernel_params, CodegenError, FpContract};
-use eintup::ir::loops::{DType, LoopModule};
+use eintup::ir::loops::{BufId, DType, Kernel, LoopModule, WriteKind};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
+use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::AddressSpace;
 use eintup::tensor::{Data, Tensor};
 use inkwell::context::Context;
 use inkwell::execution_engine::JitFunction;
 use inkwell::module::Module;
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::OptimizationLevel;
+
+/// The host symbol of kernel `name`. The prefix contains a `.` so that no
+/// kernel can take the name of a C library function the JIT resolves
+/// (LLVM turns some loops into calls to `memset`/`memcpy`).
+pub fn host_symbol(name: &str) -> String {
+    format!("et.{name}")
+}
+
+/// The host's side of the lowering: every loop runs sequentially, in
+/// order (the semantics of `parallel`, `reduce`, `thread` and `spread`
+/// loops allow it), except that a splittable kernel's root loop runs only
+/// over the `[begin, end)` slice of this call.
+pub(crate) struct HostLowering;
+
+impl TargetLowering for HostLowering {
+    /// The body takes one pointer per buffer; `entry` wraps it in the host
+    /// ABI and inlining keeps the no-alias facts.
+    fn body_symbol(&self, k: &Kernel) -> String {
+        format!("{}.body", host_symbol(&k.name))
+    }
+
+    fn buffer_address_space(&self) -> AddressSpace {
+        AddressSpace::default()
+    }
+
+    /// begin, end: the slice of the root loop this call runs.
+    fn extra_params<'ctx>(&self, ctx: &'ctx Context) -> Vec<BasicMetadataTypeEnum<'ctx>> {
+        let i64: BasicMetadataTypeEnum = ctx.i64_type().into();
+        vec![i64, i64]
+    }
+
+    fn declare_body<'ctx>(&self, ctx: &'ctx Context, func: FunctionValue<'ctx>) {
+        func.set_linkage(inkwell::module::Linkage::Internal);
+        let inline = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0);
+        func.add_attribute(AttributeLoc::Function, inline);
+    }
+
+    /// The host runs a block's threads in order, so one copy of a shared
+    /// or a local buffer is enough.
+    fn scratch<'ctx>(&self, kl: &KernelLowering<'_, 'ctx>, buf: BufId, ty: ArrayType<'ctx>) -> Result<PointerValue<'ctx>, CodegenError> {
+        kl.alloca_scratch(buf, ty)
+    }
+
+    fn split_bounds<'ctx>(&self, k: &Kernel, func: FunctionValue<'ctx>, n_buffers: u32) -> Option<(IntValue<'ctx>, IntValue<'ctx>)> {
+        split_range(k)?;
+        let p = |i| func.get_nth_param(i).map(|p| p.into_int_value());
+        p(n_buffers).zip(p(n_buffers + 1))
+    }
+
+    /// The host's split reductions: under `fast`, a sum into a cell may be
+    /// reassociated, so that LLVM vectorises a reduction into lanes of
+    /// partial sums (the GPU splits them at the loop level,
+    /// `split-reductions`). Not in a register-tiled kernel: there the
+    /// vectors run across the tile's cells, and LLVM would vectorise along
+    /// the reduction instead (4x slower).
+    fn reassoc_sums(&self, k: &Kernel, fp_contract: FpContract) -> bool {
+        fp_contract == FpContract::Fast && !k.is_register_tiled()
+    }
+
+    fn kernel_body(&self, kl: &mut KernelLowering<'_, '_>) -> Result<(), CodegenError> {
+        kl.nodes(&kl.k.body)
+    }
+
+    /// `void @et.NAME(ptr %args, i64 %begin, i64 %end)`: loads `args[i]`
+    /// and calls the body with the slice of the root loop to run.
+    fn entry(&self, kl: &KernelLowering<'_, '_>) -> Result<(), CodegenError> {
+        let ptr = kl.ctx.ptr_type(AddressSpace::default());
+        let fty = kl.ctx.void_type().fn_type(&[ptr.into(), kl.i64.into(), kl.i64.into()], false);
+        let f = kl.module.add_function(&host_symbol(&kl.k.name), fty, None);
+        let b = &kl.b;
+        b.position_at_end(kl.ctx.append_basic_block(f, "entry"));
+        let param = |i| f.get_nth_param(i).ok_or_else(|| kl.err("internal error: host entry parameter missing"));
+        let args = param(0)?.into_pointer_value();
+        let mut ptrs = Vec::new();
+        for i in 0..kl.func.count_params() - 2 {
+            let slot = unsafe { b.build_in_bounds_gep(ptr, args, &[kl.i64.const_int(u64::from(i), false)], "arg")? };
+            ptrs.push(b.build_load(ptr, slot, "")?.into());
+        }
+        ptrs.push(param(1)?.into());
+        ptrs.push(param(2)?.into());
+        b.build_call(kl.func, &ptrs, "")?;
+        b.build_return(None)?;
+        Ok(())
+    }
+
+    /// A block's threads run one after another: nothing to wait for.
+    fn sync(&self, _kl: &mut KernelLowering<'_, '_>) -> Result<(), CodegenError> {
+        Ok(())
+    }
+
+    /// The host runs a kernel with atomic writes on one thread only
+    /// (`split_range`), where a plain add is exact and far cheaper than an
+    /// atomic read-modify-write (a compare-exchange loop for floats).
+    fn write_kind(&self, kind: WriteKind) -> WriteKind {
+        match kind {
+            WriteKind::AtomicAccumulate => WriteKind::Accumulate,
+            k => k,
+        }
+    }
+
+    /// The JIT makes its own target machine for a generic CPU (MCJIT has
+    /// no CPU option in LLVM's C API); these attributes make it generate
+    /// code for the vector units and FMA of this CPU, as O3 assumed when
+    /// it vectorised.
+    fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine) {
+        let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
+        // A named CPU (HostCpu) has no feature string: its name implies them.
+        let features = tm.get_feature_string().to_string_lossy().into_owned();
+        let features = (!features.is_empty()).then(|| ctx.create_string_attribute("target-features", &features));
+        for f in module.get_functions() {
+            if f.count_basic_blocks() > 0 {
+                f.add_attribute(AttributeLoc::Function, cpu);
+                if let Some(features) = features {
+                    f.add_attribute(AttributeLoc::Function, features);
+                }
+            }
+        }
+    }
+}
 
 /// Which x86-64 CPU host code is generated for.
 ///
@@ -87,7 +211,7 @@ pub(crate) fn optimized_module<'ctx>(
     cpu: HostCpu,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = host_machine(cpu)?;
-    let module = lower_and_optimize(ctx, m, seed, Flavour::Host, fp_contract, &tm)?;
+    let module = lower_and_optimize(ctx, m, seed, &HostLowering, fp_contract, &tm)?;
     Ok((module, tm))
 }
 

@@ -1,22 +1,20 @@
-//! `lower-to-llvm`: the loop dialect as LLVM IR, one lowering with two
-//! flavours. Both flavours share every scalar rule (index arithmetic,
-//! values, RANDOM, writes); they differ only in how a kernel gets its
-//! buffer pointers and in how the outermost `parallel` loops run:
+//! `lower-to-llvm`: the loop dialect as LLVM IR, one lowering for both
+//! targets. This file holds everything the targets share: every scalar
+//! rule (index arithmetic, values, RANDOM, writes), loops, guards, index
+//! loads and the kernel function's parameters. What differs is behind
+//! [`TargetLowering`], implemented once per target beside the rest of it:
 //!
-//! - `Flavour::Host`: `void @et.NAME(ptr %args)`, `args[i]` being the
-//!   pointer of the i-th buffer of `kernel_params`; every loop sequential.
-//! - `Flavour::Nvptx`: `ptx_kernel void @NAME(ptr addrspace(1) noalias ..)`,
-//!   one pointer per buffer of `kernel_params`; the maximal chain of
-//!   constant-bound `parallel` loops from the kernel root becomes one
-//!   grid-stride loop over the global thread id (see `ParChain`). A
-//!   kernel whose chain holds a `thread` nest (`block-tiles`) loops
-//!   grid-stride over blocks instead: the chain's points are blocks, the
-//!   nest's points the threads of one (`tid.x`), `spread` loops stride by
-//!   the block size and `sync` is `bar.sync 0`.
-//!
-//! Shared buffers are `addrspace(3)` globals of the kernel (NVPTX) and
-//! local buffers `alloca`s, as are both on the host, where every loop runs
-//! in order and `sync` is nothing.
+//! - `host::HostLowering`: `void @et.NAME(ptr %args, i64, i64)` calling an
+//!   `alwaysinline` body with one `noalias` pointer per buffer of
+//!   `kernel_params`; every loop sequential, the root loop of a splittable
+//!   kernel clamped to `[begin, end)`, scratch as `alloca`s, `sync` nothing.
+//! - `nvptx::NvptxLowering`: `ptx_kernel void @NAME(ptr addrspace(1)
+//!   noalias ..)`; the kernel's parallel chain (`geometry::GridChain`)
+//!   becomes one grid-stride loop over the global thread id, or over
+//!   blocks when the chain holds a `thread` nest (`block-tiles`): then
+//!   the nest's points are the threads of a block (`tid.x`), `spread`
+//!   loops stride by the block size and `sync` is `bar.sync 0`; shared
+//!   buffers are `addrspace(3)` globals.
 //!
 //! Numerics mirror the loop dialect's documented semantics exactly: no
 //! instruction carries fast-math flags or `nsw`/`nuw` on user arithmetic,
@@ -28,7 +26,6 @@ use eintup::ir::loops::{
     BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
     WriteKind,
 };
-use eintup::ir::loops::chain::{Chain, Step};
 use eintup::random::{fnv1a64, GOLDEN, SPLITMIX_ROUNDS};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
@@ -36,39 +33,58 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::llvm_sys;
 use inkwell::module::Module;
-use inkwell::types::{BasicType, BasicTypeEnum, IntType};
+use inkwell::targets::TargetMachine;
+use inkwell::types::{ArrayType, BasicMetadataTypeEnum, BasicType, BasicTypeEnum, IntType};
 use inkwell::values::{AsValueRef, BasicValue, BasicValueEnum, FastMathFlags, FloatValue, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, FloatPredicate, IntPredicate};
 
-/// Which of the two shapes of the same lowering to build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flavour {
-    Host,
-    Nvptx,
-}
+pub use eintup::ir::loops::geometry::{block_size, split_range, thread_count};
 
-/// LLVM calling convention number of `ptx_kernel` (CallingConv::PTX_Kernel):
-/// it is what makes the NVPTX backend emit `.entry` instead of `.func`.
-const PTX_KERNEL_CC: u32 = 71;
-/// NVPTX's shared address space (a block's scratch).
-const NVPTX_SHARED_AS: u16 = 3;
-/// The global address space of NVPTX, where kernel arguments point.
-const NVPTX_GLOBAL_AS: u16 = 1;
-
-/// The host symbol of kernel `name`. The prefix contains a `.` so that no
-/// kernel can take the name of a C library function the JIT resolves
-/// (LLVM turns some loops into calls to `memset`/`memcpy`).
-pub fn host_symbol(name: &str) -> String {
-    format!("et.{name}")
+/// Everything the two targets do differently, as hooks the shared
+/// lowering calls (`host::HostLowering`, `nvptx::NvptxLowering`). The
+/// hooks are called in the order listed, each at a fixed point of the
+/// construction, so a target decides *what* is built there and never the
+/// order of the IR around it.
+pub(crate) trait TargetLowering {
+    /// The symbol of the function that holds kernel `k`'s loops.
+    fn body_symbol(&self, k: &Kernel) -> String;
+    /// The address space the buffer pointer parameters point into.
+    fn buffer_address_space(&self) -> AddressSpace;
+    /// Parameters of the body function after the buffer pointers.
+    fn extra_params<'ctx>(&self, ctx: &'ctx Context) -> Vec<BasicMetadataTypeEnum<'ctx>>;
+    /// Calling convention, linkage and attributes of the body function
+    /// beyond `noalias` parameters and `nounwind`.
+    fn declare_body<'ctx>(&self, ctx: &'ctx Context, func: FunctionValue<'ctx>);
+    /// The storage of scratch buffer `buf` (of array type `ty`), made in
+    /// the body's entry block.
+    fn scratch<'ctx>(&self, kl: &KernelLowering<'_, 'ctx>, buf: BufId, ty: ArrayType<'ctx>) -> Result<PointerValue<'ctx>, CodegenError>;
+    /// `[begin, end)`, the body's parameters that clamp the root loop of a
+    /// splittable kernel, if the target splits it (`split_range`).
+    fn split_bounds<'ctx>(&self, k: &Kernel, func: FunctionValue<'ctx>, n_buffers: u32) -> Option<(IntValue<'ctx>, IntValue<'ctx>)>;
+    /// Whether float sums into a cell also carry `reassoc` (see `add`).
+    fn reassoc_sums(&self, k: &Kernel, fp_contract: FpContract) -> bool;
+    /// Lowers the kernel body into the body function: where the kernel's
+    /// parallel loops go (sequential loops, or the grid).
+    fn kernel_body(&self, kl: &mut KernelLowering<'_, '_>) -> Result<(), CodegenError>;
+    /// After the body function is complete: the entry point, if it is not
+    /// the body function itself.
+    fn entry(&self, kl: &KernelLowering<'_, '_>) -> Result<(), CodegenError>;
+    /// `sync`: a barrier among a block's threads.
+    fn sync(&self, kl: &mut KernelLowering<'_, '_>) -> Result<(), CodegenError>;
+    /// The write a `Compute` of kind `kind` becomes.
+    fn write_kind(&self, kind: WriteKind) -> WriteKind;
+    /// Function attributes for target machine `tm`, set on every defined
+    /// function before the optimisation pipeline.
+    fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine);
 }
 
 /// Builds the (unoptimised) LLVM module of every kernel of `m`. The caller
 /// sets triple and data layout and runs the optimisation pipeline.
-pub fn lower_module<'ctx>(
+pub(crate) fn lower_module<'ctx>(
     ctx: &'ctx Context,
     m: &LoopModule,
     seed: u64,
-    flavour: Flavour,
+    target: &dyn TargetLowering,
     fp_contract: FpContract,
 ) -> Result<Module<'ctx>, CodegenError> {
     let module = ctx.create_module("eintup");
@@ -78,7 +94,7 @@ pub fn lower_module<'ctx>(
         if !seen.insert(k.name.as_str()) {
             return Err(CodegenError(format!("kernel name `{}` is used twice", k.name)));
         }
-        KernelLowering::new(ctx, &module, m, k, seed, flavour, fp_contract)?.lower()?;
+        KernelLowering::new(ctx, &module, m, k, seed, target, fp_contract)?.lower()?;
     }
     module.verify().map_err(|e| CodegenError(format!("internal error: invalid LLVM IR: {}", e.to_string())))?;
     Ok(module)
@@ -98,85 +114,35 @@ fn check_kernel_name(name: &str) -> Result<(), CodegenError> {
     }
 }
 
-/// Number of threads the NVPTX flavour of `k` wants: the product of the
-/// trip counts of its parallel chain (1 when it has none, 0 when a chain
-/// loop is empty). Launching fewer is correct (grid-stride); more idle.
-pub fn thread_count(k: &Kernel) -> i64 {
-    let c = ParChain::of(&k.body);
-    c.total.saturating_mul(c.block.unwrap_or(1))
-}
-
-/// The block size a kernel with a `thread` nest must be launched with
-/// (its barriers need every thread of the nest in one block); `None` for
-/// kernels that take any block size.
-pub fn block_size(k: &Kernel) -> Option<i64> {
-    ParChain::of(&k.body).block
-}
-
-/// The root loop's bounds when the host may split kernel `k` across
-/// threads: its body is one `parallel` loop with constant bounds and no
-/// write is atomic (an atomic sum would be exact but its order, and so
-/// its rounding, would change from run to run).
-pub fn split_range(k: &Kernel) -> Option<(i64, i64)> {
-    let [Node::For(l)] = k.body.as_slice() else { return None };
-    let (lo, hi) = (l.lo.as_const()?, l.hi.as_const()?);
-    let mut atomic = false;
-    k.walk(&mut |n| atomic |= matches!(n, Node::Compute(c) if c.write.kind == WriteKind::AtomicAccumulate));
-    (l.kind == LoopKind::Parallel && !atomic).then_some((lo, hi))
-}
-
-/// The kernel's parallel chain (`ir::loops::chain`): its iteration space
-/// is flattened into one linear id; the steps re-create, per id, the loop
-/// variables and then the guards and index loads in their original order.
-struct ParChain<'k> {
-    steps: Vec<Step<'k>>,
-    /// The body of the innermost step, run sequentially in the thread.
-    rest: &'k [Node],
-    /// Product of the chain loops' trip counts.
-    total: i64,
-    /// The `thread` nest `rest` holds: `(var, lo, trip)`, outermost first.
-    threads: Vec<(VarId, i64, i64)>,
-    /// Threads per block when there is a nest.
-    block: Option<i64>,
-}
-
-impl<'k> ParChain<'k> {
-    fn of(body: &'k [Node]) -> ParChain<'k> {
-        let c = Chain::of(body);
-        let (rest, threads, block) = match c.thread_nest(body) {
-            Some(n) => (n.body, n.threads.clone(), Some(n.size())),
-            None => (c.rest(body), Vec::new(), None),
-        };
-        ParChain { steps: c.steps(body), rest, total: c.cells(), threads, block }
-    }
-}
-
-struct KernelLowering<'a, 'ctx> {
-    ctx: &'ctx Context,
-    module: &'a Module<'ctx>,
-    b: Builder<'ctx>,
+/// One kernel being lowered: the builder, the kernel's function and
+/// buffers, and the variables in scope. The targets' hooks read and build
+/// through it.
+pub(crate) struct KernelLowering<'a, 'ctx> {
+    pub(crate) ctx: &'ctx Context,
+    pub(crate) module: &'a Module<'ctx>,
+    pub(crate) b: Builder<'ctx>,
     m: &'a LoopModule,
-    k: &'a Kernel,
+    pub(crate) k: &'a Kernel,
     seed: u64,
-    flavour: Flavour,
+    target: &'a dyn TargetLowering,
     /// Whether a float multiply may fuse with the add that uses it.
     fp_contract: FpContract,
-    func: FunctionValue<'ctx>,
+    /// The function holding the kernel's loops (`body_symbol`).
+    pub(crate) func: FunctionValue<'ctx>,
     i1: IntType<'ctx>,
-    i32: IntType<'ctx>,
-    i64: IntType<'ctx>,
+    pub(crate) i32: IntType<'ctx>,
+    pub(crate) i64: IntType<'ctx>,
     /// Pointer of each buffer the kernel uses (`None` for the others).
     bufs: Vec<Option<PointerValue<'ctx>>>,
     /// Current value (i64) of each variable in scope.
     env: Vec<Option<IntValue<'ctx>>>,
-    /// Host: `[begin, end)` that clamps the root loop of a splittable
-    /// kernel (see `split_range`); taken by the first loop lowered.
+    /// `[begin, end)` that clamps the root loop of a splittable kernel
+    /// (`split_bounds`; host only); taken by the first loop lowered.
     split: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
-    /// NVPTX, inside a `thread` nest: the thread's id in its block and the
-    /// block size, by which `spread` loops stride.
-    block: Option<(IntValue<'ctx>, i64)>,
-    /// Host under `fast`, a kernel without a register tile: sums into a
-    /// cell may be reassociated (see `add`).
+    /// Inside a `thread` nest (set by the grid, NVPTX only): the thread's
+    /// id in its block and the block size, by which `spread` loops stride.
+    pub(crate) block: Option<(IntValue<'ctx>, i64)>,
+    /// Sums into a cell may be reassociated (`reassoc_sums`; see `add`).
     reassoc_sums: bool,
 }
 
@@ -187,7 +153,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         m: &'a LoopModule,
         k: &'a Kernel,
         seed: u64,
-        flavour: Flavour,
+        target: &'a dyn TargetLowering,
         fp_contract: FpContract,
     ) -> Result<Self, CodegenError> {
         let params = kernel_params(m, k);
@@ -200,31 +166,14 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         // overlap: `noalias` is true. It lets LLVM keep an accumulated cell
         // in a register across a reduction, vectorise without runtime
         // overlap checks, and (NVPTX) use the read-only data path.
-        let (func, addr_space) = match flavour {
-            // The body takes one pointer per buffer; `host_entry` wraps it
-            // in the host ABI and inlining keeps the no-alias facts.
-            Flavour::Host => (format!("{}.body", host_symbol(&k.name)), AddressSpace::default()),
-            Flavour::Nvptx => (k.name.clone(), AddressSpace::from(NVPTX_GLOBAL_AS)),
-        };
-        let ptr = ctx.ptr_type(addr_space);
+        let ptr = ctx.ptr_type(target.buffer_address_space());
         let mut tys: Vec<_> = params.iter().map(|_| ptr.into()).collect();
-        if flavour == Flavour::Host {
-            // begin, end: the slice of the root loop this call runs.
-            let i64: inkwell::types::BasicMetadataTypeEnum = ctx.i64_type().into();
-            tys.extend([i64, i64]);
-        }
-        let func = module.add_function(&func, ctx.void_type().fn_type(&tys, false), None);
+        tys.extend(target.extra_params(ctx));
+        let func = module.add_function(&target.body_symbol(k), ctx.void_type().fn_type(&tys, false), None);
         for i in 0..params.len() {
             func.add_attribute(AttributeLoc::Param(i as u32), noalias);
         }
-        match flavour {
-            Flavour::Nvptx => func.set_call_conventions(PTX_KERNEL_CC),
-            Flavour::Host => {
-                func.set_linkage(inkwell::module::Linkage::Internal);
-                let inline = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0);
-                func.add_attribute(AttributeLoc::Function, inline);
-            }
-        }
+        target.declare_body(ctx, func);
         func.add_attribute(AttributeLoc::Function, nounwind);
         let b = ctx.create_builder();
         let entry = ctx.append_basic_block(func, "entry");
@@ -234,42 +183,14 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             let p = func.get_nth_param(i as u32).map(|p| p.into_pointer_value());
             bufs[buf] = Some(p.ok_or_else(|| CodegenError("internal error: missing kernel parameter".into()))?);
         }
-        // Scratch: per block (shared) or per thread (local). The host runs
-        // a block's threads in order, so one copy of either is enough.
-        for buf in eintup::ir::loops::verify::scratch_buffers(m, k) {
-            let bf = &m.buffers[buf];
-            let n = u32::try_from(bf.len()).map_err(|_| CodegenError(format!("scratch buffer `{}` is too large", bf.name)))?;
-            let ty = basic_type(ctx, bf.dtype).array_type(n);
-            bufs[buf] = Some(if flavour == Flavour::Nvptx && bf.role == eintup::ir::loops::Role::Shared {
-                let g = module.add_global(ty, Some(AddressSpace::from(NVPTX_SHARED_AS)), &format!("{}__{}", k.name, bf.name));
-                g.set_linkage(inkwell::module::Linkage::Internal);
-                g.set_initializer(&ty.get_undef());
-                g.set_alignment(16);
-                g.as_pointer_value()
-            } else {
-                let a = b.build_alloca(ty, &bf.name)?;
-                if let Some(i) = a.as_instruction() {
-                    let _ = i.set_alignment(16);
-                }
-                a
-            });
-        }
-        let split = match (flavour, split_range(k)) {
-            (Flavour::Host, Some(_)) => {
-                let n = params.len() as u32;
-                let p = |i| func.get_nth_param(i).map(|p| p.into_int_value());
-                p(n).zip(p(n + 1))
-            }
-            _ => None,
-        };
-        Ok(KernelLowering {
+        let mut kl = KernelLowering {
             ctx,
             module,
             b,
             m,
             k,
             seed,
-            flavour,
+            target,
             fp_contract,
             func,
             i1: ctx.bool_type(),
@@ -277,63 +198,53 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             i64: ctx.i64_type(),
             bufs,
             env: vec![None; k.vars.len()],
-            split,
+            split: target.split_bounds(k, func, params.len() as u32),
             block: None,
-            reassoc_sums: flavour == Flavour::Host && fp_contract == FpContract::Fast && {
-                let mut tiled = false;
-                k.walk(&mut |n| tiled |= matches!(n, Node::For(l) if l.kind == LoopKind::Unroll));
-                !tiled
-            },
-        })
+            reassoc_sums: target.reassoc_sums(k, fp_contract),
+        };
+        // Scratch: per block (shared) or per thread (local).
+        for buf in k.scratch_buffers(m) {
+            let bf = &m.buffers[buf];
+            let n = u32::try_from(bf.len()).map_err(|_| CodegenError(format!("scratch buffer `{}` is too large", bf.name)))?;
+            let ty = basic_type(ctx, bf.dtype).array_type(n);
+            kl.bufs[buf] = Some(target.scratch(&kl, buf, ty)?);
+        }
+        Ok(kl)
     }
 
     fn lower(mut self) -> Result<(), CodegenError> {
-        match self.flavour {
-            Flavour::Host => self.nodes(&self.k.body)?,
-            Flavour::Nvptx => self.grid_stride()?,
-        }
+        self.target.kernel_body(&mut self)?;
         self.b.build_return(None)?;
-        if self.flavour == Flavour::Host {
-            self.host_entry()?;
-        }
-        Ok(())
+        self.target.entry(&self)
     }
 
-    /// `void @et.NAME(ptr %args, i64 %begin, i64 %end)`: loads `args[i]`
-    /// and calls the body with the slice of the root loop to run.
-    fn host_entry(&self) -> Result<(), CodegenError> {
-        let ptr = self.ctx.ptr_type(AddressSpace::default());
-        let fty = self.ctx.void_type().fn_type(&[ptr.into(), self.i64.into(), self.i64.into()], false);
-        let f = self.module.add_function(&host_symbol(&self.k.name), fty, None);
-        let b = &self.b;
-        b.position_at_end(self.ctx.append_basic_block(f, "entry"));
-        let param = |i| f.get_nth_param(i).ok_or_else(|| self.err("internal error: host entry parameter missing"));
-        let args = param(0)?.into_pointer_value();
-        let mut ptrs = Vec::new();
-        for i in 0..self.func.count_params() - 2 {
-            let slot = unsafe { b.build_in_bounds_gep(ptr, args, &[self.i64.const_int(u64::from(i), false)], "arg")? };
-            ptrs.push(b.build_load(ptr, slot, "")?.into());
+    /// Scratch buffer `buf` as a 16-byte aligned `alloca` of the kernel.
+    pub(crate) fn alloca_scratch(&self, buf: BufId, ty: ArrayType<'ctx>) -> Result<PointerValue<'ctx>, CodegenError> {
+        let a = self.b.build_alloca(ty, &self.m.buffers[buf].name)?;
+        if let Some(i) = a.as_instruction() {
+            let _ = i.set_alignment(16);
         }
-        ptrs.push(param(1)?.into());
-        ptrs.push(param(2)?.into());
-        b.build_call(self.func, &ptrs, "")?;
-        b.build_return(None)?;
-        Ok(())
+        Ok(a)
     }
 
-    fn err(&self, msg: impl std::fmt::Display) -> CodegenError {
+    /// The buffer `buf` of the module.
+    pub(crate) fn buffer(&self, buf: BufId) -> &'a eintup::ir::loops::Buffer {
+        &self.m.buffers[buf]
+    }
+
+    pub(crate) fn err(&self, msg: impl std::fmt::Display) -> CodegenError {
         CodegenError(format!("kernel `{}`: {msg}", self.k.name))
     }
 
-    fn block(&self, name: &str) -> inkwell::basic_block::BasicBlock<'ctx> {
+    pub(crate) fn block(&self, name: &str) -> inkwell::basic_block::BasicBlock<'ctx> {
         self.ctx.append_basic_block(self.func, name)
     }
 
-    fn c64(&self, v: i64) -> IntValue<'ctx> {
+    pub(crate) fn c64(&self, v: i64) -> IntValue<'ctx> {
         self.i64.const_int(v as u64, true)
     }
 
-    fn bind(&mut self, var: VarId, v: IntValue<'ctx>) -> Result<(), CodegenError> {
+    pub(crate) fn bind(&mut self, var: VarId, v: IntValue<'ctx>) -> Result<(), CodegenError> {
         match self.env.get_mut(var) {
             Some(slot) => {
                 *slot = Some(v);
@@ -343,119 +254,10 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         }
     }
 
-    // ---- NVPTX parallel chain -------------------------------------------
-
-    /// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`;
-    /// with a `thread` nest, `gid` and `nthreads` count blocks and the
-    /// nest's variables come from the thread's id in its block.
-    fn grid_stride(&mut self) -> Result<(), CodegenError> {
-        let chain = ParChain::of(&self.k.body);
-        if chain.total == 0 || chain.block == Some(0) {
-            // An empty chain loop: nothing runs (and the digit arithmetic
-            // below would divide by a zero trip count).
-            return Ok(());
-        }
-        let sreg = |me: &Self, name: &str| -> Result<IntValue<'ctx>, CodegenError> {
-            let f = me.intrinsic(&format!("llvm.nvvm.read.ptx.sreg.{name}"), &[])?;
-            let v = me.call(f, &[], name)?.into_int_value();
-            Ok(me.b.build_int_z_extend(v, me.i64, name)?)
-        };
-        let tid = sreg(self, "tid.x")?;
-        let ctaid = sreg(self, "ctaid.x")?;
-        let nctaid = sreg(self, "nctaid.x")?;
-        let (gid, stride) = match chain.block {
-            // Every thread of a block walks the same points, so all reach
-            // the same barriers.
-            Some(_) => (ctaid, nctaid),
-            None => {
-                let ntid = sreg(self, "ntid.x")?;
-                (self.b.build_int_add(self.b.build_int_mul(ctaid, ntid, "")?, tid, "gid")?, self.b.build_int_mul(nctaid, ntid, "nthreads")?)
-            }
-        };
-        let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
-        let header = self.block("grid.header");
-        let body = self.block("grid.body");
-        let latch = self.block("grid.latch");
-        let exit = self.block("grid.exit");
-        self.b.build_unconditional_branch(header)?;
-        self.b.position_at_end(header);
-        let lin = self.b.build_phi(self.i64, "lin")?;
-        lin.add_incoming(&[(&gid, pre)]);
-        let lin_v = lin.as_basic_value().into_int_value();
-        let more = self.b.build_int_compare(IntPredicate::SLT, lin_v, self.c64(chain.total), "")?;
-        self.b.build_conditional_branch(more, body, exit)?;
-        self.b.position_at_end(body);
-        let loops: Vec<(VarId, i64, i64)> = chain
-            .steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Loop { var, lo, trip } => Some((*var, *lo, *trip)),
-                _ => None,
-            })
-            .collect();
-        let mut values = self.digits(lin_v, chain.total, &loops)?.into_iter();
-        for step in &chain.steps {
-            match step {
-                Step::Loop { var, .. } => {
-                    let v = values.next().ok_or_else(|| self.err("internal error: chain digits"))?;
-                    self.bind(*var, v)?;
-                }
-                Step::Guard(conds) => {
-                    let c = self.conds(conds)?;
-                    let next = self.block("guard.body");
-                    self.b.build_conditional_branch(c, next, latch)?;
-                    self.b.position_at_end(next);
-                }
-                Step::LoadIndex { var, buf, offset } => {
-                    let v = self.load_index(*buf, offset)?;
-                    self.bind(*var, v)?;
-                }
-            }
-        }
-        if let Some(size) = chain.block {
-            for (&(var, ..), v) in chain.threads.iter().zip(self.digits(tid, size, &chain.threads)?) {
-                self.bind(var, v)?;
-            }
-            self.block = Some((tid, size));
-        }
-        self.nodes(chain.rest)?;
-        self.b.build_unconditional_branch(latch)?;
-        self.b.position_at_end(latch);
-        let next = self.b.build_int_add(lin_v, stride, "lin.next")?;
-        lin.add_incoming(&[(&next, latch)]);
-        self.b.build_unconditional_branch(header)?;
-        self.b.position_at_end(exit);
-        Ok(())
-    }
-
-    /// The values of `loops` (`(var, lo, trip)`, innermost fastest) at
-    /// point `lin` (an i64 below `total`, the product of the trips).
-    fn digits(&mut self, lin: IntValue<'ctx>, total: i64, loops: &[(VarId, i64, i64)]) -> Result<Vec<IntValue<'ctx>>, CodegenError> {
-        // When the point fits in 31 bits the digit arithmetic runs in
-        // i32, which is far cheaper on the GPU.
-        let narrow = total <= i32::MAX as i64;
-        let ity = if narrow { self.i32 } else { self.i64 };
-        let mut rem = if narrow { self.b.build_int_truncate(lin, self.i32, "")? } else { lin };
-        let mut values = vec![None; loops.len()];
-        for (i, &(_, lo, trip)) in loops.iter().enumerate().rev() {
-            let digit = if i == 0 {
-                rem
-            } else {
-                let t = ity.const_int(trip as u64, false);
-                let d = self.b.build_int_unsigned_rem(rem, t, "")?;
-                rem = self.b.build_int_unsigned_div(rem, t, "")?;
-                d
-            };
-            let digit = if narrow { self.b.build_int_z_extend(digit, self.i64, "")? } else { digit };
-            values[i] = Some(self.b.build_int_add(digit, self.c64(lo), "")?);
-        }
-        values.into_iter().map(|v| v.ok_or_else(|| self.err("internal error: chain digits"))).collect()
-    }
-
     // ---- structure ------------------------------------------------------
 
     /// Lowers a node list; variables bound in it go out of scope after it.
-    fn nodes(&mut self, nodes: &[Node]) -> Result<(), CodegenError> {
+    pub(crate) fn nodes(&mut self, nodes: &[Node]) -> Result<(), CodegenError> {
         let saved = self.env.clone();
         for n in nodes {
             self.node(n)?;
@@ -535,10 +337,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             }
             Node::Compute(c) => self.compute(c)?,
             Node::Sync => {
-                if self.flavour == Flavour::Nvptx {
-                    let f = self.intrinsic("llvm.nvvm.barrier0", &[])?;
-                    self.b.build_call(f, &[], "")?;
-                }
+                let target = self.target;
+                target.sync(self)?;
             }
         }
         Ok(())
@@ -546,7 +346,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
 
     /// Conjunction of guard conditions (all are pure and total, so they
     /// are evaluated without short-circuit).
-    fn conds(&mut self, conds: &[Cond]) -> Result<IntValue<'ctx>, CodegenError> {
+    pub(crate) fn conds(&mut self, conds: &[Cond]) -> Result<IntValue<'ctx>, CodegenError> {
         let mut all = self.i1.const_int(1, false);
         for c in conds {
             let holds = match c {
@@ -579,7 +379,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         Ok((p, dt))
     }
 
-    fn load_index(&mut self, buf: BufId, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
+    pub(crate) fn load_index(&mut self, buf: BufId, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
         let (p, dt) = self.elem_ptr(buf, offset)?;
         if dt != DType::I32 {
             return Err(self.err(format_args!("load_index from {} buffer `{}`", dt.name(), self.m.buffers[buf].name)));
@@ -590,7 +390,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
 
     // ---- index arithmetic (i64) -----------------------------------------
 
-    fn iexpr(&mut self, e: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
+    pub(crate) fn iexpr(&mut self, e: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
         match e {
             IExpr::Const(c) => Ok(self.c64(*c)),
             IExpr::Var(v) => self.env.get(*v).copied().flatten().ok_or_else(|| self.err(format_args!("variable {v} used out of scope"))),
@@ -675,13 +475,13 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         basic_type(self.ctx, d)
     }
 
-    fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> Result<FunctionValue<'ctx>, CodegenError> {
+    pub(crate) fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> Result<FunctionValue<'ctx>, CodegenError> {
         Intrinsic::find(name)
             .and_then(|i| i.get_declaration(self.module, tys))
             .ok_or_else(|| self.err(format_args!("internal error: LLVM has no intrinsic {name}")))
     }
 
-    fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>], name: &str) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+    pub(crate) fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>], name: &str) -> Result<BasicValueEnum<'ctx>, CodegenError> {
         let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
         self.b
             .build_call(f, &args, name)?
@@ -707,14 +507,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.m.buffers[w.buf].name
             )));
         }
-        // The host runs a kernel with atomic writes on one thread only
-        // (`split_range`), where a plain add is exact and far cheaper than
-        // an atomic read-modify-write (a compare-exchange loop for floats).
-        let kind = match (self.flavour, w.kind) {
-            (Flavour::Host, WriteKind::AtomicAccumulate) => WriteKind::Accumulate,
-            (_, k) => k,
-        };
-        match kind {
+        match self.target.write_kind(w.kind) {
             WriteKind::Store => {
                 self.b.build_store(p, val)?;
             }
@@ -999,39 +792,6 @@ fn operand<'ctx>(vals: &[BasicValueEnum<'ctx>], defs: &[Value], id: usize) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use eintup::ir::loops::{For, Var};
-
-    fn pfor(var: VarId, lo: i64, hi: i64, body: Vec<Node>) -> Node {
-        Node::For(For { var, lo: IExpr::c(lo), hi: IExpr::c(hi), kind: LoopKind::Parallel, body })
-    }
-
-    #[test]
-    fn chain_takes_constant_parallel_loops_through_guards() {
-        let inner = Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::v(1), kind: LoopKind::Reduce, body: vec![] });
-        let g = Node::Guard(eintup::ir::loops::Guard { conds: vec![Cond::NonZero(IExpr::v(0))], body: vec![pfor(1, 2, 5, vec![inner])] });
-        let body = vec![pfor(0, 0, 4, vec![g])];
-        let c = ParChain::of(&body);
-        assert_eq!(c.total, 12);
-        assert_eq!(c.steps.len(), 3);
-        assert_eq!(c.rest.len(), 1);
-        let k = Kernel::new("k", (0..3).map(|i| Var { name: format!("v{i}") }).collect(), body);
-        assert_eq!(thread_count(&k), 12);
-    }
-
-    #[test]
-    fn chain_stops_at_reduce_and_keeps_trailing_guards_sequential() {
-        let g = Node::Guard(eintup::ir::loops::Guard { conds: vec![], body: vec![] });
-        let body = vec![pfor(0, 0, 3, vec![g])];
-        let c = ParChain::of(&body);
-        assert_eq!(c.total, 3);
-        assert_eq!(c.steps.len(), 1);
-        assert!(matches!(c.rest[0], Node::Guard(_)));
-        // Two sibling loops are not a single path: nothing is parallel.
-        let two = vec![pfor(0, 0, 3, vec![]), pfor(1, 0, 3, vec![])];
-        assert_eq!(ParChain::of(&two).total, 1);
-        // Empty loop: no thread has work.
-        assert_eq!(ParChain::of(&[pfor(0, 5, 2, vec![])]).total, 0);
-    }
 
     #[test]
     fn kernel_names_must_be_identifiers() {
@@ -1042,38 +802,21 @@ mod tests {
     }
 }
 
-/// `m` lowered for `flavour`, given `tm`'s triple and data layout, and
+/// `m` lowered for `target`, given `tm`'s triple and data layout, and
 /// optimised with LLVM's `default<O3>` pipeline: the one path both the
 /// host JIT and PTX emission take.
 pub(crate) fn lower_and_optimize<'ctx>(
     ctx: &'ctx Context,
     m: &LoopModule,
     seed: u64,
-    flavour: Flavour,
+    target: &dyn TargetLowering,
     fp_contract: FpContract,
-    tm: &inkwell::targets::TargetMachine,
+    tm: &TargetMachine,
 ) -> Result<Module<'ctx>, CodegenError> {
-    let module = lower_module(ctx, m, seed, flavour, fp_contract)?;
+    let module = lower_module(ctx, m, seed, target, fp_contract)?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    if flavour == Flavour::Host {
-        // The JIT makes its own target machine for a generic CPU (MCJIT
-        // has no CPU option in LLVM's C API); these attributes make it
-        // generate code for the vector units and FMA of this CPU, as O3
-        // assumed when it vectorised.
-        let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
-        // A named CPU (HostCpu) has no feature string: its name implies them.
-        let features = tm.get_feature_string().to_string_lossy().into_owned();
-        let features = (!features.is_empty()).then(|| ctx.create_string_attribute("target-features", &features));
-        for f in module.get_functions() {
-            if f.count_basic_blocks() > 0 {
-                f.add_attribute(AttributeLoc::Function, cpu);
-                if let Some(features) = features {
-                    f.add_attribute(AttributeLoc::Function, features);
-                }
-            }
-        }
-    }
+    target.annotate(ctx, &module, tm);
     module
         .run_passes("default<O3>", tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError(format!("LLVM optimisation failed: {}", e.to_string())))?;

@@ -1,20 +1,217 @@
-//! The NVPTX target: the `Nvptx` flavour of the lowering, optimised and
-//! compiled to PTX by LLVM's NVPTX backend, the PTX checked like Triton
+//! The NVPTX target: its side of the lowering (`NvptxLowering`: the
+//! kernel ABI, the grid-stride loop over the parallel chain, shared
+//! memory and barriers), optimised and compiled to PTX by LLVM's NVPTX backend, the PTX checked like Triton
 //! does (one `.entry` per kernel, `.version` and `.target` lines), and
 //! optionally assembled by `ptxas` to prove it is accepted and to read
 //! register and spill counts.
 
-use super::lower::{lower_and_optimize, Flavour};
+use super::lower::{lower_and_optimize, KernelLowering, TargetLowering};
 use super::{CodegenError, FpContract};
-use eintup::ir::loops::LoopModule;
+use eintup::ir::loops::chain::Step;
+use eintup::ir::loops::geometry::GridChain;
+use eintup::ir::loops::{BufId, Kernel, LoopModule, Role, VarId, WriteKind};
 use inkwell::context::Context;
 use inkwell::module::Module;
+use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
+use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, IntPredicate};
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::OptimizationLevel;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TRIPLE: &str = "nvptx64-nvidia-cuda";
+
+/// LLVM calling convention number of `ptx_kernel` (CallingConv::PTX_Kernel):
+/// it is what makes the NVPTX backend emit `.entry` instead of `.func`.
+const PTX_KERNEL_CC: u32 = 71;
+/// NVPTX's shared address space (a block's scratch).
+const NVPTX_SHARED_AS: u16 = 3;
+/// The global address space of NVPTX, where kernel arguments point.
+const NVPTX_GLOBAL_AS: u16 = 1;
+
+/// The GPU's side of the lowering: the kernel is a `ptx_kernel` taking one
+/// global pointer per buffer, its parallel chain one grid-stride loop.
+pub(crate) struct NvptxLowering;
+
+impl TargetLowering for NvptxLowering {
+    /// The PTX entry has exactly the kernel's name.
+    fn body_symbol(&self, k: &Kernel) -> String {
+        k.name.clone()
+    }
+
+    fn buffer_address_space(&self) -> AddressSpace {
+        AddressSpace::from(NVPTX_GLOBAL_AS)
+    }
+
+    fn extra_params<'ctx>(&self, _ctx: &'ctx Context) -> Vec<BasicMetadataTypeEnum<'ctx>> {
+        Vec::new()
+    }
+
+    fn declare_body<'ctx>(&self, _ctx: &'ctx Context, func: FunctionValue<'ctx>) {
+        func.set_call_conventions(PTX_KERNEL_CC);
+    }
+
+    /// Shared buffers are per block: an `addrspace(3)` global `KERNEL__BUF`
+    /// (internal, undefined initial value, 16-byte aligned). Local buffers
+    /// are per thread: `alloca`s.
+    fn scratch<'ctx>(&self, kl: &KernelLowering<'_, 'ctx>, buf: BufId, ty: ArrayType<'ctx>) -> Result<PointerValue<'ctx>, CodegenError> {
+        let bf = kl.buffer(buf);
+        if bf.role != Role::Shared {
+            return kl.alloca_scratch(buf, ty);
+        }
+        let g = kl.module.add_global(ty, Some(AddressSpace::from(NVPTX_SHARED_AS)), &format!("{}__{}", kl.k.name, bf.name));
+        g.set_linkage(inkwell::module::Linkage::Internal);
+        g.set_initializer(&ty.get_undef());
+        g.set_alignment(16);
+        Ok(g.as_pointer_value())
+    }
+
+    /// The grid, not `[begin, end)`, divides a kernel among threads.
+    fn split_bounds<'ctx>(&self, _k: &Kernel, _func: FunctionValue<'ctx>, _n_buffers: u32) -> Option<(IntValue<'ctx>, IntValue<'ctx>)> {
+        None
+    }
+
+    /// Float reductions are split at the loop level (`split-reductions`).
+    fn reassoc_sums(&self, _k: &Kernel, _fp_contract: FpContract) -> bool {
+        false
+    }
+
+    fn kernel_body(&self, kl: &mut KernelLowering<'_, '_>) -> Result<(), CodegenError> {
+        grid_stride(kl)
+    }
+
+    /// The body function is the entry.
+    fn entry(&self, _kl: &KernelLowering<'_, '_>) -> Result<(), CodegenError> {
+        Ok(())
+    }
+
+    /// `bar.sync 0`.
+    fn sync(&self, kl: &mut KernelLowering<'_, '_>) -> Result<(), CodegenError> {
+        let f = kl.intrinsic("llvm.nvvm.barrier0", &[])?;
+        kl.b.build_call(f, &[], "")?;
+        Ok(())
+    }
+
+    fn write_kind(&self, kind: WriteKind) -> WriteKind {
+        kind
+    }
+
+    fn annotate<'ctx>(&self, _ctx: &'ctx Context, _module: &Module<'ctx>, _tm: &TargetMachine) {}
+}
+
+/// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`;
+/// with a `thread` nest, `gid` and `nthreads` count blocks and the
+/// nest's variables come from the thread's id in its block.
+fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenError> {
+    let k = kl.k;
+    let chain = GridChain::of(&k.body);
+    if chain.total == 0 || chain.block == Some(0) {
+        // An empty chain loop: nothing runs (and the digit arithmetic
+        // below would divide by a zero trip count).
+        return Ok(());
+    }
+    let sreg = |me: &KernelLowering<'_, 'ctx>, name: &str| -> Result<IntValue<'ctx>, CodegenError> {
+        let f = me.intrinsic(&format!("llvm.nvvm.read.ptx.sreg.{name}"), &[])?;
+        let v = me.call(f, &[], name)?.into_int_value();
+        Ok(me.b.build_int_z_extend(v, me.i64, name)?)
+    };
+    let tid = sreg(kl, "tid.x")?;
+    let ctaid = sreg(kl, "ctaid.x")?;
+    let nctaid = sreg(kl, "nctaid.x")?;
+    let (gid, stride) = match chain.block {
+        // Every thread of a block walks the same points, so all reach
+        // the same barriers.
+        Some(_) => (ctaid, nctaid),
+        None => {
+            let ntid = sreg(kl, "ntid.x")?;
+            (kl.b.build_int_add(kl.b.build_int_mul(ctaid, ntid, "")?, tid, "gid")?, kl.b.build_int_mul(nctaid, ntid, "nthreads")?)
+        }
+    };
+    let pre = kl.b.get_insert_block().ok_or_else(|| kl.err("no insert block"))?;
+    let header = kl.block("grid.header");
+    let body = kl.block("grid.body");
+    let latch = kl.block("grid.latch");
+    let exit = kl.block("grid.exit");
+    kl.b.build_unconditional_branch(header)?;
+    kl.b.position_at_end(header);
+    let lin = kl.b.build_phi(kl.i64, "lin")?;
+    lin.add_incoming(&[(&gid, pre)]);
+    let lin_v = lin.as_basic_value().into_int_value();
+    let more = kl.b.build_int_compare(IntPredicate::SLT, lin_v, kl.c64(chain.total), "")?;
+    kl.b.build_conditional_branch(more, body, exit)?;
+    kl.b.position_at_end(body);
+    let loops: Vec<(VarId, i64, i64)> = chain
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Loop { var, lo, trip } => Some((*var, *lo, *trip)),
+            _ => None,
+        })
+        .collect();
+    let mut values = digits(kl, lin_v, chain.total, &loops)?.into_iter();
+    for step in &chain.steps {
+        match step {
+            Step::Loop { var, .. } => {
+                let v = values.next().ok_or_else(|| kl.err("internal error: chain digits"))?;
+                kl.bind(*var, v)?;
+            }
+            Step::Guard(conds) => {
+                let c = kl.conds(conds)?;
+                let next = kl.block("guard.body");
+                kl.b.build_conditional_branch(c, next, latch)?;
+                kl.b.position_at_end(next);
+            }
+            Step::LoadIndex { var, buf, offset } => {
+                let v = kl.load_index(*buf, offset)?;
+                kl.bind(*var, v)?;
+            }
+        }
+    }
+    if let Some(size) = chain.block {
+        for (&(var, ..), v) in chain.threads.iter().zip(digits(kl, tid, size, &chain.threads)?) {
+            kl.bind(var, v)?;
+        }
+        kl.block = Some((tid, size));
+    }
+    kl.nodes(chain.rest)?;
+    kl.b.build_unconditional_branch(latch)?;
+    kl.b.position_at_end(latch);
+    let next = kl.b.build_int_add(lin_v, stride, "lin.next")?;
+    lin.add_incoming(&[(&next, latch)]);
+    kl.b.build_unconditional_branch(header)?;
+    kl.b.position_at_end(exit);
+    Ok(())
+}
+
+/// The values of `loops` (`(var, lo, trip)`, innermost fastest) at
+/// point `lin` (an i64 below `total`, the product of the trips).
+fn digits<'ctx>(
+    kl: &mut KernelLowering<'_, 'ctx>,
+    lin: IntValue<'ctx>,
+    total: i64,
+    loops: &[(VarId, i64, i64)],
+) -> Result<Vec<IntValue<'ctx>>, CodegenError> {
+    // When the point fits in 31 bits the digit arithmetic runs in
+    // i32, which is far cheaper on the GPU.
+    let narrow = total <= i32::MAX as i64;
+    let ity = if narrow { kl.i32 } else { kl.i64 };
+    let mut rem = if narrow { kl.b.build_int_truncate(lin, kl.i32, "")? } else { lin };
+    let mut values = vec![None; loops.len()];
+    for (i, &(_, lo, trip)) in loops.iter().enumerate().rev() {
+        let digit = if i == 0 {
+            rem
+        } else {
+            let t = ity.const_int(trip as u64, false);
+            let d = kl.b.build_int_unsigned_rem(rem, t, "")?;
+            rem = kl.b.build_int_unsigned_div(rem, t, "")?;
+            d
+        };
+        let digit = if narrow { kl.b.build_int_z_extend(digit, kl.i64, "")? } else { digit };
+        values[i] = Some(kl.b.build_int_add(digit, kl.c64(lo), "")?);
+    }
+    values.into_iter().map(|v| v.ok_or_else(|| kl.err("internal error: chain digits"))).collect()
+}
 
 /// What the PTX holds, as read back from its text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,7 +275,7 @@ pub(crate) fn optimized_module<'ctx>(
     fp_contract: FpContract,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = machine(sm)?;
-    let module = lower_and_optimize(ctx, m, seed, Flavour::Nvptx, fp_contract, &tm)?;
+    let module = lower_and_optimize(ctx, m, seed, &NvptxLowering, fp_contract, &tm)?;
     Ok((module, tm))
 }
 

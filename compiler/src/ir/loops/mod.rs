@@ -21,6 +21,7 @@
 pub mod chain;
 pub mod contraction;
 pub mod facts;
+pub mod geometry;
 pub mod parse;
 pub mod print;
 pub mod site;

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 mod blocks;
-pub use blocks::{scratch_buffers, MAX_SHARED_BYTES};
+pub use blocks::MAX_SHARED_BYTES;
 
 /// Code of a verifier error located in parsed text (docs/ir-loop.md).
 pub const CODE: &str = "E0651";

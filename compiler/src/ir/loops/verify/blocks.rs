@@ -59,7 +59,7 @@ pub(super) fn kernel(m: &LoopModule, ki: usize, k: &Kernel) -> Result<(), Verify
         return Err(err(format!("its `thread` nest has {} threads, more than a block's {MAX_BLOCK_THREADS}", nest.size())));
     }
     let mut shared = 0i64;
-    for buf in scratch_buffers(m, k) {
+    for buf in k.scratch_buffers(m) {
         let bf = &m.buffers[buf];
         if bf.role == Role::Shared {
             shared = shared.saturating_add(bf.len().saturating_mul(bf.dtype.size() as i64));
@@ -185,7 +185,7 @@ impl Blocks<'_> {
 pub(super) fn scratch_owners(m: &LoopModule) -> Result<(), VerifyError> {
     let mut owner: Vec<Option<usize>> = vec![None; m.buffers.len()];
     for (ki, k) in m.kernels.iter().enumerate() {
-        for b in scratch_buffers(m, k) {
+        for b in k.scratch_buffers(m) {
             if let Some(first) = owner[b].replace(ki) {
                 return Err(VerifyError {
                     site: Site::Buffer(b),
@@ -201,9 +201,4 @@ pub(super) fn scratch_owners(m: &LoopModule) -> Result<(), VerifyError> {
         }
     }
     Ok(())
-}
-
-/// The shared and local buffers kernel `k` uses.
-pub fn scratch_buffers(m: &LoopModule, k: &Kernel) -> Vec<BufId> {
-    k.buffers().into_iter().filter(|&b| m.buffers.get(b).is_some_and(|x| x.role.is_scratch())).collect()
 }
