@@ -3,6 +3,33 @@
 
 use super::*;
 
+/// The value operations that carry an index expression, and which one:
+/// the one list of them, for a match on `&VOp` and on `&mut VOp` alike.
+macro_rules! index_expr_of {
+    ($op:expr) => {
+        match $op {
+            VOp::Load { offset, .. } => Some(offset),
+            VOp::Index(e) => Some(e),
+            VOp::Lookup { index, .. } => Some(index),
+            VOp::Random { counter, .. } => Some(counter),
+            VOp::Const(_) | VOp::Neg(_) | VOp::Bin(..) | VOp::Cast(_) => None,
+        }
+    };
+}
+
+impl VOp {
+    /// The index expression the operation evaluates: a load's offset, an
+    /// index value, a lookup's index, a random counter.
+    pub fn index_expr(&self) -> Option<&IExpr> {
+        index_expr_of!(self)
+    }
+
+    /// [`VOp::index_expr`], to rewrite it.
+    pub fn index_expr_mut(&mut self) -> Option<&mut IExpr> {
+        index_expr_of!(self)
+    }
+}
+
 impl Node {
     /// The index expressions this node itself evaluates (loop bounds,
     /// guard conditions, offsets, index values), not those of its body.
@@ -16,13 +43,7 @@ impl Node {
                 let mut v: Vec<&IExpr> = c
                     .values
                     .iter()
-                    .filter_map(|v| match &v.op {
-                        VOp::Load { offset, .. } => Some(offset),
-                        VOp::Index(e) => Some(e),
-                        VOp::Lookup { index, .. } => Some(index),
-                        VOp::Random { counter, .. } => Some(counter),
-                        _ => None,
-                    })
+                    .filter_map(|v| v.op.index_expr())
                     .collect();
                 v.push(&c.write.offset);
                 v
@@ -193,14 +214,8 @@ pub fn for_each_expr_mut(nodes: &mut [Node], f: &mut impl FnMut(&mut IExpr)) {
             Node::LoadIndex { offset, .. } => f(offset),
             Node::Sync => {}
             Node::Compute(c) => {
-                for v in &mut c.values {
-                    match &mut v.op {
-                        VOp::Load { offset, .. } => f(offset),
-                        VOp::Index(e) => f(e),
-                        VOp::Lookup { index, .. } => f(index),
-                        VOp::Random { counter, .. } => f(counter),
-                        _ => {}
-                    }
+                for e in c.values.iter_mut().filter_map(|v| v.op.index_expr_mut()) {
+                    f(e);
                 }
                 f(&mut c.write.offset);
             }
