@@ -1,7 +1,7 @@
 //! Scalar index expressions (`IExpr`): their operators, evaluation,
 //! linear form, substitution and the index arithmetic passes build.
 
-use super::{Cond, VarId};
+use super::{Cond, Interval, VarId};
 
 /// Scalar index expression (i64). Pure; total: division or modulo by zero
 /// yields 0 (a `NonZero` guard keeps such points from mattering), and
@@ -194,46 +194,14 @@ impl IExpr {
     }
 
     /// Inclusive interval of the expression's values given each
-    /// variable's interval (saturating; division by an interval that
-    /// contains 0 gives the full range).
+    /// variable's interval, as `(lo, hi)`: [`IExpr::range`] (the one
+    /// interval analysis, `interval.rs`), empty when `lo > hi`.
     pub fn interval(&self, var: &dyn Fn(VarId) -> (i64, i64)) -> (i64, i64) {
-        const FULL: (i64, i64) = (i64::MIN, i64::MAX);
-        match self {
-            IExpr::Const(c) => (*c, *c),
-            IExpr::Var(v) => var(*v),
-            IExpr::Bin(op, a, b) => {
-                let (x, y) = (a.interval(var), b.interval(var));
-                let corners = |f: &dyn Fn(i64, i64) -> i64| {
-                    let v = [f(x.0, y.0), f(x.0, y.1), f(x.1, y.0), f(x.1, y.1)];
-                    (*v.iter().min().unwrap_or(&i64::MIN), *v.iter().max().unwrap_or(&i64::MAX))
-                };
-                match op {
-                    IBin::Add => (x.0.saturating_add(y.0), x.1.saturating_add(y.1)),
-                    IBin::Sub => (x.0.saturating_sub(y.1), x.1.saturating_sub(y.0)),
-                    IBin::Mul => corners(&|p, q| p.saturating_mul(q)),
-                    IBin::Min => (x.0.min(y.0), x.1.min(y.1)),
-                    IBin::Max => (x.0.max(y.0), x.1.max(y.1)),
-                    IBin::FloorDiv | IBin::CeilDiv if y.0 > 0 || y.1 < 0 => {
-                        if x == FULL || y == FULL {
-                            FULL
-                        } else {
-                            corners(&|p, q| op.apply(p, q))
-                        }
-                    }
-                    IBin::Mod if y.0 > 0 => {
-                        // Floor modulo by a positive divisor lies in [0, d-1];
-                        // when x is already inside, it is x itself.
-                        if y.0 == y.1 && x.0 >= 0 && x.1 < y.0 {
-                            x
-                        } else {
-                            (0, y.1 - 1)
-                        }
-                    }
-                    IBin::Mod if y.1 < 0 => (y.0 + 1, 0),
-                    _ => FULL,
-                }
-            }
-        }
+        let r = self.range(&|v| {
+            let (lo, hi) = var(v);
+            Interval::new(lo, hi)
+        });
+        (r.lo, r.hi)
     }
 }
 
@@ -290,7 +258,6 @@ pub fn tile_index(v: VarId, lo: i64, factor: i64, t: VarId) -> IExpr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::*;
 
     #[test]
     fn index_ops_follow_python_and_are_total() {
