@@ -37,3 +37,4 @@ pub use iexpr::*;
 pub use interval::Interval;
 pub use types::*;
 pub use walk::*;
+pub use work::{loop_work, nest_work, WORK_ENUMERATION_BUDGET};
