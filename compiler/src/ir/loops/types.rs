@@ -404,7 +404,6 @@ impl Compute {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::*;
 
     #[test]
     fn strides_are_row_major() {
