@@ -16,11 +16,13 @@
 
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
-use crate::ir::loops::{bounds_use, FloatWidth, FpContract, IExpr, LoopModule, Node};
-use crate::simplify::analysis::Interval;
+use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{Ir, Level, Options, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
 use crate::sema::{Config, InputShape, Program, RankSystem};
+
+/// The work counter is the loop dialect's (`ir/loops/work.rs`).
+pub use crate::ir::loops::loop_work;
 
 /// `resolve`: a source file as a rank-polymorphic program.
 pub fn resolved(src: &Source) -> Result<Program, Failure> {
@@ -117,69 +119,6 @@ pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Res
     let mut unit = Unit::from_source(src.clone());
     unit.ir = Ir::Loop(lm);
     Ok((loops_of(run(unit, &loop_passes, &float_options(float))?)?, writers))
-}
-
-/// Outer-loop values [`loop_work`] may enumerate, in all, to count a
-/// loop nest whose inner bounds depend on outer variables exactly (a
-/// convolution's tightened filter loops depend on the output position);
-/// past it, such loops are bounded by intervals instead. 2^20 keeps the
-/// estimate under a few milliseconds.
-const WORK_ENUMERATION_BUDGET: u64 = 1 << 20;
-
-/// How many points each kernel of `lm` visits at most (every innermost
-/// body, guards counted as taken), in kernel order, saturating at
-/// `u128::MAX`. Exact where loop bounds are constants, or depend on outer
-/// variables whose values can be enumerated within the budget; otherwise
-/// the interval of each bound gives an upper bound (a loaded index value
-/// ranges over all of `i64`, which tightened bounds clamp to the loop's
-/// original extent by `min`/`max`).
-pub fn loop_work(lm: &LoopModule) -> Vec<u128> {
-    let mut budget = WORK_ENUMERATION_BUDGET;
-    lm.kernels.iter().map(|k| nest_work(&k.body, &mut vec![Interval::FULL; k.vars.len()], &mut budget)).collect()
-}
-
-fn nest_work(nodes: &[Node], env: &mut Vec<Interval>, budget: &mut u64) -> u128 {
-    let mut total: u128 = 0;
-    for n in nodes {
-        match n {
-            Node::For(l) => {
-                let (lo, hi) = (interval(&l.lo, env), interval(&l.hi, env));
-                if lo.is_empty() || hi.is_empty() || hi.hi <= lo.lo {
-                    continue;
-                }
-                let depends = bounds_use(&l.body, l.var);
-                match (lo.as_const(), hi.as_const()) {
-                    (Some(a), Some(b)) if depends && (b as i128 - a as i128) as u128 <= u128::from(*budget) => {
-                        *budget -= (b as i128 - a as i128) as u64;
-                        for v in a..b {
-                            env[l.var] = Interval::point(v);
-                            total = total.saturating_add(nest_work(&l.body, env, budget));
-                        }
-                    }
-                    _ => {
-                        let trips = (hi.hi as i128 - lo.lo as i128) as u128;
-                        env[l.var] = Interval::new(lo.lo, hi.hi - 1);
-                        total = total.saturating_add(trips.saturating_mul(nest_work(&l.body, env, budget)));
-                    }
-                }
-                env[l.var] = Interval::FULL;
-            }
-            Node::Guard(g) => total = total.saturating_add(nest_work(&g.body, env, budget)),
-            Node::LoadIndex { var, .. } => env[*var] = Interval::FULL,
-            Node::Compute(_) => total = total.saturating_add(1),
-            Node::Sync => {}
-        }
-    }
-    total
-}
-
-/// The values `e` takes when each variable ranges over its interval.
-fn interval(e: &IExpr, env: &[Interval]) -> Interval {
-    match e {
-        IExpr::Const(c) => Interval::point(*c),
-        IExpr::Var(v) => env.get(*v).copied().unwrap_or(Interval::FULL),
-        IExpr::Bin(op, a, b) => Interval::apply(*op, interval(a, env), interval(b, env)),
-    }
 }
 
 /// Refuses (E0318, at the statement doing the most) to run `lm`, the
@@ -305,8 +244,7 @@ mod tests {
         // Without enumeration the dependent bounds are taken as intervals:
         // an upper bound, never below the exact count.
         let k = lm.kernels.iter().find(|k| is_conv(k)).unwrap();
-        let mut env = vec![Interval::FULL; k.vars.len()];
-        let bound = nest_work(&k.body, &mut env, &mut 0);
+        let bound = crate::ir::loops::nest_work(&k.body, k.vars.len(), &mut 0);
         assert!(bound >= conv && bound <= box_size, "{bound}");
     }
 

@@ -2,13 +2,9 @@
 //! inclusive `[lo, hi]` that contains the value of each of its e-nodes at
 //! every point of the variables' ranges (`Ranges`).
 //!
-//! Soundness under the loop dialect's *wrapping* arithmetic is the point of
-//! care here. Bounds are computed exactly in `i128`; when a result bound
-//! leaves `i64`, some point may wrap, so the interval becomes the full range
-//! instead of a saturated one (a saturated `[MAX, MAX]` for `x + 1` would
-//! fold to `MAX` while the program computes `MIN`). When every operand is a
-//! single constant the operator itself is applied, wrapping included, so
-//! constant folding is exact.
+//! The intervals and each operator's bounds on them are the loop
+//! dialect's (`ir/loops/interval.rs`, sound under wrapping arithmetic);
+//! this module applies them to e-classes.
 //!
 //! Merging two classes intersects their intervals; a class whose interval
 //! is a single value gets that constant as a node (`modify`), which is how
@@ -16,183 +12,11 @@
 //! `x in [0, 3]` enter the e-graph.
 
 use super::lang::IndexLang;
-use crate::arith::wide;
-use crate::ir::loops::{IBin, VarId};
+use crate::ir::loops::VarId;
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
 use std::collections::BTreeMap;
 
-/// An inclusive range of `i64` values; empty when `lo > hi`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Interval {
-    pub lo: i64,
-    pub hi: i64,
-}
-
-impl Interval {
-    /// Every `i64`: what is known about an unconstrained value.
-    pub const FULL: Interval = Interval { lo: i64::MIN, hi: i64::MAX };
-    /// No value: the domain is empty (dead code).
-    pub const EMPTY: Interval = Interval { lo: 1, hi: 0 };
-
-    pub fn new(lo: i64, hi: i64) -> Interval {
-        Interval { lo, hi }
-    }
-
-    pub fn point(c: i64) -> Interval {
-        Interval { lo: c, hi: c }
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.lo > self.hi
-    }
-
-    /// The single value, when there is exactly one.
-    pub fn as_const(self) -> Option<i64> {
-        (self.lo == self.hi).then_some(self.lo)
-    }
-
-    pub fn contains(self, x: i64) -> bool {
-        self.lo <= x && x <= self.hi
-    }
-
-    pub fn intersect(self, o: Interval) -> Interval {
-        Interval { lo: self.lo.max(o.lo), hi: self.hi.min(o.hi) }
-    }
-
-    /// The hull of two intervals (an empty side contributes nothing).
-    fn hull(self, o: Interval) -> Interval {
-        if self.is_empty() {
-            o
-        } else if o.is_empty() {
-            self
-        } else {
-            Interval { lo: self.lo.min(o.lo), hi: self.hi.max(o.hi) }
-        }
-    }
-
-    /// Exact `i128` bounds: the full range when either leaves `i64`,
-    /// because then some point of the domain may wrap.
-    pub fn from_wide(lo: i128, hi: i128) -> Interval {
-        match (i64::try_from(lo), i64::try_from(hi)) {
-            (Ok(lo), Ok(hi)) => Interval { lo, hi },
-            _ => Interval::FULL,
-        }
-    }
-
-    /// Exact bounds of `a + b`, `a - b` or `a * b` taken as mathematical
-    /// integers, or `None` when some point leaves `i64` (where the dialect
-    /// would wrap). Conditions that need "no wrapping anywhere" use this,
-    /// not `apply`, which folds constants *with* wrapping.
-    pub fn exact(op: IBin, a: Interval, b: Interval) -> Option<Interval> {
-        if a.is_empty() || b.is_empty() {
-            return None;
-        }
-        let (al, ah, bl, bh) = (a.lo as i128, a.hi as i128, b.lo as i128, b.hi as i128);
-        let (lo, hi) = match op {
-            IBin::Add => (al + bl, ah + bh),
-            IBin::Sub => (al - bh, ah - bl),
-            IBin::Mul => {
-                let p = [al * bl, al * bh, ah * bl, ah * bh];
-                (p.iter().copied().min()?, p.iter().copied().max()?)
-            }
-            _ => return None,
-        };
-        Some(Interval { lo: i64::try_from(lo).ok()?, hi: i64::try_from(hi).ok()? })
-    }
-
-    /// Bounds of `op` applied to any `a` in `self` and `b` in `o`, under the
-    /// loop dialect's semantics (wrapping; division and modulo by 0 give 0).
-    pub fn apply(op: IBin, a: Interval, b: Interval) -> Interval {
-        if a.is_empty() || b.is_empty() {
-            return Interval::EMPTY;
-        }
-        if let (Some(x), Some(y)) = (a.as_const(), b.as_const()) {
-            return Interval::point(op.apply(x, y));
-        }
-        let (al, ah, bl, bh) = (a.lo as i128, a.hi as i128, b.lo as i128, b.hi as i128);
-        match op {
-            IBin::Add => Interval::from_wide(al + bl, ah + bh),
-            IBin::Sub => Interval::from_wide(al - bh, ah - bl),
-            IBin::Mul => {
-                let p = [al * bl, al * bh, ah * bl, ah * bh];
-                Interval::from_wide(*p.iter().min().unwrap_or(&0), *p.iter().max().unwrap_or(&0))
-            }
-            IBin::FloorDiv => Interval::divide(a, b, wide::floor_div),
-            IBin::CeilDiv => Interval::divide(a, b, wide::ceil_div),
-            IBin::Mod => Interval::modulo(a, b),
-            IBin::Min => Interval { lo: a.lo.min(b.lo), hi: a.hi.min(b.hi) },
-            IBin::Max => Interval { lo: a.lo.max(b.lo), hi: a.hi.max(b.hi) },
-        }
-    }
-
-    /// The negative and positive parts of a divisor interval (either may
-    /// be empty); zero is handled by the callers (it yields 0).
-    fn sign_parts(b: Interval) -> [Interval; 2] {
-        let neg = if b.lo <= -1 { Interval::new(b.lo, b.hi.min(-1)) } else { Interval::EMPTY };
-        let pos = if b.hi >= 1 { Interval::new(b.lo.max(1), b.hi) } else { Interval::EMPTY };
-        [neg, pos]
-    }
-
-    /// Floor or ceiling division. On a divisor range of one sign the
-    /// quotient is monotone in each operand, so its extremes are at the
-    /// corners; the two sign parts are joined, plus 0 when 0 is a divisor.
-    fn divide(a: Interval, b: Interval, div: fn(i128, i128) -> i128) -> Interval {
-        let mut out = if b.contains(0) { Interval::point(0) } else { Interval::EMPTY };
-        for part in Interval::sign_parts(b) {
-            if part.is_empty() {
-                continue;
-            }
-            let mut lo = i128::MAX;
-            let mut hi = i128::MIN;
-            for x in [a.lo as i128, a.hi as i128] {
-                for d in [part.lo as i128, part.hi as i128] {
-                    let q = div(x, d);
-                    lo = lo.min(q);
-                    hi = hi.max(q);
-                }
-            }
-            // `MIN // -1` leaves i64 and wraps: `from_wide` gives FULL then.
-            out = out.hull(Interval::from_wide(lo, hi));
-        }
-        out
-    }
-
-    /// Floor modulo: the result has the divisor's sign and is smaller in
-    /// magnitude. Tighter facts: when `a` lies inside one period of a
-    /// constant divisor, `a % d == a - k*d` on all of it; when `a` is
-    /// already inside `[0, d)` (or `(d, 0]`) for every divisor, `a % d == a`.
-    fn modulo(a: Interval, b: Interval) -> Interval {
-        let mut out = if b.contains(0) { Interval::point(0) } else { Interval::EMPTY };
-        let [neg, pos] = Interval::sign_parts(b);
-        if !pos.is_empty() {
-            let r = if let Some(d) = pos.as_const().filter(|_| wide::floor_div(a.lo as i128, pos.lo as i128) == wide::floor_div(a.hi as i128, pos.lo as i128)) {
-                let k = wide::floor_div(a.lo as i128, d as i128) * d as i128;
-                Interval::from_wide(a.lo as i128 - k, a.hi as i128 - k)
-            } else if a.lo >= 0 && a.hi < pos.lo {
-                a
-            } else if a.lo >= 0 {
-                Interval::new(0, (pos.hi - 1).min(a.hi))
-            } else {
-                Interval::new(0, pos.hi - 1)
-            };
-            out = out.hull(r);
-        }
-        if !neg.is_empty() {
-            let r = if let Some(d) = neg.as_const().filter(|_| wide::floor_div(a.lo as i128, neg.lo as i128) == wide::floor_div(a.hi as i128, neg.lo as i128)) {
-                let k = wide::floor_div(a.lo as i128, d as i128) * d as i128;
-                Interval::from_wide(a.lo as i128 - k, a.hi as i128 - k)
-            } else if a.hi <= 0 && a.lo > neg.hi {
-                a
-            } else if a.hi <= 0 {
-                Interval::new((neg.lo + 1).max(a.lo), 0)
-            } else {
-                Interval::new(neg.lo + 1, 0)
-            };
-            out = out.hull(r);
-        }
-        out
-    }
-}
+pub use crate::ir::loops::Interval;
 
 /// The range of each variable (inclusive); variables not listed range over
 /// all of `i64`.
@@ -284,79 +108,6 @@ impl Analysis<IndexLang> for IntervalAnalysis {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::IBin::*;
-
-    fn iv(lo: i64, hi: i64) -> Interval {
-        Interval::new(lo, hi)
-    }
-
-    /// Checks `apply` against every point of small intervals: each result
-    /// lies inside the computed bounds, and the bounds are attained.
-    fn exhaustive(op: IBin, a: Interval, b: Interval) {
-        let r = Interval::apply(op, a, b);
-        let mut seen_lo = i64::MAX;
-        let mut seen_hi = i64::MIN;
-        for x in a.lo..=a.hi {
-            for y in b.lo..=b.hi {
-                let v = op.apply(x, y);
-                assert!(r.contains(v), "{op:?} {x} {y} = {v} not in {r:?} (a {a:?}, b {b:?})");
-                seen_lo = seen_lo.min(v);
-                seen_hi = seen_hi.max(v);
-            }
-        }
-        // Exact for everything but modulo, whose bounds are a hull.
-        if op != Mod {
-            assert_eq!(r, iv(seen_lo, seen_hi), "{op:?} {a:?} {b:?}");
-        }
-    }
-
-    #[test]
-    fn bounds_contain_every_point_of_small_intervals() {
-        let ivs = [iv(-7, -3), iv(-4, 4), iv(0, 0), iv(0, 5), iv(2, 2), iv(3, 11), iv(-1, 0), iv(-9, -9), iv(-5, 1)];
-        for op in [Add, Sub, Mul, FloorDiv, CeilDiv, Mod, Min, Max] {
-            for a in ivs {
-                for b in ivs {
-                    exhaustive(op, a, b);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn modulo_inside_one_period_shifts() {
-        // x in [8, 10], x % 4 is x - 8.
-        assert_eq!(Interval::apply(Mod, iv(8, 10), Interval::point(4)), iv(0, 2));
-        // x in [-3, -1], x % -4 is x itself.
-        assert_eq!(Interval::apply(Mod, iv(-3, -1), Interval::point(-4)), iv(-3, -1));
-        // Straddling a period boundary: the whole residue range.
-        assert_eq!(Interval::apply(Mod, iv(3, 5), Interval::point(4)), iv(0, 3));
-    }
-
-    #[test]
-    fn possible_wrap_gives_full_range() {
-        let top = iv(i64::MAX - 1, i64::MAX);
-        assert_eq!(Interval::apply(Add, top, iv(0, 1)), Interval::FULL);
-        assert_eq!(Interval::apply(Mul, iv(1 << 40, 1 << 41), iv(1 << 30, 1 << 31)), Interval::FULL);
-        // MIN // -1 wraps to MIN in the dialect.
-        assert_eq!(Interval::apply(FloorDiv, iv(i64::MIN, i64::MIN + 1), iv(-1, -1)), Interval::FULL);
-        // Constants fold exactly, wrapping like the program does.
-        assert_eq!(Interval::apply(Add, Interval::point(i64::MAX), Interval::point(1)), Interval::point(i64::MIN));
-    }
-
-    #[test]
-    fn exact_refuses_wrapping_even_for_constants() {
-        let big = Interval::point(1 << 62);
-        assert_eq!(Interval::exact(Mul, big, Interval::point(3)), None);
-        assert_eq!(Interval::exact(Mul, big, Interval::point(1)), Some(big));
-        assert_eq!(Interval::exact(Sub, iv(0, 5), iv(-2, 1)), Some(iv(-1, 7)));
-        assert_eq!(Interval::exact(Sub, Interval::point(i64::MIN), Interval::point(1)), None);
-    }
-
-    #[test]
-    fn division_by_a_range_through_zero_includes_zero() {
-        assert_eq!(Interval::apply(FloorDiv, iv(10, 10), iv(0, 0)), iv(0, 0));
-        assert_eq!(Interval::apply(FloorDiv, iv(10, 20), iv(0, 5)), iv(0, 20));
-    }
 
     #[test]
     fn ranges_default_to_full_and_narrow_by_intersection() {

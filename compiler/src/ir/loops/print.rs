@@ -116,11 +116,8 @@ fn numbering_is_implicit(k: &Kernel) -> bool {
                     }
                     Node::Sync => {}
                     Node::Compute(c) => {
-                        for v in &c.values {
-                            match &v.op {
-                                VOp::Load { offset: e, .. } | VOp::Index(e) | VOp::Lookup { index: e, .. } | VOp::Random { counter: e, .. } => self.uses(e),
-                                _ => {}
-                            }
+                        for e in c.values.iter().filter_map(|v| v.op.index_expr()) {
+                            self.uses(e);
                         }
                         self.uses(&c.write.offset);
                     }

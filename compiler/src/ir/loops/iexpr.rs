@@ -1,0 +1,275 @@
+//! Scalar index expressions (`IExpr`): their operators, evaluation,
+//! linear form, substitution and the index arithmetic passes build.
+
+use super::{Cond, Interval, VarId};
+
+/// Scalar index expression (i64). Pure; total: division or modulo by zero
+/// yields 0 (a `NonZero` guard keeps such points from mattering), and
+/// arithmetic wraps on overflow.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IExpr {
+    Const(i64),
+    Var(VarId),
+    Bin(IBin, Box<IExpr>, Box<IExpr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IBin {
+    Add,
+    Sub,
+    Mul,
+    /// Floor division (Python `//`).
+    FloorDiv,
+    /// Ceiling division (`//^`).
+    CeilDiv,
+    /// Floor modulo (Python `%`: sign of the divisor).
+    Mod,
+    Min,
+    Max,
+}
+
+impl IBin {
+    /// The operation on concrete values (see `IExpr` for the totality
+    /// conventions).
+    pub fn apply(self, a: i64, b: i64) -> i64 {
+        use crate::arith::{ceil_div, floor_div, floor_mod};
+        match self {
+            IBin::Add => a.wrapping_add(b),
+            IBin::Sub => a.wrapping_sub(b),
+            IBin::Mul => a.wrapping_mul(b),
+            _ if b == 0 && matches!(self, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) => 0,
+            IBin::FloorDiv => floor_div(a, b),
+            IBin::CeilDiv => ceil_div(a, b),
+            IBin::Mod => floor_mod(a, b),
+            IBin::Min => a.min(b),
+            IBin::Max => a.max(b),
+        }
+    }
+}
+
+impl IExpr {
+    pub fn c(v: i64) -> IExpr {
+        IExpr::Const(v)
+    }
+
+    pub fn v(v: VarId) -> IExpr {
+        IExpr::Var(v)
+    }
+
+    pub fn bin(op: IBin, a: IExpr, b: IExpr) -> IExpr {
+        IExpr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    pub fn add(a: IExpr, b: IExpr) -> IExpr {
+        IExpr::bin(IBin::Add, a, b)
+    }
+
+    pub fn sub(a: IExpr, b: IExpr) -> IExpr {
+        IExpr::bin(IBin::Sub, a, b)
+    }
+
+    pub fn mul(a: IExpr, b: IExpr) -> IExpr {
+        IExpr::bin(IBin::Mul, a, b)
+    }
+
+    /// Value at a point; `env[v]` is variable `v`'s value.
+    pub fn eval(&self, env: &[i64]) -> i64 {
+        match self {
+            IExpr::Const(c) => *c,
+            IExpr::Var(v) => env[*v],
+            IExpr::Bin(op, a, b) => op.apply(a.eval(env), b.eval(env)),
+        }
+    }
+
+    pub fn as_const(&self) -> Option<i64> {
+        match self {
+            IExpr::Const(c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// Does the expression mention `v`?
+    pub fn uses(&self, v: VarId) -> bool {
+        match self {
+            IExpr::Const(_) => false,
+            IExpr::Var(x) => *x == v,
+            IExpr::Bin(_, a, b) => a.uses(v) || b.uses(v),
+        }
+    }
+
+    /// Does the expression's value depend on `v`? Unlike [`IExpr::uses`],
+    /// occurrences that cancel (`(i + o) - o`) do not count.
+    pub fn depends_on(&self, v: VarId) -> bool {
+        self.uses(v) && self.linear().terms.iter().any(|(atom, _)| atom.uses(v))
+    }
+
+    /// Calls `f` on every variable occurrence.
+    pub fn for_each_var(&self, f: &mut impl FnMut(VarId)) {
+        match self {
+            IExpr::Const(_) => {}
+            IExpr::Var(x) => f(*x),
+            IExpr::Bin(_, a, b) => {
+                a.for_each_var(f);
+                b.for_each_var(f);
+            }
+        }
+    }
+
+    /// Number of operations (the cost `simplify-index` minimises).
+    pub fn op_count(&self) -> usize {
+        match self {
+            IExpr::Const(_) | IExpr::Var(_) => 0,
+            IExpr::Bin(_, a, b) => 1 + a.op_count() + b.op_count(),
+        }
+    }
+}
+
+/// An expression as `constant + sum(coef * atom)`: sums, differences and
+/// products by constants are expanded; any other subexpression (a
+/// variable, a division, a product of two non-constants) is an atom.
+/// Equal atoms are merged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Linear {
+    pub constant: i64,
+    pub terms: Vec<(IExpr, i64)>,
+}
+
+impl Linear {
+    fn scale(mut self, c: i64) -> Linear {
+        self.constant = self.constant.wrapping_mul(c);
+        for t in &mut self.terms {
+            t.1 = t.1.wrapping_mul(c);
+        }
+        self
+    }
+
+    fn plus(mut self, o: Linear) -> Linear {
+        self.constant = self.constant.wrapping_add(o.constant);
+        for (a, c) in o.terms {
+            match self.terms.iter_mut().find(|(b, _)| *b == a) {
+                Some(t) => t.1 = t.1.wrapping_add(c),
+                None => self.terms.push((a, c)),
+            }
+        }
+        self.terms.retain(|t| t.1 != 0);
+        self
+    }
+
+    /// Coefficient of an atom (0 when absent).
+    pub fn coef(&self, atom: &IExpr) -> i64 {
+        self.terms.iter().find(|(a, _)| a == atom).map_or(0, |t| t.1)
+    }
+
+    /// Back to an expression (terms in order, then the constant).
+    pub fn to_expr(&self) -> IExpr {
+        let mut e: Option<IExpr> = None;
+        for (a, c) in &self.terms {
+            let t = if *c == 1 { a.clone() } else { IExpr::mul(a.clone(), IExpr::Const(*c)) };
+            e = Some(match e {
+                None => t,
+                Some(x) => IExpr::add(x, t),
+            });
+        }
+        match (e, self.constant) {
+            (None, c) => IExpr::Const(c),
+            (Some(x), 0) => x,
+            (Some(x), c) => IExpr::add(x, IExpr::Const(c)),
+        }
+    }
+}
+
+impl IExpr {
+    pub fn linear(&self) -> Linear {
+        match self {
+            IExpr::Const(c) => Linear { constant: *c, terms: vec![] },
+            IExpr::Bin(IBin::Add, a, b) => a.linear().plus(b.linear()),
+            IExpr::Bin(IBin::Sub, a, b) => a.linear().plus(b.linear().scale(-1)),
+            IExpr::Bin(IBin::Mul, a, b) => match (a.as_const(), b.as_const()) {
+                (_, Some(c)) => a.linear().scale(c),
+                (Some(c), _) => b.linear().scale(c),
+                _ => Linear { constant: 0, terms: vec![(self.clone(), 1)] },
+            },
+            _ => Linear { constant: 0, terms: vec![(self.clone(), 1)] },
+        }
+    }
+
+    /// Inclusive interval of the expression's values given each
+    /// variable's interval, as `(lo, hi)`: [`IExpr::range`] (the one
+    /// interval analysis, `interval.rs`), empty when `lo > hi`.
+    pub fn interval(&self, var: &dyn Fn(VarId) -> (i64, i64)) -> (i64, i64) {
+        let r = self.range(&|v| {
+            let (lo, hi) = var(v);
+            Interval::new(lo, hi)
+        });
+        (r.lo, r.hi)
+    }
+}
+
+impl Cond {
+    pub fn holds(&self, env: &[i64]) -> bool {
+        match self {
+            Cond::InRange { e, lo, hi } => {
+                let x = e.eval(env);
+                lo.eval(env) <= x && x < hi.eval(env)
+            }
+            Cond::NonZero(e) => e.eval(env) != 0,
+        }
+    }
+
+    pub fn exprs(&self) -> Vec<&IExpr> {
+        match self {
+            Cond::InRange { e, lo, hi } => vec![e, lo, hi],
+            Cond::NonZero(e) => vec![e],
+        }
+    }
+
+    pub fn exprs_mut(&mut self) -> Vec<&mut IExpr> {
+        match self {
+            Cond::InRange { e, lo, hi } => vec![e, lo, hi],
+            Cond::NonZero(e) => vec![e],
+        }
+    }
+}
+
+impl IExpr {
+    /// The expression with every occurrence of `v` replaced by `by`.
+    pub fn substitute(&self, v: VarId, by: &IExpr) -> IExpr {
+        match self {
+            IExpr::Var(x) if *x == v => by.clone(),
+            IExpr::Const(_) | IExpr::Var(_) => self.clone(),
+            IExpr::Bin(op, a, b) => IExpr::bin(*op, a.substitute(v, by), b.substitute(v, by)),
+        }
+    }
+}
+
+/// `v` split into tiles of `factor` contiguous points, `t` the point in
+/// the tile: `lo + (v - lo)*factor + t` for `v` from `lo` (the tiled
+/// loops of `register-tiles{layout=blocked}`, `block-tiles`,
+/// `interleave-sums`).
+pub fn tile_index(v: VarId, lo: i64, factor: i64, t: VarId) -> IExpr {
+    let tile = |x: IExpr| IExpr::add(IExpr::mul(x, IExpr::c(factor)), IExpr::v(t));
+    if lo == 0 {
+        tile(IExpr::v(v))
+    } else {
+        IExpr::add(IExpr::c(lo), tile(IExpr::sub(IExpr::v(v), IExpr::c(lo))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_ops_follow_python_and_are_total() {
+        assert_eq!(IBin::FloorDiv.apply(-7, 2), -4);
+        assert_eq!(IBin::CeilDiv.apply(-7, 2), -3);
+        assert_eq!(IBin::Mod.apply(-7, 2), 1);
+        assert_eq!(IBin::Mod.apply(7, -2), -1);
+        assert_eq!(IBin::FloorDiv.apply(5, 0), 0);
+        assert_eq!(IBin::Min.apply(3, -1), -1);
+        let e = IExpr::sub(IExpr::v(0), IExpr::mul(IExpr::c(2), IExpr::v(1)));
+        assert_eq!(e.eval(&[7, 3]), 1);
+        assert!(e.uses(1) && !e.uses(2));
+        assert_eq!(e.op_count(), 2);
+    }
+}
