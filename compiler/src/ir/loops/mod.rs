@@ -24,6 +24,7 @@ pub mod parse;
 pub mod print;
 pub mod site;
 pub mod syntax;
+pub mod target;
 pub mod verify;
 
 /// Induction variable or loaded index value; indexes `Kernel::vars`.
