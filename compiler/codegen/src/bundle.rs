@@ -7,35 +7,23 @@
 //! the interpreter's values (docs/bundle.md).
 //!
 //! Launch configuration ([`launch_dims`]): one thread per point of the
-//! kernel's parallel chain (`crate::thread_count`), blocks of 64 to
-//! [`BLOCK`] threads chosen so that a launch has at least [`MIN_BLOCKS`]
-//! blocks where it can, at most [`GRID_CAP`] blocks (the kernels loop
-//! grid-stride over the rest). A kernel with no threads is not launched.
+//! kernel's parallel chain (`crate::thread_count`), blocks of
+//! `launch_min_block` to `launch_block` threads chosen so that a launch
+//! has at least `launch_min_blocks` blocks where it can, at most
+//! `grid_cap` blocks (the kernels loop grid-stride over the rest): the
+//! fields of the target's [`GpuTarget`] (eintup's ir/loops/target.rs). A
+//! kernel with no threads is not launched.
 
 use eintup::ir::loops::FloatWidth;
 
 use eintup::driver::{Failure, Source};
 use eintup::ir::et::{self, Module, OpKind};
+use eintup::ir::loops::target::GpuTarget;
 use eintup::ir::loops::{self, LoopModule};
 use eintup::sema::Config;
 use eintup_runtime::manifest::{self, Buffer, Init, Kernel, RandomSpec, Role, Step};
 use crate::FpContract;
 use eintup_runtime::{Bundle, DType, Manifest};
-
-/// Threads per block. 256 is the usual choice for memory-bound kernels on
-/// sm_80/sm_90 (8 warps; full occupancy with <= 32 registers per thread).
-pub const BLOCK: u32 = 256;
-/// Smallest block used when a launch has too few threads for
-/// [`MIN_BLOCKS`] blocks of [`BLOCK`]: two warps.
-pub const MIN_BLOCK: u32 = 64;
-/// Blocks a launch should have to spread over every SM (about two per SM
-/// on a 132-SM H100): with 2^14 threads, 256 blocks of 64 threads keep
-/// every SM's load units busy where 64 blocks of 256 would leave half the
-/// SMs idle.
-pub const MIN_BLOCKS: i64 = 256;
-/// Blocks per launch at most: 4096 x 256 = 1M threads, several waves on
-/// the largest GPUs (132 SMs x 2048 threads); more only adds scheduling.
-pub const GRID_CAP: u32 = 4096;
 
 /// Everything `build` needs besides the modules.
 pub struct BuildOptions {
@@ -62,6 +50,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     if generators_fit {
         all.kernels.extend(gen.kernels.iter().cloned());
     }
+    let gpu = GpuTarget::for_sm(o.sm);
     let (ptx, info) = crate::emit_ptx(&all, o.seed, o.sm, o.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
     // Registers and spills when ptxas is installed; the build succeeds
     // without it.
@@ -118,8 +107,8 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         let (grid, block) = match crate::block_size(k) {
             // A block-tiled kernel: one block per point of its chain (grid-
             // stride over the rest), its nest's threads in each.
-            Some(size) => ((threads / size).min(GRID_CAP as i64) as u32, size as u32),
-            None => launch_dims(threads),
+            Some(size) => ((threads / size).min(gpu.grid_cap) as u32, size as u32),
+            None => gpu.launch_dims(threads),
         };
         launches.insert(k.name.clone(), Step::Launch { kernel: k.name.clone(), grid: [grid, 1, 1], block: [block, 1, 1], args: params });
     }
@@ -157,19 +146,11 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     Bundle::new(m, ptx).map_err(|e| Failure::Internal(format!("bundle: {e}")))
 }
 
-/// Grid and block for `threads` threads (> 0): the block is the largest
-/// power of two from [`MIN_BLOCK`] to [`BLOCK`] that still gives
-/// [`MIN_BLOCKS`] blocks (fewer than [`MIN_BLOCK`] threads: one block of
-/// whole warps).
+/// Grid and block for `threads` threads (> 0) on the default target
+/// ([`GpuTarget::launch_dims`]; the launch policy is the same for every
+/// `sm`).
 pub fn launch_dims(threads: i64) -> (u32, u32) {
-    let block = if threads < MIN_BLOCK as i64 {
-        (((threads + 31) / 32) * 32) as u32
-    } else {
-        let per_block = (threads / MIN_BLOCKS).clamp(MIN_BLOCK as i64, BLOCK as i64);
-        1u32 << (63 - per_block.leading_zeros())
-    };
-    let grid = ((threads + block as i64 - 1) / block as i64).min(GRID_CAP as i64) as u32;
-    (grid, block)
+    GpuTarget::default().launch_dims(threads)
 }
 
 pub fn dtype(d: loops::DType) -> DType {
@@ -217,8 +198,8 @@ mod tests {
         assert_eq!(launch_dims((1 << 16) + 1), (257, 256));
         for t in [1i64, 31, 63, 64, 65, 1000, 12345, 1 << 20] {
             let (g, b) = launch_dims(t);
-            assert!(g as i64 * b as i64 >= t && b % 32 == 0 && b <= BLOCK, "{t}: {g} x {b}");
+            assert!(g as i64 * b as i64 >= t && b % 32 == 0 && b as i64 <= GpuTarget::default().launch_block, "{t}: {g} x {b}");
         }
-        assert_eq!(launch_dims(1 << 40), (GRID_CAP, 256));
+        assert_eq!(launch_dims(1 << 40), (GpuTarget::default().grid_cap as u32, 256));
     }
 }

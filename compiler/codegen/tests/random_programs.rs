@@ -74,6 +74,9 @@ const MAX_WORK: i64 = 4096;
 /// the front end and are compared, in about 25 s of a debug build.
 const DEFAULT_CASES: u32 = 600;
 
+/// Programs of [`random_programs_at_gpu_pass_sizes_agree_on_every_backend`].
+const GPU_SIZE_CASES: u32 = 24;
+
 const BACKENDS: [Backend; 2] = [Backend::Cpu, Backend::Emu];
 const WIDTHS: [FloatWidth; 2] = [FloatWidth::F64, FloatWidth::F32];
 
@@ -101,13 +104,20 @@ static WORST: AtomicU64 = AtomicU64::new(0);
 /// Checks one program under one seed on every backend; `Err` says what
 /// disagreed.
 fn check(text: &str, seed: u64) -> Result<Outcome, String> {
+    check_within(text, seed, MAX_WORK)
+}
+
+/// [`check`] with another cap on iteration spaces and arrays (the GPU
+/// passes' programs: each sum still has at most `MAX_WORK` terms, which
+/// the tolerance assumes).
+fn check_within(text: &str, seed: u64, max_work: i64) -> Result<Outcome, String> {
     let src = Source::from_string("p.et", text);
     let m = match eintup::pipeline::specialized_for(&src, &[], &[], seed, FloatWidth::F64) {
         Ok((m, _)) => m,
         Err(Failure::User(_)) => return Ok(Outcome::FrontEnd),
         Err(e) => return Err(format!("the front end: {e}")),
     };
-    if !small(&m) {
+    if m.largest_extent() > max_work {
         return Ok(Outcome::Large);
     }
     let order = OrderSensitive::of(&m);
@@ -151,11 +161,6 @@ fn check(text: &str, seed: u64) -> Result<Outcome, String> {
         }
     }
     Ok(Outcome::Compared)
-}
-
-/// Every statement's iteration space and every array within `MAX_WORK`.
-fn small(m: &Module) -> bool {
-    m.largest_extent() <= MAX_WORK
 }
 
 fn is_floor(k: &OpKind) -> bool {
@@ -268,6 +273,90 @@ fn random_programs_agree_on_every_backend() {
     // The generator must keep reaching the backends.
     let compared = tally.get(&Outcome::Compared).copied().unwrap_or(0);
     assert!(compared as u32 >= cases / 10, "only {compared} of {cases} programs were compared: {tally:?}");
+}
+
+/// Random programs at the sizes where the GPU passes fire, which
+/// [`MAX_WORK`] keeps the generator's programs below (register tiles need
+/// 4096 threads after tiling, so 16384 cells): contractions (register
+/// tiles, block tiles), long row sums (split reductions) and broadcasts
+/// (sunk broadcast loops), with random sizes, layouts and element types,
+/// through [`check_within`] on every backend. Each pass must fire on some
+/// (`pipeline::lower_gpu`, as the emulator's bundle is built): each
+/// program's own passes, and no other of the four.
+/// `PROPTEST_CASES` does not apply: [`GPU_SIZE_CASES`] cases.
+#[test]
+fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
+    use eintup::ir::loops::{KernelRole, LoopKind, Node};
+    let ty = prop_oneof![Just("INT"), Just("FLOAT")];
+    // (row, col) with row*col >= 16384, both even: at least 2x2 tiles.
+    let contraction = (prop_oneof![Just((128, 128)), Just((64, 256)), Just((256, 64)), Just((96, 256))], 2i64..6, any::<bool>(), any::<bool>(), ty.clone()).prop_map(
+        |((r, c), k, at, bt, ty)| {
+            let a = if at { "a[k,row]" } else { "a[row,k]" };
+            let b = if bt { "b[col,k]" } else { "b[k,col]" };
+            let text = format!(
+                "{a} = RANDOM(0, 9, {ty})\n{b} = RANDOM(0, 9, {ty})\nc[row,col] = {a} * {b}\n\n\
+                 RANK(row) = 1\nRANK(col) = 1\nRANK(k) = 1\nDIMS(row) IN [{r},{r}]\nDIMS(col) IN [{c},{c}]\nDIMS(k) IN [{k},{k}]\n"
+            );
+            (text, [true, true, false, false])
+        },
+    );
+    // INT: FLOAT sums split only under `--fp-contract fast`, and the
+    // backends run `off`.
+    let row_sums = (1i64..9, 64i64..300).prop_map(|(keep, drop)| {
+        let text = format!("x[keep,drop] = RANDOM(-9, 9, INT)\ns[keep] = x[keep,drop]\n\nRANK(keep) = 1\nRANK(drop) = 1\nDIMS(keep) IN [{keep},{keep}]\nDIMS(drop) IN [{drop},{drop}]\n");
+        (text, [false, false, true, false])
+    });
+    let broadcast = (4096i64..4200, 2i64..4, ty).prop_map(|(e, rep, ty)| {
+        let text = format!("x[e] = RANDOM(0, 100, {ty})\ny[rep*DIMS(e)+e] = x[e] + 1\n\nRANK(e) = 1\nRANK(rep) = 1\nDIMS(e) IN [{e},{e}]\nDIMS(rep) IN [{rep},{rep}]\n");
+        (text, [false, false, false, true])
+    });
+    let config = ProptestConfig {
+        cases: GPU_SIZE_CASES,
+        source_file: Some(file!()),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    };
+    // (register tiles, block tiles, split reductions, sunk broadcasts).
+    let fired = Mutex::new([0usize; 4]);
+    let start = std::time::Instant::now();
+    let result = TestRunner::new(config).run(&(prop_oneof![contraction, row_sums, broadcast], 0u64..4), |((text, want), seed)| {
+        let src = Source::from_string("p.et", &text);
+        let (m, _) = eintup::pipeline::specialized_for(&src, &[], &[], seed, FloatWidth::F64).map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
+        let lm = eintup::pipeline::lower_gpu(&src, &m, FloatWidth::F64, FpContract::Off).map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
+        let mut f = [false; 4];
+        for k in &lm.kernels {
+            let has_thread = { let mut t = false; k.walk(&mut |n| t |= matches!(n, Node::For(l) if l.kind == LoopKind::Thread)); t };
+            let has_unroll = { let mut u = false; k.walk(&mut |n| u |= matches!(n, Node::For(l) if l.kind == LoopKind::Unroll)); u };
+            let mut reduces = false;
+            k.walk(&mut |n| reduces |= matches!(n, Node::For(l) if l.kind == LoopKind::Reduce));
+            // Tiles are `unroll` loops around a reduction's sum (inside a
+            // block-tiled kernel too: an untiled one's has no unroll loop).
+            f[0] |= has_unroll && reduces;
+            f[1] |= has_thread;
+            f[2] |= k.role == KernelRole::Partial;
+            f[3] |= has_unroll && !reduces && !has_thread;
+        }
+        if f != want {
+            return Err(TestCaseError::fail(format!("{text}\n(register tiles, block tiles, split reductions, sunk broadcasts): {f:?}, expected {want:?}")));
+        }
+        {
+            let mut fired = fired.lock().unwrap();
+            for i in 0..4 {
+                fired[i] += f[i] as usize;
+            }
+        }
+        match check_within(&text, seed, 1 << 18) {
+            Ok(Outcome::Compared) => Ok(()),
+            Ok(o) => Err(TestCaseError::fail(format!("seed {seed}:\n{text}\nnot compared: {o:?}"))),
+            Err(e) => Err(TestCaseError::fail(format!("seed {seed}:\n{text}\n{e}"))),
+        }
+    });
+    let fired = fired.into_inner().unwrap();
+    eprintln!("{GPU_SIZE_CASES} programs at GPU pass sizes in {:.1} s; (register tiles, block tiles, split reductions, sunk broadcasts) fired in {fired:?}", start.elapsed().as_secs_f64());
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert!(fired.iter().all(|&n| n > 0), "a GPU pass never fired: {fired:?}");
 }
 
 fn assert_agrees(text: &str, seeds: std::ops::Range<u64>) -> Vec<Outcome> {

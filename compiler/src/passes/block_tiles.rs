@@ -49,24 +49,15 @@
 
 use super::{Ir, Options, PassError, Unit};
 use crate::ir::loops::chain::Chain;
+use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::verify::MAX_SHARED_BYTES;
 use crate::ir::loops::*;
 
-/// Threads along one dimension of a block at most (16 x 16 = 256).
-pub const MAX_THREADS_PER_DIM: i64 = 16;
-/// Threads per block at most: 8 warps, as for the other kernels.
-pub const MAX_BLOCK: i64 = 256;
-/// Threads a block must have at least (two warps).
-pub const MIN_BLOCK_THREADS: i64 = 64;
-/// Reduction steps per stage, tried in order when the whole reduction is
-/// longer than the first.
-pub const STEPS: [i64; 4] = [16, 8, 4, 2];
-
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("block-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     for ki in 0..m.kernels.len() {
-        if let Some((what, k, scratch)) = tile_kernel(m, &m.kernels[ki]) {
+        if let Some((what, k, scratch)) = tile_kernel(m, &m.kernels[ki], &opts.gpu) {
             // Scratch buffer ids were numbered from here by `tile_kernel`.
             for mut b in scratch {
                 b.name = m.unique_buffer_name(b.name);
@@ -122,9 +113,105 @@ fn pow2_factor(n: i64, cap: i64) -> i64 {
     f
 }
 
+/// One way to block-tile a kernel: the chain loops that become thread
+/// dimensions with their threads (`(var, threads)`, outermost first) and
+/// the reduction step `BK`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockChoice {
+    pub threads: Vec<(VarId, i64)>,
+    pub step: i64,
+}
+
 /// The tiled kernel, a description of the tiling, and the scratch buffers
-/// it uses (ids from `m.buffers.len()` on), when `k` qualifies.
-pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Buffer>)> {
+/// it uses (ids from `m.buffers.len()` on), when `k` qualifies: [`apply`]
+/// of the first of [`candidates`].
+pub fn tile_kernel(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
+    let choice = candidates(m, k, gpu).into_iter().next()?;
+    apply(m, k, &choice)
+}
+
+/// The block tilings of `k` the pass would consider, best first (the pass
+/// applies the first): the thread dimensions and step of the module doc,
+/// then the same threads with the other steps of `gpu.block_tile_steps`
+/// that divide the reduction, then blocks with half the threads along one
+/// of the two innermost dimensions (at least `gpu.block_tile_min_threads`);
+/// only those whose shared buffers fit `gpu.shared_bytes_per_block`.
+pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
+    let mut out: Vec<BlockChoice> = Vec::new();
+    let Some((free, k_trip)) = frame(k) else { return out };
+    // From the innermost: `(var, trip, threads)`, up to
+    // `block_tile_max_dim` threads along each of the first two and a block
+    // of `block_tile_max_threads`, a third only where the first two leave
+    // room (a convolution's output rows).
+    let max_block = gpu.block_tile_max_threads;
+    let mut dims: Vec<(VarId, i64)> = Vec::new();
+    let mut size = 1;
+    for &(v, _, trip) in free.iter().rev().take(3) {
+        if trip <= 0 {
+            return out;
+        }
+        let cap = if dims.len() < 2 { gpu.block_tile_max_dim } else { max_block };
+        let f = pow2_factor(trip, cap.min(max_block / size));
+        if dims.len() == 2 && f < 2 {
+            break;
+        }
+        dims.push((v, f));
+        size *= f;
+    }
+    dims.reverse();
+    if dims.len() < 2 || size < gpu.block_tile_min_threads {
+        return out;
+    }
+    let steps = gpu.block_tile_steps;
+    let Some(bk) = (if k_trip <= steps[0] { Some(k_trip) } else { steps.iter().copied().find(|&s| k_trip % s == 0) }) else { return out };
+    if bk <= 0 {
+        return out;
+    }
+    out.push(BlockChoice { threads: dims.clone(), step: bk });
+    for &s in &steps {
+        if s != bk && s < k_trip && k_trip % s == 0 {
+            out.push(BlockChoice { threads: dims.clone(), step: s });
+        }
+    }
+    let n = dims.len();
+    for d in [n - 1, n - 2] {
+        if dims[d].1 >= 2 && size / 2 >= gpu.block_tile_min_threads {
+            let mut smaller = dims.clone();
+            smaller[d].1 /= 2;
+            out.push(BlockChoice { threads: smaller, step: bk });
+        }
+    }
+    out.retain(|c| apply(m, k, c).is_some_and(|(_, _, scratch)| shared_bytes(&scratch) <= gpu.shared_bytes_per_block));
+    out
+}
+
+/// Bytes of the shared buffers among `scratch`.
+fn shared_bytes(scratch: &[Buffer]) -> i64 {
+    scratch.iter().filter(|b| b.role == Role::Shared).map(|b| b.len() * b.dtype.size() as i64).sum()
+}
+
+/// The chain loops `k`'s write depends on that no chain guard or index
+/// load uses (`(var, lo, trip)`, outermost first) and the innermost
+/// reduction's trip, when `k` has the shape the pass needs.
+fn frame(k: &Kernel) -> Option<(Vec<(VarId, i64, i64)>, i64)> {
+    let chain = Chain::of(&k.body);
+    if chain.thread_nest(&k.body).is_some() {
+        return None;
+    }
+    let c = contraction(chain.rest(&k.body))?;
+    let w = &c.sum.write.offset;
+    let free = chain.loops.iter().copied().filter(|&(v, ..)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v))).collect();
+    Some((free, trip(c.reduces.last()?)))
+}
+
+/// `k` tiled as `choice` says, when the kernel has the shape the pass
+/// needs (see the module doc), `choice.threads` are thread dimensions it
+/// allows (in chain order, each dividing its loop's trip, at most
+/// `MAX_BLOCK_THREADS` together), `choice.step` divides the innermost
+/// reduction, and the shared buffers fit the portable 48 KiB (any such
+/// choice computes the same cells; [`candidates`] adds the target's
+/// thresholds). Returns what [`tile_kernel`] returns.
+pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String, Kernel, Vec<Buffer>)> {
     let mut chain = Chain::of(&k.body);
     if chain.thread_nest(&k.body).is_some() {
         return None;
@@ -159,31 +246,26 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel) -> Option<(String, Kernel, Vec<Bu
     // depends on, free of the chain's guards and index loads.
     let free: Vec<(VarId, i64, i64)> =
         chain.loops.iter().copied().filter(|&(v, ..)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v))).collect();
-    // From the innermost: `(var, lo, trip, threads)`, up to 16 threads
-    // along each of the first two and a block of MAX_BLOCK, a third only
-    // where the first two leave room (a convolution's output rows).
+    // `(var, lo, trip, threads)`, outermost first, in chain order.
     let mut dims: Vec<(VarId, i64, i64, i64)> = Vec::new();
-    let mut size = 1;
-    for &(v, lo, trip) in free.iter().rev().take(3) {
-        if trip <= 0 {
+    let mut next = 0;
+    for &(v, f) in &choice.threads {
+        let at = free[next..].iter().position(|l| l.0 == v)? + next;
+        let (_, lo, trip) = free[at];
+        if f < 1 || trip <= 0 || trip % f != 0 {
             return None;
         }
-        let cap = if dims.len() < 2 { MAX_THREADS_PER_DIM } else { MAX_BLOCK };
-        let f = pow2_factor(trip, cap.min(MAX_BLOCK / size));
-        if dims.len() == 2 && f < 2 {
-            break;
-        }
         dims.push((v, lo, trip, f));
-        size *= f;
+        next = at + 1;
     }
-    dims.reverse();
-    if dims.len() < 2 || size < MIN_BLOCK_THREADS {
+    let size: i64 = dims.iter().map(|d| d.3).product();
+    if dims.is_empty() || size > MAX_BLOCK_THREADS {
         return None;
     }
     let kl = *c.reduces.last()?;
     let k_trip = trip(kl);
-    let bk = if k_trip <= STEPS[0] { k_trip } else { *STEPS.iter().find(|&&s| k_trip % s == 0)? };
-    if bk <= 0 {
+    let bk = choice.step;
+    if bk <= 0 || k_trip % bk != 0 {
         return None;
     }
 
@@ -384,4 +466,70 @@ fn cells_distinct(w: &IExpr, unrolls: &[&For], nvars: usize) -> bool {
         true
     }
     go(0, unrolls, w, &mut env, &mut seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp::loops as li;
+    use crate::tensor::{Data, Tensor};
+
+    /// `c[row, col] += a[row, k] * b[k, col]` as the middle end leaves it.
+    fn matmul(m: i64, n: i64, k: i64) -> LoopModule {
+        let text = format!(
+            "buffer a : i32[{m}, {k}] input\nbuffer b : i32[{k}, {n}] input\nbuffer c : i32[{m}, {n}] output\n\n\
+             kernel @mm {{\n  for row in [0, {m}) parallel {{\n    for col in [0, {n}) parallel {{\n      for k in [0, {k}) reduce {{\n        \
+             %0 = load a[((row * {k}) + k)] : i32\n        %1 = load b[((k * {n}) + col)] : i32\n        %2 = mul %0, %1 : i32\n        \
+             accumulate c[((row * {n}) + col)] += %2\n      }}\n    }}\n  }}\n}}\n"
+        );
+        parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"))
+    }
+
+    /// Runs `lm` (a, b, c and its scratch buffers, zeroed) on fixed inputs.
+    fn run_matmul(lm: &LoopModule, m: i64, n: i64, k: i64) -> Data {
+        let a: Vec<i32> = (0..m * k).map(|i| (i as i32).wrapping_mul(7919) % 1000).collect();
+        let b: Vec<i32> = (0..k * n).map(|i| (i as i32).wrapping_mul(104_729) % 777).collect();
+        let mut bufs = vec![Tensor::new(vec![m as usize, k as usize], Data::I32(a)).unwrap(), Tensor::new(vec![k as usize, n as usize], Data::I32(b)).unwrap()];
+        for buf in &lm.buffers[2..] {
+            bufs.push(Tensor::zeros(buf.dtype, &buf.shape.iter().map(|&d| d as usize).collect::<Vec<_>>()).unwrap());
+        }
+        li::run(lm, 0, &mut bufs).unwrap();
+        bufs.swap_remove(2).data
+    }
+
+    fn tiled(lm: &LoopModule, (what, k, scratch): (String, Kernel, Vec<Buffer>)) -> (String, LoopModule) {
+        let mut t = lm.clone();
+        t.buffers.extend(scratch);
+        t.kernels[0] = k;
+        verify::verify(&t).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+        (what, t)
+    }
+
+    #[test]
+    fn candidates_list_blocks_and_steps_and_any_one_applies() {
+        let (m, n, k) = (32, 64, 32);
+        let lm = matmul(m, n, k);
+        let gpu = GpuTarget::default();
+        let (row, col) = (0, 1);
+        let cs = candidates(&lm, &lm.kernels[0], &gpu);
+        let c = |ti, tj, step| BlockChoice { threads: vec![(row, ti), (col, tj)], step };
+        assert_eq!(cs, vec![c(16, 16, 16), c(16, 16, 8), c(16, 16, 4), c(16, 16, 2), c(16, 8, 16), c(8, 16, 16)]);
+        let (what, _) = tiled(&lm, tile_kernel(&lm, &lm.kernels[0], &gpu).unwrap());
+        assert!(what.starts_with("16x16 threads, k step 16"), "{what}");
+        // Every candidate and choices the pass never makes (4 threads, a
+        // single dimension, steps of 1 and of the whole reduction) compute
+        // the same cells as the untiled kernel.
+        let want = run_matmul(&lm, m, n, k);
+        let forced = [c(2, 2, 1), c(1, 32, 32), BlockChoice { threads: vec![(col, 64)], step: 4 }];
+        for choice in cs.iter().chain(&forced) {
+            let (what, t) = tiled(&lm, apply(&lm, &lm.kernels[0], choice).unwrap_or_else(|| panic!("{choice:?}")));
+            assert_eq!(run_matmul(&t, m, n, k), want, "{choice:?}: {what}");
+        }
+        // Refused: threads that do not divide the trip, a step that does
+        // not divide the reduction, dimensions out of chain order, a block
+        // above 1024 threads.
+        for bad in [c(3, 16, 16), c(16, 16, 5), BlockChoice { threads: vec![(col, 16), (row, 16)], step: 16 }, c(32, 64, 16)] {
+            assert!(apply(&lm, &lm.kernels[0], &bad).is_none(), "{bad:?}");
+        }
+    }
 }

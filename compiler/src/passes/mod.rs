@@ -27,6 +27,7 @@ pub mod specialize;
 pub mod split_reductions;
 pub mod tighten_bounds;
 
+use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::{FloatWidth, FpContract};
 use crate::driver::{Failure, Source};
 use crate::ir::loops::LoopModule;
@@ -126,11 +127,14 @@ pub struct Options {
     /// How `register-tiles` lays out a thread's tile (cyclic on the GPU,
     /// blocked on the host).
     pub layout: register_tiles::TileLayout,
+    /// The GPU the GPU passes tile and split for (`--target sm_XX`;
+    /// default sm_80): docs/passes.md, "The GPU target".
+    pub gpu: GpuTarget,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), layout: Default::default() }
+        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), layout: Default::default(), gpu: GpuTarget::default() }
     }
 }
 

@@ -31,10 +31,12 @@
 //! and uses `m` and `n` nowhere but in that computation (not in the chain's
 //! guards, loop bounds or index loads: those are evaluated once per thread
 //! now). The tile is the largest of 8x8, 4x4, 2x2 that divides both trips
-//! and leaves at least [`MIN_THREADS`] threads.
+//! and leaves at least `min_threads` threads (`GpuTarget`, ir/loops/target.rs):
+//! [`candidates`] lists the tiles, [`apply`] makes one.
 
 use super::{Ir, Options, PassError, Unit};
 use crate::ir::loops::chain::Chain;
+use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
 
 /// How a thread's tile lies in the iteration space (pass option
@@ -62,20 +64,16 @@ impl std::str::FromStr for TileLayout {
     }
 }
 
-/// Tiles tried, largest first: `(TM, TN)`.
-pub const TILES: [(i64, i64); 3] = [(8, 8), (4, 4), (2, 2)];
 /// Host tiles (`blocked`), largest first: 4 rows of 16, 8 or 4 contiguous
-/// cells (two, one or half an AVX-512 vector of f32).
+/// cells (two, one or half an AVX-512 vector of f32). The GPU's (`cyclic`)
+/// are [`GpuTarget::register_tiles`].
 pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
-/// Threads a tiled kernel keeps at least (32 per SM of a 132-SM H100):
-/// below that, fewer larger tiles would leave SMs idle.
-pub const MIN_THREADS: i64 = 4096;
 
 pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("register-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     for k in &mut m.kernels {
-        if let Some(((tm, tn), t)) = tile_kernel(k, opts.layout) {
+        if let Some(((tm, tn), t)) = tile_kernel(k, opts.layout, &opts.gpu) {
             tiled.push(format!("{} {tm}x{tn}", k.name));
             *k = t;
         }
@@ -83,10 +81,33 @@ pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError>
     Ok(Some(if tiled.is_empty() { "0 kernels tiled".to_string() } else { format!("{} kernels tiled ({})", tiled.len(), tiled.join(", ")) }))
 }
 
-/// The tiled kernel and its tile, when `k` qualifies (see the module doc).
-pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel)> {
-    let mut chain = Chain::of(&k.body);
-    let cells = chain.cells();
+/// One way to tile a kernel: the chain loop `m` tiled with the innermost
+/// one (`n`), the tile `(TM, TN)` and its layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileChoice {
+    pub m: VarId,
+    pub tile: (i64, i64),
+    pub layout: TileLayout,
+}
+
+/// The tiled kernel and its tile, when `k` qualifies (see the module doc):
+/// [`apply`] of the first of [`candidates`].
+pub fn tile_kernel(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Option<((i64, i64), Kernel)> {
+    let choice = *candidates(k, layout, gpu).first()?;
+    Some((choice.tile, apply(k, &choice)?))
+}
+
+/// What the tiling of `k` starts from, when its shape allows a tile: the
+/// chain, the innermost chain loop `n` (`(var, lo, trip)`), and the chain
+/// loops usable as `m`, innermost first.
+struct Tileable {
+    chain: Chain,
+    n: (VarId, i64, i64),
+    ms: Vec<(VarId, i64, i64)>,
+}
+
+fn tileable(k: &Kernel) -> Option<Tileable> {
+    let chain = Chain::of(&k.body);
     let rest = chain.rest(&k.body);
     let mut reduces = false;
     k.walk(&mut |n| reduces |= matches!(n, Node::For(f) if f.kind == LoopKind::Reduce));
@@ -95,7 +116,7 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
     if !reduces {
         return None;
     }
-    let &(n, n_lo, n_trip) = chain.loops.last()?;
+    let n = *chain.loops.last()?;
     let loads: Vec<&IExpr> = c
         .values
         .iter()
@@ -105,33 +126,62 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
         })
         .collect();
     let usable = |v: VarId| !chain.exprs.iter().any(|e| e.uses(v)) && !used_outside_compute(rest, v) && loads.iter().any(|o| !o.depends_on(v));
-    if !usable(n) {
+    if !usable(n.0) {
         return None;
     }
-    let candidates = chain.loops[..chain.loops.len() - 1].iter().rev().filter_map(|&(m, m_lo, m_trip)| {
-        if !usable(m) {
-            return None;
-        }
-        let tile = match layout {
-            TileLayout::Cyclic => TILES.into_iter().find(|&(tm, tn)| m_trip % tm == 0 && n_trip % tn == 0 && cells / (tm * tn) >= MIN_THREADS)?,
+    let ms = chain.loops[..chain.loops.len() - 1].iter().rev().copied().filter(|&(m, ..)| usable(m)).collect();
+    Some(Tileable { chain, n, ms })
+}
+
+/// Every tile of `k` that the pass would consider, best first: the one
+/// `register-tiles` applies is the first.
+///
+/// The GPU (`cyclic`) tiles the innermost loop that qualifies (its threads
+/// then still step along neighbouring cells), with the largest of the
+/// target's tiles that divides both trips and leaves at least
+/// `gpu.min_threads` threads; later candidates are the smaller tiles, then
+/// the loops further out. The host (`blocked`) takes the largest tile of
+/// any loop (innermost on ties): a convolution with 62 output columns
+/// tiles 4 images x 16 channels, 8 vector sums, rather than 2 columns x
+/// 16 channels, 4 (too few independent chains to hide the adds' latency).
+pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Vec<TileChoice> {
+    let Some(t) = tileable(k) else { return Vec::new() };
+    let (_, _, n_trip) = t.n;
+    let cells = t.chain.cells();
+    let mut out: Vec<TileChoice> = Vec::new();
+    for &(m, _, m_trip) in &t.ms {
+        let tiles: &[(i64, i64)] = match layout {
+            TileLayout::Cyclic => &gpu.register_tiles,
             // The host runs every cell in one or two threads anyway.
-            TileLayout::Blocked => HOST_TILES.into_iter().find(|&(tm, tn)| m_trip % tm == 0 && n_trip % tn == 0)?,
+            TileLayout::Blocked => &HOST_TILES,
         };
-        Some((m, m_lo, m_trip, tile))
-    });
-    // The GPU tiles the innermost loop that qualifies (its threads then
-    // still step along neighbouring cells); the host takes the largest
-    // tile of any loop (innermost on ties): a convolution with 62 output
-    // columns tiles 4 images x 16 channels, 8 vector sums, rather than 2
-    // columns x 16 channels, 4 (too few independent chains to hide the
-    // adds' latency).
-    let (m, m_lo, m_trip, (tm, tn)) = match layout {
-        TileLayout::Cyclic => candidates.into_iter().next()?,
-        TileLayout::Blocked => candidates.fold(None, |best: Option<(VarId, i64, i64, (i64, i64))>, c| match best {
-            Some(b) if b.3 .0 * b.3 .1 >= c.3 .0 * c.3 .1 => Some(b),
-            _ => Some(c),
-        })?,
-    };
+        for &(tm, tn) in tiles {
+            let threads_ok = layout == TileLayout::Blocked || cells / (tm * tn) >= gpu.min_threads;
+            if m_trip % tm == 0 && n_trip % tn == 0 && threads_ok {
+                out.push(TileChoice { m, tile: (tm, tn), layout });
+            }
+        }
+    }
+    if layout == TileLayout::Blocked {
+        // Largest first; the sort is stable, so the innermost loop wins a
+        // tie (each loop's largest tile is its first in HOST_TILES).
+        out.sort_by_key(|c| std::cmp::Reverse(c.tile.0 * c.tile.1));
+    }
+    out
+}
+
+/// `k` tiled as `choice` says, when the kernel has the shape the pass
+/// needs, `choice.m` is a usable loop and the tile divides both trips
+/// (any such choice computes the same cells; [`candidates`] adds the
+/// target's thresholds).
+pub fn apply(k: &Kernel, choice: &TileChoice) -> Option<Kernel> {
+    let Tileable { mut chain, n: (n, n_lo, n_trip), ms } = tileable(k)?;
+    let &(m, m_lo, m_trip) = ms.iter().find(|l| l.0 == choice.m)?;
+    let (tm, tn) = choice.tile;
+    let layout = choice.layout;
+    if tm <= 0 || tn <= 0 || m_trip % tm != 0 || n_trip % tn != 0 {
+        return None;
+    }
 
     let mut t = k.clone();
     chain.set_trip(&mut t.body, m, m_trip / tm);
@@ -153,7 +203,7 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout) -> Option<((i64, i64), Kernel
         Node::For(For { var: mt, lo: IExpr::c(0), hi: IExpr::c(tm), kind: LoopKind::Unroll, body: vec![cols] })
     });
     t.vars = vars;
-    Some(((tm, tn), t))
+    Some(t)
 }
 
 /// Does a node of `nodes` other than the computation (a loop bound, a
@@ -183,7 +233,7 @@ mod tests {
     fn matmul_tiles_and_computes_the_same_cells() {
         for (m, n, k, tile) in [(512, 512, 2, (8, 8)), (256, 256, 3, (4, 4)), (64, 256, 2, (2, 2))] {
             let lm = matmul(m, n, k);
-            let (got, t) = tile_kernel(&lm.kernels[0], TileLayout::Cyclic).expect("tiled");
+            let (got, t) = tile_kernel(&lm.kernels[0], TileLayout::Cyclic, &GpuTarget::default()).expect("tiled");
             assert_eq!(got, tile, "{m}x{n}");
             let mut tiled = lm.clone();
             tiled.kernels[0] = t;
@@ -212,14 +262,59 @@ mod tests {
     #[test]
     fn left_alone_small_indivisible_or_without_reuse() {
         // 64x64 cells: 2x2 tiles would leave 1024 threads.
-        assert!(tile_kernel(&matmul(64, 64, 8).kernels[0], TileLayout::Cyclic).is_none());
+        assert!(tile_kernel(&matmul(64, 64, 8).kernels[0], TileLayout::Cyclic, &GpuTarget::default()).is_none());
         // 4097 rows: no tile divides it; the next loop out does not exist.
-        assert!(tile_kernel(&matmul(4097, 3, 8).kernels[0], TileLayout::Cyclic).is_none());
+        assert!(tile_kernel(&matmul(4097, 3, 8).kernels[0], TileLayout::Cyclic, &GpuTarget::default()).is_none());
         // A copy has no reduction to reuse loads across.
         let copy = parse::parse_verified(
             "buffer x : i32[128, 128] input\nbuffer y : i32[128, 128] output\n\nkernel @cp {\n  for i in [0, 128) parallel {\n    for j in [0, 128) parallel {\n      %0 = load x[((i * 128) + j)] : i32\n      accumulate y[((i * 128) + j)] += %0\n    }\n  }\n}\n",
         )
         .unwrap();
-        assert!(tile_kernel(&copy.kernels[0], TileLayout::Cyclic).is_none());
+        assert!(tile_kernel(&copy.kernels[0], TileLayout::Cyclic, &GpuTarget::default()).is_none());
+    }
+
+    /// Runs `lm` (a, b, c and any scratch, zeroed) on the matmul's inputs.
+    fn run_matmul(lm: &LoopModule, m: i64, n: i64, k: i64) -> Data {
+        let a: Vec<i32> = (0..m * k).map(|i| (i as i32).wrapping_mul(7919) % 1000).collect();
+        let b: Vec<i32> = (0..k * n).map(|i| (i as i32).wrapping_mul(104_729) % 777).collect();
+        let mut bufs = vec![Tensor::new(vec![m as usize, k as usize], Data::I32(a)).unwrap(), Tensor::new(vec![k as usize, n as usize], Data::I32(b)).unwrap()];
+        for buf in &lm.buffers[2..] {
+            bufs.push(Tensor::zeros(buf.dtype, &buf.shape.iter().map(|&d| d as usize).collect::<Vec<_>>()).unwrap());
+        }
+        li::run(lm, 0, &mut bufs).unwrap();
+        bufs.swap_remove(2).data
+    }
+
+    #[test]
+    fn candidates_list_every_tile_and_any_one_applies() {
+        let (m, n, k) = (256, 128, 3);
+        let lm = matmul(m, n, k);
+        let gpu = GpuTarget::default();
+        let row = 0; // the kernel's first variable
+        let cs = candidates(&lm.kernels[0], TileLayout::Cyclic, &gpu);
+        // 32768 cells: 8x8 would leave 512 threads, 4x4 2048, 2x2 8192.
+        assert_eq!(cs, vec![TileChoice { m: row, tile: (2, 2), layout: TileLayout::Cyclic }]);
+        // Without the thread threshold every tile is a candidate, largest first.
+        let all = candidates(&lm.kernels[0], TileLayout::Cyclic, &GpuTarget { min_threads: 1, ..gpu });
+        assert_eq!(all.iter().map(|c| c.tile).collect::<Vec<_>>(), vec![(8, 8), (4, 4), (2, 2)]);
+        let host = candidates(&lm.kernels[0], TileLayout::Blocked, &gpu);
+        assert_eq!(host.first().map(|c| c.tile), Some((4, 16)));
+        assert_eq!(host.len(), HOST_TILES.len());
+        // The default is the first candidate.
+        assert_eq!(tile_kernel(&lm.kernels[0], TileLayout::Cyclic, &gpu).map(|t| t.0), Some((2, 2)));
+        // Forced choices, the pass would not make, compute the same cells
+        // as the untiled kernel.
+        let want = run_matmul(&lm, m, n, k);
+        let forced = all.iter().chain(&host).copied().chain([TileChoice { m: row, tile: (1, 4), layout: TileLayout::Cyclic }]);
+        for choice in forced {
+            let mut tiled = lm.clone();
+            tiled.kernels[0] = apply(&lm.kernels[0], &choice).unwrap_or_else(|| panic!("{choice:?}"));
+            verify::verify(&tiled).unwrap();
+            assert_eq!(run_matmul(&tiled, m, n, k), want, "{choice:?}");
+        }
+        // A tile that does not divide the trips, or a loop that is not a
+        // chain loop the tile may use, is refused.
+        assert!(apply(&lm.kernels[0], &TileChoice { m: row, tile: (3, 2), layout: TileLayout::Cyclic }).is_none());
+        assert!(apply(&lm.kernels[0], &TileChoice { m: 2, tile: (2, 2), layout: TileLayout::Cyclic }).is_none());
     }
 }

@@ -22,23 +22,24 @@
 //! and LLVM loads `x[e]` once (it is invariant in `rep`; buffers do not
 //! alias). Every cell is still written once, by one thread, with the same
 //! value. The loops move from the outermost inwards while the chain keeps
-//! at least [`MIN_THREADS`] threads, never the innermost chain loop (the
+//! at least `min_threads` threads (`GpuTarget`, ir/loops/target.rs, as
+//! for `register-tiles`), never the innermost chain loop (the
 //! one consecutive threads step along, which keeps the stores coalesced).
 //! They become `unroll` loops when their trips multiply to at most
 //! [`MAX_UNROLL`], sequential `reduce` loops otherwise. Applies to kernels
 //! with no loop below the chain (copies and elementwise kernels) that load
 //! something.
 
-use super::register_tiles::MIN_THREADS;
 use super::{Ir, Options, PassError, Unit};
 use crate::ir::loops::chain::Chain;
+use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("sink-broadcasts runs on the loop level".into())) };
     let mut sunk = Vec::new();
     for k in &mut m.kernels {
-        if let Some((names, t)) = sink_kernel(k) {
+        if let Some((names, t)) = sink_kernel(k, &opts.gpu) {
             sunk.push(format!("{} {}", k.name, names.join(",")));
             *k = t;
         }
@@ -48,7 +49,7 @@ pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
 
 /// The kernel with its broadcast loops inside the thread, and their names,
 /// when `k` qualifies (see the module doc).
-pub fn sink_kernel(k: &Kernel) -> Option<(Vec<String>, Kernel)> {
+pub fn sink_kernel(k: &Kernel, gpu: &GpuTarget) -> Option<(Vec<String>, Kernel)> {
     let chain = Chain::of(&k.body);
     if chain.thread_nest(&k.body).is_some() {
         return None;
@@ -73,7 +74,7 @@ pub fn sink_kernel(k: &Kernel) -> Option<(Vec<String>, Kernel)> {
     let mut moved: Vec<(VarId, i64, i64)> = Vec::new();
     for &(v, lo, trip) in outer {
         let repeats = !loads.iter().any(|o| o.depends_on(v)) && !chain.exprs.iter().any(|e| e.uses(v)) && !rest_guards_use(rest, v);
-        if repeats && trip > 0 && cells / trip >= MIN_THREADS {
+        if repeats && trip > 0 && cells / trip >= gpu.min_threads {
             moved.push((v, lo, trip));
             cells /= trip;
         }

@@ -9,7 +9,7 @@
 //! row apart (32 sectors per warp load instead of 4), and when there are
 //! few cells most of the machine idles (2^14 rows: 64 blocks for 132 SMs).
 //!
-//! For such a kernel, with `L` = [`LANES`] and the reduction loop
+//! For such a kernel, with `L` = `lanes` of the target (`GpuTarget`, ir/loops/target.rs) and the reduction loop
 //! `for r in [lo, hi) reduce` (trip `T`):
 //!
 //! ```text
@@ -37,34 +37,26 @@
 //! (the coalescing this pass exists for), the kernel's single write is a
 //! plain `accumulate` whose offset depends only on the parallel loops and
 //! is in bounds on all of them, the kernel reads nothing of the buffer it
-//! writes, and `C <= MAX_CELLS` (above that the cells alone fill the GPU).
+//! writes, and `C <= split_max_cells` (above that the cells alone fill the GPU).
+//! [`candidates`] lists the splits (lane counts), [`apply`] makes one.
 
 use super::{Ir, Options, PassError, Unit};
 use crate::ir::loops::chain::Chain;
+use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
-
-/// Partial sums per cell: one warp.
-pub const LANES: i64 = 32;
-/// Only reductions of at least this many terms are split (each lane gets
-/// two or more).
-pub const MIN_TRIP: i64 = 2 * LANES;
-/// Kernels with more cells keep one thread per cell: 2^17 threads already
-/// fill an H100 (132 SMs x 1024 resident threads at the occupancy of
-/// these kernels).
-pub const MAX_CELLS: i64 = 1 << 17;
 
 pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("split-reductions runs on the loop level".into())) };
-    let split = split_module(m, opts.fp_contract);
+    let split = split_module(m, opts.fp_contract, &opts.gpu);
     Ok(Some(format!("{split} reductions split")))
 }
 
 /// Splits every kernel that qualifies; returns how many.
-pub fn split_module(m: &mut LoopModule, policy: FpContract) -> usize {
+pub fn split_module(m: &mut LoopModule, policy: FpContract, gpu: &GpuTarget) -> usize {
     let mut n = 0;
     let mut i = 0;
     while i < m.kernels.len() {
-        if let Some((partial, combine, buffer)) = split_kernel(m, &m.kernels[i], policy) {
+        if let Some((partial, combine, buffer)) = split_kernel(m, &m.kernels[i], policy, gpu) {
             m.buffers.push(buffer);
             m.kernels[i] = combine;
             m.kernels.insert(i, partial);
@@ -76,12 +68,47 @@ pub fn split_module(m: &mut LoopModule, policy: FpContract) -> usize {
     n
 }
 
+/// One way to split a kernel: the reduction loop `r` and the partial sums
+/// per cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitChoice {
+    pub r: VarId,
+    pub lanes: i64,
+}
+
 /// The two kernels and the partial-sum buffer that replace `k`, when `k`
-/// qualifies (see the module doc).
-pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Kernel, Kernel, Buffer)> {
+/// qualifies (see the module doc): [`apply`] of the first of
+/// [`candidates`].
+pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarget) -> Option<(Kernel, Kernel, Buffer)> {
+    let choice = *candidates(m, k, policy, gpu).first()?;
+    apply(m, k, policy, &choice)
+}
+
+/// The splits of `k` the pass would consider, best first (the pass applies
+/// the first): the innermost qualifying reduction of at least
+/// `gpu.split_min_trip` terms in a kernel of at most `gpu.split_max_cells`
+/// cells, with `gpu.lanes` lanes, then half as many, down to 2.
+pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarget) -> Vec<SplitChoice> {
+    let Some((chain, cells)) = splittable(m, k, policy) else { return Vec::new() };
+    if cells > gpu.split_max_cells {
+        return Vec::new();
+    }
+    let Some(&(r, ..)) = split_loops(chain.rest(&k.body)).iter().rev().find(|l| l.2 >= gpu.split_min_trip) else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut lanes = gpu.lanes;
+    while lanes >= 2 {
+        out.push(SplitChoice { r, lanes });
+        lanes /= 2;
+    }
+    out
+}
+
+/// The chain and its number of cells, when `k`'s write allows a split
+/// under `policy` (see the module doc).
+fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, i64)> {
     let chain = Chain::of(&k.body);
     let cells = chain.cells();
-    if cells == 0 || cells > MAX_CELLS {
+    if cells == 0 {
         return None;
     }
     let KernelSum { sum: c, clear: None } = k.sum()? else { return None };
@@ -96,12 +123,30 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     if outside || !in_bounds_on_chain(&w.offset, &chain, buf.len()) {
         return None;
     }
-    let (r, lo, trip) = reduction_to_split(chain.rest(&k.body))?;
+    Some((chain, cells))
+}
+
+/// `k` split as `choice` says, when its write allows a split under
+/// `policy`, `choice.r` is a `reduce` loop below the chain with constant
+/// bounds and stride 1 in every load that uses it, and `choice.lanes` is
+/// positive (any such choice computes the same sums, in another order;
+/// [`candidates`] adds the target's thresholds).
+pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoice) -> Option<(Kernel, Kernel, Buffer)> {
+    let (chain, cells) = splittable(m, k, policy)?;
+    let &(r, lo, trip) = split_loops(chain.rest(&k.body)).iter().find(|l| l.0 == choice.r)?;
+    let lanes = choice.lanes;
+    if lanes < 1 {
+        return None;
+    }
+    let KernelSum { sum: c, .. } = k.sum()?;
+    let w = &c.write;
+    let buf = &m.buffers[w.buf];
+    let exact = !buf.dtype.is_float();
 
     let partial_buf = Buffer {
         name: m.unique_buffer_name(format!("{}_partial", k.name)),
         dtype: buf.dtype,
-        shape: vec![LANES, cells],
+        shape: vec![lanes, cells],
         role: Role::Temp,
         init: Init::Zero,
     };
@@ -121,7 +166,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     partial.vars.push(Var { name: lane_name });
     partial.vars[r].name = k.unique_var_name(&format!("{}_step", k.vars[r].name));
     let rest = chain.rest_mut(&mut partial.body);
-    stride_by_lanes(rest, r, lo, trip, lane);
+    stride_by_lanes(rest, r, lo, trip, lane, lanes);
     retarget_write(rest, pbuf, slot.clone());
     // The lane's slot starts from the additive identity (-0.0 keeps the
     // sign of an all-(-0.0) sum): the kernel does not rely on what `P`
@@ -130,7 +175,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     let clear = Compute { values: vec![zero], write: Write { kind: WriteKind::Store, buf: pbuf, offset: slot.clone(), value: 0 } };
     let mut body = vec![Node::Compute(clear)];
     body.append(rest);
-    rest.push(Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(LANES), kind: LoopKind::Parallel, body }));
+    rest.push(Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Parallel, body }));
 
     // The combine kernel: the same cells, the lanes' sums added in order.
     let mut combine = k.clone();
@@ -138,7 +183,7 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(K
     let load = Value { op: VOp::Load { buf: pbuf, offset: slot }, dtype: buf.dtype };
     let add = Compute { values: vec![load], write: Write { kind: WriteKind::Accumulate, buf: w.buf, offset: w.offset.clone(), value: 0 } };
     let rest = chain.rest_mut(&mut combine.body);
-    *rest = vec![Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(LANES), kind: LoopKind::Reduce, body: vec![Node::Compute(add)] })];
+    *rest = vec![Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Reduce, body: vec![Node::Compute(add)] })];
     Some((partial, combine, partial_buf))
 }
 
@@ -151,27 +196,27 @@ fn in_bounds_on_chain(offset: &IExpr, chain: &Chain, len: i64) -> bool {
     a >= 0 && b < len
 }
 
-/// The innermost `reduce` loop of `rest` with constant bounds, at least
-/// [`MIN_TRIP`] iterations, and stride 1 in every load that depends on it
-/// (at least one does): `(var, lo, trip)`.
-fn reduction_to_split(rest: &[Node]) -> Option<(VarId, i64, i64)> {
-    let mut best = None;
-    fn go(nodes: &[Node], all: &[Node], best: &mut Option<(VarId, i64, i64)>) {
+/// The `reduce` loops of `rest` with constant bounds and stride 1 in every
+/// load that depends on them (at least one does), outermost first:
+/// `(var, lo, trip)`.
+fn split_loops(rest: &[Node]) -> Vec<(VarId, i64, i64)> {
+    let mut found = Vec::new();
+    fn go(nodes: &[Node], all: &[Node], found: &mut Vec<(VarId, i64, i64)>) {
         for n in nodes {
             if let Node::For(f) = n {
                 if f.kind == LoopKind::Reduce {
                     if let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) {
-                        if hi - lo >= MIN_TRIP && unit_stride_loads(all, f.var) {
-                            *best = Some((f.var, lo, hi - lo));
+                        if unit_stride_loads(all, f.var) {
+                            found.push((f.var, lo, hi - lo));
                         }
                     }
                 }
             }
-            go(n.body(), all, best);
+            go(n.body(), all, found);
         }
     }
-    go(rest, rest, &mut best);
-    best
+    go(rest, rest, &mut found);
+    found
 }
 
 /// Does every load (value or index) whose offset uses `v` have stride 1
@@ -207,27 +252,27 @@ fn unit_stride_loads(nodes: &[Node], v: VarId) -> bool {
 }
 
 /// Replaces loop `r` (`[lo, lo+trip)`) by one over the same variable that
-/// now counts the lane's steps, `[0, (trip + LANES-1 - lane) // LANES)`:
-/// every use of `r` below becomes `lo + lane + LANES*r`. The bound, not a
-/// guard, ends the lanes that get one term fewer, so that the body stays
-/// unconditional and LLVM keeps the partial sum in a register.
-fn stride_by_lanes(nodes: &mut [Node], r: VarId, lo: i64, trip: i64, lane: VarId) {
+/// now counts the lane's steps, `[0, (trip + L-1 - lane) // L)` for `L` =
+/// `lanes`: every use of `r` below becomes `lo + lane + L*r`. The bound,
+/// not a guard, ends the lanes that get one term fewer, so that the body
+/// stays unconditional and LLVM keeps the partial sum in a register.
+fn stride_by_lanes(nodes: &mut [Node], r: VarId, lo: i64, trip: i64, lane: VarId, lanes: i64) {
     for n in nodes {
         match n {
             Node::For(f) if f.var == r => {
-                let k = IExpr::add(IExpr::v(lane), IExpr::mul(IExpr::c(LANES), IExpr::v(r)));
+                let k = IExpr::add(IExpr::v(lane), IExpr::mul(IExpr::c(lanes), IExpr::v(r)));
                 let at = if lo == 0 { k } else { IExpr::add(IExpr::c(lo), k) };
                 for_each_expr_mut(&mut f.body, &mut |e| *e = e.substitute(r, &at));
                 f.lo = IExpr::c(0);
-                f.hi = if trip % LANES == 0 {
-                    IExpr::c(trip / LANES)
+                f.hi = if trip % lanes == 0 {
+                    IExpr::c(trip / lanes)
                 } else {
-                    IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::c(trip + LANES - 1), IExpr::v(lane)), IExpr::c(LANES))
+                    IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::c(trip + lanes - 1), IExpr::v(lane)), IExpr::c(lanes))
                 };
                 return;
             }
-            Node::For(f) => stride_by_lanes(&mut f.body, r, lo, trip, lane),
-            Node::Guard(g) => stride_by_lanes(&mut g.body, r, lo, trip, lane),
+            Node::For(f) => stride_by_lanes(&mut f.body, r, lo, trip, lane, lanes),
+            Node::Guard(g) => stride_by_lanes(&mut g.body, r, lo, trip, lane, lanes),
             _ => {}
         }
     }
@@ -282,10 +327,10 @@ mod tests {
         for (keep, drop) in [(3, 100), (5, 64), (1, 4096)] {
             let m = row_sums(keep, drop, DType::I32);
             let mut split = m.clone();
-            assert_eq!(split_module(&mut split, FpContract::Off), 1, "INT splits under any policy");
+            assert_eq!(split_module(&mut split, FpContract::Off, &GpuTarget::default()), 1, "INT splits under any policy");
             verify::verify(&split).unwrap();
             assert_eq!(split.kernels.len(), 2);
-            assert_eq!(split.buffers[2].shape, vec![LANES, keep]);
+            assert_eq!(split.buffers[2].shape, vec![GpuTarget::default().lanes, keep]);
             // Values chosen so that i32 sums wrap: order must not matter.
             let data: Vec<i32> = (0..keep * drop).map(|i| (i as i32).wrapping_mul(1_000_003).wrapping_add(7)).collect();
             let x = Tensor::new(vec![keep as usize, drop as usize], Data::I32(data.clone())).unwrap();
@@ -299,9 +344,9 @@ mod tests {
     #[test]
     fn float_reductions_split_only_when_fast() {
         let m = row_sums(4, 256, DType::F32);
-        assert_eq!(split_module(&mut m.clone(), FpContract::Off), 0);
+        assert_eq!(split_module(&mut m.clone(), FpContract::Off, &GpuTarget::default()), 0);
         let mut split = m.clone();
-        assert_eq!(split_module(&mut split, FpContract::Fast), 1);
+        assert_eq!(split_module(&mut split, FpContract::Fast, &GpuTarget::default()), 1);
         let data: Vec<f32> = (0..4 * 256).map(|i| ((i * 37 % 101) as f32) * 0.25).collect();
         let x = Tensor::new(vec![4, 256], Data::F32(data.clone())).unwrap();
         // Lane j sums terms j, j+32, ..; then lanes in order: an
@@ -322,8 +367,41 @@ mod tests {
             "buffer x : i32[256, 4] input\nbuffer s : i32[4] output\n\nkernel @c {\n  for k in [0, 4) parallel {\n    for d in [0, 256) reduce {\n      %0 = load x[((d * 4) + k)] : i32\n      accumulate s[k] += %0\n    }\n  }\n}\n",
         )
         .unwrap();
-        assert_eq!(split_module(&mut cols.clone(), FpContract::Fast), 0);
-        assert_eq!(split_module(&mut row_sums(4, MIN_TRIP - 1, DType::I32), FpContract::Fast), 0, "too short");
-        assert_eq!(split_module(&mut row_sums(MAX_CELLS + 1, 64, DType::I32), FpContract::Fast), 0, "enough cells");
+        assert_eq!(split_module(&mut cols.clone(), FpContract::Fast, &GpuTarget::default()), 0);
+        assert_eq!(split_module(&mut row_sums(4, GpuTarget::default().split_min_trip - 1, DType::I32), FpContract::Fast, &GpuTarget::default()), 0, "too short");
+        assert_eq!(split_module(&mut row_sums(GpuTarget::default().split_max_cells + 1, 64, DType::I32), FpContract::Fast, &GpuTarget::default()), 0, "enough cells");
+    }
+
+    #[test]
+    fn candidates_list_lane_counts_and_any_one_applies() {
+        let (keep, drop) = (3, 100);
+        let m = row_sums(keep, drop, DType::I32);
+        let gpu = GpuTarget::default();
+        let cs = candidates(&m, &m.kernels[0], FpContract::Off, &gpu);
+        let drop_var = 1;
+        assert_eq!(cs, [32, 16, 8, 4, 2].map(|lanes| SplitChoice { r: drop_var, lanes }).to_vec());
+        let data: Vec<i32> = (0..keep * drop).map(|i| (i as i32).wrapping_mul(1_000_003).wrapping_add(7)).collect();
+        let x = Tensor::new(vec![keep as usize, drop as usize], Data::I32(data)).unwrap();
+        let want = run(&m, &x);
+        // Every candidate, and lane counts the pass never picks (3 does not
+        // divide 100; 100 lanes of one term each), give the same sums.
+        for choice in cs.iter().copied().chain([3, 100, 1].map(|lanes| SplitChoice { r: drop_var, lanes })) {
+            let (partial, combine, buffer) = apply(&m, &m.kernels[0], FpContract::Off, &choice).unwrap_or_else(|| panic!("{choice:?}"));
+            let mut split = m.clone();
+            split.buffers.push(buffer);
+            split.kernels = vec![partial, combine];
+            verify::verify(&split).unwrap();
+            assert_eq!(split.buffers[2].shape, vec![choice.lanes, keep]);
+            assert_eq!(run(&split, &x).data, want.data, "{choice:?}");
+        }
+        // The parallel loop is no reduction; FLOAT needs `fast`.
+        assert!(apply(&m, &m.kernels[0], FpContract::Off, &SplitChoice { r: 0, lanes: 4 }).is_none());
+        let f = row_sums(keep, drop, DType::F32);
+        assert!(apply(&f, &f.kernels[0], FpContract::Off, &SplitChoice { r: drop_var, lanes: 4 }).is_none());
+        // A target with fewer lanes splits shorter reductions.
+        let short = row_sums(keep, 40, DType::I32);
+        assert!(candidates(&short, &short.kernels[0], FpContract::Off, &gpu).is_empty());
+        let narrow = GpuTarget { lanes: 8, split_min_trip: 16, ..gpu };
+        assert_eq!(candidates(&short, &short.kernels[0], FpContract::Off, &narrow).first(), Some(&SplitChoice { r: drop_var, lanes: 8 }));
     }
 }

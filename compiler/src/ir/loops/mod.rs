@@ -28,6 +28,7 @@ pub mod parse;
 pub mod print;
 pub mod site;
 pub mod syntax;
+pub mod target;
 pub mod types;
 pub mod verify;
 pub mod walk;

@@ -203,6 +203,10 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, 
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
     let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: fp_contract(&args), ..Options::default() };
+    // The GPU passes tile for `--target` (a bad one is refused below, where
+    // PTX or LLVM IR is emitted; the passes' policy is the same for every
+    // sm: docs/passes.md, "The GPU target").
+    let opts = Options { gpu: eintup::ir::loops::target::GpuTarget::for_sm(eintup_tools::cli::build::parse_target(&args.target).unwrap_or(eintup::ir::loops::target::DEFAULT_SM)), ..opts };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }

@@ -12,8 +12,8 @@ use crate::ir::loops::site::Site;
 use crate::ir::text::Spelled;
 
 /// Static shared memory a kernel may use (every GPU since sm_20 has 48
-/// KiB without opting in to more).
-pub const MAX_SHARED_BYTES: i64 = 48 * 1024;
+/// KiB without opting in to more): the portable limit of ir/loops/target.rs.
+pub const MAX_SHARED_BYTES: i64 = super::super::target::STATIC_SHARED_BYTES;
 
 /// Where a node sits with respect to the kernel's thread nest.
 #[derive(Clone, Copy, PartialEq, Eq)]
