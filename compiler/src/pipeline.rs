@@ -18,7 +18,7 @@ use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
 use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
-use crate::passes::{Ir, Level, Options, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
+use crate::passes::{DriverOptions, Ir, Level, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
 use crate::sema::{Config, InputShape, Program, RankSystem};
 
 /// The work counter is the loop dialect's (`ir/loops/work.rs`).
@@ -26,7 +26,7 @@ pub use crate::ir::loops::loop_work;
 
 /// `resolve`: a source file as a rank-polymorphic program.
 pub fn resolved(src: &Source) -> Result<Program, Failure> {
-    let unit = run(Unit::from_source(src.clone()), &FRONT_END[..1], &Options::default())?;
+    let unit = run(Unit::from_source(src.clone()), &FRONT_END[..1], &DriverOptions::default())?;
     match unit.ir {
         Ir::Et(p) => Ok(p),
         _ => Err(level_bug("resolve", "et")),
@@ -35,7 +35,7 @@ pub fn resolved(src: &Source) -> Result<Program, Failure> {
 
 /// `resolve`, `infer-ranks`: the program and its rank system.
 pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
-    let unit = run(Unit::from_source(src.clone()), &FRONT_END[..2], &Options::default())?;
+    let unit = run(Unit::from_source(src.clone()), &FRONT_END[..2], &DriverOptions::default())?;
     match (unit.ir, unit.ranks) {
         (Ir::Et(p), Some(r)) => Ok((p, r)),
         _ => Err(level_bug("infer-ranks", "et")),
@@ -52,7 +52,7 @@ pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
 /// content): the front end then starts at the first pass that reads it. A
 /// printed `loop` module is a user error: backends start from `et`.
 pub fn specialized_for(src: &Source, binds: &[String], inputs: &[InputShape], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
-    let opts = Options { binds: binds.to_vec(), inputs: inputs.to_vec(), seed, float, ..Options::default() };
+    let opts = DriverOptions { binds: binds.to_vec(), inputs: inputs.to_vec(), seed, float, ..DriverOptions::default() };
     let mut unit = Unit::read(src.clone()).map_err(|e| e.into_failure(src))?;
     if unit.ir.level() == Level::Loop {
         return Err(Failure::user(format!(
@@ -76,7 +76,7 @@ pub fn specialized_to(src: &Source, prog: &Program, ranks: &RankSystem, config: 
     let mut unit = Unit::from_source(src.clone());
     unit.ir = Ir::Et(prog.clone());
     unit.ranks = Some(ranks.clone());
-    let unit = run(unit, &FRONT_END[2..], &Options { binds, float, ..Options::default() })?;
+    let unit = run(unit, &FRONT_END[2..], &DriverOptions { binds, float, ..DriverOptions::default() })?;
     match unit.ir {
         Ir::Et(p) => Ok(p.module),
         _ => Err(level_bug("specialize", "et")),
@@ -100,14 +100,14 @@ pub fn lower(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopMod
 /// host's float policy `fp_contract` (`off` unless the user opts in).
 pub fn lower_host(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract) -> Result<LoopModule, Failure> {
     let names: Vec<&str> = MIDDLE_END.iter().chain(HOST_PASSES).copied().collect();
-    loops_of(run(et_unit(src, module), &names, &Options { float, fp_contract, ..Options::default() })?)
+    loops_of(run(et_unit(src, module), &names, &DriverOptions { float, fp_contract, ..DriverOptions::default() })?)
 }
 
 /// [`lower`], then the GPU-only loop passes, under the GPU float policy
 /// `fp_contract` (what bundles and `--backend gpu|emu` run).
 pub fn lower_gpu(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract) -> Result<LoopModule, Failure> {
     let names: Vec<&str> = MIDDLE_END.iter().chain(GPU_PASSES).copied().collect();
-    loops_of(run(et_unit(src, module), &names, &Options { float, fp_contract, ..Options::default() })?)
+    loops_of(run(et_unit(src, module), &names, &DriverOptions { float, fp_contract, ..DriverOptions::default() })?)
 }
 
 /// The kernels that make a program's `RANDOM` inputs on a device (a
@@ -143,7 +143,7 @@ pub fn check_loop_work(src: &Source, module: &Module, lm: &LoopModule, max_work:
 
 /// Runs `names` on `unit` under the pass manager (verifying after each
 /// pass); the one place the stages above meet the passes.
-fn run(mut unit: Unit, names: &[&str], opts: &Options) -> Result<Unit, Failure> {
+fn run(mut unit: Unit, names: &[&str], opts: &DriverOptions) -> Result<Unit, Failure> {
     let pm = PassManager::from_names(names, Instrument::default())?;
     pm.run(&mut unit, opts, &mut std::io::sink())?;
     Ok(unit)
@@ -157,8 +157,8 @@ fn et_unit(src: &Source, module: &Module) -> Unit {
 
 /// The target-independent passes' options: no target's float policy
 /// applies before a target is chosen, so the exact one.
-fn float_options(float: FloatWidth) -> Options {
-    Options { float, fp_contract: FpContract::Off, ..Options::default() }
+fn float_options(float: FloatWidth) -> DriverOptions {
+    DriverOptions { float, fp_contract: FpContract::Off, ..DriverOptions::default() }
 }
 
 fn loops_of(unit: Unit) -> Result<LoopModule, Failure> {

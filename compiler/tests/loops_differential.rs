@@ -7,7 +7,7 @@
 use eintup::ir::loops::{FloatWidth, KernelRole};
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
-use eintup::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
+use eintup::passes::{manager, DriverOptions, Ir, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use eintup::tensor::Tensor;
 use eintup_testkit::{assert_tensors_close, examples, Tol};
 
@@ -28,7 +28,7 @@ fn tolerance(float: FloatWidth) -> Tol {
 fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth) -> bool {
     let src = Source::load(path).unwrap();
     let mut unit = Unit::from_source(src);
-    let opts = Options { binds: binds.to_vec(), seed, float, ..Options::default() };
+    let opts = DriverOptions { binds: binds.to_vec(), seed, float, ..DriverOptions::default() };
     let mut expected = None;
     if !check_passes(path, binds, seed, float, &mut unit, &opts, DEFAULT_PIPELINE, &mut expected) {
         return false;
@@ -42,7 +42,7 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
 type Expected = Option<(eintup::ir::et::Module, Vec<Tensor>, Vec<Tensor>)>;
 
 #[allow(clippy::too_many_arguments)]
-fn check_passes(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth, unit: &mut Unit, opts: &Options, passes: &[&str], expected: &mut Expected) -> bool {
+fn check_passes(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth, unit: &mut Unit, opts: &DriverOptions, passes: &[&str], expected: &mut Expected) -> bool {
     for name in passes {
         let pm = manager::PassManager::from_names(&[name], manager::Instrument::default()).unwrap();
         if let Err(e) = pm.run(unit, opts, &mut std::io::sink()) {

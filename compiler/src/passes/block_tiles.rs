@@ -47,13 +47,29 @@
 //! reduction up to 16 terms, else 16, 8, 4 or 2 where it divides. Shared
 //! buffers take at most 48 KiB.
 
-use super::{Ir, Options, PassError, Unit};
+use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::verify::MAX_SHARED_BYTES;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
+/// What `block-tiles` is told: the GPU (`--target`); no pass option.
+#[derive(Clone, Debug)]
+pub struct BlockTilesOptions {
+    pub gpu: GpuTarget,
+}
+
+impl PassOptions for BlockTilesOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[];
+    fn from_driver(d: &DriverOptions) -> Self {
+        BlockTilesOptions { gpu: d.gpu.clone() }
+    }
+    fn set(&mut self, key: &str, _: &str) -> Result<(), String> {
+        Err(format!("option `{key}` is not declared"))
+    }
+}
+
+pub fn run(unit: &mut Unit, opts: &BlockTilesOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("block-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     for ki in 0..m.kernels.len() {

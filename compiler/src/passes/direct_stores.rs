@@ -17,11 +17,11 @@
 //! cell), atomic writes (several threads per cell), and a main kernel that
 //! reads the buffer it writes.
 
-use super::{Ir, Options, Unit};
+use super::{Ir, NoOptions, Unit};
 use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("direct-stores runs on the loop level".into())) };
     let fused = fuse_resets(m);
     Ok(Some(format!("{fused} reset kernels removed")))

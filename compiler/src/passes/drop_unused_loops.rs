@@ -13,11 +13,11 @@
 //! times stays (dropping it would reset cells that no instantiation
 //! reaches).
 
-use super::{Ir, Options, Unit};
+use super::{Ir, NoOptions, Unit};
 use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("drop-unused-loops runs on the loop level".into())) };
     let mut dropped = 0;
     for k in &mut m.kernels {

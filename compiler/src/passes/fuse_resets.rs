@@ -29,11 +29,11 @@
 //! the main kernel no longer reads `c` at all. GPU only: the host's
 //! `interchange` wants kernels with one computation.
 
-use super::{Ir, Options, PassError, Unit};
+use super::{Ir, NoOptions, PassError, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("fuse-resets runs on the loop level".into())) };
     Ok(Some(format!("{} reset kernels fused", fuse_module(m))))
 }

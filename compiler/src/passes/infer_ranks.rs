@@ -3,10 +3,10 @@
 //! the module (a refinement of `?` to `?r`); the system itself, with the
 //! reason for every equation, stays in the unit for `specialize`.
 
-use super::{Ir, Options, Unit};
+use super::{Ir, NoOptions, Unit};
 use super::PassError;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Et(prog) = &mut unit.ir else { return Err(PassError::Internal("infer-ranks runs on the et level".into())) };
     let ranks = crate::sema::ranks::infer(prog).map_err(PassError::User)?;
     let mut fixed = 0;

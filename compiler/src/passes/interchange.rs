@@ -19,11 +19,11 @@
 //! Only for the host: on the GPU the same loop is the thread index, and
 //! each thread keeps its sum in a register.
 
-use super::{Ir, Options, Unit};
+use super::{Ir, NoOptions, Unit};
 use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("interchange runs on the loop level".into())) };
     let mut moved = 0;
     for k in &mut m.kernels {

@@ -23,14 +23,14 @@
 //! `interchange` or `register-tiles` already reshaped do not have that
 //! form. Host only: on the GPU, `n` is the thread index.
 
-use super::{Ir, Options, PassError, Unit};
+use super::{Ir, NoOptions, PassError, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::*;
 
 /// Tiles tried, largest first.
 pub const FACTORS: [i64; 3] = [8, 4, 2];
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("interleave-sums runs on the loop level".into())) };
     let mut done = Vec::new();
     for k in &mut m.kernels {

@@ -575,8 +575,28 @@ fn build_nest(loops: &[(VarId, i64)], items: &[Item], inner: Node) -> Vec<Node> 
     level(loops, items, 0, &inner)
 }
 
+/// What `lower-to-loops` is told: the width of FLOAT (`--float`).
+#[derive(Clone, Copy, Debug)]
+pub struct LowerToLoopsOptions {
+    pub float: FloatWidth,
+}
+
+impl super::PassOptions for LowerToLoopsOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[super::spec::FLOAT];
+    fn from_driver(d: &super::DriverOptions) -> Self {
+        LowerToLoopsOptions { float: d.float }
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "float" => self.float = super::spec::parse_float(value)?,
+            _ => return Err(format!("option `{key}` is not declared")),
+        }
+        Ok(())
+    }
+}
+
 /// The pass: et (specialised) -> loop.
-pub fn run(unit: &mut super::Unit, opts: &super::Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut super::Unit, opts: &LowerToLoopsOptions) -> Result<Option<String>, PassError> {
     let super::Ir::Et(prog) = &unit.ir else { return Err(PassError::Internal("lower-to-loops runs on the et level".into())) };
     let m = lower(&prog.module, opts.float)?;
     let guards = m.kernels.iter().map(|k| k.guard_count());

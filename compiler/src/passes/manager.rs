@@ -3,7 +3,8 @@
 //! (`--dump-ir`, `--dump-ir-after`) and timing (`--time-passes`), in the
 //! manner of `mlir-opt`.
 
-use super::{Ir, Level, Options, PassError, Unit};
+use super::spec::{self, PassOptions};
+use super::{DriverOptions, Ir, Level, PassError, Unit};
 use crate::driver::Failure;
 use crate::ir::loops::{Fact, Facts};
 use crate::ir::text::Spelled;
@@ -17,8 +18,6 @@ pub struct PassInfo {
     pub summary: &'static str,
     pub input: Level,
     pub output: Level,
-    /// The pass options it reads (`name{key=value}`, [`super::spec`]).
-    pub options: &'static [&'static str],
     /// Loop passes: the facts the module must have before the pass runs
     /// (without them it would find nothing to do)...
     pub needs: &'static [Fact],
@@ -27,7 +26,39 @@ pub struct PassInfo {
     pub refuses: &'static [Fact],
     /// ... and the facts it makes true.
     pub provides: &'static [Fact],
-    pub run: fn(&mut Unit, &Options) -> Result<Option<String>, PassError>,
+    /// The pass, with its options (`name{key=value}`, [`super::spec`]):
+    /// made by `run_with!`.
+    pub run: PassRun,
+}
+
+/// A pass's entry point, which builds the pass's own options
+/// ([`PassOptions`]) from the driver's and the `{key=value}` items written
+/// with it, then runs the pass. Made by `run_with!`, so the keys, the check
+/// and the run all come from one options type.
+#[derive(Clone, Copy)]
+pub struct PassRun {
+    /// The keys the pass accepts, with their forms (`PassOptions::KEYS`).
+    pub keys: &'static [(&'static str, &'static str)],
+    /// Builds the options against the default driver settings: a bad key
+    /// or value fails before any input is read.
+    pub check: fn(pass: &str, options: &[(String, String)]) -> Result<(), String>,
+    /// Builds the options against `driver` and runs the pass.
+    pub run: fn(unit: &mut Unit, pass: &str, options: &[(String, String)], driver: &DriverOptions) -> Result<Option<String>, PassError>,
+}
+
+/// The [`PassRun`] of a pass function `run(&mut Unit, &O)`, `O` its
+/// options type.
+macro_rules! run_with {
+    ($opts:ty, $run:path) => {
+        PassRun {
+            keys: <$opts as PassOptions>::KEYS,
+            check: |pass, options| spec::build::<$opts>(pass, options, &DriverOptions::default()).map(drop),
+            run: |unit, pass, options, driver| {
+                let o = spec::build::<$opts>(pass, options, driver).map_err(|e| PassError::Message(format!("etopt: error: {e}")))?;
+                $run(unit, &o)
+            },
+        }
+    };
 }
 
 /// Every pass, in the order of the GPU pipeline (the host's runs
@@ -38,187 +69,170 @@ pub static PASSES: &[PassInfo] = &[
         summary: "names, signatures, element types, all errors found without shapes",
         input: Level::Source,
         output: Level::Et,
-        options: &[],
         needs: &[],
         refuses: &[],
         provides: &[],
-        run: super::resolve::run,
+        run: run_with!(super::NoOptions, super::resolve::run),
     },
     PassInfo {
         name: "infer-ranks",
         summary: "union-find of rank classes with the reason for every equation",
         input: Level::Et,
         output: Level::Et,
-        options: &[],
         needs: &[],
         refuses: &[],
         provides: &[],
-        run: super::infer_ranks::run,
+        run: run_with!(super::NoOptions, super::infer_ranks::run),
     },
     PassInfo {
         name: "specialize",
         summary: "choose a configuration (--bind, --seed) and make every type static",
         input: Level::Et,
         output: Level::Et,
-        options: &["seed", "bind", "float"],
         needs: &[],
         refuses: &[],
         provides: &[],
-        run: super::specialize::run,
+        run: run_with!(super::specialize::SpecializeOptions, super::specialize::run),
     },
     PassInfo {
         name: "lower-to-loops",
         summary: "loop nests, guards, index loads and reset/snapshot kernels",
         input: Level::Et,
         output: Level::Loop,
-        options: &["float"],
         needs: &[],
         refuses: &[],
         provides: &[],
-        run: super::lower_to_loops::run,
+        run: run_with!(super::lower_to_loops::LowerToLoopsOptions, super::lower_to_loops::run),
     },
     PassInfo {
         name: "simplify-index",
         summary: "egg equality saturation: fold dims, div/mod/FLAT identities, prove guards",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[],
         refuses: &[],
         provides: &[],
-        run: super::simplify_index::run,
+        run: run_with!(super::NoOptions, super::simplify_index::run),
     },
     PassInfo {
         name: "tighten-bounds",
         summary: "turn guards on a loop variable into that loop's bounds",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[],
         refuses: &[],
         provides: &[],
-        run: super::tighten_bounds::run,
+        run: run_with!(super::NoOptions, super::tighten_bounds::run),
     },
     PassInfo {
         name: "drop-unused-loops",
         summary: "run once the idempotent body of a loop whose variable it does not use",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[],
         refuses: &[],
         provides: &[],
-        run: super::drop_unused_loops::run,
+        run: run_with!(super::NoOptions, super::drop_unused_loops::run),
     },
     PassInfo {
         name: "parallelize",
         summary: "mark parallel loops; atomics only where the write is not injective",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[],
         refuses: &[],
         provides: &[Fact::Parallelized],
-        run: super::parallelize::run,
+        run: run_with!(super::NoOptions, super::parallelize::run),
     },
     PassInfo {
         name: "direct-stores",
         summary: "drop the reset kernel of an `=` statement that writes each cell once; store directly",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[Fact::Parallelized],
         refuses: &[],
         provides: &[],
-        run: super::direct_stores::run,
+        run: run_with!(super::NoOptions, super::direct_stores::run),
     },
     PassInfo {
         name: "split-reductions",
         summary: "GPU: sum a contiguous reduction of few cells as per-lane partial sums, then combine",
         input: Level::Loop,
         output: Level::Loop,
-        options: &["fp-contract"],
         needs: &[Fact::Parallelized],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[],
-        run: super::split_reductions::run,
+        run: run_with!(super::split_reductions::SplitReductionsOptions, super::split_reductions::run),
     },
     PassInfo {
         name: "fuse-resets",
         summary: "GPU: the reset kernel of a reduction becomes the first store of its kernel",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[Fact::Parallelized],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[Fact::ResetsFused],
-        run: super::fuse_resets::run,
+        run: run_with!(super::NoOptions, super::fuse_resets::run),
     },
     PassInfo {
         name: "shift-loops",
         summary: "GPU: a loop whose bounds move with outer variables starts at a constant",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[Fact::LoopsShifted],
-        run: super::shift_loops::run,
+        run: run_with!(super::NoOptions, super::shift_loops::run),
     },
     PassInfo {
         name: "register-tiles",
         summary: "each thread of a contraction computes a tile of cells, operands reused from registers",
         input: Level::Loop,
         output: Level::Loop,
-        options: &["layout"],
         needs: &[Fact::Parallelized, Fact::LoopsShifted],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[Fact::RegisterTiled],
-        run: super::register_tiles::run,
+        run: run_with!(super::register_tiles::RegisterTilesOptions, super::register_tiles::run),
     },
     PassInfo {
         name: "block-tiles",
         summary: "GPU: the threads of a block stage a contraction's operands in shared memory",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[Fact::Parallelized, Fact::RegisterTiled],
         refuses: &[Fact::BlockTiled],
         provides: &[Fact::BlockTiled],
-        run: super::block_tiles::run,
+        run: run_with!(super::block_tiles::BlockTilesOptions, super::block_tiles::run),
     },
     PassInfo {
         name: "sink-broadcasts",
         summary: "GPU: a copy's loops its loads do not depend on run inside each thread, one load per value",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[Fact::Parallelized],
         refuses: &[],
         provides: &[],
-        run: super::sink_broadcasts::run,
+        run: run_with!(super::sink_broadcasts::SinkBroadcastsOptions, super::sink_broadcasts::run),
     },
     PassInfo {
         name: "interleave-sums",
         summary: "host: sum neighbouring cells of a long reduction at once, each in its own order",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[Fact::Parallelized],
         refuses: &[Fact::BlockTiled],
         provides: &[],
-        run: super::interleave_sums::run,
+        run: run_with!(super::NoOptions, super::interleave_sums::run),
     },
     PassInfo {
         name: "interchange",
         summary: "host: move the loop along the contiguous written dim inside the reductions",
         input: Level::Loop,
         output: Level::Loop,
-        options: &[],
         needs: &[Fact::Parallelized],
         refuses: &[Fact::BlockTiled],
         provides: &[],
-        run: super::interchange::run,
+        run: run_with!(super::NoOptions, super::interchange::run),
     },
 ];
 
@@ -320,7 +334,7 @@ impl PassManager {
                 Failure::user(format!("etopt: error: unknown pass `{}` (known passes: {})", spec.name, known.join(", ")))
             })?;
             // Checked now, so a bad option fails before any input is read.
-            super::spec::apply(p.name, p.options, &spec.options, &Options::default()).map_err(|e| Failure::user(format!("etopt: error: {e}")))?;
+            (p.run.check)(p.name, &spec.options).map_err(|e| Failure::user(format!("etopt: error: {e}")))?;
             passes.push(Scheduled { info: p, options: spec.options, label: p.name.to_string() });
         }
         for (flag, list) in [("--dump-ir-after", &instrument.dump_after), ("--print-ir-before", &instrument.print_before)] {
@@ -378,14 +392,14 @@ impl PassManager {
 
     /// Runs every pass in order, verifying after each. Dumps, timings and
     /// statistics go to `err`.
-    pub fn run(&self, unit: &mut Unit, opts: &Options, err: &mut dyn std::io::Write) -> Result<(), Failure> {
+    pub fn run(&self, unit: &mut Unit, opts: &DriverOptions, err: &mut dyn std::io::Write) -> Result<(), Failure> {
         self.run_passes(unit, opts, err).map_err(|e| e.into_failure(&unit.source))
     }
 
     /// [`run`](Self::run), with the error as data: `etopt
     /// --verify-diagnostics` matches its diagnostics against the input's
     /// expectations instead of rendering them.
-    pub fn run_passes(&self, unit: &mut Unit, opts: &Options, err: &mut dyn std::io::Write) -> Result<(), PassError> {
+    pub fn run_passes(&self, unit: &mut Unit, opts: &DriverOptions, err: &mut dyn std::io::Write) -> Result<(), PassError> {
         let mut times: Vec<(&str, Duration)> = Vec::new();
         // Verification after each pass, summed: one line of --time-passes.
         let mut verifying = Duration::ZERO;
@@ -413,15 +427,8 @@ impl PassManager {
                 Ir::Et(prog) => Some(prog.module.clone()),
                 _ => None,
             };
-            let local;
-            let pass_opts = if s.options.is_empty() {
-                opts
-            } else {
-                local = super::spec::apply(p.name, p.options, &s.options, opts).map_err(|e| PassError::Message(format!("etopt: error: {e}")))?;
-                &local
-            };
             let t = Instant::now();
-            let stats = (p.run)(unit, pass_opts)?;
+            let stats = (p.run.run)(unit, p.name, &s.options, opts)?;
             times.push((&s.label, t.elapsed()));
             if let Ir::Loop(m) = &mut unit.ir {
                 m.facts = m.facts.union(Facts::of(p.provides));

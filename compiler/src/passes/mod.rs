@@ -34,6 +34,7 @@ use crate::ir::loops::LoopModule;
 use crate::sema::{Config, InputShape, Program, RankSystem};
 use et_grammar::Diagnostic;
 
+pub use spec::{NoOptions, PassOptions};
 pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
 
 /// The IR levels a pass reads or writes.
@@ -111,30 +112,29 @@ impl Unit {
     }
 }
 
-/// What passes are told by the driver.
+/// What the driver tells the passes (`--bind`, `--input`, `--seed`,
+/// `--float`, `--fp-contract`, `--target`): the manager holds it and
+/// builds each pass's own options from it ([`spec::PassOptions`]); no pass
+/// reads it directly (docs/passes.md, "Pass options").
 #[derive(Clone, Debug)]
-pub struct Options {
-    /// `--bind NAME=[..]` for `specialize`.
+pub struct DriverOptions {
+    /// `--bind NAME=[..]`.
     pub binds: Vec<String>,
-    /// The shapes of the input arrays the user supplies (`--input`), for
-    /// `specialize`.
+    /// The shapes of the input arrays the user supplies (`--input`).
     pub inputs: Vec<InputShape>,
     pub seed: u64,
-    /// Width of FLOAT for `lower-to-loops`.
+    /// Width of FLOAT.
     pub float: FloatWidth,
-    /// The GPU float policy, for `split-reductions` (`--fp-contract`).
+    /// The GPU float policy (`--fp-contract`).
     pub fp_contract: FpContract,
-    /// How `register-tiles` lays out a thread's tile (cyclic on the GPU,
-    /// blocked on the host).
-    pub layout: register_tiles::TileLayout,
     /// The GPU the GPU passes tile and split for (`--target sm_XX`;
     /// default sm_80): docs/passes.md, "The GPU target".
     pub gpu: GpuTarget,
 }
 
-impl Default for Options {
+impl Default for DriverOptions {
     fn default() -> Self {
-        Options { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), layout: Default::default(), gpu: GpuTarget::default() }
+        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default() }
     }
 }
 

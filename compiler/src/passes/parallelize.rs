@@ -17,11 +17,11 @@
 //! Otherwise: candidates `parallel` with `atomic_accumulate` (a `store` of
 //! a constant, as reset kernels do, races harmlessly and stays a store).
 
-use super::{Ir, Options, Unit};
+use super::{Ir, NoOptions, Unit};
 use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("parallelize runs on the loop level".into())) };
     let (mut par, mut atomic) = (0, 0);
     for k in &mut m.kernels {
@@ -213,13 +213,13 @@ fn mark(ns: &mut [Node], cands: &[VarId], atomic: bool) {
 mod tests {
     use super::*;
     use crate::driver::Source;
-    use crate::passes::{manager, Ir, Options, Unit, DEFAULT_PIPELINE};
+    use crate::passes::{manager, DriverOptions, Ir, Unit, DEFAULT_PIPELINE};
 
     /// (kernel name, parallel loop variables, write kind) for an example.
     fn kernels(example: &str, binds: &[&str]) -> Vec<((KernelRole, Option<usize>), Vec<String>, WriteKind)> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples").join(example);
         let mut unit = Unit::from_source(Source::load(&path).unwrap());
-        let opts = Options { binds: binds.iter().map(|s| s.to_string()).collect(), ..Options::default() };
+        let opts = DriverOptions { binds: binds.iter().map(|s| s.to_string()).collect(), ..DriverOptions::default() };
         // The pipeline up to this pass: later ones (direct-stores) change writes.
         let upto = DEFAULT_PIPELINE.iter().position(|&p| p == "parallelize").unwrap();
         manager::PassManager::from_names(&DEFAULT_PIPELINE[..=upto], manager::Instrument::default()).unwrap().run(&mut unit, &opts, &mut std::io::sink()).unwrap();

@@ -34,7 +34,7 @@
 //! and leaves at least `min_threads` threads (`GpuTarget`, ir/loops/target.rs):
 //! [`candidates`] lists the tiles, [`apply`] makes one.
 
-use super::{Ir, Options, PassError, Unit};
+use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
@@ -69,7 +69,31 @@ impl std::str::FromStr for TileLayout {
 /// are [`GpuTarget::register_tiles`].
 pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
 
-pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
+/// What `register-tiles` is told: the layout of a thread's tile (pass
+/// option only: `cyclic`, the GPU's, unless the pipeline says
+/// `register-tiles{layout=blocked}`, as the host's does) and the GPU
+/// (`--target`).
+#[derive(Clone, Debug)]
+pub struct RegisterTilesOptions {
+    pub layout: TileLayout,
+    pub gpu: GpuTarget,
+}
+
+impl PassOptions for RegisterTilesOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)")];
+    fn from_driver(d: &DriverOptions) -> Self {
+        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu.clone() }
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "layout" => self.layout = value.parse()?,
+            _ => return Err(format!("option `{key}` is not declared")),
+        }
+        Ok(())
+    }
+}
+
+pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("register-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     for k in &mut m.kernels {

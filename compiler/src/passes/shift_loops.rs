@@ -8,10 +8,10 @@
 //! mention `opos`, so `register-tiles` may tile the output positions: only
 //! the computation then depends on them.
 
-use super::{Ir, Options, PassError, Unit};
+use super::{Ir, NoOptions, PassError, Unit};
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("shift-loops runs on the loop level".into())) };
     let mut n = 0;
     for k in &mut m.kernels {

@@ -4,10 +4,10 @@
 //! The pipeline runs it after lowering (fold static dims, prove guards)
 //! and again after `tighten-bounds` (clean the new `max`/`min` bounds).
 
-use super::{Ir, Options, Unit};
+use super::{Ir, NoOptions, Unit};
 use super::PassError;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("simplify-index runs on the loop level".into())) };
     let stats = crate::simplify::simplify_module(m);
     let line = stats.to_string();

@@ -30,12 +30,28 @@
 //! with no loop below the chain (copies and elementwise kernels) that load
 //! something.
 
-use super::{Ir, Options, PassError, Unit};
+use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
+/// What `sink-broadcasts` is told: the GPU (`--target`); no pass option.
+#[derive(Clone, Debug)]
+pub struct SinkBroadcastsOptions {
+    pub gpu: GpuTarget,
+}
+
+impl PassOptions for SinkBroadcastsOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[];
+    fn from_driver(d: &DriverOptions) -> Self {
+        SinkBroadcastsOptions { gpu: d.gpu.clone() }
+    }
+    fn set(&mut self, key: &str, _: &str) -> Result<(), String> {
+        Err(format!("option `{key}` is not declared"))
+    }
+}
+
+pub fn run(unit: &mut Unit, opts: &SinkBroadcastsOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("sink-broadcasts runs on the loop level".into())) };
     let mut sunk = Vec::new();
     for k in &mut m.kernels {

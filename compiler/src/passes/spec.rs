@@ -5,8 +5,16 @@
 //! commas; a value may hold brackets (`[2, 3]`), whose commas and blanks
 //! belong to it. A pass's options override the driver's (`--seed`,
 //! `--bind`, `--float`) for that pass alone.
+//!
+//! Each pass that takes options declares its own typed struct next to the
+//! pass, implementing [`PassOptions`]: the keys it accepts, how it starts
+//! from the driver's settings ([`DriverOptions`]) and how a `key=value`
+//! sets a field. The manager builds it ([`build`]) for each run of the
+//! pass; a key the pass does not declare is an error naming the keys it
+//! does (docs/passes.md, "Pass options").
 
-use super::Options;
+use super::DriverOptions;
+use crate::ir::loops::{FloatWidth, FpContract};
 
 /// One pass of a pipeline as written: its name and its options in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,15 +23,79 @@ pub struct PassSpec {
     pub options: Vec<(String, String)>,
 }
 
-/// Every option some pass accepts, with what it sets and its value's form
-/// (shown by `--list-passes`).
-pub const OPTIONS: &[(&str, &str)] = &[
-    ("seed", "N: the seed of drawn dims (as --seed)"),
-    ("bind", "NAME=[d1,..]: fix an eintup's dims, repeatable (as --bind)"),
-    ("float", "f64|f32: the width of FLOAT (as --float)"),
-    ("fp-contract", "off|fast: the GPU float policy (as --fp-contract)"),
-    ("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)"),
-];
+/// A pass's typed options: declared by the pass, built by the manager
+/// from the driver's settings and the pass's `{key=value}` items.
+pub trait PassOptions: Sized {
+    /// The keys the pass accepts, each with its value's form and what it
+    /// sets (shown by `--list-passes`). Keys shared by several passes use
+    /// the declarations below ([`SEED`], [`FLOAT`], ...) so they read the
+    /// same everywhere.
+    const KEYS: &'static [(&'static str, &'static str)];
+    /// The options before any `{key=value}`: what the driver says.
+    fn from_driver(d: &DriverOptions) -> Self;
+    /// Sets `key` (one of [`KEYS`](Self::KEYS)) from `value`; the error
+    /// says what value was expected.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String>;
+}
+
+/// The options of a pass that takes none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoOptions;
+
+impl PassOptions for NoOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[];
+    fn from_driver(_: &DriverOptions) -> Self {
+        NoOptions
+    }
+    fn set(&mut self, key: &str, _: &str) -> Result<(), String> {
+        Err(format!("option `{key}` is not declared"))
+    }
+}
+
+/// `seed=N`, as `--seed`.
+pub const SEED: (&str, &str) = ("seed", "N: the seed of drawn dims (as --seed)");
+/// `bind=NAME=[..]`, as `--bind`.
+pub const BIND: (&str, &str) = ("bind", "NAME=[d1,..]: fix an eintup's dims, repeatable (as --bind)");
+/// `float=f64|f32`, as `--float`.
+pub const FLOAT: (&str, &str) = ("float", "f64|f32: the width of FLOAT (as --float)");
+/// `fp-contract=off|fast`, as `--fp-contract`.
+pub const FP_CONTRACT: (&str, &str) = ("fp-contract", "off|fast: the GPU float policy (as --fp-contract)");
+
+pub fn parse_seed(v: &str) -> Result<u64, String> {
+    v.parse().map_err(|_| "expected a non-negative integer".to_string())
+}
+
+pub fn parse_float(v: &str) -> Result<FloatWidth, String> {
+    v.parse().map_err(|_| "expected f64 or f32".to_string())
+}
+
+pub fn parse_fp_contract(v: &str) -> Result<FpContract, String> {
+    v.parse().map_err(|e| format!("{e}"))
+}
+
+/// Adds `bind=v` to `binds`: it replaces the binding of the same eintup.
+pub fn add_binding(binds: &mut Vec<String>, v: &str) -> Result<(), String> {
+    let b = crate::sema::parse_binding(v).map_err(|e| format!("{e}"))?;
+    binds.retain(|d| crate::sema::parse_binding(d).map_or(true, |d| d.name != b.name));
+    binds.push(v.to_string());
+    Ok(())
+}
+
+/// A pass's options: the driver's, with the pass's `options` applied in
+/// order. A key the pass does not declare, or a malformed value, is an
+/// error naming both.
+pub fn build<O: PassOptions>(pass: &str, options: &[(String, String)], driver: &DriverOptions) -> Result<O, String> {
+    let mut o = O::from_driver(driver);
+    for (k, v) in options {
+        if !O::KEYS.iter().any(|(key, _)| key == k) {
+            let keys: Vec<&str> = O::KEYS.iter().map(|(key, _)| *key).collect();
+            let known = if keys.is_empty() { "it takes none".to_string() } else { format!("it takes {}", keys.join(", ")) };
+            return Err(format!("pass `{pass}` has no option `{k}` ({known})"));
+        }
+        o.set(k, v).map_err(|e| format!("pass `{pass}`: option `{k}={v}`: {e}"))?;
+    }
+    Ok(o)
+}
 
 /// Cuts a pipeline at the commas outside braces and brackets.
 pub fn split_pipeline(text: &str) -> Result<Vec<String>, String> {
@@ -101,33 +173,6 @@ fn split_options(body: &str) -> Vec<String> {
     out
 }
 
-/// `base` with a pass's options applied; `accepted` are the keys the pass
-/// reads. An option the pass does not read, or a malformed value, is an
-/// error naming both.
-pub fn apply(pass: &str, accepted: &[&str], options: &[(String, String)], base: &Options) -> Result<Options, String> {
-    let mut o = base.clone();
-    for (k, v) in options {
-        if !accepted.contains(&k.as_str()) {
-            let known = if accepted.is_empty() { "it takes none".to_string() } else { format!("it takes {}", accepted.join(", ")) };
-            return Err(format!("pass `{pass}` has no option `{k}` ({known})"));
-        }
-        match k.as_str() {
-            "seed" => o.seed = v.parse().map_err(|_| format!("pass `{pass}`: option `seed={v}`: expected a non-negative integer"))?,
-            "bind" => {
-                let b = crate::sema::parse_binding(v).map_err(|e| format!("pass `{pass}`: option `bind={v}`: {e}"))?;
-                // The pass's binding replaces the driver's for that eintup.
-                o.binds.retain(|d| crate::sema::parse_binding(d).map_or(true, |d| d.name != b.name));
-                o.binds.push(v.clone());
-            }
-            "float" => o.float = v.parse().map_err(|_| format!("pass `{pass}`: option `float={v}`: expected f64 or f32"))?,
-            "layout" => o.layout = v.parse().map_err(|e| format!("pass `{pass}`: option `layout={v}`: {e}"))?,
-            "fp-contract" => o.fp_contract = v.parse().map_err(|e| format!("pass `{pass}`: option `fp-contract={v}`: {e}"))?,
-            _ => return Err(format!("pass `{pass}`: option `{k}` is declared but not handled")),
-        }
-    }
-    Ok(o)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,15 +199,18 @@ mod tests {
 
     #[test]
     fn options_override_the_drivers() {
-        let base = Options { binds: vec!["a=[1]".into()], seed: 7, ..Options::default() };
+        use crate::passes::specialize::SpecializeOptions;
+        let base = DriverOptions { binds: vec!["a=[1]".into()], seed: 7, ..DriverOptions::default() };
         let spec = parse_spec("specialize{seed=3 bind=b=[2] float=f32}").unwrap();
-        let o = apply("specialize", &["seed", "bind", "float"], &spec.options, &base).unwrap();
+        let o: SpecializeOptions = build("specialize", &spec.options, &base).unwrap();
         assert_eq!((o.seed, o.binds.clone(), o.float), (3, vec!["a=[1]".to_string(), "b=[2]".to_string()], FloatWidth::F32));
-        let e = apply("resolve", &[], &spec.options, &base).unwrap_err();
+        let e = build::<NoOptions>("resolve", &spec.options, &base).unwrap_err();
         assert_eq!(e, "pass `resolve` has no option `seed` (it takes none)");
+        let e = build::<crate::passes::lower_to_loops::LowerToLoopsOptions>("lower-to-loops", &spec.options, &base).unwrap_err();
+        assert_eq!(e, "pass `lower-to-loops` has no option `seed` (it takes float)");
         let bad = parse_spec("specialize{seed=-1}").unwrap();
-        assert!(apply("specialize", &["seed"], &bad.options, &base).unwrap_err().contains("expected a non-negative integer"));
+        assert!(build::<SpecializeOptions>("specialize", &bad.options, &base).unwrap_err().contains("expected a non-negative integer"));
         let bad = parse_spec("specialize{bind=a}").unwrap();
-        assert!(apply("specialize", &["bind"], &bad.options, &base).unwrap_err().contains("option `bind=a`"));
+        assert!(build::<SpecializeOptions>("specialize", &bad.options, &base).unwrap_err().contains("option `bind=a`"));
     }
 }

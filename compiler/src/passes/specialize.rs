@@ -3,11 +3,41 @@
 //! deterministic in `--seed`) and substitute it: every eintup and array
 //! position gets static dims (`sema::specialize`).
 
-use super::{Ir, Options, PassError, Unit};
+use super::spec::{self, PassOptions};
+use super::{DriverOptions, Ir, PassError, Unit};
+use crate::ir::loops::FloatWidth;
 use crate::sema::config::{choose_config, parse_bindings};
 use crate::sema::specialize::{specialize, MemoryLimit};
+use crate::sema::InputShape;
 
-pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
+/// What `specialize` is told: the driver's `--bind`, `--input`, `--seed`
+/// and `--float` (FLOAT arrays count against the memory limit at that
+/// width), each but the inputs also a pass option.
+#[derive(Clone, Debug)]
+pub struct SpecializeOptions {
+    pub binds: Vec<String>,
+    pub inputs: Vec<InputShape>,
+    pub seed: u64,
+    pub float: FloatWidth,
+}
+
+impl PassOptions for SpecializeOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[spec::SEED, spec::BIND, spec::FLOAT];
+    fn from_driver(d: &DriverOptions) -> Self {
+        SpecializeOptions { binds: d.binds.clone(), inputs: d.inputs.clone(), seed: d.seed, float: d.float }
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "seed" => self.seed = spec::parse_seed(value)?,
+            "bind" => spec::add_binding(&mut self.binds, value)?,
+            "float" => self.float = spec::parse_float(value)?,
+            _ => return Err(format!("option `{key}` is not declared")),
+        }
+        Ok(())
+    }
+}
+
+pub fn run(unit: &mut Unit, opts: &SpecializeOptions) -> Result<Option<String>, PassError> {
     let Ir::Et(prog) = &mut unit.ir else { return Err(PassError::Internal("specialize runs on the et level".into())) };
     if prog.module.is_specialized() {
         // A printed specialised module read back: keep its configuration;

@@ -40,12 +40,34 @@
 //! writes, and `C <= split_max_cells` (above that the cells alone fill the GPU).
 //! [`candidates`] lists the splits (lane counts), [`apply`] makes one.
 
-use super::{Ir, Options, PassError, Unit};
+use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, opts: &Options) -> Result<Option<String>, PassError> {
+/// What `split-reductions` is told: the GPU float policy
+/// (`--fp-contract`, also a pass option) and the GPU (`--target`).
+#[derive(Clone, Debug)]
+pub struct SplitReductionsOptions {
+    pub fp_contract: FpContract,
+    pub gpu: GpuTarget,
+}
+
+impl PassOptions for SplitReductionsOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[super::spec::FP_CONTRACT];
+    fn from_driver(d: &DriverOptions) -> Self {
+        SplitReductionsOptions { fp_contract: d.fp_contract, gpu: d.gpu.clone() }
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "fp-contract" => self.fp_contract = super::spec::parse_fp_contract(value)?,
+            _ => return Err(format!("option `{key}` is not declared")),
+        }
+        Ok(())
+    }
+}
+
+pub fn run(unit: &mut Unit, opts: &SplitReductionsOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("split-reductions runs on the loop level".into())) };
     let split = split_module(m, opts.fp_contract, &opts.gpu);
     Ok(Some(format!("{split} reductions split")))

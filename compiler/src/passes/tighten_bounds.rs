@@ -12,11 +12,11 @@
 //! `load_index` (no side effects), so skipping iterations skips nothing
 //! but work. Loops whose bounds become constant and empty are removed.
 
-use super::{Ir, Options, Unit};
+use super::{Ir, NoOptions, Unit};
 use super::PassError;
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &Options) -> Result<Option<String>, PassError> {
+pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("tighten-bounds runs on the loop level".into())) };
     let mut stats = Stats::default();
     for k in &mut m.kernels {

@@ -7,7 +7,7 @@ use clap::{Parser, ValueEnum};
 use eintup::driver::{exit, Failure, Source};
 use eintup::ir::loops::FloatWidth;
 use eintup::passes::manager::{print_ir, Instrument};
-use eintup::passes::{Ir, Level, Options, PassError, PassManager, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
+use eintup::passes::{DriverOptions, Ir, Level, PassError, PassManager, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use eintup_codegen::{self as codegen, Target};
 use eintup_tools::etopt::{list::list_passes, split, verify_diagnostics, Lang};
 use eintup_tools::process::run_main_status;
@@ -120,7 +120,7 @@ struct Plan {
     pm: Option<PassManager>,
     /// `--passes` given: no pass is skipped.
     explicit: bool,
-    opts: Options,
+    opts: DriverOptions,
     /// `--target` of `--emit llvm|ptx`.
     sm: Option<u32>,
 }
@@ -202,11 +202,11 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, 
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
-    let opts = Options { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: fp_contract(&args), ..Options::default() };
+    let opts = DriverOptions { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: fp_contract(&args), ..DriverOptions::default() };
     // The GPU passes tile for `--target` (a bad one is refused below, where
     // PTX or LLVM IR is emitted; the passes' policy is the same for every
     // sm: docs/passes.md, "The GPU target").
-    let opts = Options { gpu: eintup::ir::loops::target::GpuTarget::for_sm(eintup_tools::cli::build::parse_target(&args.target).unwrap_or(eintup::ir::loops::target::DEFAULT_SM)), ..opts };
+    let opts = DriverOptions { gpu: eintup::ir::loops::target::GpuTarget::for_sm(eintup_tools::cli::build::parse_target(&args.target).unwrap_or(eintup::ir::loops::target::DEFAULT_SM)), ..opts };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }

@@ -3,7 +3,6 @@
 use eintup::ir::loops::Fact;
 use eintup::ir::text::Spelled;
 use eintup::passes::manager::PASSES;
-use eintup::passes::spec::OPTIONS;
 use eintup::passes::{DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use std::fmt::Write as _;
 
@@ -16,11 +15,12 @@ pub fn list_passes() -> String {
     let mut out = String::from("passes (level read -> level left):\n");
     for p in PASSES {
         let levels = format!("{:<level$} -> {}", p.input.name(), p.output.name());
-        let options = if p.options.is_empty() { String::new() } else { format!(" {{{}}}", p.options.join(" ")) };
+        let keys: Vec<&str> = p.run.keys.iter().map(|(k, _)| *k).collect();
+        let options = if keys.is_empty() { String::new() } else { format!(" {{{}}}", keys.join(" ")) };
         let _ = writeln!(out, "  {:<width$}  {:<levels_w$}  {}{options}", p.name, levels, p.summary, levels_w = 2 * level + 4);
     }
     out.push_str("pass options (`--passes name{key=value ...}`):\n");
-    for (k, what) in OPTIONS {
+    for (k, what) in pass_options() {
         let _ = writeln!(out, "  {k:<width$}  {what}");
     }
     out.push_str("pass facts (a loop pass needs, refuses, provides; docs/passes.md#pass-facts):\n");
@@ -35,6 +35,18 @@ pub fn list_passes() -> String {
     out
 }
 
+/// Every pass option, as the passes declare them, each key once (in the
+/// order of its first pass).
+fn pass_options() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for &(k, what) in PASSES.iter().flat_map(|p| p.run.keys) {
+        if !out.iter().any(|(o, _)| *o == k) {
+            out.push((k, what));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +58,14 @@ mod tests {
             let passes = text.split("pass options").next().unwrap();
             let lines = passes.lines().filter(|l| l.split_whitespace().next() == Some(p.name)).count();
             assert_eq!(lines, 1, "{}\n{text}", p.name);
+        }
+    }
+
+    #[test]
+    fn a_key_shared_by_passes_means_the_same_in_each() {
+        for &(k, what) in PASSES.iter().flat_map(|p| p.run.keys) {
+            let listed = pass_options().into_iter().find(|(o, _)| *o == k).unwrap();
+            assert_eq!(listed.1, what, "option `{k}` is declared with two descriptions");
         }
     }
 }
