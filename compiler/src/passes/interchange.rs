@@ -1,9 +1,10 @@
-//! `interchange` (host pipeline): in a kernel that is one chain of loops
-//! (guards and index loads allowed between them), the `parallel` loop
-//! along which the written cell is contiguous (coefficient 1 in the write
-//! offset) moves innermost, inside the reductions. Every load must then be
-//! contiguous or invariant along it, so LLVM vectorises the innermost loop
-//! without reassociating anything:
+//! `interchange` (host pipeline): in a kernel that is one nest of loops
+//! down to its compute (guards and index loads allowed between them:
+//! `Nest`, ir/loops/chain.rs), the `parallel` loop along which the written
+//! cell is contiguous (coefficient 1 in the write offset) moves innermost,
+//! inside the reductions. Every load must then be contiguous or invariant
+//! along it, so LLVM vectorises the innermost loop without reassociating
+//! anything:
 //!
 //! ```text
 //! for row parallel { for col parallel { for k reduce { c[row*N+col] += a[row*K+k] * b[k*N+col] }}}
@@ -21,6 +22,7 @@
 
 use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use crate::ir::loops::chain::{Nest, NestStep};
 use crate::ir::loops::*;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
@@ -53,30 +55,21 @@ impl Item {
     }
 }
 
-/// The chain of `body` and its compute, when every node list on the way
-/// is index loads followed by one loop, guard or compute.
+/// The nest of `body` ([`Nest`]) and its compute, when the nest ends in
+/// one compute.
 fn flatten(body: &[Node]) -> Option<(Vec<Item>, Compute)> {
-    let mut items = Vec::new();
-    let mut cur = body;
-    loop {
-        let (last, prefix) = cur.split_last()?;
-        for n in prefix {
-            let Node::LoadIndex { var, buf, offset } = n else { return None };
-            items.push(Item::LoadIndex { var: *var, buf: *buf, offset: offset.clone() });
-        }
-        match last {
-            Node::For(l) => {
-                items.push(Item::For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: l.kind });
-                cur = &l.body;
-            }
-            Node::Guard(g) => {
-                items.push(Item::Guard(g.conds.clone()));
-                cur = &g.body;
-            }
-            Node::Compute(c) => return Some((items, c.clone())),
-            Node::LoadIndex { .. } | Node::Sync => return None,
-        }
-    }
+    let nest = Nest::of(body);
+    let [Node::Compute(c)] = nest.rest else { return None };
+    let items = nest
+        .steps
+        .iter()
+        .map(|s| match s {
+            NestStep::Loop(l) => Item::For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: l.kind },
+            NestStep::Guard(g) => Item::Guard(g.conds.clone()),
+            NestStep::LoadIndex { var, buf, offset } => Item::LoadIndex { var: *var, buf: *buf, offset: (*offset).clone() },
+        })
+        .collect();
+    Some((items, c.clone()))
 }
 
 fn rebuild(items: Vec<Item>, c: Compute) -> Vec<Node> {

@@ -1,10 +1,61 @@
-//! The parallel chain of a kernel: the `parallel` loops with constant
-//! bounds from the root, along the single path on which only `guard` and
-//! `load_index` nodes sit between them. It is what the GPU maps to threads
-//! (one thread per point of the chain, docs/codegen.md), so the GPU loop
-//! passes reshape kernels around it.
+//! The nest of a kernel ([`Nest`]): the loops of any kind from the root,
+//! along the single path on which only `guard` and `load_index` nodes sit
+//! between them. Its parallel chain ([`Chain`]): the nest's leading
+//! `parallel` loops with constant bounds. The chain is what the GPU maps
+//! to threads (one thread per point of the chain, docs/codegen.md), so the
+//! GPU loop passes reshape kernels around it; the host's `interchange`
+//! reorders the whole nest.
 
-use super::{BufId, Cond, For, IExpr, LoopKind, Node, VarId};
+use super::{BufId, Cond, For, Guard, IExpr, LoopKind, Node, VarId};
+
+/// One node of a kernel's [`Nest`], borrowed from the body.
+pub enum NestStep<'k> {
+    Loop(&'k For),
+    Guard(&'k Guard),
+    LoadIndex { var: VarId, buf: BufId, offset: &'k IExpr },
+}
+
+/// The perfect nest of a kernel body from the root, loops of any kind:
+/// in each node list, its leading index loads, then, when a single loop or
+/// guard is all that follows them, that node, entered. It stops at the
+/// first list that is not of that form.
+pub struct Nest<'k> {
+    /// Outermost first.
+    pub steps: Vec<NestStep<'k>>,
+    /// What follows the index loads of the list the nest stopped at (the
+    /// compute, in a kernel that is one nest).
+    pub rest: &'k [Node],
+    /// At each loop or guard step: its index in its node list.
+    path: Vec<usize>,
+}
+
+impl<'k> Nest<'k> {
+    pub fn of(body: &'k [Node]) -> Nest<'k> {
+        let (mut steps, mut path) = (Vec::new(), Vec::new());
+        let mut cur = body;
+        loop {
+            let loads = cur.iter().take_while(|n| matches!(n, Node::LoadIndex { .. })).count();
+            for n in &cur[..loads] {
+                if let Node::LoadIndex { var, buf, offset } = n {
+                    steps.push(NestStep::LoadIndex { var: *var, buf: *buf, offset });
+                }
+            }
+            let rest = &cur[loads..];
+            cur = match rest {
+                [Node::For(f)] => {
+                    steps.push(NestStep::Loop(f));
+                    &f.body
+                }
+                [Node::Guard(g)] => {
+                    steps.push(NestStep::Guard(g));
+                    &g.body
+                }
+                _ => return Nest { steps, rest, path },
+            };
+            path.push(loads);
+        }
+    }
+}
 
 /// One node of the chain, in the order the GPU lowering re-creates them
 /// per thread.
@@ -49,39 +100,38 @@ impl Chain {
     /// the trips so far, does not fit in i64.
     pub fn of(body: &[Node]) -> Chain {
         let mut chain = Chain { loops: Vec::new(), bound: Vec::new(), exprs: Vec::new(), path: Vec::new() };
+        let nest = Nest::of(body);
         let mut total: i64 = 1;
         // Steps since the last chain loop count only if a loop follows.
-        let (mut pending_path, mut pending_bound, mut pending_exprs) = (Vec::new(), Vec::new(), Vec::new());
-        let mut cur = body;
-        while let Some((last, prefix)) = cur.split_last() {
-            if !prefix.iter().all(|n| matches!(n, Node::LoadIndex { .. })) {
-                break;
-            }
-            for n in prefix {
-                if let Node::LoadIndex { var, offset, .. } = n {
+        let (mut pending_bound, mut pending_exprs) = (Vec::new(), Vec::new());
+        // Loop and guard steps so far: the length of the path to the
+        // current one's body.
+        let mut depth = 0;
+        for step in &nest.steps {
+            match step {
+                NestStep::LoadIndex { var, offset, .. } => {
                     pending_bound.push(*var);
-                    pending_exprs.push(offset.clone());
+                    pending_exprs.push((*offset).clone());
                 }
-            }
-            pending_path.push(prefix.len());
-            match last {
-                Node::For(For { var, lo, hi, kind: LoopKind::Parallel, body }) => {
-                    let (Some(lo), Some(hi)) = (lo.as_const(), hi.as_const()) else { break };
+                NestStep::Guard(g) => {
+                    depth += 1;
+                    pending_exprs.extend(g.conds.iter().flat_map(|c| c.exprs()).cloned());
+                }
+                NestStep::Loop(f) => {
+                    depth += 1;
+                    if f.kind != LoopKind::Parallel {
+                        break;
+                    }
+                    let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) else { break };
                     let Some(trip) = hi.checked_sub(lo).map(|t| t.max(0)) else { break };
                     let Some(product) = total.checked_mul(trip) else { break };
                     total = product;
-                    chain.loops.push((*var, lo, trip));
+                    chain.loops.push((f.var, lo, trip));
                     chain.bound.append(&mut pending_bound);
-                    chain.bound.push(*var);
+                    chain.bound.push(f.var);
                     chain.exprs.append(&mut pending_exprs);
-                    chain.path.append(&mut pending_path);
-                    cur = body;
+                    chain.path = nest.path[..depth].to_vec();
                 }
-                Node::Guard(g) => {
-                    pending_exprs.extend(g.conds.iter().flat_map(|c| c.exprs()).cloned());
-                    cur = &g.body;
-                }
-                _ => break,
             }
         }
         chain
@@ -211,5 +261,54 @@ impl Chain {
         if let Some(l) = self.loops.iter_mut().find(|l| l.0 == var) {
             l.2 = trip;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::loops::{Compute, DType, Value, VOp, Write, WriteKind};
+
+    fn for_(var: VarId, hi: IExpr, kind: LoopKind, body: Vec<Node>) -> Node {
+        Node::For(For { var, lo: IExpr::c(0), hi, kind, body })
+    }
+
+    /// p0 parallel; load_index v1; guard; p2 parallel; r3 reduce; p4
+    /// parallel (bound by r3); compute.
+    fn kernel() -> Vec<Node> {
+        let compute = Node::Compute(Compute {
+            values: vec![Value { op: VOp::Const(1.0), dtype: DType::F32 }],
+            write: Write { kind: WriteKind::Accumulate, buf: 0, offset: IExpr::v(0), value: 0 },
+        });
+        let p4 = for_(4, IExpr::v(3), LoopKind::Parallel, vec![compute]);
+        let r3 = for_(3, IExpr::c(5), LoopKind::Reduce, vec![p4]);
+        let p2 = for_(2, IExpr::c(3), LoopKind::Parallel, vec![r3]);
+        let guard = Node::Guard(Guard { conds: vec![Cond::InRange { e: IExpr::v(1), lo: IExpr::c(0), hi: IExpr::c(4) }], body: vec![p2] });
+        let load = Node::LoadIndex { var: 1, buf: 1, offset: IExpr::v(0) };
+        vec![for_(0, IExpr::c(2), LoopKind::Parallel, vec![load, guard])]
+    }
+
+    #[test]
+    fn the_nest_reaches_the_compute_and_the_chain_stops_at_the_reduction() {
+        let body = kernel();
+        let nest = Nest::of(&body);
+        let kinds: Vec<String> = nest
+            .steps
+            .iter()
+            .map(|s| match s {
+                NestStep::Loop(f) => format!("for {}", f.var),
+                NestStep::Guard(_) => "guard".into(),
+                NestStep::LoadIndex { var, .. } => format!("load {var}"),
+            })
+            .collect();
+        assert_eq!(kinds, ["for 0", "load 1", "guard", "for 2", "for 3", "for 4"]);
+        assert!(matches!(nest.rest, [Node::Compute(_)]));
+        let chain = Chain::of(&body);
+        assert_eq!(chain.loops, [(0, 0, 2), (2, 0, 3)]);
+        assert_eq!(chain.bound, [0, 1, 2]);
+        // The index load's offset and the guard's e, lo and hi.
+        assert_eq!(chain.exprs.len(), 4);
+        assert!(matches!(chain.rest(&body), [Node::For(f)] if f.var == 3));
+        assert_eq!(chain.steps(&body).len(), 4);
     }
 }
