@@ -7,31 +7,17 @@
 //! The analysis runs on instructions, not basic blocks: kernels are small,
 //! and it saves building blocks. It is the iterative dominator algorithm of
 //! Cooper, Harvey and Kennedy ("A Simple, Fast Dominance Algorithm") on the
-//! reversed control-flow graph, rooted at a virtual exit node.
+//! reversed control-flow graph, rooted at a virtual exit node. This module
+//! is the graph algorithm alone; `decode` builds the graph from its
+//! instructions and stores the result, so the two do not import each other.
 
-use super::decode::{Inst, Op, NO_PC};
-
-/// Sets `rpc` of every branch in `code` to its immediate post-dominator,
-/// or [`NO_PC`] when the paths only meet at the exit (or never reach it).
-pub(crate) fn set_reconvergence_points(code: &mut [Inst]) {
-    let n = code.len();
+/// The immediate post-dominator of each node of a graph given by its
+/// successors `succ`, whose last node is the virtual exit (it has no
+/// successors), or `None` for a node from which the exit cannot be
+/// reached. The exit is its own.
+pub(crate) fn immediate_postdominators(succ: &[Vec<usize>]) -> Vec<Option<usize>> {
+    let Some(n) = succ.len().checked_sub(1) else { return Vec::new() };
     let exit = n;
-    // Control-flow successors; index `n` is the virtual exit.
-    let succ: Vec<Vec<usize>> = code
-        .iter()
-        .enumerate()
-        .map(|(pc, inst)| {
-            let next = pc + 1; // `n` past the end: falling off the end exits
-            let guarded = inst.guard.is_some();
-            match inst.op {
-                Op::Bra { target, .. } if guarded => vec![target as usize, next],
-                Op::Bra { target, .. } => vec![target as usize],
-                Op::Exit if guarded => vec![exit, next],
-                Op::Exit => vec![exit],
-                _ => vec![next],
-            }
-        })
-        .collect();
     let mut pred = vec![Vec::new(); n + 1];
     for (v, ss) in succ.iter().enumerate() {
         for &s in ss {
@@ -90,18 +76,12 @@ pub(crate) fn set_reconvergence_points(code: &mut [Inst]) {
         }
     }
 
-    for (pc, inst) in code.iter_mut().enumerate() {
-        if let Op::Bra { rpc, .. } = &mut inst.op {
-            let p = ipdom[pc];
-            *rpc = if p == UNSEEN || p == exit { NO_PC } else { p as u32 };
-        }
-    }
+    (0..=n).map(|v| (ipdom[v] != UNSEEN).then_some(ipdom[v])).collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::emu::decode::PredSrc;
+    use crate::emu::decode::{set_reconvergence_points, Inst, Op, PredSrc, NO_PC};
 
     fn inst(op: Op, guarded: bool) -> Inst {
         Inst { op, guard: guarded.then_some(PredSrc { idx: 0, neg: false }) }

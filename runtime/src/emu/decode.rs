@@ -566,7 +566,7 @@ fn decode_kernel(f: &ptx::Function, module_shared: &Layout) -> Result<Kernel> {
         let op = cx.instruction(i)?;
         code.push(Inst { op, guard });
     }
-    cfg::set_reconvergence_points(&mut code);
+    set_reconvergence_points(&mut code);
 
     let dims = |name: &str| -> Result<Option<[u32; 3]>> {
         match f.tuning.iter().find(|(n, _)| n == name) {
@@ -1585,6 +1585,40 @@ fn special(name: &str) -> Option<Special> {
         "%gridid" => Special::GridId,
         _ => return None,
     })
+}
+
+/// Sets `rpc` of every branch in `code` to its immediate post-dominator
+/// ([`cfg`]), or [`NO_PC`] when the paths only meet at the exit (or never
+/// reach it).
+pub(crate) fn set_reconvergence_points(code: &mut [Inst]) {
+    let n = code.len();
+    let exit = n;
+    // Control-flow successors; node `n` is the virtual exit.
+    let mut succ: Vec<Vec<usize>> = code
+        .iter()
+        .enumerate()
+        .map(|(pc, inst)| {
+            let next = pc + 1; // `n` past the end: falling off the end exits
+            let guarded = inst.guard.is_some();
+            match inst.op {
+                Op::Bra { target, .. } if guarded => vec![target as usize, next],
+                Op::Bra { target, .. } => vec![target as usize],
+                Op::Exit if guarded => vec![exit, next],
+                Op::Exit => vec![exit],
+                _ => vec![next],
+            }
+        })
+        .collect();
+    succ.push(Vec::new());
+    let ipdom = cfg::immediate_postdominators(&succ);
+    for (pc, inst) in code.iter_mut().enumerate() {
+        if let Op::Bra { rpc, .. } = &mut inst.op {
+            *rpc = match ipdom[pc] {
+                Some(p) if p != exit => p as u32,
+                _ => NO_PC,
+            };
+        }
+    }
 }
 
 #[cfg(test)]
