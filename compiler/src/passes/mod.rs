@@ -26,6 +26,8 @@ pub mod spec;
 pub mod specialize;
 pub mod split_reductions;
 pub mod tighten_bounds;
+#[cfg(test)]
+mod test_matmul;
 
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::{FloatWidth, FpContract};
