@@ -142,8 +142,8 @@ pub struct BlockChoice {
 /// it uses (ids from `m.buffers.len()` on), when `k` qualifies: [`apply`]
 /// of the first of [`candidates`].
 pub fn tile_kernel(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
-    let choice = candidates(m, k, gpu).into_iter().next()?;
-    apply(m, k, &choice)
+    // The first candidate that fits, applied once (usually the first).
+    choices(k, gpu).iter().find_map(|c| apply(m, k, c).filter(|(_, _, scratch)| shared_bytes(scratch) <= gpu.shared_bytes_per_block))
 }
 
 /// The block tilings of `k` the pass would consider, best first (the pass
@@ -153,6 +153,13 @@ pub fn tile_kernel(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Option<(Strin
 /// of the two innermost dimensions (at least `gpu.block_tile_min_threads`);
 /// only those whose shared buffers fit `gpu.shared_bytes_per_block`.
 pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
+    let mut out = choices(k, gpu);
+    out.retain(|c| apply(m, k, c).is_some_and(|(_, _, scratch)| shared_bytes(&scratch) <= gpu.shared_bytes_per_block));
+    out
+}
+
+/// [`candidates`] before the shared-memory filter, best first.
+fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     let mut out: Vec<BlockChoice> = Vec::new();
     let Some((free, k_trip)) = frame(k) else { return out };
     // From the innermost: `(var, trip, threads)`, up to
@@ -197,7 +204,6 @@ pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoic
             out.push(BlockChoice { threads: smaller, step: bk });
         }
     }
-    out.retain(|c| apply(m, k, c).is_some_and(|(_, _, scratch)| shared_bytes(&scratch) <= gpu.shared_bytes_per_block));
     out
 }
 
