@@ -129,3 +129,8 @@ impl fmt::Display for Failure {
         }
     }
 }
+
+/// `1 index`, `2 indices`: a count with its noun, for messages.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

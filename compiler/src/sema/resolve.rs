@@ -11,6 +11,7 @@ use crate::ir::et::*;
 use et_grammar::ast::{self, AssignOp, BinOp, ConstraintRel, ConstraintSubject, ExprKind};
 use et_grammar::suggest::did_you_mean;
 use et_grammar::{Diagnostic, Span};
+use crate::driver::count;
 use std::collections::HashMap;
 
 /// Resolves a parsed file. Returns every diagnostic found on failure.
@@ -726,10 +727,6 @@ fn const_int(ops: &[Op], v: ValueId) -> Option<i64> {
     }
 }
 
-/// `1 index`, `2 indices`: a count with its noun.
-fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
 
 #[cfg(test)]
 mod tests {

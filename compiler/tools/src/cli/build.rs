@@ -3,7 +3,7 @@
 
 use super::BuildArgs;
 use eintup_codegen::bundle::{self, BuildOptions};
-use eintup::driver::{Failure, Source};
+use eintup::driver::{count, Failure, Source};
 
 pub fn main(args: BuildArgs) -> Result<(), Failure> {
     let sm = parse_target(&args.target)?;
@@ -19,9 +19,9 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     eprintln!(
         "wrote {} ({}, {}, {} generated on the device, sm_{sm}, PTX {})",
         args.output.display(),
-        counted(m.kernels.len(), "kernel"),
-        counted(m.steps.len(), "launch"),
-        counted(m.generate.len(), "input"),
+        count(m.kernels.len(), "kernel", "kernels"),
+        count(m.steps.len(), "launch", "launches"),
+        count(m.generate.len(), "input", "inputs"),
         m.target.ptx_version
     );
     Ok(())
@@ -34,15 +34,5 @@ pub fn parse_target(t: &str) -> Result<u32, Failure> {
     match sm {
         Some(sm) if (60..=90).contains(&sm) => Ok(sm),
         _ => Err(Failure::user(format!("eintup: error: --target {t}: expected sm_60 .. sm_90 (e.g. sm_80, sm_90)"))),
-    }
-}
-
-/// `1 kernel`, `2 kernels`, `1 launch`, `0 launches`.
-fn counted(n: usize, noun: &str) -> String {
-    let plural = if noun.ends_with("ch") { "es" } else { "s" };
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}{plural}")
     }
 }
