@@ -119,18 +119,11 @@ fn replace_file(path: &Path, write: impl FnOnce(std::fs::File) -> std::io::Resul
     done
 }
 
-/// The arrays `run` prints: the outputs section, or else every array that
-/// no statement after its last write reads.
-pub fn printed_arrays(m: &Module) -> Vec<usize> {
-    m.result_arrays()
-}
-
-/// `NAME: TYPE [shape]` then the values, one block per printed array.
-/// The printed arrays, each under a `name: TYPE [shape]` line; large ones
+/// The program's results (`Module::result_arrays`), each under a `name: TYPE [shape]` line; large ones
 /// summarised as NumPy prints them unless `full`.
 pub fn render_outputs(m: &Module, arrays: &[Tensor], full: bool) -> String {
     let mut out = String::new();
-    for (k, a) in printed_arrays(m).into_iter().enumerate() {
+    for (k, a) in m.result_arrays().into_iter().enumerate() {
         let (Some(arr), Some(t)) = (m.arrays.get(a), arrays.get(a)) else { continue };
         if k > 0 {
             out.push('\n');
