@@ -11,6 +11,7 @@ mod ops;
 mod peers;
 mod prepare;
 mod stats;
+mod tune;
 
 use clap::{Parser, ValueEnum};
 use std::collections::BTreeMap;
@@ -55,6 +56,10 @@ struct Args {
     /// `scripts/gpu-check` into this directory.
     #[arg(long, value_name = "DIR")]
     gpu_kit: Option<PathBuf>,
+    /// With `--gpu-kit`: also the tuner's variants of the tuned ops at a
+    /// few sizes (`DIR/tune`; docs/tuning.md).
+    #[arg(long, requires = "gpu_kit")]
+    tune: bool,
     /// Host code's float policy: `off` (the default: the interpreter's
     /// rounding) or `fast` (fused multiply-adds, as `run --backend cpu
     /// --fp-contract fast`).
@@ -78,7 +83,12 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(dir) = &args.gpu_kit {
         let size = if args.quick { ops::Size::Quick } else { ops::Size::Gpu };
         let list: Vec<ops::Op> = ops::ops(size).into_iter().filter(|o| keep(&o.name)).collect();
-        return kit::write(&args.root.join("bench/ops"), dir, &list);
+        kit::write(&args.root.join("bench/ops"), dir, &list)?;
+        if args.tune {
+            let list: Vec<ops::Op> = ops::tuned(args.quick).into_iter().filter(|o| keep(&o.name)).collect();
+            tune::write(&args.root.join("bench/ops"), dir, &list)?;
+        }
+        return Ok(());
     }
     let mut report = serde_json::Map::new();
     report.insert("command".into(), serde_json::json!(std::env::args().collect::<Vec<_>>().join(" ")));

@@ -161,6 +161,25 @@ fn reduce_sum(f: FloatWidth, keep: usize, drop: usize) -> Op {
 }
 
 /// Every benchmarked op at `size`.
+/// The ops the tuner measures (`etbench --gpu-kit DIR --tune`): the
+/// contractions, whose kernels `register-tiles` and `block-tiles` choose
+/// for, at the GPU size and smaller ones, so that the table covers more
+/// than one point (`quick`: one small enough for the emulator).
+pub fn tuned(quick: bool) -> Vec<Op> {
+    use FloatWidth::F32;
+    match quick {
+        false => vec![
+            matmul(F32, 0, 1024, 1024, 1024),
+            matmul(F32, 0, 2048, 2048, 2048),
+            matmul(F32, 0, 4096, 4096, 4096),
+            conv2d(F32, 32, 224, 3, 32, 32),
+            conv2d(F32, 32, 224, 3, 64, 64),
+            conv2d(F32, 32, 56, 3, 128, 128),
+        ],
+        true => vec![matmul(F32, 0, 128, 16, 256)],
+    }
+}
+
 pub fn ops(size: Size) -> Vec<Op> {
     use FloatWidth::{F32, F64};
     match size {

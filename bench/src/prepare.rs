@@ -30,7 +30,7 @@ pub fn prepare(ops_dir: &Path, op: &Op, host: bool, fp_contract: eintup_codegen:
     let loops = if host {
         eintup::pipeline::lower_host(&src, &module, op.float, fp_contract)
     } else {
-        eintup::pipeline::lower_gpu(&src, &module, op.float, fp_contract)
+        eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(op.float, fp_contract, crate::kit::KIT_SM))
     }
     .map_err(|e| e.to_string())?;
     let buffers = eintup_codegen::backend::initial_buffers(&src, &module, &loops, &opts).map_err(|e| e.to_string())?;

@@ -16,6 +16,7 @@
 
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
+use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{DriverOptions, Ir, Level, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
@@ -103,11 +104,54 @@ pub fn lower_host(src: &Source, module: &Module, float: FloatWidth, fp_contract:
     loops_of(run(et_unit(src, module), &names, &DriverOptions { float, fp_contract, ..DriverOptions::default() })?)
 }
 
-/// [`lower`], then the GPU-only loop passes, under the GPU float policy
-/// `fp_contract` (what bundles and `--backend gpu|emu` run).
-pub fn lower_gpu(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract) -> Result<LoopModule, Failure> {
-    let names: Vec<&str> = MIDDLE_END.iter().chain(GPU_PASSES).copied().collect();
-    loops_of(run(et_unit(src, module), &names, &DriverOptions { float, fp_contract, ..DriverOptions::default() })?)
+/// How the GPU stages lower a module: the float width and policy, the
+/// GPU the passes tile for, whether they consult its tuning table, and
+/// candidates forced on passes (`(pass, choice)`: the tuner's variants;
+/// docs/tuning.md).
+#[derive(Clone, Debug)]
+pub struct GpuOptions {
+    pub float: FloatWidth,
+    pub fp_contract: FpContract,
+    pub gpu: GpuTarget,
+    pub tuning: bool,
+    pub choices: Vec<(String, String)>,
+}
+
+impl GpuOptions {
+    /// For `sm`, with its tuning table and nothing forced.
+    pub fn new(float: FloatWidth, fp_contract: FpContract, sm: u32) -> GpuOptions {
+        GpuOptions { float, fp_contract, gpu: GpuTarget::for_sm(sm), tuning: true, choices: Vec::new() }
+    }
+
+    fn driver(&self) -> DriverOptions {
+        DriverOptions { float: self.float, fp_contract: self.fp_contract, gpu: self.gpu, tuning: self.tuning, ..DriverOptions::default() }
+    }
+
+    /// The GPU passes up to (not including) `stop` (all: `None`), each
+    /// with its forced choice.
+    fn passes(&self, stop: Option<&str>) -> Vec<String> {
+        let end = stop.and_then(|s| GPU_PASSES.iter().position(|p| *p == s)).unwrap_or(GPU_PASSES.len());
+        let gpu = GPU_PASSES[..end].iter().map(|p| match self.choices.iter().find(|(pass, _)| pass == p) {
+            Some((_, c)) => format!("{p}{{choice={c}}}"),
+            None => p.to_string(),
+        });
+        MIDDLE_END.iter().map(|p| p.to_string()).chain(gpu).collect()
+    }
+}
+
+/// [`lower`], then the GPU-only loop passes (what bundles and
+/// `--backend gpu|emu` run).
+pub fn lower_gpu(src: &Source, module: &Module, opts: &GpuOptions) -> Result<LoopModule, Failure> {
+    loops_of(run(et_unit(src, module), &opts.passes(None), &opts.driver())?)
+}
+
+/// [`lower_gpu`] stopped before the GPU pass `stop`: the module that pass
+/// would choose for (the tuner lists its candidates on it).
+pub fn lower_gpu_before(src: &Source, module: &Module, opts: &GpuOptions, stop: &str) -> Result<LoopModule, Failure> {
+    if !GPU_PASSES.contains(&stop) {
+        return Err(Failure::Internal(format!("`{stop}` is not a GPU pass")));
+    }
+    loops_of(run(et_unit(src, module), &opts.passes(Some(stop)), &opts.driver())?)
 }
 
 /// The kernels that make a program's `RANDOM` inputs on a device (a
@@ -143,7 +187,7 @@ pub fn check_loop_work(src: &Source, module: &Module, lm: &LoopModule, max_work:
 
 /// Runs `names` on `unit` under the pass manager (verifying after each
 /// pass); the one place the stages above meet the passes.
-fn run(mut unit: Unit, names: &[&str], opts: &DriverOptions) -> Result<Unit, Failure> {
+fn run(mut unit: Unit, names: &[impl AsRef<str>], opts: &DriverOptions) -> Result<Unit, Failure> {
     let pm = PassManager::from_names(names, Instrument::default())?;
     pm.run(&mut unit, opts, &mut std::io::sink())?;
     Ok(unit)

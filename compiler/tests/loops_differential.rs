@@ -127,7 +127,7 @@ fn gpu_passes_at_sizes_where_they_fire() {
         }
         let src = Source::load(&path).unwrap();
         let (m, _) = eintup::pipeline::specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
-        let lm = eintup::pipeline::lower_gpu(&src, &m, FloatWidth::F32, FpContract::Fast).unwrap();
+        let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Fast, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
         let mut unrolled = false;
         for k in &lm.kernels {
             k.walk(&mut |n| unrolled |= matches!(n, Node::For(f) if f.kind == LoopKind::Unroll));

@@ -8,7 +8,11 @@
    with the interpreter's (INT exactly, FLOAT within TOLERANCE);
 4. compute-sanitizer memcheck and racecheck on one case per example;
 5. benchmark bundles timed by `etrun --time` (CUDA events), checked and
-   timed against PyTorch by peers.py, against a device-to-device copy.
+   timed against PyTorch by peers.py, against a device-to-device copy;
+6. with `--tune`: the tuner's variants (DIR/bench/tune, docs/tuning.md),
+   each timed the same way and its output compared with the heuristic
+   variant's, within `--tune-budget` seconds; writes OUT/tuning.json,
+   which `scripts/gpu-check import OUT` turns into the tuning table.
 Writes OUT/report.md and OUT/results.json, prints the summary last.
 
 `--device emu` runs steps 1-3 on the runtime's PTX emulator instead
@@ -201,6 +205,78 @@ print(json.dumps({"bytes": n, "median_ms": ms, "gbps": 2 * n / (ms / 1e3) / 1e9}
 """
 
 
+TUNE_REPS = 5
+
+
+def tune(etrun, kit, work, device, budget_s):
+    """Times every variant of every group of DIR/bench/tune/tune.json (on
+    the emulator: runs them, no times) and compares each output with the
+    group's first variant's (the heuristic's choice)."""
+    tdir = kit / "bench" / "tune"
+    if not (tdir / "tune.json").exists():
+        return {"skipped": "no tuning variants in this kit"}
+    spec = json.loads((tdir / "tune.json").read_text())
+    t0 = time.time()
+    groups = []
+    for g in spec["groups"]:
+        if "error" in g:
+            groups.append(g)
+            continue
+        out_g = {k: g[k] for k in ("op", "size", "float")}
+        out_g["variants"] = []
+        ref = None
+        for i, v in enumerate(g["variants"]):
+            res = {"choices": v["choices"], "shapes": v["shapes"]}
+            out_g["variants"].append(res)
+            if time.time() - t0 > budget_s:
+                res["error"] = f"skipped: the tuning budget of {budget_s:.0f} s was spent"
+                continue
+            wd = work / "tune" / f"{len(groups)}-{i}"
+            cmd = [etrun, str(tdir / v["bundle"]), "--device", device, "--out", str(wd)]
+            if device == "cuda":
+                cmd += ["--time", str(TUNE_REPS), "--warmup", "2", "--json"]
+            code, out, err = sh(cmd, timeout=300)
+            if code != 0:
+                res["error"] = f"etrun exit {code}: {tail(err)}"
+                continue
+            if device == "cuda":
+                res["ms"] = json.loads(out)["timing"]["total_ms"]
+            m = json.loads((tdir / v["bundle"] / "manifest.json").read_text())
+            outs = {x["name"]: np.load(wd / f"{x['name']}.npy") for x in m["buffers"] if x["role"] == "output"}
+            if ref is None:
+                ref = outs
+            else:
+                bad = [f"{n}: {why}" for n in ref if (why := compare(outs.get(n, np.zeros(0)), ref[n], g["float"]))]
+                if bad:
+                    res["error"] = "MISMATCH with the heuristic variant: " + "; ".join(bad)
+                    res.pop("ms", None)
+            shutil.rmtree(wd, ignore_errors=True)
+        groups.append(out_g)
+    return {"sm": spec["sm"], "device": device, "groups": groups, "wall_s": time.time() - t0}
+
+
+def tune_md(t):
+    L = ["", "## Tuning (ms, CUDA events, median)", ""]
+    if "skipped" in t:
+        return L + [f"skipped: {t['skipped']}"]
+    for g in t["groups"]:
+        if "error" in g:
+            L.append(f"- {g['op']} {g['size']}: error: {g['error']}")
+            continue
+        timed = [v for v in g["variants"] if "ms" in v]
+        ran = [v for v in g["variants"] if "error" not in v]
+        line = f"- {g['op']} {g['size']}: {len(ran)} of {len(g['variants'])} variants ran"
+        if timed:
+            best = min(timed, key=lambda v: v["ms"])
+            first = g["variants"][0]
+            line += f"; best {best['choices']} {best['ms']:.3f} ms"
+            if "ms" in first:
+                line += f", heuristic {first['choices']} {first['ms']:.3f} ms ({first['ms'] / best['ms']:.2f}x the best)"
+        L.append(line)
+        L += [f"  - {v['choices']}: {v['error']}" for v in g["variants"] if "error" in v]
+    return L
+
+
 def report_md(r):
     L = [f"# GPU check report", "", f"- commit: {r['commit']}", f"- device: {r['device']}", f"- wall time: {r['wall_s']:.0f} s", ""]
     L += ["## Runtime tests", ""]
@@ -242,6 +318,8 @@ def report_md(r):
         for x in b["results"]:
             for l in x.get("launches", []):
                 L.append(f"- {x['op']} {l['kernel']}: {l['median_ms']:.3f} ms")
+    if "tuning" in r:
+        L += tune_md(r["tuning"])
     L += ["", f"**{r['verdict']}**", ""]
     return "\n".join(L)
 
@@ -254,6 +332,8 @@ def main():
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--no-sanitizer", action="store_true")
     ap.add_argument("--device", choices=["cuda", "emu"], default="cuda")
+    ap.add_argument("--tune", action="store_true", help="time the tuner's variants, write OUT/tuning.json")
+    ap.add_argument("--tune-budget", type=float, default=300.0, help="seconds the tuning step may take")
     a = ap.parse_args()
     kit, out, work = pathlib.Path(a.kit), pathlib.Path(a.out), pathlib.Path(a.work)
     out.mkdir(parents=True, exist_ok=True)
@@ -299,12 +379,18 @@ def main():
         r["bench"] = {"skipped": "the emulator models no time (its memory profile: etrun --device emu --profile)"}
     else:
         r["bench"] = {"skipped": "--no-bench"} if a.no_bench else bench(etrun, kit, work, sys.executable)
+    if a.tune:
+        r["tuning"] = tune(etrun, kit, work, a.device, a.tune_budget)
+        t = dict(r["tuning"], commit=r["commit"], device_name=r["device"])
+        (out / "tuning.json").write_text(json.dumps(t, indent=1) + "\n")
     failed = [t["binary"] for t in r["runtime_tests"] if not t["ok"]] + [c["name"] for c in r["cases"] if not c["ok"]]
     if isinstance(r["sanitizer"], list):
         failed += [f"{s['case']}:{s['tool']}" for s in r["sanitizer"] if not s["ok"]]
     if "results" in r["bench"]:
         failed += [f"bench {x['op']}" for x in r["bench"]["results"] if "error" in x
                    or str(x.get("torch", {}).get("error", "")).startswith("MISMATCH")]
+    for g in r.get("tuning", {}).get("groups", []):
+        failed += [f"tune {g['op']} {v['choices']}" for v in g.get("variants", []) if str(v.get("error", "")).startswith("MISMATCH")]
     r["failed"] = failed
     r["verdict"] = "all checks passed" if not failed else f"{len(failed)} checks failed: {', '.join(failed[:20])}"
     r["wall_s"] = time.time() - t0

@@ -36,11 +36,11 @@ pub fn runtime_failure(e: eintup_runtime::Error) -> Failure {
 
 /// `run --backend gpu|emu`: build the bundle in memory and run it.
 pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
-    let lm = eintup::pipeline::lower_gpu(src, module, opts.float, fp_contract)?;
-    eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
     let dev = device(kind)?;
-    let config = eintup::sema::Config::fixed(module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect());
     let sm = (dev.arch().0 * 10 + dev.arch().1).clamp(DEFAULT_SM, 90);
+    let lm = eintup::pipeline::lower_gpu(src, module, &eintup::pipeline::GpuOptions::new(opts.float, fp_contract, sm))?;
+    eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
+    let config = eintup::sema::Config::fixed(module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect());
     let b = bundle::build(src, module, &lm, &config, &BuildOptions { seed: opts.seed, float: opts.float, sm, fp_contract })?;
     let init = eintup::interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
     run_bundle(&dev, &b, module, &init)

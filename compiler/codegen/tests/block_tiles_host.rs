@@ -15,7 +15,7 @@ fn check(file: &str, binds: &[&str], float: FloatWidth) {
     let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
     let src = Source::load(&path).unwrap();
     let (m, _) = eintup::pipeline::specialized_for(&src, &binds, &[], 0, float).unwrap();
-    let lm = eintup::pipeline::lower_gpu(&src, &m, float, FpContract::Off).unwrap();
+    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
     let mut threads = false;
     for k in &lm.kernels {
         k.walk(&mut |n| threads |= matches!(n, Node::For(f) if f.kind == LoopKind::Thread));

@@ -22,7 +22,7 @@ fn every_example_builds_a_bundle_that_assembles_for_sm80_and_sm90() {
         let src = Source::load(&p).unwrap();
         for (seed, float) in [(0, FloatWidth::F64), (1, FloatWidth::F32)] {
             let (m, cfg) = eintup::pipeline::specialized_module(&src, &[], seed).unwrap();
-            let lm = eintup::pipeline::lower_gpu(&src, &m, float, FpContract::Off).unwrap();
+            let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
             for sm in [80, 90] {
                 let what = format!("{} seed {seed} {float:?} sm_{sm}", p.display());
                 let b = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm, fp_contract: FpContract::Off }).unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -322,7 +322,7 @@ fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
     let result = TestRunner::new(config).run(&(prop_oneof![contraction, row_sums, broadcast], 0u64..4), |((text, want), seed)| {
         let src = Source::from_string("p.et", &text);
         let (m, _) = eintup::pipeline::specialized_for(&src, &[], &[], seed, FloatWidth::F64).map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
-        let lm = eintup::pipeline::lower_gpu(&src, &m, FloatWidth::F64, FpContract::Off).map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
+        let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
         let mut f = [false; 4];
         for k in &lm.kernels {
             let has_thread = { let mut t = false; k.walk(&mut |n| t |= matches!(n, Node::For(l) if l.kind == LoopKind::Thread)); t };

@@ -47,25 +47,32 @@
 //! reduction up to 16 terms, else 16, 8, 4 or 2 where it divides. Shared
 //! buffers take at most 48 KiB.
 
+use super::tuning::{self, Choosing, Source};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::verify::MAX_SHARED_BYTES;
 use crate::ir::loops::*;
 
-/// What `block-tiles` is told: the GPU (`--target`); no pass option.
+/// What `block-tiles` is told: the GPU (`--target`) and how to choose
+/// each kernel's tiling (`choice=`, the tuning table, the heuristic:
+/// `tuning.rs`).
 #[derive(Clone, Debug)]
 pub struct BlockTilesOptions {
     pub gpu: GpuTarget,
+    pub choosing: Choosing,
 }
 
 impl PassOptions for BlockTilesOptions {
-    const KEYS: &'static [(&'static str, &'static str)] = &[];
+    const KEYS: &'static [(&'static str, &'static str)] = &[tuning::CHOICE];
     fn from_driver(d: &DriverOptions) -> Self {
-        BlockTilesOptions { gpu: d.gpu.clone() }
+        BlockTilesOptions { gpu: d.gpu, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) } }
     }
-    fn set(&mut self, key: &str, _: &str) -> Result<(), String> {
-        Err(format!("option `{key}` is not declared"))
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "choice" => tuning::set_choice(&mut self.choosing, value),
+            _ => Err(format!("option `{key}` is not declared")),
+        }
     }
 }
 
@@ -73,7 +80,7 @@ pub fn run(unit: &mut Unit, opts: &BlockTilesOptions) -> Result<Option<String>, 
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("block-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     for ki in 0..m.kernels.len() {
-        if let Some((what, k, scratch)) = tile_kernel(m, &m.kernels[ki], &opts.gpu) {
+        if let Some((what, k, scratch)) = choose(m, &m.kernels[ki], opts) {
             // Scratch buffer ids were numbered from here by `tile_kernel`.
             for mut b in scratch {
                 b.name = m.unique_buffer_name(b.name);
@@ -138,12 +145,41 @@ pub struct BlockChoice {
     pub step: i64,
 }
 
+impl BlockChoice {
+    /// `16x16k16`: the threads along each thread dimension (outermost
+    /// first; they are always the innermost free chain loops) and the
+    /// step: the name `--stats`, `choice=` and the tuning table use.
+    pub fn describe(&self) -> String {
+        let threads: Vec<String> = self.threads.iter().map(|t| t.1.to_string()).collect();
+        format!("{}k{}", threads.join("x"), self.step)
+    }
+}
+
 /// The tiled kernel, a description of the tiling, and the scratch buffers
 /// it uses (ids from `m.buffers.len()` on), when `k` qualifies: [`apply`]
 /// of the first of [`candidates`].
 pub fn tile_kernel(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
     // The first candidate that fits, applied once (usually the first).
     choices(k, gpu).iter().find_map(|c| apply(m, k, c).filter(|(_, _, scratch)| shared_bytes(scratch) <= gpu.shared_bytes_per_block))
+}
+
+/// The tiling `opts` chooses for `k` ([`tuning::pick`] among the
+/// candidates; a forced or recorded choice that does not fit gives way to
+/// the heuristic's), with its description and where it came from.
+fn choose(m: &LoopModule, k: &Kernel, opts: &BlockTilesOptions) -> Option<(String, Kernel, Vec<Buffer>)> {
+    let all = choices(k, &opts.gpu);
+    let described: Vec<String> = all.iter().map(BlockChoice::describe).collect();
+    let (i, why) = tuning::pick("block-tiles", m, k, &described, &opts.choosing)?;
+    let fits = |c: &BlockChoice| apply(m, k, c).filter(|(_, _, scratch)| shared_bytes(scratch) <= opts.gpu.shared_bytes_per_block);
+    let picked = if why == Source::Heuristic { None } else { fits(&all[i]).map(|t| (t, described[i].clone(), why)) };
+    let ((what, t, scratch), desc, why) = match picked {
+        Some(p) => p,
+        None => {
+            let (at, t) = all.iter().enumerate().find_map(|(j, c)| fits(c).map(|t| (j, t)))?;
+            (t, described[at].clone(), Source::Heuristic)
+        }
+    };
+    Some((format!("{desc}: {what}, {why}"), t, scratch))
 }
 
 /// The block tilings of `k` the pass would consider, best first (the pass

@@ -26,6 +26,7 @@ pub mod spec;
 pub mod specialize;
 pub mod split_reductions;
 pub mod tighten_bounds;
+pub mod tuning;
 
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::{FloatWidth, FpContract};
@@ -130,11 +131,14 @@ pub struct DriverOptions {
     /// The GPU the GPU passes tile and split for (`--target sm_XX`;
     /// default sm_80): docs/passes.md, "The GPU target".
     pub gpu: GpuTarget,
+    /// Whether the GPU passes consult `gpu`'s tuning table (`--no-tuning`:
+    /// their heuristics alone): docs/tuning.md.
+    pub tuning: bool,
 }
 
 impl Default for DriverOptions {
     fn default() -> Self {
-        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default() }
+        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default(), tuning: true }
     }
 }
 

@@ -34,6 +34,7 @@
 //! and leaves at least `min_threads` threads (`GpuTarget`, ir/loops/target.rs):
 //! [`candidates`] lists the tiles, [`apply`] makes one.
 
+use super::tuning::{self, Choosing};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::target::GpuTarget;
@@ -73,20 +74,25 @@ pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8
 /// option only: `cyclic`, the GPU's, unless the pipeline says
 /// `register-tiles{layout=blocked}`, as the host's does) and the GPU
 /// (`--target`).
+/// The tile of each kernel is the forced `choice=`, the GPU's tuning
+/// table's or the heuristic's (`tuning.rs`); the host's (`blocked`) is
+/// the heuristic's or the forced one: the tables record GPUs.
 #[derive(Clone, Debug)]
 pub struct RegisterTilesOptions {
     pub layout: TileLayout,
     pub gpu: GpuTarget,
+    pub choosing: Choosing,
 }
 
 impl PassOptions for RegisterTilesOptions {
-    const KEYS: &'static [(&'static str, &'static str)] = &[("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)")];
+    const KEYS: &'static [(&'static str, &'static str)] = &[("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)"), tuning::CHOICE];
     fn from_driver(d: &DriverOptions) -> Self {
-        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu.clone() }
+        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) } }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
             "layout" => self.layout = value.parse()?,
+            "choice" => tuning::set_choice(&mut self.choosing, value)?,
             _ => return Err(format!("option `{key}` is not declared")),
         }
         Ok(())
@@ -96,10 +102,15 @@ impl PassOptions for RegisterTilesOptions {
 pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("register-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
-    for k in &mut m.kernels {
-        if let Some(((tm, tn), t)) = tile_kernel(k, opts.layout, &opts.gpu) {
-            tiled.push(format!("{} {tm}x{tn}", k.name));
-            *k = t;
+    let choosing = Choosing { table_sm: opts.choosing.table_sm.filter(|_| opts.layout == TileLayout::Cyclic), ..opts.choosing.clone() };
+    for ki in 0..m.kernels.len() {
+        let k = &m.kernels[ki];
+        let cands = candidates(k, opts.layout, &opts.gpu);
+        let described: Vec<String> = cands.iter().map(|c| c.describe(k)).collect();
+        let Some((i, why)) = tuning::pick("register-tiles", m, k, &described, &choosing) else { continue };
+        if let Some(t) = apply(k, &cands[i]) {
+            tiled.push(format!("{} {} {why}", k.name, described[i]));
+            m.kernels[ki] = t;
         }
     }
     Ok(Some(if tiled.is_empty() { "0 kernels tiled".to_string() } else { format!("{} kernels tiled ({})", tiled.len(), tiled.join(", ")) }))
@@ -112,6 +123,16 @@ pub struct TileChoice {
     pub m: VarId,
     pub tile: (i64, i64),
     pub layout: TileLayout,
+}
+
+impl TileChoice {
+    /// `TMxTN@P`, `P` the position of `m` among `k`'s chain loops
+    /// (outermost 0): the name `--stats`, `choice=` and the tuning table
+    /// use, the same for every kernel of the chain's length.
+    pub fn describe(&self, k: &Kernel) -> String {
+        let at = Chain::of(&k.body).loops.iter().position(|l| l.0 == self.m).map_or(-1, |p| p as i64);
+        format!("{}x{}@{at}", self.tile.0, self.tile.1)
+    }
 }
 
 /// The tiled kernel and its tile, when `k` qualifies (see the module doc):

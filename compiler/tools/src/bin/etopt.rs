@@ -68,6 +68,10 @@ struct Args {
     /// same on every machine.
     #[arg(long, value_name = "CPU", default_value = "native", value_parser = |s: &str| codegen::HostCpu::parse(s), requires = "host")]
     target_cpu: codegen::HostCpu,
+    /// The GPU passes choose by their heuristics alone, not the target's
+    /// tuning table (docs/tuning.md).
+    #[arg(long)]
+    no_tuning: bool,
     /// Print each pass's statistics on stderr.
     #[arg(long)]
     stats: bool,
@@ -206,7 +210,7 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
     // The GPU passes tile for `--target` (a bad one is refused below, where
     // PTX or LLVM IR is emitted; the passes' policy is the same for every
     // sm: docs/passes.md, "The GPU target").
-    let opts = DriverOptions { gpu: eintup::ir::loops::target::GpuTarget::for_sm(eintup_tools::cli::build::parse_target(&args.target).unwrap_or(eintup::ir::loops::target::DEFAULT_SM)), ..opts };
+    let opts = DriverOptions { gpu: eintup::ir::loops::target::GpuTarget::for_sm(eintup_tools::cli::build::parse_target(&args.target).unwrap_or(eintup::ir::loops::target::DEFAULT_SM)), tuning: !args.no_tuning, ..opts };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }

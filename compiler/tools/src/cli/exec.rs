@@ -33,7 +33,8 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     // The work the bundle's kernels do, estimated from the same lowering
     // `build` made them by (the GPU passes under the bundle's float policy).
     let fp_contract = m.config.fp_contract.as_deref().and_then(|c| c.parse().ok()).unwrap_or_default();
-    let lm = eintup::pipeline::lower_gpu(&src, &module, float, fp_contract)?;
+    let sm = m.target.arch.strip_prefix("sm_").and_then(|n| n.parse().ok()).unwrap_or(eintup::ir::loops::target::DEFAULT_SM);
+    let lm = eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(float, fp_contract, sm))?;
     eintup::pipeline::check_loop_work(&src, &module, &lm, opts.max_work)?;
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
     let dev = eintup_codegen::gpu::device(args.device)?;

@@ -1,0 +1,99 @@
+//! `etbench --gpu-kit DIR --tune`: the tuner's variants (issue #30 item
+//! 6; docs/tuning.md). For each tuned op and size, every combination of
+//! the `register-tiles` candidates and, for each, the `block-tiles`
+//! candidates of the kernel it leaves, as one bundle each under
+//! `DIR/tune/`, listed in `DIR/tune/tune.json` with the kernel shape each
+//! pass saw (the key the tuning table records the winner under). The kit
+//! (`KIT/run OUT --tune`) times them on a GPU; `scripts/gpu-check import`
+//! turns the times into the tuning table.
+
+use crate::kit::{write_bundle, KIT_SM};
+use crate::ops::Op;
+use eintup::driver::Source;
+use eintup::ir::loops::LoopModule;
+use eintup::passes::register_tiles::TileLayout;
+use eintup::passes::tuning::KernelShape;
+use eintup::passes::{block_tiles, register_tiles};
+use eintup::pipeline::{lower_gpu_before, GpuOptions};
+use std::path::Path;
+
+/// Variants per op and size at most: the first ones (the heuristic's
+/// best-first order) when a kernel has more.
+pub const MAX_VARIANTS: usize = 24;
+
+pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
+    let tdir = dir.join("tune");
+    std::fs::create_dir_all(&tdir).map_err(|e| format!("{}: {e}", tdir.display()))?;
+    let mut groups = Vec::new();
+    for (gi, op) in ops.iter().enumerate() {
+        let size = op.binds.join(" ");
+        eprintln!("bench: tune {} {size}", op.name);
+        let variants = match variants(ops_dir, op) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("bench: tune {}: {e}", op.name);
+                groups.push(serde_json::json!({ "op": op.name, "size": size, "error": e }));
+                continue;
+            }
+        };
+        let mut listed = Vec::new();
+        for (vi, v) in variants.iter().enumerate() {
+            let file = format!("{}-{gi}-{vi}.etb", op.name);
+            match write_bundle(ops_dir, op, &v.choices, &tdir.join(&file)) {
+                Ok(()) => listed.push(serde_json::json!({
+                    "bundle": file,
+                    "choices": v.choices.iter().map(|(p, c)| (p.clone(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+                    "shapes": v.shapes.iter().map(|(p, s)| (p.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
+                })),
+                Err(e) => eprintln!("bench: tune {} variant {vi}: {e}", op.name),
+            }
+        }
+        groups.push(serde_json::json!({ "op": op.name, "size": size, "float": op.float.name(), "variants": listed }));
+    }
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "sm": KIT_SM, "groups": groups })).map_err(|e| e.to_string())?;
+    let path = tdir.join("tune.json");
+    std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// One variant: the choice forced on each tuned pass and the shape of the
+/// kernel that pass chose for.
+struct Variant {
+    choices: Vec<(String, String)>,
+    shapes: Vec<(String, KernelShape)>,
+}
+
+/// The variants of `op`'s one contraction kernel, the heuristic's choice
+/// first (each pass lists its candidates best first).
+fn variants(ops_dir: &Path, op: &Op) -> Result<Vec<Variant>, String> {
+    let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
+    let (module, _) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
+    let fp_contract = eintup_codegen::FpContract::default();
+    let base = GpuOptions { tuning: false, ..GpuOptions::new(op.float, fp_contract, KIT_SM) };
+    let before = |choices: Vec<(String, String)>, stop: &str| -> Result<LoopModule, String> {
+        lower_gpu_before(&src, &module, &GpuOptions { choices, ..base.clone() }, stop).map_err(|e| e.to_string())
+    };
+    let gpu = base.gpu;
+    let m0 = before(Vec::new(), "register-tiles")?;
+    let Some(k0) = m0.kernels.iter().find(|k| !register_tiles::candidates(k, TileLayout::Cyclic, &gpu).is_empty()) else {
+        return Err("no kernel has a register tile to tune".into());
+    };
+    let shape0 = KernelShape::of(&m0, k0).ok_or("the tiled kernel has no shape")?;
+    let mut out = Vec::new();
+    for rt in register_tiles::candidates(k0, TileLayout::Cyclic, &gpu) {
+        let rt_desc = rt.describe(k0);
+        let forced = vec![("register-tiles".to_string(), rt_desc.clone())];
+        let m1 = before(forced.clone(), "block-tiles")?;
+        let k1 = m1.kernels.iter().find(|k| k.name == k0.name).ok_or("the tiled kernel is gone")?;
+        let shape1 = KernelShape::of(&m1, k1).ok_or("the register-tiled kernel has no shape")?;
+        let blocks = block_tiles::candidates(&m1, k1, &gpu);
+        let bts: Vec<String> = if blocks.is_empty() { vec![eintup::passes::tuning::NONE.to_string()] } else { blocks.iter().map(|b| b.describe()).collect() };
+        for bt in bts {
+            let mut choices = forced.clone();
+            choices.push(("block-tiles".to_string(), bt));
+            let shapes = vec![("register-tiles".to_string(), shape0.clone()), ("block-tiles".to_string(), shape1.clone())];
+            out.push(Variant { choices, shapes });
+        }
+    }
+    out.truncate(MAX_VARIANTS);
+    Ok(out)
+}
