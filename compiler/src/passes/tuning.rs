@@ -190,7 +190,8 @@ impl std::fmt::Display for Source {
 /// The index of the candidate `pass` applies to `k` among `described`
 /// (the candidates' descriptions, the heuristic's best first), and why:
 /// the forced choice if `k` has it, else the table's if `k` has it, else
-/// the first. `None` when there is no candidate or `choice=none`.
+/// the first. `None` when there is no candidate, or `none` was forced or
+/// recorded.
 pub fn pick(pass: &str, m: &LoopModule, k: &Kernel, described: &[String], how: &Choosing) -> Option<(usize, Source)> {
     if described.is_empty() || how.forced.as_deref() == Some(NONE) {
         return None;
@@ -200,6 +201,10 @@ pub fn pick(pass: &str, m: &LoopModule, k: &Kernel, described: &[String], how: &
     }
     let recorded = how.table_sm.and_then(Table::builtin).and_then(|t| Some((t.sm, t.nearest(pass, &KernelShape::of(m, k)?)?)));
     if let Some((sm, e)) = recorded {
+        // The recording found nothing worth applying.
+        if e.choice == NONE {
+            return None;
+        }
         if let Some(i) = described.iter().position(|d| *d == e.choice) {
             return Some((i, Source::Table { sm, op: e.op.clone() }));
         }
