@@ -84,6 +84,9 @@ struct Args {
     /// Print the IR after every pass that changed it, on stderr.
     #[arg(long)]
     print_ir_after_change: bool,
+    /// When a pass fails, print the IR it read on stderr.
+    #[arg(long)]
+    print_ir_after_failure: bool,
     /// Print the time each pass took on stderr.
     #[arg(long)]
     time_passes: bool,
@@ -228,6 +231,7 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
         dump_after: args.dump_ir_after.clone(),
         print_before: args.print_ir_before.clone(),
         after_change: args.print_ir_after_change,
+        after_failure: args.print_ir_after_failure,
         time: args.time_passes,
         stats: args.stats,
     };
