@@ -1,7 +1,7 @@
 //! The pass manager: a registry of named passes, pipelines (`--passes
 //! a,b` or `--pipeline default`), verification after every pass, IR dumps
-//! (`--dump-ir`, `--dump-ir-after`) and timing (`--time-passes`), in the
-//! manner of `mlir-opt`.
+//! (`--dump-ir`, `--dump-ir-after`, `--print-ir-after-failure`) and timing
+//! (`--time-passes`), in the manner of `mlir-opt`.
 
 use super::spec::{self, PassOptions};
 use super::{DriverOptions, Ir, Level, PassError, Unit};
@@ -268,6 +268,9 @@ pub struct Instrument {
     pub print_before: Vec<String>,
     /// IR after every pass that changed it (its printed form differs).
     pub after_change: bool,
+    /// The IR a failing pass read, when it fails (an error, a missing
+    /// fact, the wrong level, IR that does not verify after it).
+    pub after_failure: bool,
     pub time: bool,
     pub stats: bool,
 }
@@ -303,6 +306,13 @@ pub fn dump_header(label: &str) -> String {
 /// Header of a dump before a pass (`--print-ir-before`).
 pub fn dump_before_header(label: &str) -> String {
     format!("// ----- IR before {label} ----- //")
+}
+
+/// Header of the dump of a pass that failed (`--print-ir-after-failure`).
+/// As in `mlir-opt`, it names the failed pass; a pass that fails leaves no
+/// IR of its own, so what follows is the IR it read.
+pub fn dump_failure_header(label: &str) -> String {
+    format!("// ----- IR after {label} failed ----- //")
 }
 
 /// Prints any level of IR in its textual form.
@@ -406,55 +416,77 @@ impl PassManager {
         let total = Instant::now();
         let ins = &self.instrument;
         for s in &self.passes {
-            let p = s.info;
-            if unit.ir.level() != p.input {
-                return Err(PassError::Message(format!(
-                    "etopt: error: pass `{}` reads the {} level, but the IR is at the {} level here",
-                    p.name,
-                    p.input.name(),
-                    unit.ir.level().name()
-                )));
-            }
-            if let Ir::Loop(m) = &unit.ir {
-                facts_allow(p, m.facts).map_err(PassError::Message)?;
-            }
-            if ins.print_before.iter().any(|d| selects(d, s)) {
-                let _ = write!(err, "{}\n{}", dump_before_header(&s.label), print_ir(unit));
-            }
-            // The text before the pass, to tell whether it changed the IR.
-            let text_before = ins.after_change.then(|| print_ir(unit));
-            let before = match &unit.ir {
-                Ir::Et(prog) => Some(prog.module.clone()),
-                _ => None,
-            };
-            let t = Instant::now();
-            let stats = (p.run.run)(unit, p.name, &s.options, opts)?;
-            times.push((&s.label, t.elapsed()));
-            if let Ir::Loop(m) = &mut unit.ir {
-                m.facts = m.facts.union(Facts::of(p.provides));
-            }
-            let t = Instant::now();
-            verify(p.name, before.as_ref(), &unit.ir)?;
-            verifying += t.elapsed();
-            if ins.stats {
-                if let Some(st) = stats {
-                    let _ = writeln!(err, "// stats {}: {st}", s.label);
+            // The text before the pass: to tell whether it changed the IR,
+            // and what a failure of it shows.
+            let text_before = (ins.after_change || ins.after_failure).then(|| print_ir(unit));
+            let changed_from = text_before.as_deref().filter(|_| ins.after_change);
+            let (ran, verified) = match self.run_one(s, unit, opts, err, changed_from) {
+                Ok(t) => t,
+                Err(e) => {
+                    if let Some(text) = text_before.filter(|_| ins.after_failure) {
+                        let _ = write!(err, "{}\n{}", dump_failure_header(&s.label), text);
+                    }
+                    return Err(e);
                 }
-            }
-            let after = if ins.dump_all || ins.dump_after.iter().any(|d| selects(d, s)) {
-                Some(print_ir(unit))
-            } else {
-                text_before.filter(|b| *b != print_ir(unit)).map(|_| print_ir(unit))
             };
-            if let Some(text) = after {
-                let _ = write!(err, "{}\n{}", dump_header(&s.label), text);
-            }
+            times.push((&s.label, ran));
+            verifying += verified;
         }
         if ins.time {
             times.push(("(verify after each pass)", verifying));
             let _ = err.write_all(timing_report(&times, total.elapsed()).as_bytes());
         }
         Ok(())
+    }
+
+    /// One pass of [`run_passes`](Self::run_passes): the level and facts
+    /// it needs, the pass, verification and the dumps after it. Returns the
+    /// pass's time and its verification's. `changed_from` is the IR's text
+    /// before the pass, with `--print-ir-after-change`.
+    fn run_one(&self, s: &Scheduled, unit: &mut Unit, opts: &DriverOptions, err: &mut dyn std::io::Write, changed_from: Option<&str>) -> Result<(Duration, Duration), PassError> {
+        let ins = &self.instrument;
+        let p = s.info;
+        if unit.ir.level() != p.input {
+            return Err(PassError::Message(format!(
+                "etopt: error: pass `{}` reads the {} level, but the IR is at the {} level here",
+                p.name,
+                p.input.name(),
+                unit.ir.level().name()
+            )));
+        }
+        if let Ir::Loop(m) = &unit.ir {
+            facts_allow(p, m.facts).map_err(PassError::Message)?;
+        }
+        if ins.print_before.iter().any(|d| selects(d, s)) {
+            let _ = write!(err, "{}\n{}", dump_before_header(&s.label), print_ir(unit));
+        }
+        let before = match &unit.ir {
+            Ir::Et(prog) => Some(prog.module.clone()),
+            _ => None,
+        };
+        let t = Instant::now();
+        let stats = (p.run.run)(unit, p.name, &s.options, opts)?;
+        let ran = t.elapsed();
+        if let Ir::Loop(m) = &mut unit.ir {
+            m.facts = m.facts.union(Facts::of(p.provides));
+        }
+        let t = Instant::now();
+        verify(p.name, before.as_ref(), &unit.ir)?;
+        let verified = t.elapsed();
+        if ins.stats {
+            if let Some(st) = stats {
+                let _ = writeln!(err, "// stats {}: {st}", s.label);
+            }
+        }
+        let after = if ins.dump_all || ins.dump_after.iter().any(|d| selects(d, s)) {
+            Some(print_ir(unit))
+        } else {
+            changed_from.filter(|b| *b != print_ir(unit)).map(|_| print_ir(unit))
+        };
+        if let Some(text) = after {
+            let _ = write!(err, "{}\n{}", dump_header(&s.label), text);
+        }
+        Ok((ran, verified))
     }
 }
 
@@ -566,6 +598,45 @@ mod tests {
             labels,
             ["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index#1", "tighten-bounds", "simplify-index#2", "drop-unused-loops#1", "parallelize", "direct-stores", "drop-unused-loops#2"]
         );
+    }
+
+    /// A pass that breaks the module: its second kernel takes the first's
+    /// name, which the verifier refuses after the pass.
+    static BREAKS: PassInfo = PassInfo {
+        name: "breaks",
+        summary: "",
+        input: Level::Loop,
+        output: Level::Loop,
+        needs: &[],
+        refuses: &[],
+        provides: &[],
+        run: run_with!(super::super::NoOptions, break_module),
+    };
+
+    fn break_module(unit: &mut Unit, _: &super::super::NoOptions) -> Result<Option<String>, PassError> {
+        if let Ir::Loop(m) = &mut unit.ir {
+            let k = m.kernels[0].clone();
+            m.kernels.push(k);
+        }
+        Ok(None)
+    }
+
+    #[test]
+    fn a_failure_after_a_pass_dumps_the_ir_the_pass_read() {
+        let module = super::super::test_matmul::matmul(2, 3, 4);
+        let input = crate::ir::loops::print::module(&module);
+        let source = crate::driver::Source { path: "m.etir".into(), name: "m.etir".into(), text: input.clone() };
+        let run = |after_failure| {
+            let mut unit = Unit { source: source.clone(), ir: Ir::Loop(module.clone()), ranks: None, config: None };
+            let pm = PassManager { passes: vec![Scheduled { info: &BREAKS, options: vec![], label: "breaks".into() }], instrument: Instrument { after_failure, ..Instrument::default() } };
+            let mut err = Vec::new();
+            let r = pm.run_passes(&mut unit, &DriverOptions::default(), &mut err);
+            (r, String::from_utf8(err).unwrap())
+        };
+        let (r, err) = run(true);
+        assert!(matches!(r, Err(PassError::Internal(m)) if m.contains("IR after pass `breaks` does not verify")));
+        assert_eq!(err, format!("{}\n{input}", dump_failure_header("breaks")));
+        assert_eq!(run(false).1, "");
     }
 
     #[test]

@@ -99,6 +99,9 @@ pub fn build<O: PassOptions>(pass: &str, options: &[(String, String)], driver: &
 
 /// Cuts a pipeline at the commas outside braces and brackets.
 pub fn split_pipeline(text: &str) -> Result<Vec<String>, String> {
+    if let Some(hint) = nested_pipeline_hint(text) {
+        return Err(hint);
+    }
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut depth: i32 = 0;
@@ -128,6 +131,44 @@ pub fn split_pipeline(text: &str) -> Result<Vec<String>, String> {
         return Err(format!("an empty pass name in `{text}`"));
     }
     Ok(out)
+}
+
+/// `mlir-opt`'s nested form, `builtin.module(func.func(a),b{k=v})`: our
+/// pipelines are flat (every pass runs on the whole module), so the error
+/// says so and spells the flat pipeline, its anchors dropped. `None` when
+/// no parenthesis stands outside braces and brackets.
+fn nested_pipeline_hint(text: &str) -> Option<String> {
+    let mut passes = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0;
+    let mut nested = false;
+    for ch in text.chars() {
+        match ch {
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth -= 1,
+            // An anchor's name is not a pass: `(` drops it, `)` ends a pass.
+            '(' if depth == 0 => {
+                nested = true;
+                cur.clear();
+                continue;
+            }
+            ')' | ',' if depth == 0 => {
+                passes.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    if !nested {
+        return None;
+    }
+    passes.push(cur);
+    let flat: Vec<&str> = passes.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect();
+    let write = if flat.is_empty() { "`--pipeline default`, or the passes separated by commas".to_string() } else { format!("`--passes '{}'`", flat.join(",")) };
+    Some(format!(
+        "`{text}` is mlir-opt's nested pipeline syntax; etopt's pipeline is flat, with no `builtin.module(..)` or other anchor (every pass runs on the whole module): write {write}, each pass with its options in braces (`specialize{{seed=3}}`; `etopt --list-passes` lists them)"
+    ))
 }
 
 /// `name` or `name{key=value ...}`.
@@ -184,6 +225,17 @@ mod tests {
         assert!(split_pipeline("specialize{seed=1").is_err());
         assert!(split_pipeline("a}").is_err());
         assert!(split_pipeline("a,,b").is_err());
+    }
+
+    #[test]
+    fn mlir_nested_pipelines_get_the_flat_form() {
+        let e = split_pipeline("builtin.module(resolve,infer-ranks)").unwrap_err();
+        assert!(e.starts_with("`builtin.module(resolve,infer-ranks)` is mlir-opt's nested pipeline syntax"), "{e}");
+        assert!(e.contains("write `--passes 'resolve,infer-ranks'`"), "{e}");
+        // Anchors nest; options keep their commas, brackets and blanks.
+        let e = split_pipeline("builtin.module(func.func(resolve), specialize{seed=3, bind=a=[2,3]})").unwrap_err();
+        assert!(e.contains("write `--passes 'resolve,specialize{seed=3, bind=a=[2,3]}'`"), "{e}");
+        assert!(split_pipeline("builtin.module()").unwrap_err().contains("write `--pipeline default`, or the passes"));
     }
 
     #[test]

@@ -88,6 +88,9 @@ struct Args {
     /// Print the IR after every pass that changed it, on stderr.
     #[arg(long)]
     print_ir_after_change: bool,
+    /// When a pass fails, print the IR it read on stderr.
+    #[arg(long)]
+    print_ir_after_failure: bool,
     /// Print the time each pass took on stderr.
     #[arg(long)]
     time_passes: bool,
@@ -183,8 +186,8 @@ fn report_failure(e: &PassError, chunk: &Source) -> i32 {
 
 /// `--verify-diagnostics`: the chunk's diagnostics (none when it compiled)
 /// against its expectations; each mismatch on stderr, exit 1 (as
-/// `mlir-opt`) if any. An internal error is a bug, reported as such (exit
-/// 70) whatever the input expects.
+/// `mlir-opt`) if any, 2 if a directive is malformed. An internal error is
+/// a bug, reported as such (exit 70) whatever the input expects.
 fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, warnings: &[Diagnostic]) -> i32 {
     let mut produced = verify_diagnostics::produced_warnings(warnings, &chunk.text);
     match result {
@@ -194,15 +197,11 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, 
             None => return report_failure(e, chunk),
         },
     }
-    let problems = verify_diagnostics::check(&chunk.name, &chunk.text, lang, &produced);
-    for p in &problems {
+    let verdict = verify_diagnostics::check(&chunk.name, &chunk.text, lang, &produced);
+    for p in &verdict.lines {
         eprintln!("{p}");
     }
-    if problems.is_empty() {
-        exit::OK
-    } else {
-        exit::CHECK_FAILED
-    }
+    verdict.exit_code()
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
@@ -232,6 +231,7 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
         dump_after: args.dump_ir_after.clone(),
         print_before: args.print_ir_before.clone(),
         after_change: args.print_ir_after_change,
+        after_failure: args.print_ir_after_failure,
         time: args.time_passes,
         stats: args.stats,
     };
