@@ -1,0 +1,25 @@
+"""Writes the inputs of import.test: a table and a tuning step's results."""
+import json
+import pathlib
+import sys
+
+t = pathlib.Path(sys.argv[1])
+rt = {"dtype": "f32", "chain": [64, 64], "reduce": [8], "unroll": [], "loads": 2}
+bt8 = dict(rt, chain=[8, 8], unroll=[8, 8, 8, 8])
+bt4 = dict(rt, chain=[16, 16], unroll=[4, 4, 4, 4])
+other = dict(rt, chain=[512, 512])
+entry = lambda shape, choice, op, ms: {"pass": "register-tiles", "shape": shape, "choice": choice, "op": op, "ms": ms, "others": {}}
+table = {"format": 1, "sm": 90, "device": "old", "measured": "old",
+         "entries": [entry(rt, "1x1@0", "replaced", 7.0), entry(other, "2x2@0", "kept", 9.0)]}
+(t / "repo/compiler/tuning/sm_90.json").write_text(json.dumps(table))
+v = lambda r, b, ms, shape: dict({"choices": {"register-tiles": r, "block-tiles": b},
+                                  "shapes": {"register-tiles": rt, "block-tiles": shape}}, **ms)
+results = {"sm": 90, "device": "cuda", "device_name": "Fake GPU", "commit": "abc", "groups": [
+    {"op": "mm", "size": "batch=[] row=[64] col=[64]", "float": "f32", "variants": [
+        v("8x8@0", "16x16k16", {"ms": 2.0}, bt8),
+        v("8x8@0", "16x16k8", {"ms": 1.5}, bt8),
+        v("4x4@0", "16x16k16", {"ms": 3.0}, bt4),
+        v("4x4@0", "16x16k8", {"error": "MISMATCH with the heuristic variant"}, bt4),
+    ]},
+]}
+(t / "out/tuning.json").write_text(json.dumps(results))
