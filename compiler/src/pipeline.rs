@@ -168,14 +168,20 @@ pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Res
 /// Refuses (E0318, at the statement doing the most) to run `lm`, the
 /// loop module of `module`, when its kernels visit more than `max_work`
 /// points in all ([`loop_work`]), counting each kernel's work to its
-/// statement (`Kernel::stmt`).
+/// statement (`Kernel::stmt`), plus the instantiations of the statements
+/// generating the RANDOM inputs: every compiled backend generates them on
+/// the host (`interp::initial_arrays`) outside `lm`, enumerating each one's
+/// box as the interpreter does, so they count as in [`crate::interp::check_work`]
+/// (otherwise `--max-work` would not bound a run that only generates).
 pub fn check_loop_work(src: &Source, module: &Module, lm: &LoopModule, max_work: u64) -> Result<(), Failure> {
     let work = loop_work(lm);
-    let total = work.iter().fold(0u128, |a, &n| a.saturating_add(n));
+    let inst = module.instantiations();
+    let generation = (0..module.stmts.len()).filter(|&si| module.defines_input(si)).map(|si| inst[si]);
+    let total = work.iter().copied().chain(generation).fold(0u128, |a, n| a.saturating_add(n));
     if total <= u128::from(max_work) {
         return Ok(());
     }
-    let mut per_stmt = vec![0u128; module.stmts.len()];
+    let mut per_stmt: Vec<u128> = (0..module.stmts.len()).map(|si| if module.defines_input(si) { inst[si] } else { 0 }).collect();
     for (k, n) in lm.kernels.iter().zip(&work) {
         if let Some(w) = k.stmt.and_then(|s| per_stmt.get_mut(s)) {
             *w = w.saturating_add(*n);
@@ -261,11 +267,17 @@ mod tests {
         let (src, m, lm) = loops_for(text, &["a=[3]", "i=[1000000000]", "j=[1000000000]"]);
         assert_eq!(loop_work(&lm).iter().sum::<u128>(), 1_000_000_000_000_000_000);
         let e = check_loop_work(&src, &m, &lm, crate::driver::DEFAULT_MAX_WORK).unwrap_err().to_string();
-        assert!(e.contains("w.et:2:1: error[E0318]: this configuration needs 1000000000000000000 loop iterations"), "{e}");
+        assert!(e.contains("w.et:2:1: error[E0318]: this configuration needs 1000000000000000003 loop iterations"), "{e}");
         // the limit is inclusive
         let (src, m, lm) = loops_for(text, &["a=[3]", "i=[4]", "j=[5]"]);
-        assert!(check_loop_work(&src, &m, &lm, 20).is_ok());
-        assert!(check_loop_work(&src, &m, &lm, 19).is_err());
+        // 4*5 loop iterations and x's 3 generated cells
+        assert!(check_loop_work(&src, &m, &lm, 23).is_ok());
+        assert!(check_loop_work(&src, &m, &lm, 22).is_err());
+        // generation alone is counted too, at its statement
+        let (src, m, lm) = loops_for("x[a] = RANDOM(0, 10, INT)\n\nx\n", &["a=[5]"]);
+        assert!(check_loop_work(&src, &m, &lm, 5).is_ok());
+        let e = check_loop_work(&src, &m, &lm, 4).unwrap_err().to_string();
+        assert!(e.contains("w.et:1:1: error[E0318]: this configuration needs 5 loop iterations"), "{e}");
     }
 
     /// A convolution's filter loops are tightened to the footprint, whose

@@ -9,6 +9,7 @@ use crate::span::{line_col, Span};
 use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label as CsLabel};
 use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term::{self, Chars, Config};
+use unicode_width::UnicodeWidthChar;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
@@ -97,6 +98,7 @@ impl Diagnostic {
         // Control and invisible characters are shown escaped, so the
         // terminal never receives them and the caret has a width.
         let (shown, spans) = visible(&shown, &spans);
+        let spans = on_base_chars(&shown, &spans);
         let true_location = self.primary_span().map(|s| line_col(source, s.start));
         let source = shown.as_str();
         let file = SimpleFile::new(file_name, source);
@@ -250,6 +252,47 @@ fn visible(text: &str, spans: &[Span]) -> (String, Vec<Span>) {
     (out, spans)
 }
 
+/// A character drawn on the one before it, taking no column of its own
+/// (a combining mark such as the U+0301 of `e\u{301}`), by the same
+/// `unicode-width` table codespan sizes carets with.
+fn zero_width(c: char) -> bool {
+    c != '\n' && c.width() == Some(0)
+}
+
+/// `spans` widened to whole display cells of `text`: a span starting at a
+/// zero-width character starts at its base character (the one before, on
+/// the same line), and every span takes the zero-width characters after
+/// its end along. A span over a combining mark alone would otherwise get no
+/// caret (codespan draws one `^` per column); a mark with no base on its
+/// line gets the caret of the character after it.
+fn on_base_chars(text: &str, spans: &[Span]) -> Vec<Span> {
+    let at = |o: usize| text.get(o..).and_then(|t| t.chars().next());
+    spans
+        .iter()
+        .map(|s| {
+            let (mut start, mut end) = (s.start.min(text.len()), s.end.max(s.start).min(text.len()));
+            while at(start).is_some_and(zero_width) {
+                match text[..start].chars().next_back() {
+                    Some(b) if b != '\n' => start -= b.len_utf8(),
+                    _ => break,
+                }
+            }
+            if at(start).is_some_and(zero_width) {
+                // No base: take the first character after the marks.
+                end = end.max(start);
+                while at(end).is_some_and(zero_width) {
+                    end += at(end).map_or(0, char::len_utf8);
+                }
+                end += at(end).filter(|&c| c != '\n').map_or(0, char::len_utf8);
+            }
+            while end > start && at(end).is_some_and(zero_width) {
+                end += at(end).map_or(0, char::len_utf8);
+            }
+            Span::new(start, end)
+        })
+        .collect()
+}
+
 /// A message, label or note with [`hidden`] characters escaped.
 fn visible_text(text: &str) -> String {
     visible(text, &[]).0
@@ -315,6 +358,45 @@ mod tests {
         assert_eq!(text.matches("error[E0001]").count(), MAX_RENDERED);
         assert!(text.ends_with("f.et: note: 5 more errors not shown (the first 20 are)\n"), "{text}");
         assert_eq!(render_all(&all[..2], "f.et", src).matches("error[E0001]").count(), 2);
+    }
+
+    /// The display column of the first `^` under the snippet line, and
+    /// how many there are (codespan draws one per column).
+    fn caret_of(text: &str) -> (usize, usize) {
+        let caret = text.lines().find(|l| l.contains('^')).unwrap_or_else(|| panic!("no caret: {text}"));
+        let from = caret.find('^').unwrap();
+        (caret[..from].chars().count(), caret[from..].chars().take_while(|&c| c == '^').count())
+    }
+
+    #[test]
+    fn a_span_at_a_combining_mark_has_a_caret_under_its_base() {
+        // `e\u{301}` shows as one column, `é`; a span over the mark alone
+        // (what the lexer reports as an unexpected character) or starting
+        // at it is drawn under the `e`.
+        let src = "a[i] = e\u{301}[i] + \u{301}x[i]\n\u{301}b[i] = 1\n";
+        let line = "1 | a[i] = e\u{301}[i] + \u{301}x[i]";
+        // display columns, the mark taking none
+        let col = |prefix: &str| unicode_width::UnicodeWidthStr::width(&line[..line.find(prefix).unwrap()]);
+        let marks: Vec<usize> = src.match_indices('\u{301}').map(|(i, _)| i).collect();
+        // (span, display column of the caret in `line`, carets)
+        let e = col("e\u{301}");
+        for (span, want_col, want_n) in [
+            (Span::new(marks[0], marks[0] + 2), e, 1),
+            (Span::new(marks[0], marks[0]), e, 1),
+            (Span::new(marks[0], marks[0] + 3), e, 2),
+            (Span::new(marks[0] - 1, marks[0]), e, 1),
+            // a mark after a space: under the space it is drawn on
+            (Span::new(marks[1], marks[1] + 2), col(" \u{301}x"), 1),
+        ] {
+            let text = Diagnostic::error("E0001", "bad").at(span, "here").render("f.et", src);
+            assert!(text.contains(line), "{text}");
+            assert_eq!(caret_of(&text), (want_col, want_n), "{span:?}: {text}");
+        }
+        // a mark starting a line has no base: the caret goes under the next character
+        let text = Diagnostic::error("E0001", "bad").at(Span::new(marks[2], marks[2] + 2), "here").render("f.et", src);
+        let (c, n) = caret_of(&text);
+        let shown = text.lines().find(|l| l.starts_with("2 |")).unwrap();
+        assert_eq!((c, n), (unicode_width::UnicodeWidthStr::width(&shown[..shown.find('b').unwrap()]), 1), "{text}");
     }
 
     #[test]

@@ -108,7 +108,7 @@ fn run_statements(m: &Module, opts: &RunOptions, only_inputs: bool) -> Result<Ve
         arrays[*id] = t.clone().with_float_width(f32);
     }
     for (si, s) in m.stmts.iter().enumerate() {
-        let defines_input = m.arrays[s.array].is_input && m.arrays[s.array].def_stmt == si;
+        let defines_input = m.defines_input(si);
         if only_inputs && !defines_input {
             continue;
         }

@@ -362,6 +362,13 @@ impl Module {
         self.stmts.iter().map(stmt).chain((0..self.arrays.len()).map(array)).max().unwrap_or(0)
     }
 
+    /// True when statement `si` defines an input array (`a[..] = RANDOM(..)`):
+    /// the statements every backend runs on the host before anything else
+    /// (`interp::initial_arrays`).
+    pub fn defines_input(&self, si: usize) -> bool {
+        self.stmts.get(si).is_some_and(|s| self.arrays[s.array].is_input && self.arrays[s.array].def_stmt == si)
+    }
+
     /// Each statement's instantiations (LANGUAGE.md s.3: one per
     /// combination of its variables' values, out-of-bounds ones included),
     /// saturating at `u128::MAX`; unknown dims count as the maximum. What
