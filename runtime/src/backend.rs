@@ -2,13 +2,14 @@
 //! over a [`Backend`] that knows how to do each step on one kind of device
 //! (the CUDA driver in `cuda`, the PTX emulator in `emu`).
 //!
-//! [`check`] validates inputs and target before any device work;
-//! [`prepare`] loads the module, resolves the launched kernels, allocates
-//! one buffer per non-empty manifest buffer (inputs uploaded, the rest
-//! zeroed), runs the generators of the inputs the caller left out, and
-//! resolves the steps into [`Action`]s on device addresses; [`execute`]
-//! runs the actions in manifest order (possibly many times, for timing);
-//! [`download`] copies every buffer back. So the emulator exercises exactly
+//! [`check`] validates inputs and target before any device work; [`load`]
+//! loads the module, resolves the launched kernels, allocates one zeroed
+//! buffer per non-empty manifest buffer and resolves the steps (and each
+//! input's generator) into [`Action`]s on device addresses; [`upload`],
+//! [`generate`] and [`zero`] fill buffers; [`execute`] runs the main
+//! actions in manifest order (possibly many times: a loaded
+//! [`Program`](crate::Program), timing); [`download_one`] copies a buffer
+//! back. [`prepare`] is a one-shot run's load, uploads and generators. So the emulator exercises exactly
 //! the argument marshalling, fills and launch order a GPU run uses.
 
 use std::collections::BTreeMap;
@@ -16,8 +17,8 @@ use std::collections::BTreeMap;
 use crate::bundle::Bundle;
 use crate::check::{check_inputs, check_target};
 use crate::error::{Error, Result};
-use crate::manifest::{Manifest, Role, Step};
-use eintup_tensor::tensor::{Data, Tensor};
+use crate::manifest::{Role, Step};
+use eintup_tensor::tensor::Tensor;
 
 /// One kind of device, for the duration of one run.
 pub(crate) trait Backend {
@@ -32,6 +33,8 @@ pub(crate) trait Backend {
     fn kernel(&mut self, module: &Self::Module, name: &str) -> Result<Self::Kernel>;
     /// A buffer of `bytes` (> 0) bytes holding `contents`, or zeros.
     fn alloc(&mut self, name: &str, bytes: usize, contents: Option<&[u8]>) -> Result<Self::Buffer>;
+    /// Copies `host` (the buffer's size) into `buffer`.
+    fn write(&mut self, buffer: &mut Self::Buffer, host: &[u8]) -> Result<()>;
     /// The device address kernels receive for `buffer`.
     fn address(&self, buffer: &Self::Buffer) -> u64;
     /// Sets the buffer's `bytes` bytes to zero.
@@ -67,6 +70,8 @@ pub(crate) enum Action<K> {
 /// the buffers go before the module whose kernels used them.
 pub(crate) struct Prepared<B: Backend> {
     pub actions: Vec<Action<B::Kernel>>,
+    /// Per input buffer with a generator: its index and resolved steps.
+    generators: Vec<(usize, Vec<Action<B::Kernel>>)>,
     /// Per manifest buffer: the allocation and its size; `None` when empty.
     buffers: Vec<Option<(B::Buffer, usize)>>,
     module: B::Module,
@@ -90,46 +95,85 @@ pub(crate) fn check(bundle: &Bundle, inputs: &BTreeMap<String, Tensor>, arch: (u
 }
 
 /// Loads, allocates, uploads, generates the missing inputs and resolves
-/// the main steps.
+/// the main steps: what a one-shot run does ([`load`], then [`upload`] and
+/// [`generate`] per input).
 pub(crate) fn prepare<B: Backend>(b: &mut B, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<Prepared<B>> {
+    let mut p = load(b, bundle)?;
+    for (i, buf) in bundle.manifest().buffers.iter().enumerate() {
+        if buf.role != Role::Input {
+            continue;
+        }
+        match inputs.get(&buf.name) {
+            Some(t) => upload(b, &mut p, i, &buf.name, &t.data.to_ne_bytes())?,
+            // Inputs the caller left out are made on the device, once, by
+            // their generators (check_inputs made sure each has one).
+            None => generate(b, &p, i)?,
+        }
+    }
+    b.synchronize()?;
+    Ok(p)
+}
+
+/// Loads the module, allocates every non-empty buffer (zeroed) and
+/// resolves the main steps and every input's generator: a bundle made
+/// resident, run by [`execute`] as many times as wanted.
+pub(crate) fn load<B: Backend>(b: &mut B, bundle: &Bundle) -> Result<Prepared<B>> {
     let manifest = bundle.manifest();
     let module = b.load(bundle.ptx())?;
     let mut buffers = Vec::with_capacity(manifest.buffers.len());
     for buf in &manifest.buffers {
         let bytes = buf.byte_size().unwrap_or(0);
-        if bytes == 0 {
-            // Kernels receive a null pointer for an empty buffer.
-            buffers.push(None);
-            continue;
-        }
-        let host = match (buf.role, inputs.get(&buf.name)) {
-            (Role::Input, Some(t)) => {
-                let host = t.data.to_ne_bytes();
-                if host.len() != bytes {
-                    // check_inputs compared shapes and dtypes, so this only
-                    // trips if that check and byte_size disagree.
-                    let reason = format!("{} bytes supplied, the buffer has {bytes}", host.len());
-                    return Err(Error::Input { name: buf.name.clone(), reason });
-                }
-                Some(host)
-            }
-            _ => None,
-        };
-        let mem = b.alloc(&buf.name, bytes, host.as_deref())?;
-        buffers.push(Some((mem, bytes)));
+        // Kernels receive a null pointer for an empty buffer.
+        buffers.push(if bytes == 0 { None } else { Some((b.alloc(&buf.name, bytes, None)?, bytes)) });
     }
-    b.synchronize()?;
-
     let index: BTreeMap<&str, usize> = manifest.buffers.iter().enumerate().map(|(i, buf)| (buf.name.as_str(), i)).collect();
-    let mut prepared = Prepared { actions: Vec::new(), buffers, module };
-    // Inputs the caller left out are made on the device, once, by their
-    // generators (check_inputs made sure each has one).
-    for g in manifest.generate.iter().filter(|g| !inputs.contains_key(&g.buffer)) {
-        prepared.actions = actions(b, &prepared, &manifest.kernels, &g.steps, &index)?;
-        execute(b, &prepared)?;
+    let mut p = Prepared { actions: Vec::new(), generators: Vec::new(), buffers, module };
+    for g in &manifest.generate {
+        let at = *index.get(g.buffer.as_str()).ok_or_else(|| Error::BadManifest(format!("generate: unknown buffer `{}`", g.buffer)))?;
+        let acts = actions(b, &p, &manifest.kernels, &g.steps, &index)?;
+        p.generators.push((at, acts));
     }
-    prepared.actions = actions(b, &prepared, &manifest.kernels, &manifest.steps, &index)?;
-    Ok(prepared)
+    p.actions = actions(b, &p, &manifest.kernels, &manifest.steps, &index)?;
+    Ok(p)
+}
+
+/// Copies `host` into buffer `i` (named `name`), which must be its size.
+pub(crate) fn upload<B: Backend>(b: &mut B, p: &mut Prepared<B>, i: usize, name: &str, host: &[u8]) -> Result<()> {
+    match &mut p.buffers[i] {
+        Some((mem, bytes)) if *bytes == host.len() => b.write(mem, host),
+        None if host.is_empty() => Ok(()),
+        other => {
+            // check_input compared shapes and dtypes, so this only trips if
+            // that check and byte_size disagree.
+            let have = other.as_ref().map_or(0, |(_, n)| *n);
+            Err(Error::Input { name: name.to_string(), reason: format!("{} bytes supplied, the buffer has {have}", host.len()) })
+        }
+    }
+}
+
+/// Runs the generator of input buffer `i`; `BadManifest` if it has none.
+pub(crate) fn generate<B: Backend>(b: &mut B, p: &Prepared<B>, i: usize) -> Result<()> {
+    let Some((_, acts)) = p.generators.iter().find(|(at, _)| *at == i) else {
+        return Err(Error::BadManifest(format!("buffer {i} has no generator")));
+    };
+    run_actions(b, p, acts)
+}
+
+/// Zeroes buffer `i` (nothing for an empty one).
+pub(crate) fn zero<B: Backend>(b: &mut B, p: &Prepared<B>, i: usize) -> Result<()> {
+    match &p.buffers[i] {
+        Some((mem, bytes)) => b.zero(mem, *bytes),
+        None => Ok(()),
+    }
+}
+
+/// Downloads buffer `i` (empty for an empty buffer); does not wait for
+/// earlier work on its own: call [`Backend::synchronize`] after.
+pub(crate) fn download_one<B: Backend>(b: &mut B, p: &Prepared<B>, i: usize) -> Result<Vec<u8>> {
+    match &p.buffers[i] {
+        Some((mem, bytes)) => b.download(mem, *bytes),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Steps resolved to actions on the prepared buffers; empty launches are
@@ -180,9 +224,13 @@ pub(crate) fn capped_grid(grid: [u32; 3], resident: Option<u32>) -> [u32; 3] {
     }
 }
 
-/// Runs the prepared actions in order. Does not wait for completion.
+/// Runs the prepared main actions in order. Does not wait for completion.
 pub(crate) fn execute<B: Backend>(b: &mut B, p: &Prepared<B>) -> Result<()> {
-    for a in &p.actions {
+    run_actions(b, p, &p.actions)
+}
+
+fn run_actions<B: Backend>(b: &mut B, p: &Prepared<B>, actions: &[Action<B::Kernel>]) -> Result<()> {
+    for a in actions {
         match a {
             Action::Fill { buffer } => {
                 if let Some((mem, bytes)) = &p.buffers[*buffer] {
@@ -195,26 +243,6 @@ pub(crate) fn execute<B: Backend>(b: &mut B, p: &Prepared<B>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Copies every buffer back, in manifest order.
-pub(crate) fn download<B: Backend>(b: &mut B, manifest: &Manifest, p: &Prepared<B>) -> Result<BTreeMap<String, Tensor>> {
-    let mut raw = Vec::with_capacity(p.buffers.len());
-    for buf in &p.buffers {
-        raw.push(match buf {
-            Some((mem, bytes)) => b.download(mem, *bytes)?,
-            None => Vec::new(),
-        });
-    }
-    // Kernel faults of a GPU surface here, at the first synchronisation.
-    b.synchronize()?;
-    let mut out = BTreeMap::new();
-    for (buf, bytes) in manifest.buffers.iter().zip(raw) {
-        let data = Data::from_ne_bytes(buf.dtype, &bytes)
-            .ok_or_else(|| Error::Driver(format!("buffer `{}`: downloaded {} bytes", buf.name, bytes.len())))?;
-        out.insert(buf.name.clone(), Tensor { shape: buf.shape.clone(), data });
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -15,22 +15,7 @@ use eintup_tensor::tensor::Tensor;
 pub fn check_inputs(manifest: &Manifest, inputs: &BTreeMap<String, Tensor>) -> Result<()> {
     let err = |name: &str, reason: String| Err(Error::Input { name: name.to_string(), reason });
     for (name, t) in inputs {
-        let Some(b) = manifest.buffer(name) else {
-            return err(name, "the bundle has no buffer of this name".into());
-        };
-        if b.role != Role::Input {
-            let role = if b.role == Role::Output { "an output" } else { "a temporary" };
-            return err(name, format!("is {role} buffer, not an input"));
-        }
-        if let Err(reason) = t.check() {
-            return err(name, reason);
-        }
-        if t.dtype() != b.dtype {
-            return err(name, format!("dtype {}, expected {}", t.dtype(), b.dtype));
-        }
-        if t.shape != b.shape {
-            return err(name, format!("shape {:?}, expected {:?}", t.shape, b.shape));
-        }
+        check_input(manifest, name, t)?;
     }
     if let Some(missing) = manifest.inputs().find(|b| !inputs.contains_key(&b.name) && manifest.generator(&b.name).is_none()) {
         return err(
@@ -39,6 +24,31 @@ pub fn check_inputs(manifest: &Manifest, inputs: &BTreeMap<String, Tensor>) -> R
         );
     }
     Ok(())
+}
+
+/// One supplied input: an input buffer of that name, the tensor internally
+/// consistent, its dtype and shape the buffer's; returns the buffer's
+/// index.
+pub fn check_input(manifest: &Manifest, name: &str, t: &Tensor) -> Result<usize> {
+    let err = |reason: String| Err(Error::Input { name: name.to_string(), reason });
+    let Some(i) = manifest.buffers.iter().position(|b| b.name == name) else {
+        return err("the bundle has no buffer of this name".into());
+    };
+    let b = &manifest.buffers[i];
+    if b.role != Role::Input {
+        let role = if b.role == Role::Output { "an output" } else { "a temporary" };
+        return err(format!("is {role} buffer, not an input"));
+    }
+    if let Err(reason) = t.check() {
+        return err(reason);
+    }
+    if t.dtype() != b.dtype {
+        return err(format!("dtype {}, expected {}", t.dtype(), b.dtype));
+    }
+    if t.shape != b.shape {
+        return err(format!("shape {:?}, expected {:?}", t.shape, b.shape));
+    }
+    Ok(i)
 }
 
 /// PTX is JIT-compiled forward: PTX for `sm_80` runs on 8.0 and every later

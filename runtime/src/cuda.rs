@@ -119,14 +119,24 @@ impl Cuda {
         })
     }
 
+    /// Loads `bundle` once (module JIT-compiled once, buffers allocated
+    /// once) to run many times.
+    pub(crate) fn load(&self, bundle: &Bundle) -> Result<crate::Program<'_>> {
+        crate::check::check_target(bundle.manifest(), self.arch, &self.name)?;
+        guarded("loading the bundle", || {
+            let mut b = self.session()?;
+            let p = backend::load(&mut b, bundle)?;
+            b.synchronize()?;
+            let no_profile = |_: &mut CudaRun<'_>| None;
+            Ok(crate::Program::new(bundle.manifest().clone(), Box::new(Guarded(crate::program::Loaded { p, b, profile: no_profile }))))
+        })
+    }
+
     pub(crate) fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
         backend::check(bundle, inputs, self.arch, &self.name)?;
-        guarded("running the bundle", || {
-            let mut run = self.session()?;
-            let prepared = backend::prepare(&mut run, bundle, inputs)?;
-            backend::execute(&mut run, &prepared)?;
-            backend::download(&mut run, bundle.manifest(), &prepared)
-        })
+        let mut p = self.load(bundle)?;
+        p.run_with(inputs)?;
+        p.read_all()
     }
 
     pub(crate) fn run_timed(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>, warmup: usize, reps: usize) -> Result<Timings> {
@@ -206,7 +216,42 @@ impl Cuda {
     }
 }
 
-/// One run on the device: the [`Backend`] the shared run path drives.
+/// A loaded program whose every driver call runs under [`guarded`] (with
+/// the context current on the calling thread).
+struct Guarded<'a>(crate::program::Loaded<CudaRun<'a>>);
+
+impl crate::program::Resident for Guarded<'_> {
+    fn upload(&mut self, i: usize, name: &str, host: &[u8]) -> Result<()> {
+        self.bound("uploading an input", |l| l.upload(i, name, host))
+    }
+    fn generate(&mut self, i: usize) -> Result<()> {
+        self.bound("generating an input", |l| l.generate(i))
+    }
+    fn zero(&mut self, i: usize) -> Result<()> {
+        self.bound("zeroing a buffer", |l| l.zero(i))
+    }
+    fn execute(&mut self) -> Result<()> {
+        self.bound("running the bundle", |l| l.execute())
+    }
+    fn download(&mut self, i: usize) -> Result<Vec<u8>> {
+        self.bound("downloading a buffer", |l| l.download(i))
+    }
+    fn take_profile(&mut self) -> Option<crate::profile::ProfileReport> {
+        None
+    }
+}
+
+impl Guarded<'_> {
+    fn bound<T>(&mut self, what: &str, f: impl FnOnce(&mut dyn crate::program::Resident) -> Result<T>) -> Result<T> {
+        guarded(what, || {
+            self.0.b.dev.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+            f(&mut self.0)
+        })
+    }
+}
+
+/// One session on the device (a run, or a loaded program): the
+/// [`Backend`] the shared run path drives.
 struct CudaRun<'a> {
     dev: &'a Cuda,
     /// Host copies of uploads, alive until the stream has read them.
@@ -254,6 +299,14 @@ impl Backend for CudaRun<'_> {
             }
             None => stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e)),
         }
+    }
+
+    fn write(&mut self, buffer: &mut CudaSlice<u8>, host: &[u8]) -> Result<()> {
+        // The copy is asynchronous: the bytes it reads live in `staged`
+        // until the next synchronisation.
+        self.staged.push(host.to_vec());
+        let staged = self.staged.last().map(|v| v.as_slice()).unwrap_or_default();
+        self.dev.stream.memcpy_htod(staged, buffer).map_err(|e| driver("cuMemcpyHtoDAsync", e))
     }
 
     fn address(&self, buffer: &CudaSlice<u8>) -> u64 {

@@ -16,6 +16,7 @@ use crate::bundle::Bundle;
 use crate::cuda::Cuda;
 use crate::emu::{EmuOptions, Emulator, ProfileReport};
 use crate::error::{Error, Result};
+use crate::program::Program;
 use eintup_tensor::tensor::Tensor;
 
 pub use crate::cuda::driver_present;
@@ -112,7 +113,20 @@ impl Device {
         }
     }
 
-    /// Runs `bundle` once and returns every buffer by name.
+    /// Loads `bundle` once, to run it many times ([`Program`]): checks its
+    /// target, loads its module, resolves its kernels and allocates its
+    /// buffers.
+    pub fn load(&self, bundle: &Bundle) -> Result<Program<'_>> {
+        match &self.imp {
+            Imp::Cuda(c) => c.load(bundle),
+            Imp::Emu(e) => e.load(bundle),
+        }
+    }
+
+    /// Runs `bundle` once and returns every buffer by name: [`load`],
+    /// write the inputs, run, read every buffer.
+    ///
+    /// [`load`]: Device::load
     pub fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
         match &self.imp {
             Imp::Cuda(c) => c.run(bundle, inputs),

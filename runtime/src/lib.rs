@@ -25,6 +25,8 @@ mod fault;
 mod info;
 pub mod manifest;
 mod module;
+mod profile;
+pub mod program;
 pub mod ptx;
 mod timing;
 
@@ -37,4 +39,5 @@ pub use device::{Device, DeviceInfo, DeviceKind, LaunchTiming, Timings};
 pub use emu::{EmuOptions, Fault, FaultKind, Profile, ProfileReport};
 pub use error::{Error, Result};
 pub use manifest::Manifest;
+pub use program::Program;
 pub use tensor::{DType, Data, Tensor};

@@ -16,19 +16,7 @@ use eintup_runtime::device::driver_present;
 use eintup_runtime::{Bundle, Data, Device, DeviceKind, Error, Tensor};
 use serde_json::json;
 
-/// The emulator, and CUDA device 0 when present (after printing why not
-/// otherwise). Written to the real stderr (not `eprintln!`, which the test
-/// harness captures) so that the skip shows in `cargo test` output.
-fn devices() -> Vec<Device> {
-    let mut v = vec![Device::emulator()];
-    match Device::new(0) {
-        Ok(d) => v.push(d),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "skipped on the GPU: no CUDA device ({e})");
-        }
-    }
-    v
-}
+use common::devices;
 
 fn gpu_or_skip() -> Option<Device> {
     match Device::new(0) {

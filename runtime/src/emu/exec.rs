@@ -31,7 +31,7 @@ use super::decode::{
 };
 use crate::fault::{Fault, FaultKind, OtherAccess};
 use super::memory::{describe_miss, load, store, Accessor, Conflict, Global, Shadow};
-use super::profile::{bank_conflicts, sectors, Profile};
+use crate::profile::{bank_conflicts, sectors, Profile};
 use super::EmuOptions;
 use crate::error::{Error, Result};
 

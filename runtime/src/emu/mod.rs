@@ -10,24 +10,24 @@
 //! - [`memory`] holds global memory (allocations with red zones) and the
 //!   race records; faults are [`Fault`]s (module `fault`, beside `emu`
 //!   because [`Error`](crate::Error) carries them).
-//! - [`profile`] counts instructions, requests, sectors, bank conflicts and
-//!   flops per kernel.
+//! - [`crate::profile`] counts instructions, requests, sectors, bank
+//!   conflicts and flops per kernel (beside `emu`, because a loaded
+//!   [`Program`](crate::Program) hands the profile out).
 //!
-//! [`Emulator`] is the device; each run gets a fresh [`Session`], the
-//! [`Backend`] the shared run path drives.
+//! [`Emulator`] is the device; each loaded program gets a fresh
+//! [`Session`] (its own memory), the [`Backend`] the shared run path drives.
 
 mod arith;
 mod cfg;
 pub(crate) mod decode;
 mod exec;
 mod memory;
-mod profile;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use crate::fault::{Fault, FaultKind, OtherAccess, RaceKind};
-pub use profile::{Profile, ProfileReport};
+pub use crate::profile::{Profile, ProfileReport};
 
 use crate::backend::{self, Backend, Launch};
 use crate::bundle::Bundle;
@@ -91,24 +91,31 @@ impl Emulator {
         }
     }
 
+    /// Loads `bundle` once (decoded once, buffers allocated in this
+    /// program's own memory) to run many times.
+    pub(crate) fn load(&self, bundle: &Bundle) -> Result<crate::Program<'_>> {
+        crate::check::check_target(bundle.manifest(), Self::ARCH, Self::NAME)?;
+        let mut b = self.session();
+        let p = backend::load(&mut b, bundle)?;
+        let take = |s: &mut Session<'_>| Some(std::mem::take(&mut s.profile));
+        Ok(crate::Program::new(bundle.manifest().clone(), Box::new(crate::program::Loaded { p, b, profile: take })))
+    }
+
     /// Runs `bundle` once: every buffer, and every launched kernel's profile.
     pub(crate) fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<(BTreeMap<String, Tensor>, ProfileReport)> {
         backend::check(bundle, inputs, Self::ARCH, Self::NAME)?;
-        let mut s = Session {
-            options: &self.options,
-            global: Global::new(self.options.memory_bytes),
-            profile: ProfileReport::default(),
-            tags: 0,
-            launches: 0,
-        };
-        let prepared = backend::prepare(&mut s, bundle, inputs)?;
-        backend::execute(&mut s, &prepared)?;
-        let out = backend::download(&mut s, bundle.manifest(), &prepared)?;
-        Ok((out, s.profile))
+        let mut p = self.load(bundle)?;
+        p.run_with(inputs)?;
+        let out = p.read_all()?;
+        Ok((out, p.take_profile().unwrap_or_default()))
+    }
+
+    fn session(&self) -> Session<'_> {
+        Session { options: &self.options, global: Global::new(self.options.memory_bytes), profile: ProfileReport::default(), tags: 0, launches: 0 }
     }
 }
 
-/// One run: its memory and profile.
+/// One loaded program: its memory and profile.
 pub(crate) struct Session<'a> {
     options: &'a EmuOptions,
     global: Global,
@@ -147,6 +154,11 @@ impl Backend for Session<'_> {
             self.global.allocs[i].data.copy_from_slice(host);
         }
         Ok(i)
+    }
+
+    fn write(&mut self, buffer: &mut usize, host: &[u8]) -> Result<()> {
+        self.global.allocs[*buffer].data.copy_from_slice(host);
+        Ok(())
     }
 
     fn address(&self, buffer: &usize) -> u64 {

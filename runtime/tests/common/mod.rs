@@ -147,3 +147,18 @@ pub fn manifest_with_generator() -> Value {
     ]}]);
     v
 }
+
+/// The emulator, and CUDA device 0 when present (after printing why not
+/// otherwise). Written to the real stderr (not `eprintln!`, which the test
+/// harness captures) so that the skip shows in `cargo test` output.
+pub fn devices() -> Vec<eintup_runtime::Device> {
+    use std::io::Write;
+    let mut v = vec![eintup_runtime::Device::emulator()];
+    match eintup_runtime::Device::new(0) {
+        Ok(d) => v.push(d),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "skipped on the GPU: no CUDA device ({e})");
+        }
+    }
+    v
+}
