@@ -1,0 +1,129 @@
+"""The Python package `eintup` (docs/python.md): results against NumPy and
+the reference interpreter, the compiled-code cache, `out=`, DLPack, and
+every error path raising `eintup.Error` with the CLI's message."""
+import pathlib
+
+import numpy as np
+import pytest
+
+import eintup
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.et"))
+MATMUL = ROOT / "docs" / "examples" / "matmul.et"
+
+
+def rand(shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).random(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("target", ["cpu", "emu", "interp"])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 4, 5)), ((1, 16, 16), (1, 16, 16)), ((3, 0, 4), (3, 4, 5)), ((2, 33, 17), (2, 17, 65)), ((5, 7), (7, 2))])
+def test_matmul_equals_numpy_at_several_shapes(target, shapes):
+    k = eintup.compile(MATMUL, target=target)
+    a, b = rand(shapes[0], seed=1), rand(shapes[1], seed=2)
+    c = k(a=a, b=b)["c"]
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-6)
+    assert c.dtype == np.float32
+
+
+def test_float64_and_int32():
+    a, b = rand((2, 3), np.float64), rand((3, 4), np.float64)
+    k = eintup.compile(MATMUL, target="cpu", float="f64")
+    c = k(a=a, b=b)["c"]
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12)
+    assert c.dtype == np.float64
+    # Another float width is converted, as `run --input` converts it; an
+    # INT array for a FLOAT input is refused.
+    np.testing.assert_allclose(k(a=a.astype(np.float32), b=b)["c"], a.astype(np.float32).astype(np.float64) @ b, rtol=1e-12)
+    with pytest.raises(eintup.ShapeError, match="E0403"):
+        k(a=np.ones((2, 3), np.int32), b=b)
+    ints = "x[i] = RANDOM(0, 10, INT)\ny[i] = x[i] * 3\n\ny\n"
+    x = np.arange(5, dtype=np.int32)
+    y = eintup.compile(ints, target="cpu")(x=x)["y"]
+    assert y.dtype == np.int32 and (y == 3 * x).all()
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("target", ["cpu", "emu"])
+def test_every_example_agrees_with_the_interpreter(example, target):
+    """Inputs drawn by the program's own RANDOM statements (seeds 0..2): the
+    compiled targets give the interpreter's results."""
+    for seed in range(3):
+        want = eintup.compile(example, target="interp", seed=seed)()
+        got = eintup.compile(example, target=target, seed=seed, fp_contract="off")()
+        assert list(got) == list(want)
+        for name in want:
+            assert got[name].shape == want[name].shape, name
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=f"{example.name} seed {seed} {name}")
+
+
+def test_the_cache_compiles_once_per_shapes():
+    k = eintup.compile(MATMUL, target="cpu")
+    a, b = rand((2, 3)), rand((3, 4))
+    for _ in range(3):
+        k(a=a, b=b)
+    k(a=rand((5, 3)), b=b)
+    assert k.cache_info() == (2, 2, 2)
+
+
+def test_out_writes_into_the_callers_array():
+    k = eintup.compile(MATMUL, target="cpu")
+    a, b = rand((4, 3)), rand((3, 6))
+    c = np.full((4, 6), np.nan, np.float32)
+    before = c.__array_interface__["data"][0]
+    got = k(a=a, b=b, out={"c": c})["c"]
+    assert got is c and c.__array_interface__["data"][0] == before
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    with pytest.raises(eintup.ShapeError, match="out: `c` is float32\\[4, 5\\], the result is float32\\[4, 6\\]"):
+        k(a=a, b=b, out={"c": np.zeros((4, 5), np.float32)})
+    with pytest.raises(eintup.Error, match="out: `d` is not a result"):
+        k(a=a, b=b, out={"d": c})
+
+
+def test_non_contiguous_and_dlpack_arrays():
+    k = eintup.compile(MATMUL, target="cpu")
+    a = rand((6, 4)).T  # Fortran order: copied to C order first
+    b = rand((6, 5))
+    np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
+
+    class Capsule:
+        """Only `__dlpack__`, as a framework's CPU tensor exposes it."""
+
+        def __init__(self, x):
+            self.x = x
+
+        def __dlpack__(self, **kw):
+            return self.x.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.x.__dlpack_device__()
+
+    np.testing.assert_allclose(k(a=Capsule(np.ascontiguousarray(a)), b=Capsule(b))["c"], a @ b, rtol=1e-5)
+
+
+def test_source_text_and_binds():
+    text = "x[i] = RANDOM(0, 10, FLOAT)\ny[i] = x[i] * 2.0\n\ny\n"
+    k = eintup.compile(text, target="cpu", binds={"i": [7]})
+    x = rand(7)
+    np.testing.assert_allclose(k(x=x)["y"], 2 * x, rtol=1e-6)
+    assert len(k()["y"]) == 7
+
+
+def test_errors_are_exceptions_with_the_cli_message():
+    with pytest.raises(eintup.Error, match=r"<string>:1:\d+: error"):
+        eintup.compile("y[i] = x[i] +\n", target="cpu")
+    with pytest.raises(eintup.Error, match="cannot read"):
+        eintup.compile("no/such/file.et")
+    with pytest.raises(eintup.Error, match="unknown target `tpu`"):
+        eintup.compile(MATMUL, target="tpu")
+    with pytest.raises(eintup.Error, match="float `f16`"):
+        eintup.compile(MATMUL, float="f16")
+    k = eintup.compile(MATMUL, target="cpu")
+    with pytest.raises(eintup.ShapeError, match="E0316"):
+        k(a=rand((2, 3, 4)), b=rand((2, 5, 5)))
+    with pytest.raises(eintup.ShapeError, match="dtype complex64 is not supported"):
+        k(a=np.zeros((2, 2), np.complex64), b=rand((2, 2)))
+    with pytest.raises(eintup.Error):
+        k(a=rand((2, 2)), b=rand((2, 2)), z=rand((2, 2)))
+    assert issubclass(eintup.ShapeError, eintup.Error)
