@@ -101,6 +101,18 @@ impl<'d> Program<'d> {
         Ok(())
     }
 
+    /// Makes input `name` the bundle's generated values again (its
+    /// generator runs now), after a [`write`](Program::write) replaced them.
+    pub fn generate(&mut self, name: &str) -> Result<()> {
+        let i = self.manifest.buffers.iter().position(|b| b.name == name && b.role == Role::Input).ok_or_else(|| Error::Input { name: name.to_string(), reason: "the bundle has no input of this name".into() })?;
+        if self.manifest.generator(name).is_none() {
+            return Err(Error::Input { name: name.to_string(), reason: "the bundle cannot generate it".into() });
+        }
+        self.imp.generate(i)?;
+        self.filled[i] = true;
+        Ok(())
+    }
+
     /// Runs the bundle once, as a fresh one-shot run would: every input
     /// never written is generated on the device (once: it is kept for
     /// later runs), every zero-initialised buffer (outputs, temporaries)

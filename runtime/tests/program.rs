@@ -143,8 +143,13 @@ fn generated_once(dev: &Device) {
     p.write("x", &ones).unwrap();
     p.run().unwrap();
     assert_eq!(p.read("y").unwrap(), ones);
+    // Generated again on request.
+    p.generate("x").unwrap();
+    p.run().unwrap();
+    assert_eq!(p.read("y").unwrap(), iota);
+    assert!(p.generate("y").is_err(), "not an input");
     if emulated {
-        assert_eq!(launches(&mut p), Some(BTreeMap::from([("acc".to_string(), 1)])));
+        assert_eq!(launches(&mut p), Some(BTreeMap::from([("acc".to_string(), 2), ("gen".to_string(), 1)])));
     }
 }
 
