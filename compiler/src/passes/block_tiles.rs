@@ -8,8 +8,9 @@
 //! the two innermost tiled chain loops `m` and `n` split into blocks and
 //! the `TI x TJ` threads of one (`m := m*TI + ti`, `n := n*TJ + tj`), the
 //! innermost reduction `k` splits into steps of `BK`, and each step first
-//! copies what the block will read of every operand that depends on both
-//! `k` and a thread into a shared buffer, all threads together:
+//! copies what the block will read of every operand that depends on `k` and
+//! on some but not all thread dimensions (values threads share) into a
+//! shared buffer, all threads together:
 //!
 //! ```text
 //! for m in [0, M/TI) parallel { for n in [0, N/TJ) parallel {          // blocks
@@ -363,7 +364,10 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     for j in 0..body.values.len() {
         let VOp::Load { buf, offset } = body.values[j].op.clone() else { continue };
         let depends = |v: VarId| offset.depends_on(v);
-        if !depends(ki_v) || !threads.iter().any(|t| depends(t.4)) {
+        // Staged only when threads of the block share its values: an
+        // operand every thread reads its own of (the partial sums of a
+        // split reduction) gains nothing from shared memory.
+        if !depends(ki_v) || !threads.iter().any(|t| depends(t.4)) || threads.iter().all(|t| depends(t.4)) {
             continue;
         }
         // Every variable it uses is a box variable or the same in the
@@ -540,6 +544,24 @@ mod tests {
     }
 
     #[test]
+    fn operands_no_two_threads_share_are_not_staged() {
+        // A row sum split into 32 lanes: the partial-sum kernel reads each
+        // x[keep, lane + 32*r] in one thread only, so no block tiling
+        // (found by random_programs: keep 4, drop 288 was block-tiled).
+        let text = "x[keep,drop] = RANDOM(-9, 9, INT)\ns[keep] = x[keep,drop]\n\nRANK(keep) = 1\nRANK(drop) = 1\nDIMS(keep) IN [4,4]\nDIMS(drop) IN [288,288]\n";
+        let src = crate::driver::Source::from_string("rs.et", text);
+        let (m, _) = crate::pipeline::specialized_for(&src, &[], &[], 0, FloatWidth::F64).unwrap();
+        let opts = crate::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, crate::ir::loops::target::DEFAULT_SM);
+        let lm = crate::pipeline::lower_gpu_before(&src, &m, &opts, "block-tiles").unwrap();
+        let partial = lm.kernels.iter().find(|k| k.role == KernelRole::Partial).expect("the sum is split");
+        assert!(tile_kernel(&lm, partial, &GpuTarget::default()).is_none());
+        // A matmul still stages both operands.
+        let mm = matmul(512, 512, 32);
+        let (what, _, scratch) = tile_kernel(&mm, &mm.kernels[0], &GpuTarget::default()).expect("tiled");
+        assert_eq!(scratch.iter().filter(|b| b.role == Role::Shared).count(), 2, "{what}");
+    }
+
+    #[test]
     fn candidates_list_blocks_and_steps_and_any_one_applies() {
         let (m, n, k) = (32, 64, 32);
         let lm = matmul(m, n, k);
@@ -550,19 +572,20 @@ mod tests {
         assert_eq!(cs, vec![c(16, 16, 16), c(16, 16, 8), c(16, 16, 4), c(16, 16, 2), c(16, 8, 16), c(8, 16, 16)]);
         let (what, _) = tiled(&lm, tile_kernel(&lm, &lm.kernels[0], &gpu).unwrap());
         assert!(what.starts_with("16x16 threads, k step 16"), "{what}");
-        // Every candidate and choices the pass never makes (4 threads, a
-        // single dimension, steps of 1 and of the whole reduction) compute
-        // the same cells as the untiled kernel.
+        // Every candidate and choices the pass never makes (4 threads, one
+        // thread along a dimension, steps of 1 and of the whole reduction)
+        // compute the same cells as the untiled kernel.
         let want = run_matmul(&lm, m, n, k);
-        let forced = [c(2, 2, 1), c(1, 32, 32), BlockChoice { threads: vec![(col, 64)], step: 4 }];
+        let forced = [c(2, 2, 1), c(1, 32, 32)];
         for choice in cs.iter().chain(&forced) {
             let (what, t) = tiled(&lm, apply(&lm, &lm.kernels[0], choice).unwrap_or_else(|| panic!("{choice:?}")));
             assert_eq!(run_matmul(&t, m, n, k), want, "{choice:?}: {what}");
         }
         // Refused: threads that do not divide the trip, a step that does
         // not divide the reduction, dimensions out of chain order, a block
-        // above 1024 threads.
-        for bad in [c(3, 16, 16), c(16, 16, 5), BlockChoice { threads: vec![(col, 16), (row, 16)], step: 16 }, c(32, 64, 16)] {
+        // above 1024 threads, and a block along `col` alone (every thread
+        // reads its own `b` and the same `a`: nothing to share).
+        for bad in [c(3, 16, 16), c(16, 16, 5), BlockChoice { threads: vec![(col, 16), (row, 16)], step: 16 }, c(32, 64, 16), BlockChoice { threads: vec![(col, 64)], step: 4 }] {
             assert!(apply(&lm, &lm.kernels[0], &bad).is_none(), "{bad:?}");
         }
     }
