@@ -74,6 +74,10 @@ impl TargetLowering for HostLowering {
     /// `split-reductions`). Not in a register-tiled kernel: there the
     /// vectors run across the tile's cells, and LLVM would vectorise along
     /// the reduction instead (4x slower).
+    fn narrow_index(&self, _k: &Kernel) -> bool {
+        false
+    }
+
     fn reassoc_sums(&self, k: &Kernel, fp_contract: FpContract) -> bool {
         fp_contract == FpContract::Fast && !k.is_register_tiled()
     }

@@ -61,6 +61,9 @@ pub(crate) trait TargetLowering {
     /// `[begin, end)`, the body's parameters that clamp the root loop of a
     /// splittable kernel, if the target splits it (`split_range`).
     fn split_bounds<'ctx>(&self, k: &Kernel, func: FunctionValue<'ctx>, n_buffers: u32) -> Option<(IntValue<'ctx>, IntValue<'ctx>)>;
+    /// Whether kernel `k`'s index arithmetic runs in `i32` rather than
+    /// `i64` (`Kernel::index_fits_i32`; only where `i64` costs more).
+    fn narrow_index(&self, k: &Kernel) -> bool;
     /// Whether float sums into a cell also carry `reassoc` (see `add`).
     fn reassoc_sums(&self, k: &Kernel, fp_contract: FpContract) -> bool;
     /// Lowers the kernel body into the body function: where the kernel's
@@ -132,9 +135,12 @@ pub(crate) struct KernelLowering<'a, 'ctx> {
     i1: IntType<'ctx>,
     pub(crate) i32: IntType<'ctx>,
     pub(crate) i64: IntType<'ctx>,
+    /// The type of index values and loop variables: `i32` when
+    /// `narrow_index`, else `i64`.
+    pub(crate) ix: IntType<'ctx>,
     /// Pointer of each buffer the kernel uses (`None` for the others).
     bufs: Vec<Option<PointerValue<'ctx>>>,
-    /// Current value (i64) of each variable in scope.
+    /// Current value (`ix`) of each variable in scope.
     env: Vec<Option<IntValue<'ctx>>>,
     /// `[begin, end)` that clamps the root loop of a splittable kernel
     /// (`split_bounds`; host only); taken by the first loop lowered.
@@ -175,6 +181,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         }
         target.declare_body(ctx, func);
         func.add_attribute(AttributeLoc::Function, nounwind);
+        let narrow = target.narrow_index(k);
+        // Visible in `--emit llvm`: which width the kernel's indices use.
+        func.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("eintup-index", if narrow { "i32" } else { "i64" }));
         let b = ctx.create_builder();
         let entry = ctx.append_basic_block(func, "entry");
         b.position_at_end(entry);
@@ -196,6 +205,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             i1: ctx.bool_type(),
             i32: ctx.i32_type(),
             i64: ctx.i64_type(),
+            ix: if narrow { ctx.i32_type() } else { ctx.i64_type() },
             bufs,
             env: vec![None; k.vars.len()],
             split: target.split_bounds(k, func, params.len() as u32),
@@ -244,6 +254,31 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         self.i64.const_int(v as u64, true)
     }
 
+    /// An index constant (of type `ix`; it fits when `ix` is `i32`).
+    pub(crate) fn cix(&self, v: i64) -> IntValue<'ctx> {
+        self.ix.const_int(v as u64, true)
+    }
+
+    fn narrow(&self) -> bool {
+        self.ix == self.i32
+    }
+
+    /// An `i32` or `i64` integer as an index value (type `ix`), sign
+    /// extended or truncated (exact for the values it is used on).
+    pub(crate) fn to_index(&self, v: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        let w = v.get_type().get_bit_width();
+        Ok(match w.cmp(&self.ix.get_bit_width()) {
+            std::cmp::Ordering::Equal => v,
+            std::cmp::Ordering::Less => self.b.build_int_s_extend(v, self.ix, "")?,
+            std::cmp::Ordering::Greater => self.b.build_int_truncate(v, self.ix, "")?,
+        })
+    }
+
+    /// An index value as `i64` (addresses, RANDOM's counter).
+    fn to_i64(&self, v: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        Ok(if self.narrow() { self.b.build_int_s_extend(v, self.i64, "")? } else { v })
+    }
+
     pub(crate) fn bind(&mut self, var: VarId, v: IntValue<'ctx>) -> Result<(), CodegenError> {
         match self.env.get_mut(var) {
             Some(slot) => {
@@ -276,7 +311,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 };
                 for i in lo..hi {
                     let saved = self.env.clone();
-                    self.bind(l.var, self.c64(i))?;
+                    self.bind(l.var, self.cix(i))?;
                     self.nodes(&l.body)?;
                     self.env = saved;
                 }
@@ -302,7 +337,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.b.build_unconditional_branch(header)?;
                 self.b.position_at_end(header);
                 let name = self.k.vars.get(l.var).map(|v| v.name.as_str()).unwrap_or("v");
-                let phi = self.b.build_phi(self.i64, name)?;
+                let phi = self.b.build_phi(self.ix, name)?;
                 phi.add_incoming(&[(&lo, pre)]);
                 let v = phi.as_basic_value().into_int_value();
                 let more = self.b.build_int_compare(IntPredicate::SLT, v, hi, "")?;
@@ -314,8 +349,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.env = saved;
                 // v < hi <= i64::MAX, so the increment cannot overflow
                 // (a spread loop's step is at most 1024 and its bounds
-                // are far from the top): `nsw` gives LLVM exact trip counts.
-                let next = self.b.build_int_nsw_add(v, self.c64(step), "")?;
+                // are far from the top; in i32, `index_fits_i32` checks
+                // `hi + step`): `nsw` gives LLVM exact trip counts.
+                let next = self.b.build_int_nsw_add(v, self.cix(step), "")?;
                 let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 phi.add_incoming(&[(&next, latch)]);
                 self.b.build_unconditional_branch(header)?;
@@ -360,7 +396,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 }
                 Cond::NonZero(e) => {
                     let x = self.iexpr(e)?;
-                    self.b.build_int_compare(IntPredicate::NE, x, self.c64(0), "")?
+                    self.b.build_int_compare(IntPredicate::NE, x, self.cix(0), "")?
                 }
             };
             all = self.b.build_and(all, holds, "")?;
@@ -373,6 +409,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let base = self.bufs.get(buf).copied().flatten().ok_or_else(|| self.err(format_args!("buffer {buf} is unknown")))?;
         let dt = self.m.buffers[buf].dtype;
         let off = self.iexpr(offset)?;
+        let off = self.to_i64(off)?;
         // In bounds wherever it runs (loop dialect contract), so `inbounds`
         // is true and lets LLVM reason about the address.
         let p = unsafe { self.b.build_in_bounds_gep(self.ty(dt), base, &[off], "")? };
@@ -385,25 +422,34 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             return Err(self.err(format_args!("load_index from {} buffer `{}`", dt.name(), self.m.buffers[buf].name)));
         }
         let v = self.b.build_load(self.i32, p, "")?.into_int_value();
-        Ok(self.b.build_int_s_extend(v, self.i64, "")?)
+        self.to_index(v)
     }
 
-    // ---- index arithmetic (i64) -----------------------------------------
+    // ---- index arithmetic (i64, or i32 when proven to fit) ---------------
 
     pub(crate) fn iexpr(&mut self, e: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
         match e {
-            IExpr::Const(c) => Ok(self.c64(*c)),
+            IExpr::Const(c) => Ok(self.cix(*c)),
             IExpr::Var(v) => self.env.get(*v).copied().flatten().ok_or_else(|| self.err(format_args!("variable {v} used out of scope"))),
             IExpr::Bin(op, a, b) => {
                 let a = self.iexpr(a)?;
                 let b = self.iexpr(b)?;
-                self.ibin(*op, a, b)
+                let bl = &self.b;
+                // In i32 no value leaves the range (`index_fits_i32`), so
+                // `nsw` is true; it lets LLVM fold the extension to i64 at
+                // an address into the arithmetic.
+                match op {
+                    IBin::Add if self.narrow() => Ok(bl.build_int_nsw_add(a, b, "")?),
+                    IBin::Sub if self.narrow() => Ok(bl.build_int_nsw_sub(a, b, "")?),
+                    IBin::Mul if self.narrow() => Ok(bl.build_int_nsw_mul(a, b, "")?),
+                    _ => self.ibin(*op, a, b),
+                }
             }
         }
     }
 
-    /// One index operation on i64 values (wrapping; division total). Also
-    /// used for i32 `// //^ %` after sign extension.
+    /// One index operation on i64 or i32 values (wrapping; division
+    /// total). Also used for i32 `// //^ %` after sign extension to i64.
     fn ibin(&mut self, op: IBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
         let bl = &self.b;
         Ok(match op {
@@ -425,14 +471,15 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     /// Python floor/ceil division and floor modulo. `sdiv`/`srem` are
     /// undefined for `b == 0` and for `MIN / -1`, so both get divisor 1 and
     /// are fixed up with selects: `x // 0 = 0`, `x % 0 = 0`, and
-    /// `x // -1 = -x` wrapping (as `i64::wrapping_div`). With a constant
+    /// `x // -1 = -x` wrapping (as `wrapping_div`). With a constant
     /// divisor every select folds away and LLVM's multiply-by-reciprocal
     /// replaces the division.
     fn python_div(&mut self, op: IBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
         let bl = &self.b;
-        let zero = self.i64.const_zero();
-        let one = self.i64.const_int(1, false);
-        let minus1 = self.i64.const_all_ones();
+        let ty = a.get_type();
+        let zero = ty.const_zero();
+        let one = ty.const_int(1, false);
+        let minus1 = ty.const_all_ones();
         let bz = bl.build_int_compare(IntPredicate::EQ, b, zero, "")?;
         let bm1 = bl.build_int_compare(IntPredicate::EQ, b, minus1, "")?;
         let unsafe_div = bl.build_or(bz, bm1, "")?;
@@ -599,7 +646,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             VOp::Index(e) => {
                 let x = self.iexpr(e)?;
                 match dt {
-                    DType::I32 => self.b.build_int_truncate(x, self.i32, "")?.into(),
+                    DType::I32 => self.b.build_int_truncate_or_bit_cast(x, self.i32, "")?.into(),
                     _ => self.b.build_signed_int_to_float(x, self.ty(dt).into_float_type(), "")?.into(),
                 }
             }
@@ -615,7 +662,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 };
                 let mut acc = entry(self, table.first().copied().unwrap_or(0));
                 for (i, &t) in table.iter().enumerate().skip(1) {
-                    let here = self.b.build_int_compare(IntPredicate::EQ, idx, self.c64(i as i64), "")?;
+                    let here = self.b.build_int_compare(IntPredicate::EQ, idx, self.cix(i as i64), "")?;
                     let tv = entry(self, t);
                     acc = self.b.build_select(here, tv, acc, "")?;
                 }
@@ -625,6 +672,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let lo = opnd(*lo, Some(dt))?;
                 let hi = opnd(*hi, Some(dt))?;
                 let n = self.iexpr(counter)?;
+                let n = self.to_i64(n)?;
                 self.random(dt, stream, n, lo, hi)?
             }
             VOp::Neg(a) => {

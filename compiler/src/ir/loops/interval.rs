@@ -11,7 +11,7 @@
 //! single constant the operator itself is applied, wrapping included, so
 //! constant folding is exact.
 
-use super::{IBin, IExpr, VarId};
+use super::{geometry, IBin, IExpr, Kernel, LoopKind, Node, VarId};
 use crate::arith::wide;
 
 /// An inclusive range of `i64` values; empty when `lo > hi`.
@@ -197,6 +197,69 @@ impl IExpr {
             IExpr::Bin(op, a, b) => Interval::apply(*op, a.range(var), b.range(var)),
         }
     }
+}
+
+/// The `i32` values, as an interval.
+const I32: Interval = Interval { lo: i32::MIN as i64, hi: i32::MAX as i64 };
+
+fn fits_i32(r: Interval) -> bool {
+    r.is_empty() || (I32.contains(r.lo) && I32.contains(r.hi))
+}
+
+/// The range of `e` when it and every sub-expression fit in `i32`.
+fn range_i32(e: &IExpr, env: &[Interval]) -> Option<Interval> {
+    let r = match e {
+        IExpr::Const(c) => Interval::point(*c),
+        IExpr::Var(v) => env.get(*v).copied().unwrap_or(Interval::FULL),
+        IExpr::Bin(op, a, b) => Interval::apply(*op, range_i32(a, env)?, range_i32(b, env)?),
+    };
+    fits_i32(r).then_some(r)
+}
+
+impl Kernel {
+    /// Whether every value the kernel's index arithmetic can take fits in
+    /// `i32`: each sub-expression of each index expression, each loop
+    /// variable and bound, and each loop's increment (a `spread` loop
+    /// steps by the block size). Then the arithmetic gives the same
+    /// results in `i32` as in `i64` (no operation can wrap in either), so
+    /// the GPU lowering computes indices in `i32` (cheaper: one instruction
+    /// and one register each). Guards are not used to narrow; a loaded
+    /// index is any `i32`.
+    pub fn index_fits_i32(&self) -> bool {
+        let step = geometry::block_size(self).unwrap_or(1).max(1);
+        let mut env = vec![Interval::FULL; self.vars.len()];
+        nodes_fit_i32(&self.body, step, &mut env)
+    }
+}
+
+fn nodes_fit_i32(nodes: &[Node], spread_step: i64, env: &mut Vec<Interval>) -> bool {
+    nodes.iter().all(|n| {
+        if !n.own_exprs().iter().all(|e| range_i32(e, env).is_some()) {
+            return false;
+        }
+        match n {
+            Node::For(l) => {
+                let (Some(lo), Some(hi)) = (range_i32(&l.lo, env), range_i32(&l.hi, env)) else { return false };
+                let step = if l.kind == LoopKind::Spread { spread_step } else { 1 };
+                // The latch's `v + step` (v < hi) and a spread loop's `lo + tid`.
+                if !fits_i32(Interval::new(lo.lo, lo.hi.max(hi.hi).saturating_add(step))) {
+                    return false;
+                }
+                let Some(slot) = env.get_mut(l.var) else { return false };
+                *slot = Interval::new(lo.lo, hi.hi.saturating_sub(1));
+                nodes_fit_i32(&l.body, spread_step, env)
+            }
+            Node::Guard(g) => nodes_fit_i32(&g.body, spread_step, env),
+            Node::LoadIndex { var, .. } => match env.get_mut(*var) {
+                Some(slot) => {
+                    *slot = I32;
+                    true
+                }
+                None => false,
+            },
+            Node::Compute(_) | Node::Sync => true,
+        }
+    })
 }
 
 #[cfg(test)]
