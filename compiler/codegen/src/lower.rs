@@ -138,6 +138,8 @@ pub(crate) struct KernelLowering<'a, 'ctx> {
     /// The type of index values and loop variables: `i32` when
     /// `narrow_index`, else `i64`.
     pub(crate) ix: IntType<'ctx>,
+    /// Which variables `unroll` loops bind (`Kernel::unroll_vars`).
+    unrolled: Vec<bool>,
     /// Pointer of each buffer the kernel uses (`None` for the others).
     bufs: Vec<Option<PointerValue<'ctx>>>,
     /// Current value (`ix`) of each variable in scope.
@@ -206,6 +208,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             i32: ctx.i32_type(),
             i64: ctx.i64_type(),
             ix: if narrow { ctx.i32_type() } else { ctx.i64_type() },
+            unrolled: k.unroll_vars(),
             bufs,
             env: vec![None; k.vars.len()],
             split: target.split_bounds(k, func, params.len() as u32),
@@ -354,7 +357,10 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let next = self.b.build_int_nsw_add(v, self.cix(step), "")?;
                 let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 phi.add_incoming(&[(&next, latch)]);
-                self.b.build_unconditional_branch(header)?;
+                let br = self.b.build_unconditional_branch(header)?;
+                if l.kind == LoopKind::Spread && self.narrow() {
+                    self.no_unroll(br);
+                }
                 self.b.position_at_end(exit);
             }
             Node::Guard(g) => {
@@ -378,6 +384,25 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             }
         }
         Ok(())
+    }
+
+    /// Marks the loop whose back edge is `br` `llvm.loop.unroll.disable`.
+    fn no_unroll(&self, br: inkwell::values::InstructionValue<'ctx>) {
+        use llvm_sys::core::*;
+        unsafe {
+            let ctx = self.ctx.raw();
+            let name = "llvm.loop.unroll.disable";
+            let s = LLVMMDStringInContext2(ctx, name.as_ptr().cast(), name.len());
+            let mut dis = [s];
+            let dis = LLVMMDNodeInContext2(ctx, dis.as_mut_ptr(), 1);
+            let mut tmp_ops: [llvm_sys::prelude::LLVMMetadataRef; 0] = [];
+            let tmp = llvm_sys::debuginfo::LLVMTemporaryMDNode(ctx, tmp_ops.as_mut_ptr(), 0);
+            let mut ops = [tmp, dis];
+            let id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), 2);
+            llvm_sys::debuginfo::LLVMMetadataReplaceAllUsesWith(tmp, id);
+            let kind = LLVMGetMDKindIDInContext(ctx, "llvm.loop".as_ptr().cast(), 9);
+            LLVMSetMetadata(br.as_value_ref(), kind, LLVMMetadataAsValue(ctx, id));
+        }
     }
 
     /// Conjunction of guard conditions (all are pure and total, so they
@@ -408,12 +433,36 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     fn elem_ptr(&mut self, buf: BufId, offset: &IExpr) -> Result<(PointerValue<'ctx>, DType), CodegenError> {
         let base = self.bufs.get(buf).copied().flatten().ok_or_else(|| self.err(format_args!("buffer {buf} is unknown")))?;
         let dt = self.m.buffers[buf].dtype;
-        let off = self.iexpr(offset)?;
-        let off = self.to_i64(off)?;
+        let off = self.offset(offset)?;
         // In bounds wherever it runs (loop dialect contract), so `inbounds`
         // is true and lets LLVM reason about the address.
         let p = unsafe { self.b.build_in_bounds_gep(self.ty(dt), base, &[off], "")? };
         Ok((p, dt))
+    }
+
+    /// An element offset as `i64`. In i32, as `rest + fixed`
+    /// (`IExpr::split_fixed`): `rest` in i32 and extended, then the
+    /// constant `fixed` (constants and `unroll` variables) added in i64,
+    /// so that the unrolled accesses of a tile share one address and
+    /// differ by an immediate (an extension hides a constant inside it
+    /// from LLVM). Equal to the offset modulo 2^64, as the address is.
+    fn offset(&mut self, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
+        let unrolled = &self.unrolled;
+        let split = if self.narrow() { offset.split_fixed(&|v| unrolled.get(v).copied().unwrap_or(false)) } else { None };
+        let Some((rest, fixed)) = split else {
+            let off = self.iexpr(offset)?;
+            return self.to_i64(off);
+        };
+        let mut k = self.c64(fixed.constant);
+        for (atom, coef) in &fixed.terms {
+            let x = self.iexpr(atom)?;
+            let x = self.to_i64(x)?;
+            let term = self.b.build_int_mul(x, self.c64(*coef), "")?;
+            k = self.b.build_int_add(k, term, "")?;
+        }
+        let rest = self.iexpr(&rest)?;
+        let rest = self.to_i64(rest)?;
+        Ok(self.b.build_int_add(rest, k, "")?)
     }
 
     pub(crate) fn load_index(&mut self, buf: BufId, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {

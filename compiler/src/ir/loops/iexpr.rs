@@ -179,6 +179,21 @@ impl Linear {
 }
 
 impl IExpr {
+    /// The expression as `rest + fixed` ([`IExpr::linear`] regrouped):
+    /// `fixed` holds the constant and the terms whose atom is a variable
+    /// `is_fixed` selects, `rest` the other terms; `None` when `fixed` is
+    /// empty. The GPU's addresses are formed so (`rest` in i32, `fixed`
+    /// a constant offset once `unroll` loops are unrolled), and
+    /// `Kernel::index_fits_i32` checks `rest` too.
+    pub fn split_fixed(&self, is_fixed: &dyn Fn(VarId) -> bool) -> Option<(IExpr, Linear)> {
+        let l = self.linear();
+        let (fixed, rest): (Vec<_>, Vec<_>) = l.terms.into_iter().partition(|(a, _)| matches!(a, IExpr::Var(v) if is_fixed(*v)));
+        if fixed.is_empty() && l.constant == 0 {
+            return None;
+        }
+        Some((Linear { constant: 0, terms: rest }.to_expr(), Linear { constant: l.constant, terms: fixed }))
+    }
+
     pub fn linear(&self) -> Linear {
         match self {
             IExpr::Const(c) => Linear { constant: *c, terms: vec![] },

@@ -227,14 +227,35 @@ impl Kernel {
     /// index is any `i32`.
     pub fn index_fits_i32(&self) -> bool {
         let step = geometry::block_size(self).unwrap_or(1).max(1);
+        let unrolled = self.unroll_vars();
         let mut env = vec![Interval::FULL; self.vars.len()];
-        nodes_fit_i32(&self.body, step, &mut env)
+        nodes_fit_i32(&self.body, step, &|v| unrolled.get(v).copied().unwrap_or(false), &mut env)
+    }
+
+    /// Which variables `unroll` loops bind (constants once unrolled).
+    pub fn unroll_vars(&self) -> Vec<bool> {
+        let mut out = vec![false; self.vars.len()];
+        self.walk(&mut |n| {
+            if let Node::For(l) = n {
+                if l.kind == LoopKind::Unroll {
+                    if let Some(u) = out.get_mut(l.var) {
+                        *u = true;
+                    }
+                }
+            }
+        });
+        out
     }
 }
 
-fn nodes_fit_i32(nodes: &[Node], spread_step: i64, env: &mut Vec<Interval>) -> bool {
+fn nodes_fit_i32(nodes: &[Node], spread_step: i64, unrolled: &dyn Fn(VarId) -> bool, env: &mut Vec<Interval>) -> bool {
     nodes.iter().all(|n| {
         if !n.own_exprs().iter().all(|e| range_i32(e, env).is_some()) {
+            return false;
+        }
+        // An address's `rest` (`IExpr::split_fixed`) is computed too.
+        let rest_fits = |e: &IExpr| e.split_fixed(unrolled).map_or(true, |(rest, _)| range_i32(&rest, env).is_some());
+        if !n.offsets().into_iter().all(rest_fits) {
             return false;
         }
         match n {
@@ -247,9 +268,9 @@ fn nodes_fit_i32(nodes: &[Node], spread_step: i64, env: &mut Vec<Interval>) -> b
                 }
                 let Some(slot) = env.get_mut(l.var) else { return false };
                 *slot = Interval::new(lo.lo, hi.hi.saturating_sub(1));
-                nodes_fit_i32(&l.body, spread_step, env)
+                nodes_fit_i32(&l.body, spread_step, unrolled, env)
             }
-            Node::Guard(g) => nodes_fit_i32(&g.body, spread_step, env),
+            Node::Guard(g) => nodes_fit_i32(&g.body, spread_step, unrolled, env),
             Node::LoadIndex { var, .. } => match env.get_mut(*var) {
                 Some(slot) => {
                     *slot = I32;
