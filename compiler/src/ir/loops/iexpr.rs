@@ -275,6 +275,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn split_fixed_separates_constants_and_chosen_variables() {
+        // ((r * 16 + t) * 256 + c) + 5 with t fixed: r*4096 + c, and t*256 + 5.
+        let (r, t, c) = (IExpr::v(0), IExpr::v(1), IExpr::v(2));
+        let e = IExpr::add(IExpr::add(IExpr::mul(IExpr::add(IExpr::mul(r.clone(), IExpr::c(16)), t.clone()), IExpr::c(256)), c.clone()), IExpr::c(5));
+        let (rest, fixed) = e.split_fixed(&|v| v == 1).expect("splits");
+        assert_eq!(rest, IExpr::add(IExpr::mul(r.clone(), IExpr::c(4096)), c.clone()));
+        assert_eq!((fixed.constant, fixed.terms), (5, vec![(t, 256)]));
+        // Nothing fixed, no constant: no split.
+        assert_eq!(IExpr::add(r, c).split_fixed(&|v| v == 1), None);
+    }
+
+    #[test]
     fn index_ops_follow_python_and_are_total() {
         assert_eq!(IBin::FloorDiv.apply(-7, 2), -4);
         assert_eq!(IBin::CeilDiv.apply(-7, 2), -3);

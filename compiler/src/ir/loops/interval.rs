@@ -262,8 +262,9 @@ fn nodes_fit_i32(nodes: &[Node], spread_step: i64, unrolled: &dyn Fn(VarId) -> b
             Node::For(l) => {
                 let (Some(lo), Some(hi)) = (range_i32(&l.lo, env), range_i32(&l.hi, env)) else { return false };
                 let step = if l.kind == LoopKind::Spread { spread_step } else { 1 };
-                // The latch's `v + step` (v < hi) and a spread loop's `lo + tid`.
-                if !fits_i32(Interval::new(lo.lo, lo.hi.max(hi.hi).saturating_add(step))) {
+                // The latch's `v + step` (v < hi) and a spread loop's
+                // `lo + tid` (tid < step).
+                if !fits_i32(Interval::new(lo.lo, lo.hi.max(hi.hi).saturating_add(step - 1))) {
                     return false;
                 }
                 let Some(slot) = env.get_mut(l.var) else { return false };
@@ -352,6 +353,33 @@ mod tests {
         assert_eq!(Interval::exact(Mul, big, Interval::point(1)), Some(big));
         assert_eq!(Interval::exact(Sub, iv(0, 5), iv(-2, 1)), Some(iv(-1, 7)));
         assert_eq!(Interval::exact(Sub, Interval::point(i64::MIN), Interval::point(1)), None);
+    }
+
+    /// The kernel of a module of buffers `x`, `y` (f32[2^20]) and `ix`
+    /// (i32[4]) whose body is `body`.
+    fn kernel(body: &str) -> Kernel {
+        let text = format!("buffer x : f32[1048576] input\nbuffer y : f32[1048576] output\nbuffer ix : i32[4] input\nkernel @k {{\n{body}\n}}\n");
+        crate::ir::loops::parse::parse_module(&text).expect("parses").kernels.remove(0)
+    }
+
+    #[test]
+    fn index_width_is_i32_only_when_every_value_fits() {
+        let fits = |body: &str| kernel(body).index_fits_i32();
+        // Offsets below 2^20, negative values, division: i32.
+        assert!(fits("for i in [0, 1024) parallel { for k in [0, 1024) reduce { %0 = load x[((k * 1024) + i)] : f32\n accumulate y[i] += %0 } }"));
+        assert!(fits("for i in [0, 1024) parallel { %0 = load x[((((i - 512) // -3) + 171) % 1024)] : f32\n store y[i] = %0 }"));
+        // A register tile's unrolled variable; a loop right up to i32::MAX
+        // (its increment reaches i32::MAX, no further).
+        assert!(fits("for i in [0, 1024) parallel { for t in [0, 4) unroll { %0 = const 0.0 : f32\n store y[((i * 4) + t)] = %0 } }"));
+        assert!(fits("for i in [0, 2147483647) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
+        // An intermediate reaches 2^32 though the offset is below 2^20.
+        assert!(!fits("for i in [0, 1024) parallel { for j in [0, 1024) parallel { %0 = load x[(((i * j) * 4096) % 1048576)] : f32\n store y[((i * 1024) + j)] = %0 } }"));
+        // A bound, or a loop variable's increment, beyond i32.
+        assert!(!fits("for i in [0, 2147483648) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
+        assert!(!fits("for i in [0, 1024) parallel { guard 0 <= (i * 4294967296) < 1 { %0 = const 0.0 : f32\n store y[i] = %0 } }"));
+        // A loaded index is any i32: itself fits, one more may not.
+        assert!(fits("v = load_index ix[0]\n guard 0 <= v < 1048576 { %0 = load x[v] : f32\n store y[0] = %0 }"));
+        assert!(!fits("v = load_index ix[0]\n guard 0 <= (v + 1) < 1048576 { %0 = load x[(v + 1)] : f32\n store y[0] = %0 }"));
     }
 
     #[test]
