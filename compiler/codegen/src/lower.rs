@@ -333,6 +333,13 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                     lo = self.b.build_int_add(lo, tid, "")?;
                     step = size;
                 }
+                // The counter is i64 even in an i32 kernel (the variable
+                // is its truncation, free): LLVM's LSR turns an i32 counter
+                // into an i64 offset compared through a truncation, from
+                // which ptxas derives no trip count and so no longer
+                // unrolls the loop (a 3x3 convolution: 40 -> 48 registers).
+                lo = self.to_i64(lo)?;
+                hi = self.to_i64(hi)?;
                 let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 let header = self.block("for.header");
                 let body = self.block("for.body");
@@ -340,24 +347,26 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.b.build_unconditional_branch(header)?;
                 self.b.position_at_end(header);
                 let name = self.k.vars.get(l.var).map(|v| v.name.as_str()).unwrap_or("v");
-                let phi = self.b.build_phi(self.ix, name)?;
+                let phi = self.b.build_phi(self.i64, name)?;
                 phi.add_incoming(&[(&lo, pre)]);
                 let v = phi.as_basic_value().into_int_value();
                 let more = self.b.build_int_compare(IntPredicate::SLT, v, hi, "")?;
                 self.b.build_conditional_branch(more, body, exit)?;
                 self.b.position_at_end(body);
                 let saved = self.env.clone();
-                self.bind(l.var, v)?;
+                let vi = self.to_index(v)?;
+                self.bind(l.var, vi)?;
                 self.nodes(&l.body)?;
                 self.env = saved;
                 // v < hi <= i64::MAX, so the increment cannot overflow
                 // (a spread loop's step is at most 1024 and its bounds
-                // are far from the top; in i32, `index_fits_i32` checks
-                // `hi + step`): `nsw` gives LLVM exact trip counts.
-                let next = self.b.build_int_nsw_add(v, self.cix(step), "")?;
+                // are far from the top): `nsw` gives LLVM exact trip counts.
+                let next = self.b.build_int_nsw_add(v, self.c64(step), "")?;
                 let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 phi.add_incoming(&[(&next, latch)]);
                 let br = self.b.build_unconditional_branch(header)?;
+                // In i32 the block's copy loops would be runtime-unrolled
+                // (4096^3 matmul: 128 registers; 96 without).
                 if l.kind == LoopKind::Spread && self.narrow() {
                     self.no_unroll(br);
                 }

@@ -219,8 +219,8 @@ fn range_i32(e: &IExpr, env: &[Interval]) -> Option<Interval> {
 impl Kernel {
     /// Whether every value the kernel's index arithmetic can take fits in
     /// `i32`: each sub-expression of each index expression, each loop
-    /// variable and bound, and each loop's increment (a `spread` loop
-    /// steps by the block size). Then the arithmetic gives the same
+    /// variable and bound, each address's `rest` (`IExpr::split_fixed`)
+    /// and a `spread` loop's start `lo + tid` (tid below the block size). Then the arithmetic gives the same
     /// results in `i32` as in `i64` (no operation can wrap in either), so
     /// the GPU lowering computes indices in `i32` (cheaper: one instruction
     /// and one register each). Guards are not used to narrow; a loaded
@@ -262,9 +262,9 @@ fn nodes_fit_i32(nodes: &[Node], spread_step: i64, unrolled: &dyn Fn(VarId) -> b
             Node::For(l) => {
                 let (Some(lo), Some(hi)) = (range_i32(&l.lo, env), range_i32(&l.hi, env)) else { return false };
                 let step = if l.kind == LoopKind::Spread { spread_step } else { 1 };
-                // The latch's `v + step` (v < hi) and a spread loop's
-                // `lo + tid` (tid < step).
-                if !fits_i32(Interval::new(lo.lo, lo.hi.max(hi.hi).saturating_add(step - 1))) {
+                // A spread loop starts at `lo + tid` (tid < step), in i32;
+                // the counter itself is i64 (codegen, `Node::For`).
+                if !fits_i32(Interval::new(lo.lo, lo.hi.saturating_add(step - 1))) {
                     return false;
                 }
                 let Some(slot) = env.get_mut(l.var) else { return false };
@@ -368,13 +368,12 @@ mod tests {
         // Offsets below 2^20, negative values, division: i32.
         assert!(fits("for i in [0, 1024) parallel { for k in [0, 1024) reduce { %0 = load x[((k * 1024) + i)] : f32\n accumulate y[i] += %0 } }"));
         assert!(fits("for i in [0, 1024) parallel { %0 = load x[((((i - 512) // -3) + 171) % 1024)] : f32\n store y[i] = %0 }"));
-        // A register tile's unrolled variable; a loop right up to i32::MAX
-        // (its increment reaches i32::MAX, no further).
+        // A register tile's unrolled variable; a loop right up to i32::MAX.
         assert!(fits("for i in [0, 1024) parallel { for t in [0, 4) unroll { %0 = const 0.0 : f32\n store y[((i * 4) + t)] = %0 } }"));
         assert!(fits("for i in [0, 2147483647) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
         // An intermediate reaches 2^32 though the offset is below 2^20.
         assert!(!fits("for i in [0, 1024) parallel { for j in [0, 1024) parallel { %0 = load x[(((i * j) * 4096) % 1048576)] : f32\n store y[((i * 1024) + j)] = %0 } }"));
-        // A bound, or a loop variable's increment, beyond i32.
+        // A bound or a guard's value beyond i32.
         assert!(!fits("for i in [0, 2147483648) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
         assert!(!fits("for i in [0, 1024) parallel { guard 0 <= (i * 4294967296) < 1 { %0 = const 0.0 : f32\n store y[i] = %0 } }"));
         // A loaded index is any i32: itself fits, one more may not.
