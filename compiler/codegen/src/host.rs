@@ -68,16 +68,17 @@ impl TargetLowering for HostLowering {
         p(n_buffers).zip(p(n_buffers + 1))
     }
 
+    /// `i64` indices: 64-bit arithmetic costs the CPU nothing extra.
+    fn narrow_index(&self, _k: &Kernel) -> bool {
+        false
+    }
+
     /// The host's split reductions: under `fast`, a sum into a cell may be
     /// reassociated, so that LLVM vectorises a reduction into lanes of
     /// partial sums (the GPU splits them at the loop level,
     /// `split-reductions`). Not in a register-tiled kernel: there the
     /// vectors run across the tile's cells, and LLVM would vectorise along
     /// the reduction instead (4x slower).
-    fn narrow_index(&self, _k: &Kernel) -> bool {
-        false
-    }
-
     fn reassoc_sums(&self, k: &Kernel, fp_contract: FpContract) -> bool {
         fp_contract == FpContract::Fast && !k.is_register_tiled()
     }

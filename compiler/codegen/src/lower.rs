@@ -398,6 +398,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     /// Marks the loop whose back edge is `br` `llvm.loop.unroll.disable`.
     fn no_unroll(&self, br: inkwell::values::InstructionValue<'ctx>) {
         use llvm_sys::core::*;
+        // SAFETY: every reference is created here in the kernel's live
+        // context; the temporary node is replaced (and freed) by the
+        // self-referential loop ID, as LLVM requires of `llvm.loop`.
         unsafe {
             let ctx = self.ctx.raw();
             let name = "llvm.loop.unroll.disable";

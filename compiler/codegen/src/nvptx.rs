@@ -72,11 +72,12 @@ impl TargetLowering for NvptxLowering {
         None
     }
 
-    /// Float reductions are split at the loop level (`split-reductions`).
+    /// 64-bit integer arithmetic costs two instructions and two registers.
     fn narrow_index(&self, k: &Kernel) -> bool {
         k.index_fits_i32()
     }
 
+    /// Float reductions are split at the loop level (`split-reductions`).
     fn reassoc_sums(&self, _k: &Kernel, _fp_contract: FpContract) -> bool {
         false
     }
