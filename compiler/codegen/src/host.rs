@@ -67,6 +67,11 @@ impl TargetLowering for HostLowering {
         p(n_buffers).zip(p(n_buffers + 1))
     }
 
+    /// `i64` indices: 64-bit arithmetic costs the CPU nothing extra.
+    fn narrow_index(&self, _k: &Kernel) -> bool {
+        false
+    }
+
     /// The host's split reductions: under `fast`, a sum into a cell may be
     /// reassociated, so that LLVM vectorises a reduction into lanes of
     /// partial sums (the GPU splits them at the loop level,

@@ -61,6 +61,9 @@ pub(crate) trait TargetLowering {
     /// `[begin, end)`, the body's parameters that clamp the root loop of a
     /// splittable kernel, if the target splits it (`split_range`).
     fn split_bounds<'ctx>(&self, k: &Kernel, func: FunctionValue<'ctx>, n_buffers: u32) -> Option<(IntValue<'ctx>, IntValue<'ctx>)>;
+    /// Whether kernel `k`'s index arithmetic runs in `i32` rather than
+    /// `i64` (`Kernel::index_fits_i32`; only where `i64` costs more).
+    fn narrow_index(&self, k: &Kernel) -> bool;
     /// Whether float sums into a cell also carry `reassoc` (see `add`).
     fn reassoc_sums(&self, k: &Kernel, fp_contract: FpContract) -> bool;
     /// Lowers the kernel body into the body function: where the kernel's
@@ -132,9 +135,14 @@ pub(crate) struct KernelLowering<'a, 'ctx> {
     i1: IntType<'ctx>,
     pub(crate) i32: IntType<'ctx>,
     pub(crate) i64: IntType<'ctx>,
+    /// The type of index values and loop variables: `i32` when
+    /// `narrow_index`, else `i64`.
+    pub(crate) ix: IntType<'ctx>,
+    /// Which variables `unroll` loops bind (`Kernel::unroll_vars`).
+    unrolled: Vec<bool>,
     /// Pointer of each buffer the kernel uses (`None` for the others).
     bufs: Vec<Option<PointerValue<'ctx>>>,
-    /// Current value (i64) of each variable in scope.
+    /// Current value (`ix`) of each variable in scope.
     env: Vec<Option<IntValue<'ctx>>>,
     /// `[begin, end)` that clamps the root loop of a splittable kernel
     /// (`split_bounds`; host only); taken by the first loop lowered.
@@ -175,6 +183,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         }
         target.declare_body(ctx, func);
         func.add_attribute(AttributeLoc::Function, nounwind);
+        let narrow = target.narrow_index(k);
+        // Visible in `--emit llvm`: which width the kernel's indices use.
+        func.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("eintup-index", if narrow { "i32" } else { "i64" }));
         let b = ctx.create_builder();
         let entry = ctx.append_basic_block(func, "entry");
         b.position_at_end(entry);
@@ -196,6 +207,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             i1: ctx.bool_type(),
             i32: ctx.i32_type(),
             i64: ctx.i64_type(),
+            ix: if narrow { ctx.i32_type() } else { ctx.i64_type() },
+            unrolled: k.unroll_vars(),
             bufs,
             env: vec![None; k.vars.len()],
             split: target.split_bounds(k, func, params.len() as u32),
@@ -244,6 +257,31 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         self.i64.const_int(v as u64, true)
     }
 
+    /// An index constant (of type `ix`; it fits when `ix` is `i32`).
+    pub(crate) fn cix(&self, v: i64) -> IntValue<'ctx> {
+        self.ix.const_int(v as u64, true)
+    }
+
+    fn narrow(&self) -> bool {
+        self.ix == self.i32
+    }
+
+    /// An `i32` or `i64` integer as an index value (type `ix`), sign
+    /// extended or truncated (exact for the values it is used on).
+    pub(crate) fn to_index(&self, v: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        let w = v.get_type().get_bit_width();
+        Ok(match w.cmp(&self.ix.get_bit_width()) {
+            std::cmp::Ordering::Equal => v,
+            std::cmp::Ordering::Less => self.b.build_int_s_extend(v, self.ix, "")?,
+            std::cmp::Ordering::Greater => self.b.build_int_truncate(v, self.ix, "")?,
+        })
+    }
+
+    /// An index value as `i64` (addresses, RANDOM's counter).
+    fn to_i64(&self, v: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
+        Ok(if self.narrow() { self.b.build_int_s_extend(v, self.i64, "")? } else { v })
+    }
+
     pub(crate) fn bind(&mut self, var: VarId, v: IntValue<'ctx>) -> Result<(), CodegenError> {
         match self.env.get_mut(var) {
             Some(slot) => {
@@ -276,7 +314,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 };
                 for i in lo..hi {
                     let saved = self.env.clone();
-                    self.bind(l.var, self.c64(i))?;
+                    self.bind(l.var, self.cix(i))?;
                     self.nodes(&l.body)?;
                     self.env = saved;
                 }
@@ -295,6 +333,13 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                     lo = self.b.build_int_add(lo, tid, "")?;
                     step = size;
                 }
+                // The counter is i64 even in an i32 kernel (the variable
+                // is its truncation, free): LLVM's LSR turns an i32 counter
+                // into an i64 offset compared through a truncation, from
+                // which ptxas derives no trip count and so no longer
+                // unrolls the loop (a 3x3 convolution: 40 -> 48 registers).
+                lo = self.to_i64(lo)?;
+                hi = self.to_i64(hi)?;
                 let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 let header = self.block("for.header");
                 let body = self.block("for.body");
@@ -309,7 +354,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.b.build_conditional_branch(more, body, exit)?;
                 self.b.position_at_end(body);
                 let saved = self.env.clone();
-                self.bind(l.var, v)?;
+                let vi = self.to_index(v)?;
+                self.bind(l.var, vi)?;
                 self.nodes(&l.body)?;
                 self.env = saved;
                 // v < hi <= i64::MAX, so the increment cannot overflow
@@ -318,7 +364,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let next = self.b.build_int_nsw_add(v, self.c64(step), "")?;
                 let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 phi.add_incoming(&[(&next, latch)]);
-                self.b.build_unconditional_branch(header)?;
+                let br = self.b.build_unconditional_branch(header)?;
+                // In i32 the block's copy loops would be runtime-unrolled
+                // (4096^3 matmul: 128 registers; 96 without).
+                if l.kind == LoopKind::Spread && self.narrow() {
+                    self.no_unroll(br);
+                }
                 self.b.position_at_end(exit);
             }
             Node::Guard(g) => {
@@ -344,6 +395,28 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         Ok(())
     }
 
+    /// Marks the loop whose back edge is `br` `llvm.loop.unroll.disable`.
+    fn no_unroll(&self, br: inkwell::values::InstructionValue<'ctx>) {
+        use llvm_sys::core::*;
+        // SAFETY: every reference is created here in the kernel's live
+        // context; the temporary node is replaced (and freed) by the
+        // self-referential loop ID, as LLVM requires of `llvm.loop`.
+        unsafe {
+            let ctx = self.ctx.raw();
+            let name = "llvm.loop.unroll.disable";
+            let s = LLVMMDStringInContext2(ctx, name.as_ptr().cast(), name.len());
+            let mut dis = [s];
+            let dis = LLVMMDNodeInContext2(ctx, dis.as_mut_ptr(), 1);
+            let mut tmp_ops: [llvm_sys::prelude::LLVMMetadataRef; 0] = [];
+            let tmp = llvm_sys::debuginfo::LLVMTemporaryMDNode(ctx, tmp_ops.as_mut_ptr(), 0);
+            let mut ops = [tmp, dis];
+            let id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), 2);
+            llvm_sys::debuginfo::LLVMMetadataReplaceAllUsesWith(tmp, id);
+            let kind = LLVMGetMDKindIDInContext(ctx, "llvm.loop".as_ptr().cast(), 9);
+            LLVMSetMetadata(br.as_value_ref(), kind, LLVMMetadataAsValue(ctx, id));
+        }
+    }
+
     /// Conjunction of guard conditions (all are pure and total, so they
     /// are evaluated without short-circuit).
     pub(crate) fn conds(&mut self, conds: &[Cond]) -> Result<IntValue<'ctx>, CodegenError> {
@@ -360,7 +433,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 }
                 Cond::NonZero(e) => {
                     let x = self.iexpr(e)?;
-                    self.b.build_int_compare(IntPredicate::NE, x, self.c64(0), "")?
+                    self.b.build_int_compare(IntPredicate::NE, x, self.cix(0), "")?
                 }
             };
             all = self.b.build_and(all, holds, "")?;
@@ -372,11 +445,36 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     fn elem_ptr(&mut self, buf: BufId, offset: &IExpr) -> Result<(PointerValue<'ctx>, DType), CodegenError> {
         let base = self.bufs.get(buf).copied().flatten().ok_or_else(|| self.err(format_args!("buffer {buf} is unknown")))?;
         let dt = self.m.buffers[buf].dtype;
-        let off = self.iexpr(offset)?;
+        let off = self.offset(offset)?;
         // In bounds wherever it runs (loop dialect contract), so `inbounds`
         // is true and lets LLVM reason about the address.
         let p = unsafe { self.b.build_in_bounds_gep(self.ty(dt), base, &[off], "")? };
         Ok((p, dt))
+    }
+
+    /// An element offset as `i64`. In i32, as `rest + fixed`
+    /// (`IExpr::split_fixed`): `rest` in i32 and extended, then the
+    /// constant `fixed` (constants and `unroll` variables) added in i64,
+    /// so that the unrolled accesses of a tile share one address and
+    /// differ by an immediate (an extension hides a constant inside it
+    /// from LLVM). Equal to the offset modulo 2^64, as the address is.
+    fn offset(&mut self, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
+        let unrolled = &self.unrolled;
+        let split = if self.narrow() { offset.split_fixed(&|v| unrolled.get(v).copied().unwrap_or(false)) } else { None };
+        let Some((rest, fixed)) = split else {
+            let off = self.iexpr(offset)?;
+            return self.to_i64(off);
+        };
+        let mut k = self.c64(fixed.constant);
+        for (atom, coef) in &fixed.terms {
+            let x = self.iexpr(atom)?;
+            let x = self.to_i64(x)?;
+            let term = self.b.build_int_mul(x, self.c64(*coef), "")?;
+            k = self.b.build_int_add(k, term, "")?;
+        }
+        let rest = self.iexpr(&rest)?;
+        let rest = self.to_i64(rest)?;
+        Ok(self.b.build_int_add(rest, k, "")?)
     }
 
     pub(crate) fn load_index(&mut self, buf: BufId, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
@@ -385,25 +483,34 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             return Err(self.err(format_args!("load_index from {} buffer `{}`", dt.name(), self.m.buffers[buf].name)));
         }
         let v = self.b.build_load(self.i32, p, "")?.into_int_value();
-        Ok(self.b.build_int_s_extend(v, self.i64, "")?)
+        self.to_index(v)
     }
 
-    // ---- index arithmetic (i64) -----------------------------------------
+    // ---- index arithmetic (i64, or i32 when proven to fit) ---------------
 
     pub(crate) fn iexpr(&mut self, e: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
         match e {
-            IExpr::Const(c) => Ok(self.c64(*c)),
+            IExpr::Const(c) => Ok(self.cix(*c)),
             IExpr::Var(v) => self.env.get(*v).copied().flatten().ok_or_else(|| self.err(format_args!("variable {v} used out of scope"))),
             IExpr::Bin(op, a, b) => {
                 let a = self.iexpr(a)?;
                 let b = self.iexpr(b)?;
-                self.ibin(*op, a, b)
+                let bl = &self.b;
+                // In i32 no value leaves the range (`index_fits_i32`), so
+                // `nsw` is true; it lets LLVM fold the extension to i64 at
+                // an address into the arithmetic.
+                match op {
+                    IBin::Add if self.narrow() => Ok(bl.build_int_nsw_add(a, b, "")?),
+                    IBin::Sub if self.narrow() => Ok(bl.build_int_nsw_sub(a, b, "")?),
+                    IBin::Mul if self.narrow() => Ok(bl.build_int_nsw_mul(a, b, "")?),
+                    _ => self.ibin(*op, a, b),
+                }
             }
         }
     }
 
-    /// One index operation on i64 values (wrapping; division total). Also
-    /// used for i32 `// //^ %` after sign extension.
+    /// One index operation on i64 or i32 values (wrapping; division
+    /// total). Also used for i32 `// //^ %` after sign extension to i64.
     fn ibin(&mut self, op: IBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
         let bl = &self.b;
         Ok(match op {
@@ -425,14 +532,15 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     /// Python floor/ceil division and floor modulo. `sdiv`/`srem` are
     /// undefined for `b == 0` and for `MIN / -1`, so both get divisor 1 and
     /// are fixed up with selects: `x // 0 = 0`, `x % 0 = 0`, and
-    /// `x // -1 = -x` wrapping (as `i64::wrapping_div`). With a constant
+    /// `x // -1 = -x` wrapping (as `wrapping_div`). With a constant
     /// divisor every select folds away and LLVM's multiply-by-reciprocal
     /// replaces the division.
     fn python_div(&mut self, op: IBin, a: IntValue<'ctx>, b: IntValue<'ctx>) -> Result<IntValue<'ctx>, CodegenError> {
         let bl = &self.b;
-        let zero = self.i64.const_zero();
-        let one = self.i64.const_int(1, false);
-        let minus1 = self.i64.const_all_ones();
+        let ty = a.get_type();
+        let zero = ty.const_zero();
+        let one = ty.const_int(1, false);
+        let minus1 = ty.const_all_ones();
         let bz = bl.build_int_compare(IntPredicate::EQ, b, zero, "")?;
         let bm1 = bl.build_int_compare(IntPredicate::EQ, b, minus1, "")?;
         let unsafe_div = bl.build_or(bz, bm1, "")?;
@@ -599,7 +707,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             VOp::Index(e) => {
                 let x = self.iexpr(e)?;
                 match dt {
-                    DType::I32 => self.b.build_int_truncate(x, self.i32, "")?.into(),
+                    DType::I32 => self.b.build_int_truncate_or_bit_cast(x, self.i32, "")?.into(),
                     _ => self.b.build_signed_int_to_float(x, self.ty(dt).into_float_type(), "")?.into(),
                 }
             }
@@ -615,7 +723,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 };
                 let mut acc = entry(self, table.first().copied().unwrap_or(0));
                 for (i, &t) in table.iter().enumerate().skip(1) {
-                    let here = self.b.build_int_compare(IntPredicate::EQ, idx, self.c64(i as i64), "")?;
+                    let here = self.b.build_int_compare(IntPredicate::EQ, idx, self.cix(i as i64), "")?;
                     let tv = entry(self, t);
                     acc = self.b.build_select(here, tv, acc, "")?;
                 }
@@ -625,6 +733,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let lo = opnd(*lo, Some(dt))?;
                 let hi = opnd(*hi, Some(dt))?;
                 let n = self.iexpr(counter)?;
+                let n = self.to_i64(n)?;
                 self.random(dt, stream, n, lo, hi)?
             }
             VOp::Neg(a) => {

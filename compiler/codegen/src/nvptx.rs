@@ -72,6 +72,11 @@ impl TargetLowering for NvptxLowering {
         None
     }
 
+    /// 64-bit integer arithmetic costs two instructions and two registers.
+    fn narrow_index(&self, k: &Kernel) -> bool {
+        k.index_fits_i32()
+    }
+
     /// Float reductions are split at the loop level (`split-reductions`).
     fn reassoc_sums(&self, _k: &Kernel, _fp_contract: FpContract) -> bool {
         false
@@ -172,7 +177,7 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
         for (&(var, ..), v) in chain.threads.iter().zip(digits(kl, tid, size, &chain.threads)?) {
             kl.bind(var, v)?;
         }
-        kl.block = Some((tid, size));
+        kl.block = Some((kl.to_index(tid)?, size));
     }
     kl.nodes(chain.rest)?;
     kl.b.build_unconditional_branch(latch)?;
@@ -207,8 +212,9 @@ fn digits<'ctx>(
             rem = kl.b.build_int_unsigned_div(rem, t, "")?;
             d
         };
-        let digit = if narrow { kl.b.build_int_z_extend(digit, kl.i64, "")? } else { digit };
-        values[i] = Some(kl.b.build_int_add(digit, kl.c64(lo), "")?);
+        // digit + lo is a value of the loop, so it fits the index type.
+        let digit = if narrow { kl.b.build_int_z_extend_or_bit_cast(digit, kl.ix, "")? } else { kl.to_index(digit)? };
+        values[i] = Some(kl.b.build_int_add(digit, kl.cix(lo), "")?);
     }
     values.into_iter().map(|v| v.ok_or_else(|| kl.err("internal error: chain digits"))).collect()
 }

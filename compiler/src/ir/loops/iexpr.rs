@@ -179,6 +179,21 @@ impl Linear {
 }
 
 impl IExpr {
+    /// The expression as `rest + fixed` ([`IExpr::linear`] regrouped):
+    /// `fixed` holds the constant and the terms whose atom is a variable
+    /// `is_fixed` selects, `rest` the other terms; `None` when `fixed` is
+    /// empty. The GPU's addresses are formed so (`rest` in i32, `fixed`
+    /// a constant offset once `unroll` loops are unrolled), and
+    /// `Kernel::index_fits_i32` checks `rest` too.
+    pub fn split_fixed(&self, is_fixed: &dyn Fn(VarId) -> bool) -> Option<(IExpr, Linear)> {
+        let l = self.linear();
+        let (fixed, rest): (Vec<_>, Vec<_>) = l.terms.into_iter().partition(|(a, _)| matches!(a, IExpr::Var(v) if is_fixed(*v)));
+        if fixed.is_empty() && l.constant == 0 {
+            return None;
+        }
+        Some((Linear { constant: 0, terms: rest }.to_expr(), Linear { constant: l.constant, terms: fixed }))
+    }
+
     pub fn linear(&self) -> Linear {
         match self {
             IExpr::Const(c) => Linear { constant: *c, terms: vec![] },
@@ -258,6 +273,18 @@ pub fn tile_index(v: VarId, lo: i64, factor: i64, t: VarId) -> IExpr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_fixed_separates_constants_and_chosen_variables() {
+        // ((r * 16 + t) * 256 + c) + 5 with t fixed: r*4096 + c, and t*256 + 5.
+        let (r, t, c) = (IExpr::v(0), IExpr::v(1), IExpr::v(2));
+        let e = IExpr::add(IExpr::add(IExpr::mul(IExpr::add(IExpr::mul(r.clone(), IExpr::c(16)), t.clone()), IExpr::c(256)), c.clone()), IExpr::c(5));
+        let (rest, fixed) = e.split_fixed(&|v| v == 1).expect("splits");
+        assert_eq!(rest, IExpr::add(IExpr::mul(r.clone(), IExpr::c(4096)), c.clone()));
+        assert_eq!((fixed.constant, fixed.terms), (5, vec![(t, 256)]));
+        // Nothing fixed, no constant: no split.
+        assert_eq!(IExpr::add(r, c).split_fixed(&|v| v == 1), None);
+    }
 
     #[test]
     fn index_ops_follow_python_and_are_total() {

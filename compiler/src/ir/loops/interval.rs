@@ -11,7 +11,7 @@
 //! single constant the operator itself is applied, wrapping included, so
 //! constant folding is exact.
 
-use super::{IBin, IExpr, VarId};
+use super::{geometry, IBin, IExpr, Kernel, LoopKind, Node, VarId};
 use crate::arith::wide;
 
 /// An inclusive range of `i64` values; empty when `lo > hi`.
@@ -199,6 +199,91 @@ impl IExpr {
     }
 }
 
+/// The `i32` values, as an interval.
+const I32: Interval = Interval { lo: i32::MIN as i64, hi: i32::MAX as i64 };
+
+fn fits_i32(r: Interval) -> bool {
+    r.is_empty() || (I32.contains(r.lo) && I32.contains(r.hi))
+}
+
+/// The range of `e` when it and every sub-expression fit in `i32`.
+fn range_i32(e: &IExpr, env: &[Interval]) -> Option<Interval> {
+    let r = match e {
+        IExpr::Const(c) => Interval::point(*c),
+        IExpr::Var(v) => env.get(*v).copied().unwrap_or(Interval::FULL),
+        IExpr::Bin(op, a, b) => Interval::apply(*op, range_i32(a, env)?, range_i32(b, env)?),
+    };
+    fits_i32(r).then_some(r)
+}
+
+impl Kernel {
+    /// Whether every value the kernel's index arithmetic can take fits in
+    /// `i32`: each sub-expression of each index expression, each loop
+    /// variable and bound, each address's `rest` (`IExpr::split_fixed`)
+    /// and a `spread` loop's start `lo + tid` (tid below the block size). Then the arithmetic gives the same
+    /// results in `i32` as in `i64` (no operation can wrap in either), so
+    /// the GPU lowering computes indices in `i32` (cheaper: one instruction
+    /// and one register each). Guards are not used to narrow; a loaded
+    /// index is any `i32`.
+    pub fn index_fits_i32(&self) -> bool {
+        let step = geometry::block_size(self).unwrap_or(1).max(1);
+        let unrolled = self.unroll_vars();
+        let mut env = vec![Interval::FULL; self.vars.len()];
+        nodes_fit_i32(&self.body, step, &|v| unrolled.get(v).copied().unwrap_or(false), &mut env)
+    }
+
+    /// Which variables `unroll` loops bind (constants once unrolled).
+    pub fn unroll_vars(&self) -> Vec<bool> {
+        let mut out = vec![false; self.vars.len()];
+        self.walk(&mut |n| {
+            if let Node::For(l) = n {
+                if l.kind == LoopKind::Unroll {
+                    if let Some(u) = out.get_mut(l.var) {
+                        *u = true;
+                    }
+                }
+            }
+        });
+        out
+    }
+}
+
+fn nodes_fit_i32(nodes: &[Node], spread_step: i64, unrolled: &dyn Fn(VarId) -> bool, env: &mut Vec<Interval>) -> bool {
+    nodes.iter().all(|n| {
+        if !n.own_exprs().iter().all(|e| range_i32(e, env).is_some()) {
+            return false;
+        }
+        // An address's `rest` (`IExpr::split_fixed`) is computed too.
+        let rest_fits = |e: &IExpr| e.split_fixed(unrolled).map_or(true, |(rest, _)| range_i32(&rest, env).is_some());
+        if !n.offsets().into_iter().all(rest_fits) {
+            return false;
+        }
+        match n {
+            Node::For(l) => {
+                let (Some(lo), Some(hi)) = (range_i32(&l.lo, env), range_i32(&l.hi, env)) else { return false };
+                let step = if l.kind == LoopKind::Spread { spread_step } else { 1 };
+                // A spread loop starts at `lo + tid` (tid < step), in i32;
+                // the counter itself is i64 (codegen, `Node::For`).
+                if !fits_i32(Interval::new(lo.lo, lo.hi.saturating_add(step - 1))) {
+                    return false;
+                }
+                let Some(slot) = env.get_mut(l.var) else { return false };
+                *slot = Interval::new(lo.lo, hi.hi.saturating_sub(1));
+                nodes_fit_i32(&l.body, spread_step, unrolled, env)
+            }
+            Node::Guard(g) => nodes_fit_i32(&g.body, spread_step, unrolled, env),
+            Node::LoadIndex { var, .. } => match env.get_mut(*var) {
+                Some(slot) => {
+                    *slot = I32;
+                    true
+                }
+                None => false,
+            },
+            Node::Compute(_) | Node::Sync => true,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +353,32 @@ mod tests {
         assert_eq!(Interval::exact(Mul, big, Interval::point(1)), Some(big));
         assert_eq!(Interval::exact(Sub, iv(0, 5), iv(-2, 1)), Some(iv(-1, 7)));
         assert_eq!(Interval::exact(Sub, Interval::point(i64::MIN), Interval::point(1)), None);
+    }
+
+    /// The kernel of a module of buffers `x`, `y` (f32[2^20]) and `ix`
+    /// (i32[4]) whose body is `body`.
+    fn kernel(body: &str) -> Kernel {
+        let text = format!("buffer x : f32[1048576] input\nbuffer y : f32[1048576] output\nbuffer ix : i32[4] input\nkernel @k {{\n{body}\n}}\n");
+        crate::ir::loops::parse::parse_module(&text).expect("parses").kernels.remove(0)
+    }
+
+    #[test]
+    fn index_width_is_i32_only_when_every_value_fits() {
+        let fits = |body: &str| kernel(body).index_fits_i32();
+        // Offsets below 2^20, negative values, division: i32.
+        assert!(fits("for i in [0, 1024) parallel { for k in [0, 1024) reduce { %0 = load x[((k * 1024) + i)] : f32\n accumulate y[i] += %0 } }"));
+        assert!(fits("for i in [0, 1024) parallel { %0 = load x[((((i - 512) // -3) + 171) % 1024)] : f32\n store y[i] = %0 }"));
+        // A register tile's unrolled variable; a loop right up to i32::MAX.
+        assert!(fits("for i in [0, 1024) parallel { for t in [0, 4) unroll { %0 = const 0.0 : f32\n store y[((i * 4) + t)] = %0 } }"));
+        assert!(fits("for i in [0, 2147483647) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
+        // An intermediate reaches 2^32 though the offset is below 2^20.
+        assert!(!fits("for i in [0, 1024) parallel { for j in [0, 1024) parallel { %0 = load x[(((i * j) * 4096) % 1048576)] : f32\n store y[((i * 1024) + j)] = %0 } }"));
+        // A bound or a guard's value beyond i32.
+        assert!(!fits("for i in [0, 2147483648) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
+        assert!(!fits("for i in [0, 1024) parallel { guard 0 <= (i * 4294967296) < 1 { %0 = const 0.0 : f32\n store y[i] = %0 } }"));
+        // A loaded index is any i32: itself fits, one more may not.
+        assert!(fits("v = load_index ix[0]\n guard 0 <= v < 1048576 { %0 = load x[v] : f32\n store y[0] = %0 }"));
+        assert!(!fits("v = load_index ix[0]\n guard 0 <= (v + 1) < 1048576 { %0 = load x[(v + 1)] : f32\n store y[0] = %0 }"));
     }
 
     #[test]

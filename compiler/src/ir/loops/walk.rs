@@ -51,6 +51,20 @@ impl Node {
         }
     }
 
+    /// The element offsets this node itself addresses (loads, its write,
+    /// an index load), a subset of [`Node::own_exprs`].
+    pub fn offsets(&self) -> Vec<&IExpr> {
+        match self {
+            Node::LoadIndex { offset, .. } => vec![offset],
+            Node::Compute(c) => {
+                let mut v: Vec<&IExpr> = c.values.iter().filter_map(|v| if let VOp::Load { offset, .. } = &v.op { Some(offset) } else { None }).collect();
+                v.push(&c.write.offset);
+                v
+            }
+            _ => vec![],
+        }
+    }
+
     /// The buffers this node itself reads or writes (not its body's).
     pub fn buffers(&self) -> Vec<BufId> {
         match self {
