@@ -22,7 +22,6 @@ use eintup::interp::RunOptions;
 use eintup::ir::et::{CallArg, DimsList, FrameworkCall, Module};
 use eintup::pipeline;
 use eintup::sema::config::{parse_bindings, Space};
-use et_grammar::diag::render_all;
 use eintup::tensor::Tensor;
 use et_grammar::ast::Literal;
 use et_grammar::Diagnostic;
@@ -62,9 +61,8 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     } else {
         // One configuration, the one `run` would choose with these bindings.
         let dims = space.choose(args.seed).map_err(|d| src.failure(d))?;
-        let warnings = space.config(&dims).warnings;
-        if !warnings.is_empty() {
-            eprintln!("{}", render_all(&warnings, &src.name, &src.text).trim_end());
+        if !args.quiet {
+            super::run::print_warnings(&src, &space.config(&dims).warnings);
         }
         (vec![dims], Default::default())
     };

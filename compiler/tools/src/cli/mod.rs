@@ -120,6 +120,10 @@ pub struct CheckArgs {
     pub json: bool,
     #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
     pub max_work: u64,
+    /// Print no warnings on stderr (errors, the table and the summary
+    /// still print).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -156,6 +160,10 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
     pub max_work: u64,
+    /// Print no warnings and no `configuration:` line on stderr (errors,
+    /// and the results, still print).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
