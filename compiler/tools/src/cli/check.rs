@@ -1,7 +1,8 @@
 //! `eintup check`: run a program on every configuration the constraints
 //! allow and compare its outputs with the framework call written in the
 //! file (the original Einsum Tuple tool's purpose). The call is vetted
-//! before anything runs (a refused call is E0503, exit 2); each output of
+//! before anything runs (a refused call is E0503, exit 2), and its name
+//! resolved by the bridge before the first configuration (E0506); each output of
 //! each configuration is then valid, mismatched or a framework error
 //! (`check::outcome`), or skipped when eintup cannot run it. Exit 1 when
 //! anything mismatched, 2 when the framework failed on every configuration
@@ -78,6 +79,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     // Rows stream: a long check shows what it has done so far, on a
     // terminal as a bar, elsewhere (CI logs, pipes) one line per row;
     // `--json` rows go to stdout as they finish.
+    resolve_call(&src, call, &mut bridge)?;
     let progress = Progress::new(configs.len(), args.quiet || args.json);
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
@@ -132,7 +134,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
 /// keywords, falling back to the whole call.
 fn vet_call(src: &Source, call: &FrameworkCall) -> Result<(), Failure> {
     let ast = et_grammar::parse_file(&src.text).ok().and_then(|f| f.call);
-    let name_span = ast.as_ref().and_then(|c| Some(c.func.first()?.span.to(c.func.last()?.span))).unwrap_or(call.span);
+    let name_span = name_span(ast.as_ref(), call);
     let keyword_span = |kw: &str| {
         let ast_kw = ast.as_ref().and_then(|c| c.args.iter().filter_map(|a| a.keyword.as_ref()).find(|k| k.name == kw));
         ast_kw.map_or(call.span, |k| k.span)
@@ -161,6 +163,33 @@ fn vet_call(src: &Source, call: &FrameworkCall) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(src.failure(diags))
+    }
+}
+
+/// The span of the call's function name in the syntax tree, or the whole
+/// call.
+fn name_span(ast: Option<&et_grammar::ast::Call>, call: &FrameworkCall) -> et_grammar::Span {
+    ast.and_then(|c| Some(c.func.first()?.span.to(c.func.last()?.span))).unwrap_or(call.span)
+}
+
+/// Asks the bridge, once before any configuration runs, whether the call's
+/// name resolves to a function it would call: a misspelt `tf.linalg.matmull`
+/// is E0506 (exit 2) at the name now, not a framework error on every row
+/// after all of them ran. A bridge that dies here is left to the rows,
+/// which report it as they always have.
+fn resolve_call(src: &Source, call: &FrameworkCall, bridge: &mut Bridge) -> Result<(), Failure> {
+    match bridge.resolve(&call.func) {
+        Ok(()) | Err(BridgeError::Protocol(_)) => Ok(()),
+        Err(BridgeError::Unavailable(why)) => Err(Failure::Unavailable(why)),
+        Err(BridgeError::Call(why)) => {
+            let ast = et_grammar::parse_file(&src.text).ok().and_then(|f| f.call);
+            // The bridge's reason starts with the name, which the header gives.
+            let why = why.strip_prefix(&format!("{}: ", call.func)).unwrap_or(&why).to_string();
+            Err(src.failure(vec![Diagnostic::error("E0506", format!("the framework call `{}` cannot be resolved", shortened(&call.func)))
+                .at(name_span(ast.as_ref(), call), why)
+                .note("found before any configuration ran; the name is resolved as the bridge resolves it (docs/check.md)")]))
+        }
+        Err(e @ BridgeError::Encode(_)) => Err(Failure::Internal(e.to_string())),
     }
 }
 
