@@ -9,6 +9,9 @@ imported lazily, once, on the first request.
 Requests:
   {"op": "ping"}
       -> {"ok": true, "tf_version": "2.x", "sandbox": "landlock ABI 7"}
+  {"op": "resolve", "func": "tf.nn.convolution"}
+      -> {"ok": true}: the name resolves to an allowed function (nothing
+         is called; `check` asks once before the first configuration)
   {"func": "tf.nn.convolution", "args": [ARG...], "kwargs": {"name": ARG},
    "out_dir": "/path"}
       -> {"ok": true, "outputs": ["/path/result_0.npy", ...]}
@@ -248,6 +251,9 @@ def handle(fw, line):
     try:
         if op == "ping":
             return {"ok": True, "tf_version": fw.tf.__version__, "sandbox": fw.sandbox}
+        if op == "resolve":
+            resolve_function(fw, req.get("func"))
+            return {"ok": True}
         if op == "call":
             return {"ok": True, "outputs": serve_call(fw, req)}
         return {"ok": False, "error": f"bad request: unknown op {json.dumps(op)}"}

@@ -12,6 +12,7 @@ neither a module outside TensorFlow (os, sys, builtins, mock, ...) nor a
 class, builtin or callable object, whatever TensorFlow exports.
 """
 
+import difflib
 import inspect
 import json
 import os
@@ -87,7 +88,10 @@ class Policy:
                 raise Refused(f"`{'.'.join(parts[:i + 1])}` is not a TensorFlow API module")
         fn = vars(obj).get(parts[-1], MISSING)
         if fn is MISSING:
-            raise LookupError(f"`{'.'.join(parts[:-1])}` has no attribute `{parts[-1]}`")
+            # A misspelling is the usual cause: name the closest public name.
+            close = difflib.get_close_matches(parts[-1], [k for k in vars(obj) if not k.startswith("_")], n=1)
+            hint = f"; did you mean `{'.'.join(parts[:-1] + close)}`?" if close else ""
+            raise LookupError(f"`{'.'.join(parts[:-1])}` has no attribute `{parts[-1]}`{hint}")
         if not inspect.isfunction(fn):
             raise Refused(f"not a function but a {type(fn).__name__}")
         if fn.__module__ not in self.modules:

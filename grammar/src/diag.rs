@@ -34,6 +34,10 @@ pub struct Diagnostic {
     pub message: String,
     pub labels: Vec<Label>,
     pub notes: Vec<String>,
+    /// Rendered as its header line alone, without snippet or notes: for a
+    /// warning that may come once per eintup on every run (W0301), where a
+    /// seven-line snippet each would bury the output.
+    pub brief: bool,
 }
 
 impl Diagnostic {
@@ -44,6 +48,7 @@ impl Diagnostic {
             message: message.into(),
             labels: Vec::new(),
             notes: Vec::new(),
+            brief: false,
         }
     }
 
@@ -61,6 +66,12 @@ impl Diagnostic {
     /// Adds a secondary label (related location, e.g. a reason).
     pub fn also(mut self, span: Span, message: impl Into<String>) -> Diagnostic {
         self.labels.push(Label { span, message: message.into(), primary: false });
+        self
+    }
+
+    /// Renders as the one header line (see [`Diagnostic::brief`]).
+    pub fn brief(mut self) -> Diagnostic {
+        self.brief = true;
         self
     }
 
@@ -89,6 +100,9 @@ impl Diagnostic {
                 out.push_str(&format!("{file_name}:{line}:{col}: {kind}[{}]: {}\n", self.code, visible_text(&self.message)));
             }
             None => out.push_str(&format!("{file_name}: {kind}[{}]: {}\n", self.code, visible_text(&self.message))),
+        }
+        if self.brief {
+            return out;
         }
         // Long lines are shown as a window around the labels (a minified
         // file must not echo megabytes per error); the header above keeps
@@ -305,7 +319,16 @@ pub const MAX_RENDERED: usize = 20;
 /// Renders a list of diagnostics, one after another: the first
 /// [`MAX_RENDERED`], then how many more there were.
 pub fn render_all(diags: &[Diagnostic], file_name: &str, source: &str) -> String {
-    let mut text = diags.iter().take(MAX_RENDERED).map(|d| d.render(file_name, source)).collect::<Vec<_>>().join("\n");
+    let mut text = String::new();
+    let mut prev: Option<&Diagnostic> = None;
+    for d in diags.iter().take(MAX_RENDERED) {
+        // A blank line separates snippets; brief ones follow each other.
+        if prev.is_some_and(|p| !(p.brief && d.brief)) {
+            text.push('\n');
+        }
+        text.push_str(&d.render(file_name, source));
+        prev = Some(d);
+    }
     if diags.len() > MAX_RENDERED {
         let more = diags.len() - MAX_RENDERED;
         text.push_str(&format!("\n{file_name}: note: {more} more error{} not shown (the first {MAX_RENDERED} are)\n", if more == 1 { "" } else { "s" }));
@@ -316,6 +339,14 @@ pub fn render_all(diags: &[Diagnostic], file_name: &str, source: &str) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn brief_diagnostics_are_one_line_each() {
+        let src = "a[i] = b[i]\nDIMS(i) IN [1,2]\n";
+        let w = |m: &str| Diagnostic::warning("W0301", m).at(Span::new(12, 28), "a label").note("a note").brief();
+        let text = render_all(&[w("one"), w("two")], "f.et", src);
+        assert_eq!(text, "f.et:2:1: warning[W0301]: one\nf.et:2:1: warning[W0301]: two\n");
+    }
 
     #[test]
     fn render_has_header_caret_and_no_trailing_blank_lines() {

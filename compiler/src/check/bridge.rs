@@ -332,6 +332,15 @@ impl Bridge {
         Ok(outputs)
     }
 
+    /// Asks whether `func` resolves to a function the bridge would call
+    /// (policy, name lookup, implementation module), without calling it:
+    /// `check` asks once, before the first configuration, so a misspelt
+    /// name fails at once instead of on every row.
+    pub fn resolve(&mut self, func: &str) -> Result<(), BridgeError> {
+        let line = serde_json::json!({"op": "resolve", "func": func}).to_string();
+        interpret(self.exchange(&line)?).map(|_| ())
+    }
+
     /// Writes one request line and reads one response line.
     fn exchange(&mut self, line: &str) -> Result<Response, BridgeError> {
         if let Some(why) = &self.broken {

@@ -17,7 +17,7 @@
 //! - `binds`: `--bind NAME=[..]` arguments;
 //! - `schedule`: where each eintup's dims come from and in which order
 //!   they are determined (E0304, E0311);
-//! - `warnings`: bindings and inputs outside draw ranges (W0301);
+//! - `warnings`: bindings outside draw ranges (W0301);
 //! - `rank_combos`: the rank combinations allowed (E0206, E0207, E0208,
 //!   E0303, E0309);
 //! - `draw`: the dims of one rank combination, checked against every
@@ -52,8 +52,8 @@ pub struct Config {
     pub dims: Vec<(String, Vec<i64>)>,
     /// Per eintup, in the order of `dims`: how its dims were determined.
     pub sources: Vec<DimsSource>,
-    /// Bindings or input arrays outside a `DIMS(..) IN`/`RANK(..) IN`
-    /// range (W0301).
+    /// Bindings outside a `DIMS(..) IN`/`RANK(..) IN` range (W0301) and
+    /// eintups drawn from the default (W0302).
     pub warnings: Vec<Diagnostic>,
 }
 
@@ -147,7 +147,7 @@ pub struct Space<'a> {
     sources: Vec<DimsSource>,
     /// Per inferred eintup: the accesses it is inferred from.
     used: Vec<Vec<Access>>,
-    /// W0301: bindings and inputs outside draw ranges.
+    /// W0301: bindings outside draw ranges; W0302.
     warnings: Vec<Diagnostic>,
 }
 
@@ -243,7 +243,7 @@ impl<'a> Space<'a> {
         &self.sources
     }
 
-    /// Warnings (W0301) about bindings and inputs outside draw ranges.
+    /// Warnings: bindings outside draw ranges (W0301), default draws (W0302).
     pub fn warnings(&self) -> &[Diagnostic] {
         &self.warnings
     }
@@ -361,7 +361,8 @@ mod tests {
         let p = "x[a] = RANDOM(0, 1, FLOAT)\ny[a] = x[a]\n\nRANK(a) IN [1,1]\nDIMS(a) IN [2,3]\n";
         assert_eq!(choose(p, &["a=[9]"], &[]).unwrap().1, ["W0301"]);
         assert_eq!(choose(p, &["a=[9,9]"], &[]).unwrap().1, ["W0301", "W0301"]);
-        assert_eq!(choose(p, &[], &[input("x", &[9])]).unwrap().1, ["W0301"]);
+        // The user's own arrays are not draws: no warning.
+        assert!(choose(p, &[], &[input("x", &[9])]).unwrap().1.is_empty());
         assert!(choose(p, &["a=[3]"], &[]).unwrap().1.is_empty());
         // An equation still binds.
         assert_eq!(choose(&format!("{p}DIMS(a) = 2\n"), &["a=[9]"], &[]).unwrap_err(), ["E0303"]);

@@ -9,9 +9,7 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     let sm = parse_target(&args.target)?;
     let src = Source::load(&args.file)?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &[], args.seed, args.float)?;
-    if !config.warnings.is_empty() {
-        eprintln!("{}", et_grammar::diag::render_all(&config.warnings, &src.name, &src.text).trim_end());
-    }
+    super::run::print_warnings(&src, &config.warnings);
     let lm = eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm))?;
     let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
     b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;

@@ -1,14 +1,16 @@
 //! `eintup check`: run a program on every configuration the constraints
 //! allow and compare its outputs with the framework call written in the
 //! file (the original Einsum Tuple tool's purpose). The call is vetted
-//! before anything runs (a refused call is E0503, exit 2); each output of
+//! before anything runs (a refused call is E0503, exit 2), and its name
+//! resolved by the bridge before the first configuration (E0506); each output of
 //! each configuration is then valid, mismatched or a framework error
 //! (`check::outcome`), or skipped when eintup cannot run it. Exit 1 when
 //! anything mismatched, 2 when the framework failed on every configuration
 //! that reached it (E0504) or nothing could be run (E0505), 3 when the
 //! framework cannot be imported, 0 otherwise. `--bind` checks one
 //! configuration; `--float`, `--rtol`, `--atol` set the width and the
-//! tolerances; `--json` prints one object per configuration.
+//! tolerances; `--json` prints one object per configuration as it
+//! finishes (JSON Lines), then a summary object.
 
 use super::{Backend, CheckArgs};
 use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
@@ -22,7 +24,6 @@ use eintup::interp::RunOptions;
 use eintup::ir::et::{CallArg, DimsList, FrameworkCall, Module};
 use eintup::pipeline;
 use eintup::sema::config::{parse_bindings, Space};
-use et_grammar::diag::render_all;
 use eintup::tensor::Tensor;
 use et_grammar::ast::Literal;
 use et_grammar::Diagnostic;
@@ -62,9 +63,8 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     } else {
         // One configuration, the one `run` would choose with these bindings.
         let dims = space.choose(args.seed).map_err(|d| src.failure(d))?;
-        let warnings = space.config(&dims).warnings;
-        if !warnings.is_empty() {
-            eprintln!("{}", render_all(&warnings, &src.name, &src.text).trim_end());
+        if !args.quiet {
+            super::run::print_warnings(&src, &space.config(&dims).warnings);
         }
         (vec![dims], Default::default())
     };
@@ -74,23 +74,27 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     if bridge.sandbox().starts_with("none") {
         eprintln!("note: the framework bridge runs without a sandbox: {}", bridge.sandbox());
     }
-    let progress = progress_bar(configs.len());
+    let names: Vec<&str> = m.eintups.iter().map(|e| e.name.as_str()).collect();
+    let outputs: Vec<&str> = m.outputs.iter().map(|&a| m.arrays[a].name.as_str()).collect();
+    // Rows stream: a long check shows what it has done so far, on a
+    // terminal as a bar, elsewhere (CI logs, pipes) one line per row;
+    // `--json` rows go to stdout as they finish.
+    resolve_call(&src, call, &mut bridge)?;
+    let progress = Progress::new(configs.len(), args.quiet || args.json);
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
         let dir = bridge.work_dir().join(k.to_string());
-        rows.push(check_one(&src, &prog, &space, dims, &args, tol, &mut bridge, &dir)?);
-        if let Some(p) = &progress {
-            p.inc(1);
+        let row = check_one(&src, &prog, &space, dims, &args, tol, &mut bridge, &dir)?;
+        if args.json {
+            print_line(&json_row(k, &names, &outputs, &row).to_string());
         }
+        progress.row_done(k, &names, &row);
+        rows.push(row);
     }
-    if let Some(p) = progress {
-        p.finish_and_clear();
-    }
-    let names: Vec<&str> = m.eintups.iter().map(|e| e.name.as_str()).collect();
+    progress.finish();
     let summary = Summary::of(&rows);
     if args.json {
-        let outputs: Vec<&str> = m.outputs.iter().map(|&a| m.arrays[a].name.as_str()).collect();
-        println!("{}", json_rows(&names, &outputs, &rows));
+        print_line(&json_summary(&summary).to_string());
         eprintln!("{}", summary.line());
     } else {
         print!("{}", table(&names, &rows));
@@ -130,7 +134,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
 /// keywords, falling back to the whole call.
 fn vet_call(src: &Source, call: &FrameworkCall) -> Result<(), Failure> {
     let ast = et_grammar::parse_file(&src.text).ok().and_then(|f| f.call);
-    let name_span = ast.as_ref().and_then(|c| Some(c.func.first()?.span.to(c.func.last()?.span))).unwrap_or(call.span);
+    let name_span = name_span(ast.as_ref(), call);
     let keyword_span = |kw: &str| {
         let ast_kw = ast.as_ref().and_then(|c| c.args.iter().filter_map(|a| a.keyword.as_ref()).find(|k| k.name == kw));
         ast_kw.map_or(call.span, |k| k.span)
@@ -159,6 +163,33 @@ fn vet_call(src: &Source, call: &FrameworkCall) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(src.failure(diags))
+    }
+}
+
+/// The span of the call's function name in the syntax tree, or the whole
+/// call.
+fn name_span(ast: Option<&et_grammar::ast::Call>, call: &FrameworkCall) -> et_grammar::Span {
+    ast.and_then(|c| Some(c.func.first()?.span.to(c.func.last()?.span))).unwrap_or(call.span)
+}
+
+/// Asks the bridge, once before any configuration runs, whether the call's
+/// name resolves to a function it would call: a misspelt `tf.linalg.matmull`
+/// is E0506 (exit 2) at the name now, not a framework error on every row
+/// after all of them ran. A bridge that dies here is left to the rows,
+/// which report it as they always have.
+fn resolve_call(src: &Source, call: &FrameworkCall, bridge: &mut Bridge) -> Result<(), Failure> {
+    match bridge.resolve(&call.func) {
+        Ok(()) | Err(BridgeError::Protocol(_)) => Ok(()),
+        Err(BridgeError::Unavailable(why)) => Err(Failure::Unavailable(why)),
+        Err(BridgeError::Call(why)) => {
+            let ast = et_grammar::parse_file(&src.text).ok().and_then(|f| f.call);
+            // The bridge's reason starts with the name, which the header gives.
+            let why = why.strip_prefix(&format!("{}: ", call.func)).unwrap_or(&why).to_string();
+            Err(src.failure(vec![Diagnostic::error("E0506", format!("the framework call `{}` cannot be resolved", shortened(&call.func)))
+                .at(name_span(ast.as_ref(), call), why)
+                .note("found before any configuration ran; the name is resolved as the bridge resolves it (docs/check.md)")]))
+        }
+        Err(e @ BridgeError::Encode(_)) => Err(Failure::Internal(e.to_string())),
     }
 }
 
@@ -279,62 +310,99 @@ fn table(names: &[&str], rows: &[Row]) -> String {
     aligned(&header, &cells)
 }
 
-/// `check --json`: a list with one object per configuration,
+/// One row of `check --json` (JSON Lines, printed as the row finishes):
 /// `{"row": K, "configuration": {EINTUP: DIMS}, "verdict": V, "outputs":
 /// [{"name", "verdict", "largest_error": {"abs", "rel"} | null,
 /// "first_difference": {"index", "eintup", "framework"} | null, "reason"}]}`.
-/// An infinite error (a NaN or infinity on one side only) is `null`. One
-/// object per line.
-fn json_rows(eintups: &[&str], outputs: &[&str], rows: &[Row]) -> String {
+/// An infinite error (a NaN or infinity on one side only) is `null`.
+fn json_row(k: usize, eintups: &[&str], outputs: &[&str], r: &Row) -> serde_json::Value {
     use serde_json::{json, Value};
     let number = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
-    let list: Vec<Value> = rows
+    let config: serde_json::Map<String, Value> = eintups.iter().zip(&r.dims).map(|(n, d)| (n.to_string(), json!(d))).collect();
+    let outs: Vec<Value> = outputs
         .iter()
-        .enumerate()
-        .map(|(k, r)| {
-            let config: serde_json::Map<String, Value> = eintups.iter().zip(&r.dims).map(|(n, d)| (n.to_string(), json!(d))).collect();
-            let outs: Vec<Value> = outputs
-                .iter()
-                .zip(&r.outputs)
-                .map(|(name, o)| {
-                    let first = match &o.first_difference {
-                        Some(Mismatch::Value { index, ours, theirs }) => json!({"index": index, "eintup": ours, "framework": theirs}),
-                        _ => Value::Null,
-                    };
-                    json!({
-                        "name": name,
-                        "verdict": o.verdict.json_word(),
-                        "largest_error": o.deviation.map_or(Value::Null, |d| json!({"abs": number(d.abs), "rel": number(d.rel)})),
-                        "first_difference": first,
-                        "reason": o.reason,
-                    })
-                })
-                .collect();
-            json!({"row": k, "configuration": config, "verdict": r.verdict().json_word(), "outputs": outs})
+        .zip(&r.outputs)
+        .map(|(name, o)| {
+            let first = match &o.first_difference {
+                Some(Mismatch::Value { index, ours, theirs }) => json!({"index": index, "eintup": ours, "framework": theirs}),
+                _ => Value::Null,
+            };
+            json!({
+                "name": name,
+                "verdict": o.verdict.json_word(),
+                "largest_error": o.deviation.map_or(Value::Null, |d| json!({"abs": number(d.abs), "rel": number(d.rel)})),
+                "first_difference": first,
+                "reason": o.reason,
+            })
         })
         .collect();
-    // One row per line: a JSON list that reads well and greps by line.
-    let lines: Vec<String> = list.iter().map(|v| serde_json::to_string(v).unwrap_or_default()).collect();
-    if lines.is_empty() {
-        "[]".into()
-    } else {
-        format!("[\n{}\n]", lines.join(",\n"))
-    }
+    json!({"row": k, "configuration": config, "verdict": r.verdict().json_word(), "outputs": outs})
+}
+
+/// The last line of `check --json`: `{"summary": {"valid", "mismatched",
+/// "framework_errors", "skipped", "configurations"}}`.
+fn json_summary(s: &Summary) -> serde_json::Value {
+    serde_json::json!({"summary": {
+        "valid": s.valid,
+        "mismatched": s.mismatched,
+        "framework_errors": s.framework_errors,
+        "skipped": s.skipped,
+        "configurations": s.total(),
+    }})
+}
+
+/// One line on stdout, flushed now: a reader of a pipe sees each row as
+/// it finishes, not when the buffer fills.
+fn print_line(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
 }
 
-/// A progress bar on stderr, only when stderr is a terminal.
-fn progress_bar(n: usize) -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
+/// Progress on stderr as rows finish: a bar on a terminal, else one line
+/// per row (`row K of T: a=[2], b=[3]: [True]`), or nothing (`-q`, or
+/// `--json`, whose rows stream on stdout; on a terminal it keeps the bar).
+enum Progress {
+    Bar(indicatif::ProgressBar),
+    Lines(usize),
+    Silent,
+}
+
+impl Progress {
+    fn new(n: usize, no_lines: bool) -> Progress {
+        if std::io::stderr().is_terminal() {
+            let p = indicatif::ProgressBar::new(n as u64);
+            p.set_style(
+                indicatif::ProgressStyle::with_template("checking {bar:30} {pos}/{len} configurations")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            Progress::Bar(p)
+        } else if no_lines {
+            Progress::Silent
+        } else {
+            Progress::Lines(n)
+        }
     }
-    let p = indicatif::ProgressBar::new(n as u64);
-    p.set_style(
-        indicatif::ProgressStyle::with_template("checking {bar:30} {pos}/{len} configurations")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    Some(p)
+
+    fn row_done(&self, k: usize, names: &[&str], row: &Row) {
+        match self {
+            Progress::Bar(p) => p.inc(1),
+            Progress::Lines(n) => {
+                let dims: Vec<String> = names.iter().zip(&row.dims).map(|(e, d)| format!("{e}={}", dims_text(d))).collect();
+                let v: Vec<&str> = row.verdicts().iter().map(|v| v.word()).collect();
+                eprintln!("row {k} of {n}: {}: [{}]", dims.join(", "), v.join(", "));
+            }
+            Progress::Silent => {}
+        }
+    }
+
+    fn finish(self) {
+        if let Progress::Bar(p) = self {
+            p.finish_and_clear();
+        }
+    }
 }

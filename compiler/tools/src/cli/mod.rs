@@ -113,13 +113,18 @@ pub struct CheckArgs {
     /// --float f32).
     #[arg(long, value_name = "A", value_parser = tolerance_parser)]
     pub atol: Option<f64>,
-    /// Print one JSON object per configuration (a JSON list) instead of
-    /// the table: the configuration, each output's verdict and largest
-    /// error, the first difference of a mismatch; the summary goes to stderr.
+    /// Print JSON Lines instead of the table: one object per configuration
+    /// as it finishes (the configuration, each output's verdict and largest
+    /// error, the first difference of a mismatch), then {"summary": ..};
+    /// the summary line also goes to stderr.
     #[arg(long)]
     pub json: bool,
     #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
     pub max_work: u64,
+    /// Print no warnings and, when stderr is not a terminal, no line per
+    /// finished row on stderr (errors, the table and the summary still print).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -156,6 +161,10 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
     pub max_work: u64,
+    /// Print no warnings and no `configuration:` line on stderr (errors,
+    /// and the results, still print).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]

@@ -19,7 +19,9 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
     let shapes: Vec<InputShape> =
         inputs.iter().map(|(name, t)| InputShape { name: name.clone(), shape: t.shape.iter().map(|&d| d as i64).collect() }).collect();
     let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &shapes, args.seed, args.float)?;
-    report_config(&src, &config);
+    if !args.quiet {
+        report_config(&src, &config);
+    }
     let fp_contract = fp_contract(&args)?;
     let opts = RunOptions { seed: args.seed, float: args.float, inputs, max_work: args.max_work };
     let arrays = eintup_codegen::backend::execute(&src, &module, args.backend, &opts, fp_contract)?;
@@ -54,10 +56,15 @@ fn fp_contract(args: &RunArgs) -> Result<FpContract, Failure> {
 /// line saying which dims were bound, taken from inputs, constrained,
 /// inferred or drawn.
 pub fn report_config(src: &Source, config: &Config) {
-    if !config.warnings.is_empty() {
-        eprintln!("{}", render_all(&config.warnings, &src.name, &src.text).trim_end());
-    }
+    print_warnings(src, &config.warnings);
     eprintln!("configuration: {}", config.describe());
+}
+
+/// The warnings choosing a configuration gave (W0301, W0302), on stderr.
+pub fn print_warnings(src: &Source, warnings: &[et_grammar::Diagnostic]) {
+    if !warnings.is_empty() {
+        eprintln!("{}", render_all(warnings, &src.name, &src.text).trim_end());
+    }
 }
 
 /// Every `--input NAME=PATH.npy`, by name.
