@@ -96,8 +96,9 @@ impl Counter {
                     // and a bound such as `3 - 7*ld` is then at most 3, not
                     // any `i64` (issue #26 item 11: ~2^64 for a loop whose
                     // bound can go negative). Like `simplify`'s `narrow`.
+                    // Exact counts ignore guards (their callers' contract).
                     let saved = env.clone();
-                    let taken = g.conds.iter().all(|c| self.narrow(c, env));
+                    let taken = self.exact || g.conds.iter().all(|c| self.narrow(c, env));
                     if taken {
                         let inner = self.count(&g.body, env)?;
                         total = self.add(total, inner)?;
