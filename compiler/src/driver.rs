@@ -32,6 +32,17 @@ pub mod exit {
 /// ask for (`y[i % DIMS(a)] += x[j % DIMS(a)]` with large `i`, `j`).
 pub const DEFAULT_MAX_WORK: u64 = 1 << 40;
 
+/// `--max-work none`: no limit. The work counters saturate in `u128`
+/// (an unbounded loop counts as 2^63 or more), so this one value must mean
+/// "no limit" rather than "2^64 - 1", or `none` would still refuse.
+pub const NO_WORK_LIMIT: u64 = u64::MAX;
+
+/// Whether `total` (work in either counter's unit) is allowed under
+/// `limit` (inclusive; [`NO_WORK_LIMIT`] allows everything).
+pub fn within_work_limit(total: u128, limit: u64) -> bool {
+    limit == NO_WORK_LIMIT || total <= u128::from(limit)
+}
+
 /// E0318: running this configuration would do more work than `limit`;
 /// `span` is the statement doing the most (`stmt_work` of `total`), `what`
 /// the unit counted ("loop iterations", "instantiations").

@@ -178,7 +178,7 @@ pub fn check_loop_work(src: &Source, module: &Module, lm: &LoopModule, max_work:
     let inst = module.instantiations();
     let generation = (0..module.stmts.len()).filter(|&si| module.defines_input(si)).map(|si| inst[si]);
     let total = work.iter().copied().chain(generation).fold(0u128, |a, n| a.saturating_add(n));
-    if total <= u128::from(max_work) {
+    if crate::driver::within_work_limit(total, max_work) {
         return Ok(());
     }
     let mut per_stmt: Vec<u128> = (0..module.stmts.len()).map(|si| if module.defines_input(si) { inst[si] } else { 0 }).collect();

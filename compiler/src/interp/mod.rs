@@ -76,7 +76,7 @@ pub fn run(m: &Module, opts: &RunOptions) -> Result<Vec<Tensor>, RunError> {
 pub fn check_work(m: &Module, limit: u64) -> Result<(), RunError> {
     let per_stmt = m.instantiations();
     let total = per_stmt.iter().fold(0u128, |a, &n| a.saturating_add(n));
-    if total <= u128::from(limit) {
+    if crate::driver::within_work_limit(total, limit) {
         return Ok(());
     }
     let (k, &most) = per_stmt.iter().enumerate().max_by_key(|(_, n)| **n).ok_or_else(|| RunError::Internal("work without statements".into()))?;

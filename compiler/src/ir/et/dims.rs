@@ -62,7 +62,7 @@ enum ZeroDivisor {
 }
 
 fn bound_of(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDivisor) -> Result<Vec<i64>, BoundError> {
-    let v = interval(e, dims, slices, zero)?;
+    let v = interval(e, dims, slices, slices, zero)?;
     let ivs = match v {
         IVal::Scalar(iv) => vec![iv],
         IVal::Tuple(v) => v,
@@ -79,7 +79,11 @@ fn point(v: i64) -> Iv {
     Some((v as i128, v as i128))
 }
 
-fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDivisor) -> Result<IVal, BoundError> {
+/// The component intervals of `e`: slices take their values in `slices`,
+/// except inside a `FLAT` argument, whose dims (its "own range") take them
+/// in `flat` (the `range` attributes, as [`flat_arg_dims`] computes the
+/// dims the program runs with).
+fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, flat: SliceRanges, zero: ZeroDivisor) -> Result<IVal, BoundError> {
     let get = |t: &EintupId| dims.get(*t).cloned().unwrap_or_default();
     Ok(match &e.kind {
         IndexKind::Lit(n) => IVal::Scalar(point(*n)),
@@ -94,7 +98,7 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDiv
         IndexKind::Flat(v) => {
             let mut prod: i128 = 1;
             for x in v {
-                for d in bound_of(x, dims, slices, zero)? {
+                for d in bound_of(x, dims, flat, zero)? {
                     prod = prod.checked_mul(d as i128).ok_or(BoundError::Overflow(e.span))?;
                 }
             }
@@ -107,8 +111,8 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, zero: ZeroDiv
                 .collect(),
         ),
         IndexKind::Bin(op, a, b) => {
-            let x = interval(a, dims, slices, zero)?;
-            let y = interval(b, dims, slices, zero)?;
+            let x = interval(a, dims, slices, flat, zero)?;
+            let y = interval(b, dims, slices, flat, zero)?;
             let divides = matches!(op, IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod);
             let f = |p: Iv, q: Iv| match (p, q) {
                 (Some(_), Some(q)) if divides && q == (0, 0) && zero == ZeroDivisor::Empty => Ok(None),
@@ -425,8 +429,9 @@ mod tests {
 /// configuration of a specialised module, may leave i64: compiled code
 /// computes indices in i64 and would wrap into a wrong cell, so such a
 /// configuration is refused (`specialize`, E0319) rather than run
-/// differently on different backends. Slices take any INT value. `dims`
-/// are the module's eintups' dims (computed once by the caller).
+/// differently on different backends. Slices take any INT value (an
+/// input may hold any); a FLAT's dims come from the `range` attributes.
+/// `dims` are the module's eintups' dims (computed once by the caller).
 pub fn index_overflow(m: &Module, dims: &[Vec<i64>], e: &IndexExpr) -> Option<Span> {
     // The length of each slice in `e` (its `:` slot eintup's only dim), by span.
     let mut lens = Vec::new();
@@ -435,7 +440,13 @@ pub fn index_overflow(m: &Module, dims: &[Vec<i64>], e: &IndexExpr) -> Option<Sp
         let len = lens.iter().find(|(s, _)| *s == span).map_or(0, |(_, n)| *n);
         Ok(vec![(i64::from(i32::MIN), i64::from(i32::MAX)); len])
     };
-    first_overflow(e, dims, &ranges)
+    // A FLAT's dims are what the program runs with, from the `range`
+    // attributes (a component outside them skips, so the position stays
+    // below their product); with any INT value there, `FLAT(s, s * 3)`
+    // over a slice `s` had dims near 2^32 * 3*2^32 and a false E0319
+    // (issue #26 item 11). Without a range it is E0406, elsewhere.
+    let flat = |a: ArrayId, span: Span| attr_ranges(m, dims, a).ok_or(BoundError::DataDependent(span));
+    first_overflow(e, dims, &ranges, &flat)
 }
 
 fn slice_lens(m: &Module, e: &IndexExpr, out: &mut Vec<(Span, usize)>) {
@@ -461,9 +472,9 @@ fn slice_lens(m: &Module, e: &IndexExpr, out: &mut Vec<(Span, usize)>) {
     }
 }
 
-fn first_overflow(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Option<Span> {
+fn first_overflow(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, flat: SliceRanges) -> Option<Span> {
     let fits = |iv: &Iv| iv.is_none_or(|(lo, hi)| lo >= i64::MIN as i128 && hi <= i64::MAX as i128);
-    match interval(e, dims, slices, ZeroDivisor::Empty) {
+    match interval(e, dims, slices, flat, ZeroDivisor::Empty) {
         Err(BoundError::Overflow(sp)) => return Some(sp),
         Err(_) => return None,
         Ok(IVal::Scalar(iv)) if !fits(&iv) => return Some(e.span),
@@ -471,14 +482,28 @@ fn first_overflow(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Opti
         Ok(_) => {}
     }
     match &e.kind {
-        IndexKind::Flat(v) => v.iter().find_map(|x| first_overflow(x, dims, slices)),
+        IndexKind::Flat(v) => v.iter().find_map(|x| first_overflow(x, dims, slices, flat)),
         IndexKind::Slice { indices, .. } => indices.iter().find_map(|s| match s {
-            IndexSlot::Expr(x) => first_overflow(x, dims, slices),
+            IndexSlot::Expr(x) => first_overflow(x, dims, slices, flat),
             IndexSlot::Colon(_) => None,
         }),
-        IndexKind::Bin(_, a, b) => first_overflow(a, dims, slices).or_else(|| first_overflow(b, dims, slices)),
+        IndexKind::Bin(_, a, b) => first_overflow(a, dims, slices, flat).or_else(|| first_overflow(b, dims, slices, flat)),
         _ => None,
     }
+}
+
+/// The inclusive value range of each element of a slice of `array` (one
+/// per index of its last position) from its first `range` attribute,
+/// given the module's eintups' `dims`; `None` without one.
+fn attr_ranges(m: &Module, dims: &[Vec<i64>], array: ArrayId) -> Option<Vec<(i64, i64)>> {
+    let arr = &m.arrays[array];
+    let Attr::Range { lo, hi } = arr.attrs.first()?;
+    let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
+    let at = |b: &Bound, k: usize| match b {
+        Bound::Int(i) => *i,
+        Bound::DimsAt(l) => l.value(|t| dims.get(t).cloned()).and_then(|v| v.get(k).copied()).unwrap_or(0),
+    };
+    Some((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
 }
 
 /// Why the dims of a `FLAT` argument could not be computed.
@@ -499,20 +524,10 @@ pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsErro
     // The array whose range was missing, for the user's message.
     let unknown: Cell<Option<ArrayId>> = Cell::new(None);
     let ranges = |array: ArrayId, span: Span| -> Result<Vec<(i64, i64)>, BoundError> {
-        let arr = &m.arrays[array];
-        let range = arr.attrs.iter().map(|a| match a {
-            Attr::Range { lo, hi } => (lo, hi),
-        });
-        let Some((lo, hi)) = range.into_iter().next() else {
+        attr_ranges(m, &dims, array).ok_or_else(|| {
             unknown.set(Some(array));
-            return Err(BoundError::DataDependent(span));
-        };
-        let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
-        let at = |b: &Bound, k: usize| match b {
-            Bound::Int(i) => *i,
-            Bound::DimsAt(l) => l.value(|t| dims.get(t).cloned()).and_then(|v| v.get(k).copied()).unwrap_or(0),
-        };
-        Ok((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
+            BoundError::DataDependent(span)
+        })
     };
     // A zero static divisor inside makes the components it feeds empty:
     // every instantiation that uses it is out of bounds (LANGUAGE.md s.4).

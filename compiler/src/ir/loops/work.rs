@@ -4,7 +4,7 @@
 //! [`loop_work`] is an upper bound under an enumeration budget (the work
 //! check, E0318).
 
-use super::{bounds_use, IExpr, Interval, Kernel, LoopModule, Node};
+use super::{bounds_use, Cond, IExpr, Interval, Kernel, LoopModule, Node};
 
 /// Outer-loop values [`loop_work`] may enumerate, in all, to count a
 /// loop nest whose inner bounds depend on outer variables exactly (a
@@ -90,8 +90,20 @@ impl Counter {
                     env[l.var] = Interval::FULL;
                 }
                 Node::Guard(g) => {
-                    let inner = self.count(&g.body, env)?;
-                    total = self.add(total, inner)?;
+                    // The body runs only where the guard holds, so its
+                    // range conditions narrow their variables there: a
+                    // loaded index checked by `0 <= ld < n` is in [0, n-1],
+                    // and a bound such as `3 - 7*ld` is then at most 3, not
+                    // any `i64` (issue #26 item 11: ~2^64 for a loop whose
+                    // bound can go negative). Like `simplify`'s `narrow`.
+                    // Exact counts ignore guards (their callers' contract).
+                    let saved = env.clone();
+                    let taken = self.exact || g.conds.iter().all(|c| self.narrow(c, env));
+                    if taken {
+                        let inner = self.count(&g.body, env)?;
+                        total = self.add(total, inner)?;
+                    }
+                    *env = saved;
                 }
                 Node::LoadIndex { var, .. } => env[*var] = Interval::FULL,
                 Node::Compute(_) if self.exact => leaf = true,
@@ -110,6 +122,20 @@ impl Counter {
             e.for_each_var(&mut |v| known &= env.get(v).is_some_and(|i| i.as_const().is_some()));
         }
         known.then(|| e.range(&|v| env.get(v).copied().unwrap_or(Interval::FULL)))
+    }
+
+    /// Narrows `env` by `c` holding (`lo <= v < hi` on a bare variable
+    /// `v`); `false` when it cannot hold, so the guarded body never runs.
+    fn narrow(&self, c: &Cond, env: &mut [Interval]) -> bool {
+        let Cond::InRange { e: IExpr::Var(v), lo, hi } = c else { return true };
+        let range = |v: usize| env.get(v).copied().unwrap_or(Interval::FULL);
+        let (lo, hi) = (lo.range(&range), hi.range(&range));
+        if lo.is_empty() || hi.is_empty() {
+            return true;
+        }
+        let Some(slot) = env.get_mut(*v) else { return true };
+        *slot = slot.intersect(Interval::new(lo.lo, hi.hi.saturating_sub(1)));
+        !slot.is_empty()
     }
 
     fn add(&self, a: u128, b: u128) -> Option<u128> {
@@ -146,5 +172,35 @@ mod tests {
         let inner = Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::v(1), kind: LoopKind::Reduce, body: vec![] });
         let k2 = Kernel::new("u", k.vars.clone(), vec![load, inner]);
         assert_eq!(k2.iteration_count(), None);
+    }
+
+    #[test]
+    fn guards_narrow_loaded_bounds_and_negative_trips_count_zero() {
+        // ld = load_index idx[0]; guard 0 <= ld < 4 { for u in [0, 3 - 7*ld) { compute } }
+        // (issue #26 item 11): the bound is at most 3 where the guard holds
+        // and negative for ld >= 1, which runs zero times; not 2^63 trips.
+        let compute = Node::Compute(Compute {
+            values: vec![Value { op: VOp::Const(0.0), dtype: DType::F64 }],
+            write: Write { kind: WriteKind::Store, buf: 0, offset: IExpr::c(0), value: 0 },
+        });
+        let hi = IExpr::bin(IBin::Sub, IExpr::c(3), IExpr::bin(IBin::Mul, IExpr::v(1), IExpr::c(7)));
+        let u_loop = Node::For(For { var: 0, lo: IExpr::c(0), hi, kind: LoopKind::Reduce, body: vec![compute.clone()] });
+        let load = Node::LoadIndex { var: 1, buf: 0, offset: IExpr::c(0) };
+        let in_range = Cond::InRange { e: IExpr::v(1), lo: IExpr::c(0), hi: IExpr::c(4) };
+        let guard = Node::Guard(Guard { conds: vec![in_range.clone()], body: vec![u_loop.clone()] });
+        let mut budget = WORK_ENUMERATION_BUDGET;
+        assert_eq!(nest_work(&[load.clone(), guard], 2, &mut budget), 3);
+        // Unguarded, the loaded value is any i64: still a bound, not a wrap.
+        assert!(nest_work(&[load.clone(), u_loop], 2, &mut budget) >= 1 << 62);
+        // A loop with hi < lo runs zero times; a guard that cannot hold
+        // (0 <= ld < 0) hides its body.
+        let back = Node::For(For { var: 0, lo: IExpr::c(5), hi: IExpr::c(-3), kind: LoopKind::Reduce, body: vec![compute.clone()] });
+        assert_eq!(nest_work(&[back], 2, &mut budget), 0);
+        let never = Cond::InRange { e: IExpr::v(1), lo: IExpr::c(0), hi: IExpr::c(0) };
+        let dead = Node::Guard(Guard { conds: vec![never], body: vec![compute] });
+        assert_eq!(nest_work(&[load, dead], 2, &mut budget), 0);
+        // `--max-work none` allows any count, even a saturated one.
+        assert!(crate::driver::within_work_limit(u128::MAX, crate::driver::NO_WORK_LIMIT));
+        assert!(!crate::driver::within_work_limit(u128::from(u64::MAX - 1) + 1, u64::MAX - 1));
     }
 }

@@ -44,7 +44,7 @@ fn backend_parser() -> impl TypedValueParser<Value = Backend> {
 /// instantiations (the interpreter) a run may do; `none` for no limit.
 fn max_work_parser(s: &str) -> Result<u64, String> {
     if s == "none" {
-        return Ok(u64::MAX);
+        return Ok(eintup::driver::NO_WORK_LIMIT);
     }
     s.parse::<u64>().map_err(|_| format!("`{s}` is not a count of iterations (a non-negative integer, or `none` for no limit)"))
 }
