@@ -59,3 +59,7 @@ variant("shape", lambda m: buffer(m, "dst").update(shape=[d + 1 for d in buffer(
 variant("huge", lambda m: buffer(m, "dst").update(shape=[1 << 40]))
 # The output buffer one row short of what the kernel writes.
 variant("shrunk", lambda m: buffer(m, "dst").update(shape=[buffer(m, "dst")["shape"][0] - 1] + buffer(m, "dst")["shape"][1:]))
+# 20,000 nested `{ }` blocks in the first kernel's body: the PTX reader
+# refuses nesting deeper than ptx::MAX_NESTING instead of overflowing its
+# stack.
+variant("nested", nothing, ptx_change=lambda p: p.replace(b")\n{\n", b")\n{\n" + b"{" * 20000 + b"}" * 20000 + b"\n", 1))
