@@ -67,6 +67,9 @@ pub enum FaultKind {
     /// The launch ran more warp instructions than the emulator's limit:
     /// most likely an endless loop or a spin wait.
     InstructionLimit(u64),
+    /// All launches of the run together issued more warp instructions than
+    /// `EmuOptions::run_instruction_limit`.
+    RunInstructionLimit(u64),
 }
 
 impl fmt::Display for Fault {
@@ -107,6 +110,9 @@ impl fmt::Display for Fault {
             FaultKind::Convergence(msg) => write!(f, "warp not converged: {msg}"),
             FaultKind::InstructionLimit(n) => {
                 write!(f, "the launch issued more than {n} warp instructions (an endless loop or spin wait?)")
+            }
+            FaultKind::RunInstructionLimit(n) => {
+                write!(f, "the run's launches together issued more than {n} warp instructions")
             }
         }
     }

@@ -31,6 +31,13 @@ pub const MAX_GRID_DIM: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 /// refused when the bundle is opened rather than by an allocation.
 pub const MAX_BUNDLE_BYTES: u64 = 4 << 30;
 
+/// Most steps one bundle may have, `steps` and every generator's together:
+/// each launch is a kernel run and a line of profile, so a hand-made
+/// manifest of millions of steps would run without bound however small its
+/// kernels. eintup writes a few per statement (tens for the largest
+/// examples), so 100,000 leaves room for any program a person writes.
+pub const MAX_STEPS: usize = 100_000;
+
 /// The whole manifest. Unknown fields are ignored when reading, so that a
 /// producer may add informative fields without a version bump (docs/bundle.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -342,6 +349,10 @@ impl Manifest {
             }
         }
 
+        let steps = self.generate.iter().fold(self.steps.len(), |n, g| n.saturating_add(g.steps.len()));
+        if steps > MAX_STEPS {
+            return bad(format!("{steps} steps (generators included), more than the limit of {MAX_STEPS}"));
+        }
         self.validate_steps("step", &self.steps, &buffer_names)?;
         let mut generated = BTreeSet::new();
         for g in &self.generate {

@@ -176,6 +176,14 @@ impl fmt::Display for ParseError {
     }
 }
 
+/// How deeply `{ }` blocks of a body, and operands within operands
+/// (`{a, {b}}`, `!!%p`), may nest. The parser recurses once per level, so a
+/// tampered `kernels.ptx` of 20,000 nested `{` would overflow the stack
+/// (an abort, not an error); LLVM's NVPTX back end nests one block deep
+/// (`{ .reg .b64 %lhs; ... }` around 64-bit rotates), hand-written PTX a
+/// few. Deeper is refused (docs/bundle.md, "kernels.ptx").
+pub const MAX_NESTING: usize = 64;
+
 /// Parses a PTX module.
 pub fn parse(text: &str) -> Result<Module, ParseError> {
     let tokens = lex(text)?;
@@ -495,7 +503,7 @@ impl<'t, 'a> Parser<'t, 'a> {
         } else {
             self.expect('{')?;
             let mut stmts = Vec::new();
-            self.body(&mut stmts)?;
+            self.body(&mut stmts, 0)?;
             Some(stmts)
         };
         Ok(Function { name, line, is_entry, params, tuning, body })
@@ -610,8 +618,9 @@ impl<'t, 'a> Parser<'t, 'a> {
         }
     }
 
-    /// Statements up to the `}` closing a body (already opened).
-    fn body(&mut self, out: &mut Vec<Statement>) -> Result<(), ParseError> {
+    /// Statements up to the `}` closing a body (already opened), `depth`
+    /// blocks inside the function's.
+    fn body(&mut self, out: &mut Vec<Statement>, depth: usize) -> Result<(), ParseError> {
         loop {
             let line = self.line();
             match self.peek().cloned() {
@@ -621,9 +630,12 @@ impl<'t, 'a> Parser<'t, 'a> {
                     return Ok(());
                 }
                 Some(Tok::Punct('{')) => {
+                    if depth >= MAX_NESTING {
+                        return self.err(format!("`{{ }}` blocks nested more than {MAX_NESTING} deep"));
+                    }
                     self.i += 1;
                     let mut block = Vec::new();
-                    self.body(&mut block)?;
+                    self.body(&mut block, depth + 1)?;
                     self.blocks += 1;
                     scope_registers(&mut block, self.blocks);
                     out.extend(block);
@@ -673,12 +685,12 @@ impl<'t, 'a> Parser<'t, 'a> {
             match tok {
                 Tok::Punct(';') if depth == 0 => {
                     if !current.is_empty() {
-                        operands.push(operand(&current, line)?);
+                        operands.push(operand(&current, line, 0)?);
                     }
                     break;
                 }
                 Tok::Punct(',') if depth == 0 => {
-                    operands.push(operand(&current, line)?);
+                    operands.push(operand(&current, line, 0)?);
                     current.clear();
                 }
                 Tok::Punct('{') | Tok::Punct('[') => {
@@ -713,8 +725,11 @@ impl<'t, 'a> Parser<'t, 'a> {
     }
 }
 
-/// One operand from its tokens.
-fn operand(toks: &[Tok<'_>], line: u32) -> Result<Operand, ParseError> {
+/// One operand from its tokens, `depth` operands inside another.
+fn operand(toks: &[Tok<'_>], line: u32, depth: usize) -> Result<Operand, ParseError> {
+    if depth > MAX_NESTING {
+        return Err(ParseError { line, message: format!("an operand nested more than {MAX_NESTING} deep") });
+    }
     let bad = || {
         let text: String = toks
             .iter()
@@ -734,7 +749,7 @@ fn operand(toks: &[Tok<'_>], line: u32) -> Result<Operand, ParseError> {
             Some(Operand::Float(v)) => Ok(Operand::Float(-v)),
             _ => Err(bad()),
         },
-        [Tok::Punct('!'), rest @ ..] => Ok(Operand::Not(Box::new(operand(rest, line)?))),
+        [Tok::Punct('!'), rest @ ..] => Ok(Operand::Not(Box::new(operand(rest, line, depth + 1)?))),
         [Tok::Word(a), Tok::Punct('|'), Tok::Word(b)] => Ok(Operand::Pair(a.to_string(), b.to_string())),
         [Tok::Word(name), Tok::Punct(sign @ ('+' | '-')), rest @ ..] if !name.starts_with('%') => {
             let offset = signed_offset(*sign, rest).ok_or_else(bad)?;
@@ -754,7 +769,7 @@ fn operand(toks: &[Tok<'_>], line: u32) -> Result<Operand, ParseError> {
         [Tok::Punct('{'), inner @ .., Tok::Punct('}')] => {
             let mut parts = Vec::new();
             for piece in inner.split(|t| *t == Tok::Punct(',')) {
-                parts.push(operand(piece, line)?);
+                parts.push(operand(piece, line, depth + 1)?);
             }
             Ok(Operand::Vector(parts))
         }
@@ -1010,5 +1025,23 @@ mod tests {
         assert!(e.message.contains("not terminated"), "{e}");
         let e = parse(".entry k {\n add.s32 %r1, [%r2+%r3];\n}").unwrap_err();
         assert_eq!((e.line, e.message.as_str()), (2, "cannot read the operand `[%r2+%r3]`"));
+    }
+
+    #[test]
+    fn nesting_is_limited_without_overflowing_the_stack() {
+        let module = |body: &str| format!(".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{{\n{body}\nret;\n}}\n");
+        // At the limit: parses, and the innermost block's register is scoped.
+        let ok = format!("{}.reg .b32 %r;\nmov.b32 %r, 1;{}", "{".repeat(MAX_NESTING), "}".repeat(MAX_NESTING));
+        assert!(parse(&module(&ok)).is_ok());
+        // A tampered bundle's 20,000 levels: an error at the first level too deep.
+        let deep = format!("{}{}", "{\n".repeat(20_000), "}".repeat(20_000));
+        let e = parse(&module(&deep)).unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (6 + MAX_NESTING as u32, "`{ }` blocks nested more than 64 deep"));
+        // Operands: vectors within vectors, and `!` upon `!`.
+        for op in [format!("{}%r1{}", "{".repeat(20_000), "}".repeat(20_000)), format!("{}%p1", "!".repeat(20_000))] {
+            let e = parse(&module(&format!("mov.b32 %r1, {op};"))).unwrap_err();
+            assert_eq!(e.message, "an operand nested more than 64 deep");
+        }
+        assert!(parse(&module("mov.b32 %r1, {%r2, {%r3}};")).is_ok());
     }
 }

@@ -565,6 +565,24 @@ fn an_endless_loop_hits_the_instruction_limit() {
     }
 }
 
+/// Launches each far under the per-launch limit still end: all launches of
+/// a run together may issue at most `run_instruction_limit`.
+#[test]
+fn many_launches_hit_the_run_instruction_limit() {
+    // `fill` with one warp issues 6 warp instructions.
+    let launches = |n: usize| bundle(&module(FILL), json!([buf("y", "i32", 32, "output")]), Value::Array(vec![launch("fill", 1, 32, &["y"]); n]));
+    let dev = Device::emulator_with(EmuOptions { instruction_limit: 1000, run_instruction_limit: 60, ..EmuOptions::default() });
+    let (_, profile) = dev.run_profiled(&launches(10), &BTreeMap::new()).unwrap();
+    assert_eq!(profile.get("fill").unwrap().warp_instructions, 60);
+    match dev.run(&launches(11), &BTreeMap::new()) {
+        Err(Error::Fault(f)) => {
+            assert_eq!((f.kind.clone(), f.line), (FaultKind::RunInstructionLimit(60), line_of(&module(FILL), "ld.param.u64")));
+            assert!(f.to_string().ends_with("the run's launches together issued more than 60 warp instructions"), "{f}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn unsupported_instructions_and_division_by_zero() {
     let ptx = module(&FILL.replace("\tret;", "\tsad.u32 \t%r1, %r1, %r1, %r1;\n\tret;"));

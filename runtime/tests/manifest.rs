@@ -251,6 +251,23 @@ fn buffers_beyond_the_memory_limit_are_refused() {
     assert!(parse(&v).is_err());
 }
 
+/// A manifest may have at most MAX_STEPS steps, its generators' included:
+/// a hand-made one of millions of launches is refused when it is read.
+#[test]
+fn steps_beyond_the_limit_are_refused() {
+    use eintup_runtime::manifest::MAX_STEPS;
+    let mut v = common::manifest_with_generator();
+    let step = v["steps"][1].clone();
+    let generator_steps = v["generate"][0]["steps"].as_array().unwrap().len();
+    v["steps"] = Value::Array(vec![step.clone(); MAX_STEPS - generator_steps]);
+    parse(&v).unwrap();
+    v["steps"].as_array_mut().unwrap().push(step);
+    match parse(&v) {
+        Err(Error::BadManifest(msg)) => assert_eq!(msg, "100001 steps (generators included), more than the limit of 100000"),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// `param_types` records the buffer each kernel parameter was compiled
 /// for; a launch must pass a buffer of that element type with at least
 /// that many elements.

@@ -28,6 +28,27 @@ pub(crate) const LOCAL_WINDOW: u64 = 0x0000_0002_0000_0000;
 /// Size of each window.
 pub(crate) const WINDOW_BYTES: u64 = 0x0000_0001_0000_0000;
 
+/// Static shared memory one block may declare: 48 KiB, what ptxas allows
+/// every architecture without dynamic shared memory (which neither eintup
+/// nor the emulator uses). Checked when a kernel is decoded, so a tampered
+/// `.shared .b8 buf[4294967296]` is an error, not a 4 GiB allocation.
+pub(crate) const MAX_SHARED_BYTES: usize = 48 << 10;
+/// Local memory one thread may declare: 512 KiB, CUDA's limit per thread.
+/// The emulator allocates it for every lane of every warp of a block, so
+/// at most 512 MiB for a block of 1024 threads.
+pub(crate) const MAX_LOCAL_BYTES: usize = 512 << 10;
+/// Registers (value and predicate) one kernel may declare. PTX registers
+/// are virtual, so the hardware's 255 per thread does not bound them
+/// (ptxas maps them onto those, spilling the rest): eintup's register-tiled
+/// matmul declares about 450. The emulator gives each thread a 64-bit slot
+/// per register, 64 MiB for a block of 1024 threads at this limit, so a
+/// tampered `.reg .b64 %rd<100000000>` is refused.
+pub(crate) const MAX_REGISTERS: usize = 8192;
+
+/// Parameter bytes one kernel may declare: 32,764, CUDA's limit (12.1 and
+/// later, Volta and later; 4 KiB before). The emulator allocates them per launch.
+pub(crate) const MAX_PARAM_BYTES: usize = 32_764;
+
 /// Instruction index meaning "never reached": the reconvergence point of a
 /// branch whose paths only meet at the kernel's exit.
 pub(crate) const NO_PC: u32 = u32::MAX;
@@ -416,7 +437,7 @@ impl Program {
         let mut shared = Layout::default();
         for v in &module.variables {
             match v.space.as_str() {
-                ".shared" => shared.add(v)?,
+                ".shared" => shared.add(v, None)?,
                 _ => return Err(unsupported(v.line, &format!("module-scope `{}` variables (`{}`)", v.space, v.name))),
             }
         }
@@ -445,7 +466,10 @@ struct Layout {
 }
 
 impl Layout {
-    fn add(&mut self, v: &ptx::Variable) -> Result<()> {
+    /// Lays out `v`, a variable of kernel `kernel` (`None`: of the module),
+    /// refusing a `.shared` or `.local` space that grows past what a GPU
+    /// allows ([`MAX_SHARED_BYTES`], [`MAX_LOCAL_BYTES`]).
+    fn add(&mut self, v: &ptx::Variable, kernel: Option<&str>) -> Result<()> {
         let elem = type_bytes(&v.ty).ok_or_else(|| unsupported(v.line, &format!("variables of type `{}`", v.ty)))?
             * v.vector.unwrap_or(1) as usize;
         let mut count = 1usize;
@@ -460,7 +484,23 @@ impl Layout {
         }
         let align = v.align.map_or(elem, |a| a as usize).max(1);
         let offset = self.bytes.div_ceil(align) * align;
-        self.bytes = offset.saturating_add(elem.saturating_mul(count));
+        let size = elem.saturating_mul(count);
+        self.bytes = offset.saturating_add(size);
+        let (max, what) = match v.space.as_str() {
+            ".shared" => (MAX_SHARED_BYTES, "shared memory per block (48 KiB, the static shared memory of every GPU)"),
+            _ => (MAX_LOCAL_BYTES, "local memory per thread (512 KiB, CUDA's limit)"),
+        };
+        if self.bytes > max {
+            let owner = kernel.map_or("the module".to_string(), |k| format!("kernel `{k}`"));
+            return Err(Error::BadPtx(format!(
+                "line {}: {owner}: `{} {}` ({size} bytes) brings its {} memory to {} bytes, more than the {max} bytes of {what}",
+                v.line,
+                v.space,
+                v.name,
+                &v.space[1..],
+                self.bytes
+            )));
+        }
         if self.offsets.insert(v.name.clone(), offset).is_some() {
             return Err(Error::BadPtx(format!("line {}: `{}` is declared twice", v.line, v.name)));
         }
@@ -511,12 +551,18 @@ fn decode_kernel(f: &ptx::Function, module_shared: &Layout) -> Result<Kernel> {
     let mut param_bytes = 0usize;
     for p in &f.params {
         let elem = type_bytes(&p.ty).ok_or_else(|| unsupported(p.line, &format!("parameters of type `{}`", p.ty)))?;
-        let count: usize = p.dims.iter().map(|d| d.unwrap_or(0) as usize).product();
-        let size = elem * count.max(1) * p.vector.unwrap_or(1) as usize;
+        let count = p.dims.iter().fold(1usize, |n, d| n.saturating_mul(d.map_or(0, |d| usize::try_from(d).unwrap_or(usize::MAX))));
+        let size = elem.saturating_mul(count.max(1)).saturating_mul(p.vector.unwrap_or(1) as usize);
         let align = p.align.map_or(elem, |a| a as usize).max(1);
-        let offset = param_bytes.div_ceil(align) * align;
+        let offset = param_bytes.div_ceil(align).saturating_mul(align);
         params.push((offset, size));
-        param_bytes = offset + size;
+        param_bytes = offset.saturating_add(size);
+        if param_bytes > MAX_PARAM_BYTES {
+            return Err(Error::BadPtx(format!(
+                "line {}: kernel `{}`: `.param {}` ({size} bytes) brings its parameters to {param_bytes} bytes, more than CUDA's limit of {MAX_PARAM_BYTES}",
+                p.line, f.name, p.name
+            )));
+        }
         cx.syms.insert(p.name.clone(), Sym::Var(Space::Param, offset));
     }
 
@@ -527,9 +573,9 @@ fn decode_kernel(f: &ptx::Function, module_shared: &Layout) -> Result<Kernel> {
     for s in body {
         match s {
             Statement::Var(v) => match v.space.as_str() {
-                ".reg" => declare_regs(&mut cx, v)?,
-                ".shared" => shared.add(v)?,
-                ".local" => local.add(v)?,
+                ".reg" => declare_regs(&mut cx, v, &f.name)?,
+                ".shared" => shared.add(v, Some(&f.name))?,
+                ".local" => local.add(v, Some(&f.name))?,
                 _ => return Err(unsupported(v.line, &format!("`{}` declarations inside a kernel", v.space))),
             },
             Statement::Label { name, line } => {
@@ -602,11 +648,20 @@ fn decode_kernel(f: &ptx::Function, module_shared: &Layout) -> Result<Kernel> {
     })
 }
 
-fn declare_regs(cx: &mut Ctx<'_>, v: &ptx::Variable) -> Result<()> {
+fn declare_regs(cx: &mut Ctx<'_>, v: &ptx::Variable, kernel: &str) -> Result<()> {
     if v.vector.is_some() || !v.dims.is_empty() {
         return Err(unsupported(v.line, &format!("vector or array registers (`{}`)", v.name)));
     }
     let ty = Ty::parse(v.ty.trim_start_matches('.')).ok_or_else(|| unsupported(v.line, &format!("registers of type `{}`", v.ty)))?;
+    // Checked before the names are made: `%rd<100000000>` would make 10^8.
+    let total = (cx.nregs as usize + cx.npreds as usize).saturating_add(v.range.map_or(1, |n| n as usize));
+    if total > MAX_REGISTERS {
+        let decl = v.range.map_or(v.name.clone(), |n| format!("{}<{n}>", v.name));
+        return Err(Error::BadPtx(format!(
+            "line {}: kernel `{kernel}`: `.reg {} {decl}` brings its registers to {total}, more than the emulator's limit of {MAX_REGISTERS}",
+            v.line, v.ty
+        )));
+    }
     let names: Vec<String> = match v.range {
         Some(n) => (0..n).map(|i| format!("{}{i}", v.name)).collect(),
         None => vec![v.name.clone()],
@@ -1693,5 +1748,30 @@ mod tests {
         assert!(err("ld.const.f32 %f1, [%rd1];").contains("`.const` state space"));
         assert!(err("mov.u32 %r1, %globaltimer_lo;").contains("the special register `%globaltimer_lo`"));
         assert!(err("mov.u32 %r1, %tid;").contains("the special register `%tid`"));
+    }
+
+    #[test]
+    fn declarations_are_held_to_what_a_gpu_allows() {
+        let load = |decl: &str| {
+            Program::load(&format!(".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 a)\n{{\n{decl}\nret;\n}}\n"))
+                .map(|p| (p.kernels[0].shared_bytes, p.kernels[0].local_bytes, p.kernels[0].regs))
+        };
+        // Exactly at each limit: accepted.
+        assert_eq!(load(".shared .align 4 .b8 s[49152];\n.local .align 8 .b8 l[524288];\n.reg .b64 %rd<8191>;").unwrap(), (49152, 524288, 8191));
+        // One over, or a tampered bundle's gigabytes: refused, naming the
+        // kernel and the declaration, before anything is allocated.
+        let e = load(".shared .align 4 .b8 s[4294967296];").unwrap_err().to_string();
+        assert_eq!(e, "bad bundle kernels.ptx: line 6: kernel `k`: `.shared s` (4294967296 bytes) brings its shared memory to 4294967296 bytes, more than the 49152 bytes of shared memory per block (48 KiB, the static shared memory of every GPU)");
+        let e = load(".shared .b8 a[40000];\n.shared .b8 b[10000];").unwrap_err().to_string();
+        assert!(e.contains("line 7: kernel `k`: `.shared b` (10000 bytes) brings its shared memory to 50000 bytes"), "{e}");
+        let e = load(".local .align 8 .b8 l[1073741824];").unwrap_err().to_string();
+        assert!(e.contains("kernel `k`: `.local l` (1073741824 bytes) brings its local memory to 1073741824 bytes, more than the 524288 bytes of local memory per thread"), "{e}");
+        let e = load(".reg .pred %p<2>;\n.reg .b64 %rd<100000000>;").unwrap_err().to_string();
+        assert_eq!(e, "bad bundle kernels.ptx: line 7: kernel `k`: `.reg .b64 %rd<100000000>` brings its registers to 100000002, more than the emulator's limit of 8192");
+        // Module-scope shared memory counts for every kernel.
+        let e = Program::load(".version 7.0\n.target sm_80\n.address_size 64\n.shared .b8 g[65536];\n").unwrap_err().to_string();
+        assert!(e.contains("line 4: the module: `.shared g` (65536 bytes)"), "{e}");
+        let e = Program::load(".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .align 8 .b8 p[4294967296])\n{\nret;\n}\n").unwrap_err().to_string();
+        assert!(e.contains("line 4: kernel `k`: `.param p` (4294967296 bytes) brings its parameters to 4294967296 bytes, more than CUDA's limit of 32764"), "{e}");
     }
 }

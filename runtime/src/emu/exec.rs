@@ -52,8 +52,10 @@ pub(crate) struct Launch<'a> {
 }
 
 /// Runs `launch` to completion, or to its first fault. `tags` numbers
-/// launches and blocks for the race records (see [`Accessor::tag`]).
-pub(crate) fn run(launch: &Launch<'_>, global: &mut Global, profile: &mut Profile, tags: &mut u32, opts: &EmuOptions) -> Result<()> {
+/// launches and blocks for the race records (see [`Accessor::tag`]);
+/// `run_issued` counts the warp instructions of all launches of the run
+/// (`EmuOptions::run_instruction_limit`).
+pub(crate) fn run(launch: &Launch<'_>, global: &mut Global, profile: &mut Profile, tags: &mut u32, run_issued: &mut u64, opts: &EmuOptions) -> Result<()> {
     let k = launch.kernel;
     let tpb = launch.block.iter().product::<u32>();
     let blocks: u64 = launch.grid.iter().map(|&g| u64::from(g)).product();
@@ -103,6 +105,7 @@ pub(crate) fn run(launch: &Launch<'_>, global: &mut Global, profile: &mut Profil
         block_tag: 0,
         epoch: 0,
         issued: 0,
+        limit: opts.instruction_limit.min(opts.run_instruction_limit.saturating_sub(*run_issued)),
         global_spans: Vec::with_capacity(WARP),
         shared_spans: Vec::with_capacity(WARP),
         scratch: Vec::with_capacity(4 * WARP),
@@ -125,12 +128,17 @@ pub(crate) fn run(launch: &Launch<'_>, global: &mut Global, profile: &mut Profil
         })
         .collect();
     ex.profile.launches += 1;
+    let mut result = Ok(());
     for b in 0..blocks as u32 {
         *tags = tags.wrapping_add(1);
         ex.block_tag = *tags;
-        ex.run_block(b, &mut warps)?;
+        result = ex.run_block(b, &mut warps);
+        if result.is_err() {
+            break;
+        }
     }
-    Ok(())
+    *run_issued = run_issued.saturating_add(ex.issued);
+    result
 }
 
 /// One entry of a warp's SIMT stack.
@@ -273,6 +281,9 @@ struct Exec<'a> {
     epoch: u32,
     /// Warp instructions of this launch so far.
     issued: u64,
+    /// Warp instructions this launch may issue: `instruction_limit`, or
+    /// less when the run's `run_instruction_limit` is nearer.
+    limit: u64,
     global_spans: Vec<(u64, u32)>,
     shared_spans: Vec<(u64, u32)>,
     scratch: Vec<u64>,
@@ -365,9 +376,14 @@ impl Exec<'_> {
                 continue;
             };
             self.issued += 1;
-            if self.issued > self.opts.instruction_limit {
+            if self.issued > self.limit {
                 let lane = top.mask.trailing_zeros() as usize;
-                return Err(self.fault(w, lane, pc, FaultKind::InstructionLimit(self.opts.instruction_limit)));
+                let kind = if self.limit < self.opts.instruction_limit {
+                    FaultKind::RunInstructionLimit(self.opts.run_instruction_limit)
+                } else {
+                    FaultKind::InstructionLimit(self.opts.instruction_limit)
+                };
+                return Err(self.fault(w, lane, pc, kind));
             }
             w.clock += 1;
             let exec = match inst.guard {

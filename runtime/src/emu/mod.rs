@@ -43,6 +43,11 @@ pub struct EmuOptions {
     /// Warp instructions one launch may issue before it is stopped as
     /// endless.
     pub instruction_limit: u64,
+    /// Warp instructions all launches of one loaded program may issue
+    /// together (a [`Device::run`](crate::Device::run): the whole run,
+    /// generators included; a [`Program`](crate::Program): all its runs),
+    /// so that many launches each under `instruction_limit` still end.
+    pub run_instruction_limit: u64,
     /// Whether global and shared accesses are checked for races (costs a
     /// shadow record per word and some time).
     pub check_races: bool,
@@ -58,6 +63,10 @@ impl Default for EmuOptions {
             // loop reaches it: tens of minutes in a debug build
             // (docs/emulator.md, Speed) rather than a hang.
             instruction_limit: 1 << 30,
+            // Four launches at the per-launch limit, 370 times the largest
+            // benchmark kernel: far beyond any run the emulator finishes in
+            // minutes, so only a bundle of many runaway launches reaches it.
+            run_instruction_limit: 1 << 32,
             check_races: true,
             // Buffers live in host memory, next to their race records.
             memory_bytes: 4 << 30,
@@ -111,7 +120,7 @@ impl Emulator {
     }
 
     fn session(&self) -> Session<'_> {
-        Session { options: &self.options, global: Global::new(self.options.memory_bytes), profile: ProfileReport::default(), tags: 0, launches: 0 }
+        Session { options: &self.options, global: Global::new(self.options.memory_bytes), profile: ProfileReport::default(), tags: 0, launches: 0, issued: 0 }
     }
 }
 
@@ -123,6 +132,8 @@ pub(crate) struct Session<'a> {
     /// Numbers launches and blocks for the race records.
     tags: u32,
     launches: u32,
+    /// Warp instructions of all launches so far (`run_instruction_limit`).
+    issued: u64,
 }
 
 impl Backend for Session<'_> {
@@ -174,7 +185,7 @@ impl Backend for Session<'_> {
         let launch = exec::Launch { kernel: l.kernel, grid: l.grid, block: l.block, args: l.args, grid_id: self.launches };
         self.launches += 1;
         let profile = self.profile.kernel(l.name);
-        exec::run(&launch, &mut self.global, profile, &mut self.tags, self.options)
+        exec::run(&launch, &mut self.global, profile, &mut self.tags, &mut self.issued, self.options)
     }
 
     fn synchronize(&mut self) -> Result<()> {

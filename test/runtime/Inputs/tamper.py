@@ -59,3 +59,13 @@ variant("shape", lambda m: buffer(m, "dst").update(shape=[d + 1 for d in buffer(
 variant("huge", lambda m: buffer(m, "dst").update(shape=[1 << 40]))
 # The output buffer one row short of what the kernel writes.
 variant("shrunk", lambda m: buffer(m, "dst").update(shape=[buffer(m, "dst")["shape"][0] - 1] + buffer(m, "dst")["shape"][1:]))
+# 20,000 nested `{ }` blocks in the first kernel's body: the PTX reader
+# refuses nesting deeper than ptx::MAX_NESTING instead of overflowing its
+# stack.
+variant("nested", nothing, ptx_change=lambda p: p.replace(b")\n{\n", b")\n{\n" + b"{" * 20000 + b"}" * 20000 + b"\n", 1))
+# Declarations beyond what a GPU allows (the emulator would allocate them):
+# 4 GiB of shared memory, 1 GiB of local memory per thread, 10^8 registers.
+for name, decl in [("shared", b".shared .align 4 .b8 big[4294967296];"),
+                   ("local", b".local .align 8 .b8 big[1073741824];"),
+                   ("registers", b".reg .b64 %big<100000000>;")]:
+    variant(name, nothing, ptx_change=lambda p, decl=decl: p.replace(b")\n{\n", b")\n{\n" + decl + b"\n", 1))
