@@ -46,6 +46,9 @@ pub(crate) trait Backend {
     fn resident_blocks(&mut self, kernel: &Self::Kernel, block: [u32; 3]) -> Result<Option<u32>>;
     /// Waits for everything enqueued, reporting deferred errors.
     fn synchronize(&mut self) -> Result<()>;
+    /// A loaded program starts another run (the emulator's whole-run
+    /// instruction limit counts each run on its own).
+    fn start_run(&mut self) {}
     fn download(&mut self, buffer: &Self::Buffer, bytes: usize) -> Result<Vec<u8>>;
 }
 

@@ -233,6 +233,9 @@ impl crate::program::Resident for Guarded<'_> {
     fn execute(&mut self) -> Result<()> {
         self.bound("running the bundle", |l| l.execute())
     }
+    fn start_run(&mut self) {
+        self.0.start_run();
+    }
     fn download(&mut self, i: usize) -> Result<Vec<u8>> {
         self.bound("downloading a buffer", |l| l.download(i))
     }

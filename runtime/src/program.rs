@@ -39,6 +39,8 @@ pub(crate) trait Resident {
     fn generate(&mut self, i: usize) -> Result<()>;
     fn zero(&mut self, i: usize) -> Result<()>;
     fn execute(&mut self) -> Result<()>;
+    /// Another run begins (before its generators, zeroing and steps).
+    fn start_run(&mut self);
     /// Buffer `i`'s bytes, after everything enqueued before has finished.
     fn download(&mut self, i: usize) -> Result<Vec<u8>>;
     /// The emulator's profile of the launches since the last call.
@@ -67,6 +69,9 @@ impl<B: Backend> Resident for Loaded<B> {
     }
     fn execute(&mut self) -> Result<()> {
         backend::execute(&mut self.b, &self.p)
+    }
+    fn start_run(&mut self) {
+        self.b.start_run();
     }
     fn download(&mut self, i: usize) -> Result<Vec<u8>> {
         let bytes = backend::download_one(&mut self.b, &self.p, i)?;
@@ -129,6 +134,7 @@ impl<'d> Program<'d> {
                 return Err(Error::Input { name: b.name.clone(), reason });
             }
         }
+        self.imp.start_run();
         for i in 0..self.manifest.buffers.len() {
             let b = &self.manifest.buffers[i];
             if b.role == Role::Input && !self.filled[i] {

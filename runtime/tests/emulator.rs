@@ -581,6 +581,12 @@ fn many_launches_hit_the_run_instruction_limit() {
         }
         other => panic!("{other:?}"),
     }
+    // A loaded program counts each run on its own: ten runs of 60.
+    let mut p = dev.load(&launches(10)).unwrap();
+    for _ in 0..10 {
+        p.run().unwrap();
+    }
+    assert_eq!(p.take_profile().unwrap().get("fill").unwrap().warp_instructions, 600);
 }
 
 #[test]

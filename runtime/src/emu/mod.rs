@@ -192,6 +192,10 @@ impl Backend for Session<'_> {
         Ok(())
     }
 
+    fn start_run(&mut self) {
+        self.issued = 0;
+    }
+
     fn download(&mut self, buffer: &usize, _bytes: usize) -> Result<Vec<u8>> {
         Ok(self.global.allocs[*buffer].data.clone())
     }
