@@ -102,7 +102,7 @@ fn run_op(dev: &eintup_runtime::Device, s: &Setup, op: &Op, sm: u32, warmup: usi
         .collect();
     let t = dev.run_timed(&bundle, &inputs, warmup, reps).map_err(|e| e.to_string())?;
     // The result PyTorch is checked against comes from this device.
-    let arrays = eintup_codegen::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers).map_err(|e| e.to_string())?;
+    let arrays = eintup_codegen::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers, eintup_codegen::gpu::runtime_failure).map_err(|e| e.to_string())?;
     let dir = s.work_dir.join(format!("gpu-{}", op.name));
     let input_paths = p.write_inputs(&dir)?;
     let out = dir.join("eintup_out.npy");

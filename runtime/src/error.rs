@@ -83,6 +83,23 @@ impl fmt::Display for Error {
     }
 }
 
+impl Error {
+    /// The exit code of a tool that ran a bundle it was given (`etrun`,
+    /// `eintup exec`): 3 without a CUDA driver or device, 70 when the
+    /// driver itself failed, and 2 for every defect of the bundle or of
+    /// the caller's inputs: its manifest, its PTX, its target, an input,
+    /// a kernel that faulted. One classification for both tools (issue
+    /// #26 item 4): a bundle is the user's input, so its defect is not a
+    /// crash of the tool.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::NoDriver | Error::NoDevice { .. } => 3,
+            Error::Driver(_) => 70,
+            _ => 2,
+        }
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {

@@ -34,6 +34,17 @@ pub fn runtime_failure(e: eintup_runtime::Error) -> Failure {
     }
 }
 
+/// A runtime error of a bundle the user gave (`exec`): classified as
+/// `etrun` classifies it (`Error::exit_code`), so a defect of the bundle
+/// is exit 2 and says so, not an internal compiler error.
+pub fn bundle_failure(path: &std::path::Path, e: eintup_runtime::Error) -> Failure {
+    match e.exit_code() {
+        2 => Failure::User(format!("eintup: error: {}: {e}", path.display())),
+        3 => Failure::Unavailable(e.to_string()),
+        _ => Failure::Internal(format!("CUDA: {e}")),
+    }
+}
+
 /// `run --backend gpu|emu`: build the bundle in memory and run it.
 pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
     let dev = device(kind)?;
@@ -43,20 +54,22 @@ pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKin
     let config = eintup::sema::Config::fixed(module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect());
     let b = bundle::build(src, module, &lm, &config, &BuildOptions { seed: opts.seed, float: opts.float, sm, fp_contract })?;
     let init = eintup::interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
-    run_bundle(&dev, &b, module, &init)
+    run_bundle(&dev, &b, module, &init, runtime_failure)
 }
 
 /// Runs a bundle whose first buffers are `module`'s arrays, with their
-/// initial contents `init`; returns every array in module order.
-pub fn run_bundle(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor]) -> Result<Vec<Tensor>, Failure> {
-    let out = dev.run(b, &bundle_inputs(module, init)).map_err(runtime_failure)?;
+/// initial contents `init`; returns every array in module order. `fail`
+/// says whose defect a runtime error is: [`runtime_failure`] for a bundle
+/// eintup just built, [`bundle_failure`] for one the user gave.
+pub fn run_bundle(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor], fail: impl Fn(eintup_runtime::Error) -> Failure) -> Result<Vec<Tensor>, Failure> {
+    let out = dev.run(b, &bundle_inputs(module, init)).map_err(fail)?;
     module_arrays(module, out)
 }
 
 /// [`run_bundle`] on the emulator, with its memory profile
 /// (docs/emulator.md).
-pub fn run_bundle_profiled(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor]) -> Result<(Vec<Tensor>, ProfileReport), Failure> {
-    let (out, profile) = dev.run_profiled(b, &bundle_inputs(module, init)).map_err(runtime_failure)?;
+pub fn run_bundle_profiled(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor], fail: impl Fn(eintup_runtime::Error) -> Failure) -> Result<(Vec<Tensor>, ProfileReport), Failure> {
+    let (out, profile) = dev.run_profiled(b, &bundle_inputs(module, init)).map_err(fail)?;
     Ok((module_arrays(module, out)?, profile))
 }
 

@@ -71,12 +71,7 @@ fn user(msg: impl Into<String>) -> Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
-        let code = match e {
-            Error::NoDriver | Error::NoDevice { .. } => 3,
-            Error::Driver(_) | Error::Fault(_) => 70,
-            _ => 2,
-        };
-        Failure { code, msg: e.to_string() }
+        Failure { code: e.exit_code(), msg: e.to_string() }
     }
 }
 

@@ -39,7 +39,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
     let dev = eintup_codegen::gpu::device(args.device)?;
     let arrays = if profiling {
-        let (arrays, profile) = eintup_codegen::gpu::run_bundle_profiled(&dev, &b, &module, &init)?;
+        let (arrays, profile) = eintup_codegen::gpu::run_bundle_profiled(&dev, &b, &module, &init, |e| eintup_codegen::gpu::bundle_failure(&args.bundle, e))?;
         if args.profile {
             eprint!("{}", profile.table());
         }
@@ -49,7 +49,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
         }
         arrays
     } else {
-        eintup_codegen::gpu::run_bundle(&dev, &b, &module, &init)?
+        eintup_codegen::gpu::run_bundle(&dev, &b, &module, &init, |e| eintup_codegen::gpu::bundle_failure(&args.bundle, e))?
     };
     super::run::emit(args.out.as_deref(), &args.print, &module, &arrays, seed, &config)
 }
