@@ -2,7 +2,7 @@
 //! any driver call, no driver or device is exit 3 with the reason, a bundle
 //! runs on the emulator anywhere (and on a GPU when there is one) and
 //! writes its buffers as `.npy` and its profile as JSON, and a kernel fault
-//! is exit 70.
+//! is exit 2 (the bundle's defect, `Error::exit_code`).
 
 mod common;
 
