@@ -18,6 +18,7 @@ use crate::bundle::Bundle;
 use crate::check::{check_inputs, check_target};
 use crate::error::{Error, Result};
 use crate::manifest::{Role, Step};
+use crate::profile::ProfileReport;
 use eintup_tensor::tensor::Tensor;
 
 /// One kind of device, for the duration of one run.
@@ -49,6 +50,11 @@ pub(crate) trait Backend {
     /// A loaded program starts another run (the emulator's whole-run
     /// instruction limit counts each run on its own).
     fn start_run(&mut self) {}
+    /// The profile of the launches since the last call (the emulator's);
+    /// `None` where the device has none.
+    fn take_profile(&mut self) -> Option<ProfileReport> {
+        None
+    }
     fn download(&mut self, buffer: &Self::Buffer, bytes: usize) -> Result<Vec<u8>>;
 }
 

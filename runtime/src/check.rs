@@ -31,7 +31,7 @@ pub fn check_inputs(manifest: &Manifest, inputs: &BTreeMap<String, Tensor>) -> R
 /// index.
 pub fn check_input(manifest: &Manifest, name: &str, t: &Tensor) -> Result<usize> {
     let err = |reason: String| Err(Error::Input { name: name.to_string(), reason });
-    let Some(i) = manifest.buffers.iter().position(|b| b.name == name) else {
+    let Some(i) = manifest.buffer_index(name) else {
         return err("the bundle has no buffer of this name".into());
     };
     let b = &manifest.buffers[i];

@@ -127,8 +127,7 @@ impl Cuda {
             let mut b = self.session()?;
             let p = backend::load(&mut b, bundle)?;
             b.synchronize()?;
-            let no_profile = |_: &mut CudaRun<'_>| None;
-            Ok(crate::Program::new(bundle.manifest().clone(), Box::new(Guarded(crate::program::Loaded { p, b, profile: no_profile }))))
+            Ok(crate::Program::new(bundle.manifest().clone(), Box::new(Guarded(crate::program::Loaded { p, b }))))
         })
     }
 
@@ -240,7 +239,7 @@ impl crate::program::Resident for Guarded<'_> {
         self.bound("downloading a buffer", |l| l.download(i))
     }
     fn take_profile(&mut self) -> Option<crate::profile::ProfileReport> {
-        None
+        self.0.take_profile()
     }
 }
 

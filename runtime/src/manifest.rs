@@ -262,6 +262,11 @@ impl Manifest {
         self.buffers.iter().find(|b| b.name == name)
     }
 
+    /// The index of the buffer called `name` among `buffers`.
+    pub fn buffer_index(&self, name: &str) -> Option<usize> {
+        self.buffers.iter().position(|b| b.name == name)
+    }
+
     /// The kernel called `name`.
     pub fn kernel(&self, name: &str) -> Option<&Kernel> {
         self.kernels.iter().find(|k| k.name == name)

@@ -53,8 +53,6 @@ pub(crate) struct Loaded<B: Backend> {
     // session that made them.
     pub p: Prepared<B>,
     pub b: B,
-    /// How the backend hands out its profile (the emulator's), if any.
-    pub profile: fn(&mut B) -> Option<ProfileReport>,
 }
 
 impl<B: Backend> Resident for Loaded<B> {
@@ -80,7 +78,7 @@ impl<B: Backend> Resident for Loaded<B> {
         Ok(bytes)
     }
     fn take_profile(&mut self) -> Option<ProfileReport> {
-        (self.profile)(&mut self.b)
+        self.b.take_profile()
     }
 }
 
@@ -109,7 +107,7 @@ impl<'d> Program<'d> {
     /// Makes input `name` the bundle's generated values again (its
     /// generator runs now), after a [`write`](Program::write) replaced them.
     pub fn generate(&mut self, name: &str) -> Result<()> {
-        let i = self.manifest.buffers.iter().position(|b| b.name == name && b.role == Role::Input).ok_or_else(|| Error::Input { name: name.to_string(), reason: "the bundle has no input of this name".into() })?;
+        let i = self.manifest.buffer_index(name).filter(|&i| self.manifest.buffers[i].role == Role::Input).ok_or_else(|| Error::Input { name: name.to_string(), reason: "the bundle has no input of this name".into() })?;
         if self.manifest.generator(name).is_none() {
             return Err(Error::Input { name: name.to_string(), reason: "the bundle cannot generate it".into() });
         }
@@ -159,7 +157,7 @@ impl<'d> Program<'d> {
     /// Downloads buffer `name` (any role) as it is after the work enqueued
     /// so far.
     pub fn read(&mut self, name: &str) -> Result<Tensor> {
-        let i = self.manifest.buffers.iter().position(|b| b.name == name).ok_or_else(|| Error::InvalidArgument(format!("the bundle has no buffer `{name}`")))?;
+        let i = self.manifest.buffer_index(name).ok_or_else(|| Error::InvalidArgument(format!("the bundle has no buffer `{name}`")))?;
         self.read_at(i)
     }
 

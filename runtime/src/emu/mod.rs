@@ -106,8 +106,7 @@ impl Emulator {
         crate::check::check_target(bundle.manifest(), Self::ARCH, Self::NAME)?;
         let mut b = self.session();
         let p = backend::load(&mut b, bundle)?;
-        let take = |s: &mut Session<'_>| Some(std::mem::take(&mut s.profile));
-        Ok(crate::Program::new(bundle.manifest().clone(), Box::new(crate::program::Loaded { p, b, profile: take })))
+        Ok(crate::Program::new(bundle.manifest().clone(), Box::new(crate::program::Loaded { p, b })))
     }
 
     /// Runs `bundle` once: every buffer, and every launched kernel's profile.
@@ -194,6 +193,10 @@ impl Backend for Session<'_> {
 
     fn start_run(&mut self) {
         self.issued = 0;
+    }
+
+    fn take_profile(&mut self) -> Option<ProfileReport> {
+        Some(std::mem::take(&mut self.profile))
     }
 
     fn download(&mut self, buffer: &usize, _bytes: usize) -> Result<Vec<u8>> {
