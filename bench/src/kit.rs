@@ -43,19 +43,35 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
 }
 
 fn bundle(ops_dir: &Path, dir: &Path, op: &Op) -> Result<(), String> {
-    write_bundle(ops_dir, op, &[], &dir.join(format!("{}.etb", op.name)))
+    write_bundle(&Specialized::of(ops_dir, op)?, &[], &dir.join(format!("{}.etb", op.name)))
 }
 
-/// `op` compiled for the kit's GPU with the candidates `choices` forced
+/// An op's program specialised to its sizes: what every bundle of it
+/// (the benchmark's and each tuning variant's) is compiled from.
+pub struct Specialized {
+    pub src: Source,
+    pub module: eintup::ir::et::Module,
+    pub config: eintup::sema::Config,
+    pub float: eintup::ir::loops::FloatWidth,
+}
+
+impl Specialized {
+    pub fn of(ops_dir: &Path, op: &Op) -> Result<Specialized, String> {
+        let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
+        let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
+        Ok(Specialized { src, module, config, float: op.float })
+    }
+}
+
+/// `s` compiled for the kit's GPU with the candidates `choices` forced
 /// (`(pass, choice)`; none: the tuning table's or the heuristic's), written
 /// to `path`; it must generate all its inputs on the device.
-pub fn write_bundle(ops_dir: &Path, op: &Op, choices: &[(String, String)], path: &Path) -> Result<(), String> {
-    let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
-    let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
+pub fn write_bundle(s: &Specialized, choices: &[(String, String)], path: &Path) -> Result<(), String> {
+    let (src, module, config, float) = (&s.src, &s.module, &s.config, s.float);
     let fp_contract = eintup_codegen::FpContract::default();
-    let opts = GpuOptions { choices: choices.to_vec(), ..GpuOptions::new(op.float, fp_contract, KIT_SM) };
-    let loops = eintup::pipeline::lower_gpu(&src, &module, &opts).map_err(|e| e.to_string())?;
-    let b = build(&src, &module, &loops, &config, &BuildOptions { seed: 0, float: op.float, sm: KIT_SM, fp_contract }).map_err(|e| e.to_string())?;
+    let opts = GpuOptions { choices: choices.to_vec(), ..GpuOptions::new(float, fp_contract, KIT_SM) };
+    let loops = eintup::pipeline::lower_gpu(src, module, &opts).map_err(|e| e.to_string())?;
+    let b = build(src, module, &loops, config, &BuildOptions { seed: 0, float, sm: KIT_SM, fp_contract }).map_err(|e| e.to_string())?;
     let missing: Vec<&str> = b.manifest().inputs().filter(|i| b.manifest().generator(&i.name).is_none()).map(|i| i.name.as_str()).collect();
     if !missing.is_empty() {
         return Err(format!("the bundle cannot generate input(s) {}", missing.join(", ")));

@@ -7,9 +7,8 @@
 //! (`KIT/run OUT --tune`) times them on a GPU; `scripts/gpu-check import`
 //! turns the times into the tuning table.
 
-use crate::kit::{write_bundle, KIT_SM};
+use crate::kit::{write_bundle, Specialized, KIT_SM};
 use crate::ops::Op;
-use eintup::driver::Source;
 use eintup::ir::loops::LoopModule;
 use eintup::passes::register_tiles::TileLayout;
 use eintup::passes::tuning::KernelShape;
@@ -28,8 +27,8 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
     for (gi, op) in ops.iter().enumerate() {
         let size = op.binds.join(" ");
         eprintln!("bench: tune {} {size}", op.name);
-        let variants = match variants(ops_dir, op) {
-            Ok(v) => v,
+        let (spec, variants) = match Specialized::of(ops_dir, op).and_then(|s| variants(&s).map(|v| (s, v))) {
+            Ok(sv) => sv,
             Err(e) => {
                 eprintln!("bench: tune {}: {e}", op.name);
                 groups.push(serde_json::json!({ "op": op.name, "size": size, "error": e }));
@@ -39,7 +38,7 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
         let mut listed = Vec::new();
         for (vi, v) in variants.iter().enumerate() {
             let file = format!("{}-{gi}-{vi}.etb", op.name);
-            match write_bundle(ops_dir, op, &v.choices, &tdir.join(&file)) {
+            match write_bundle(&spec, &v.choices, &tdir.join(&file)) {
                 Ok(()) => listed.push(serde_json::json!({
                     "bundle": file,
                     "choices": v.choices.iter().map(|(p, c)| (p.clone(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
@@ -64,13 +63,11 @@ struct Variant {
 
 /// The variants of `op`'s one contraction kernel, the heuristic's choice
 /// first (each pass lists its candidates best first).
-fn variants(ops_dir: &Path, op: &Op) -> Result<Vec<Variant>, String> {
-    let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
-    let (module, _) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
+fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
     let fp_contract = eintup_codegen::FpContract::default();
-    let base = GpuOptions { tuning: false, ..GpuOptions::new(op.float, fp_contract, KIT_SM) };
+    let base = GpuOptions { tuning: false, ..GpuOptions::new(s.float, fp_contract, KIT_SM) };
     let before = |choices: Vec<(String, String)>, stop: &str| -> Result<LoopModule, String> {
-        lower_gpu_before(&src, &module, &GpuOptions { choices, ..base.clone() }, stop).map_err(|e| e.to_string())
+        lower_gpu_before(&s.src, &s.module, &GpuOptions { choices, ..base.clone() }, stop).map_err(|e| e.to_string())
     };
     let gpu = base.gpu;
     let m0 = before(Vec::new(), "register-tiles")?;

@@ -18,7 +18,9 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::OnceLock;
 
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
@@ -70,13 +72,14 @@ struct Compiled {
 
 enum Code {
     Host { prog: HostProgram },
-    Emu { program: Mutex<Program<'static>> },
+    Emu { program: RefCell<Program<'static>> },
     Interp,
 }
 
 /// A compiled `.et` program, callable on arrays (`eintup.Kernel` wraps it).
 /// Not `Send`: a loaded runtime program holds device handles; Python
-/// calls it on the thread that made it (PyO3 checks).
+/// calls it on the thread that made it (PyO3 checks), so plain cells hold
+/// its cache.
 #[pyclass(unsendable)]
 struct Kernel {
     src: Source,
@@ -85,9 +88,9 @@ struct Kernel {
     fp_contract: FpContract,
     binds: Vec<String>,
     seed: u64,
-    cache: Mutex<BTreeMap<Key, Arc<Compiled>>>,
+    cache: RefCell<BTreeMap<Key, Rc<Compiled>>>,
     /// (hits, misses) of `cache`.
-    counts: Mutex<(u64, u64)>,
+    counts: Cell<(u64, u64)>,
 }
 
 /// The emulator all `emu` kernels of the process run on.
@@ -158,7 +161,7 @@ impl Kernel {
                 pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
                 let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
-                Code::Emu { program: Mutex::new(program) }
+                Code::Emu { program: RefCell::new(program) }
             }
         };
         Ok(Compiled { module, code })
@@ -180,7 +183,7 @@ impl Kernel {
                 // The inputs as every backend sees them (supplied, or drawn
                 // by the interpreter's generator, as `run --backend emu`).
                 let init = eintup::interp::initial_arrays(m, &opts).map_err(|e| e.into_failure(&self.src))?;
-                let mut p = program.lock().map_err(|_| Failure::Internal("a kernel call panicked earlier".into()))?;
+                let mut p = program.try_borrow_mut().map_err(|_| Failure::Internal("the kernel is already running".into()))?;
                 let run = |p: &mut Program<'static>| -> eintup_runtime::Result<Vec<Tensor>> {
                     for (a, t) in m.arrays.iter().zip(&init).filter(|(a, _)| a.is_input) {
                         p.write(&a.name, t)?;
@@ -193,20 +196,15 @@ impl Kernel {
         }
     }
 
-    fn lookup(&self, key: &Key, inputs: &BTreeMap<String, Tensor>) -> Result<Arc<Compiled>, Failure> {
-        if let Some(c) = self.cache.lock().ok().and_then(|c| c.get(key).cloned()) {
-            if let Ok(mut n) = self.counts.lock() {
-                n.0 += 1;
-            }
+    fn lookup(&self, key: &Key, inputs: &BTreeMap<String, Tensor>) -> Result<Rc<Compiled>, Failure> {
+        let (hits, misses) = self.counts.get();
+        if let Some(c) = self.cache.borrow().get(key).cloned() {
+            self.counts.set((hits + 1, misses));
             return Ok(c);
         }
-        let c = Arc::new(self.compile_for(inputs)?);
-        if let Ok(mut n) = self.counts.lock() {
-            n.1 += 1;
-        }
-        if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(key.clone(), c.clone());
-        }
+        let c = Rc::new(self.compile_for(inputs)?);
+        self.counts.set((hits, misses + 1));
+        self.cache.borrow_mut().insert(key.clone(), c.clone());
         Ok(c)
     }
 }
@@ -243,8 +241,8 @@ impl Kernel {
 
     /// `(hits, misses, entries)` of the compiled-code cache.
     fn cache_info(&self) -> (u64, u64, usize) {
-        let (h, m) = self.counts.lock().map(|n| *n).unwrap_or_default();
-        (h, m, self.cache.lock().map(|c| c.len()).unwrap_or(0))
+        let (h, m) = self.counts.get();
+        (h, m, self.cache.borrow().len())
     }
 
     /// Where the kernel runs: `cpu`, `emu` or `interp`.
@@ -351,7 +349,7 @@ fn compile(text: String, name: String, target: &str, float: &str, binds: Vec<Str
         let src = Source { path: std::path::PathBuf::from(&name), name, text };
         // Every error that needs no shapes, now rather than at the first call.
         pipeline::ranked(&src).map_err(failure)?;
-        Ok(Kernel { src, target, float, fp_contract, binds, seed, cache: Mutex::new(BTreeMap::new()), counts: Mutex::new((0, 0)) })
+        Ok(Kernel { src, target, float, fp_contract, binds, seed, cache: RefCell::new(BTreeMap::new()), counts: Cell::new((0, 0)) })
     })
 }
 

@@ -71,8 +71,8 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
             let lm = eintup::pipeline::lower_host(src, module, opts.float, fp_contract)?;
             eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
-            crate::with_compiled(&lm, opts.seed, fp_contract, |prog| prog.run(&mut bufs))
-                .and_then(|r| r)
+            crate::HostProgram::compile(lm, opts.seed, fp_contract)
+                .and_then(|prog| prog.run(&mut bufs))
                 .map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
             bufs.truncate(module.arrays.len());
             Ok(bufs)

@@ -160,8 +160,18 @@ impl BlockChoice {
 /// it uses (ids from `m.buffers.len()` on), when `k` qualifies: [`apply`]
 /// of the first of [`candidates`].
 pub fn tile_kernel(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
-    // The first candidate that fits, applied once (usually the first).
-    choices(k, gpu).iter().find_map(|c| apply(m, k, c).filter(|(_, _, scratch)| shared_bytes(scratch) <= gpu.shared_bytes_per_block))
+    first_fitting(m, k, &choices(k, gpu), gpu).map(|(_, t)| t)
+}
+
+/// `choice` applied, when its shared buffers fit the target.
+fn fitting(m: &LoopModule, k: &Kernel, choice: &BlockChoice, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
+    apply(m, k, choice).filter(|(_, _, scratch)| shared_bytes(scratch) <= gpu.shared_bytes_per_block)
+}
+
+/// The heuristic's tiling: the first of `all` that fits, applied once
+/// (usually the first), with its index.
+fn first_fitting(m: &LoopModule, k: &Kernel, all: &[BlockChoice], gpu: &GpuTarget) -> Option<(usize, (String, Kernel, Vec<Buffer>))> {
+    all.iter().enumerate().find_map(|(j, c)| fitting(m, k, c, gpu).map(|t| (j, t)))
 }
 
 /// The tiling `opts` chooses for `k` ([`tuning::pick`] among the
@@ -171,12 +181,11 @@ fn choose(m: &LoopModule, k: &Kernel, opts: &BlockTilesOptions) -> Option<(Strin
     let all = choices(k, &opts.gpu);
     let described: Vec<String> = all.iter().map(BlockChoice::describe).collect();
     let (i, why) = tuning::pick("block-tiles", m, k, &described, &opts.choosing)?;
-    let fits = |c: &BlockChoice| apply(m, k, c).filter(|(_, _, scratch)| shared_bytes(scratch) <= opts.gpu.shared_bytes_per_block);
-    let picked = if why == Source::Heuristic { None } else { fits(&all[i]).map(|t| (t, described[i].clone(), why)) };
+    let picked = if why == Source::Heuristic { None } else { fitting(m, k, &all[i], &opts.gpu).map(|t| (t, described[i].clone(), why)) };
     let ((what, t, scratch), desc, why) = match picked {
         Some(p) => p,
         None => {
-            let (at, t) = all.iter().enumerate().find_map(|(j, c)| fits(c).map(|t| (j, t)))?;
+            let (at, t) = first_fitting(m, k, &all, &opts.gpu)?;
             (t, described[at].clone(), Source::Heuristic)
         }
     };
@@ -191,7 +200,7 @@ fn choose(m: &LoopModule, k: &Kernel, opts: &BlockTilesOptions) -> Option<(Strin
 /// only those whose shared buffers fit `gpu.shared_bytes_per_block`.
 pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     let mut out = choices(k, gpu);
-    out.retain(|c| apply(m, k, c).is_some_and(|(_, _, scratch)| shared_bytes(&scratch) <= gpu.shared_bytes_per_block));
+    out.retain(|c| fitting(m, k, c, gpu).is_some());
     out
 }
 
