@@ -132,7 +132,8 @@ impl Cuda {
     }
 
     pub(crate) fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
-        backend::check(bundle, inputs, self.arch, &self.name)?;
+        // The target is checked by `load`, after the inputs as before.
+        crate::check::check_inputs(bundle.manifest(), inputs)?;
         let mut p = self.load(bundle)?;
         p.run_with(inputs)?;
         p.read_all()

@@ -111,7 +111,8 @@ impl Emulator {
 
     /// Runs `bundle` once: every buffer, and every launched kernel's profile.
     pub(crate) fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<(BTreeMap<String, Tensor>, ProfileReport)> {
-        backend::check(bundle, inputs, Self::ARCH, Self::NAME)?;
+        // The target is checked by `load`, after the inputs as before.
+        crate::check::check_inputs(bundle.manifest(), inputs)?;
         let mut p = self.load(bundle)?;
         p.run_with(inputs)?;
         let out = p.read_all()?;
