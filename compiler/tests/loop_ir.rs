@@ -33,8 +33,8 @@ fn buffers(m: &LoopModule, inputs: Vec<(&str, Data)>) -> Vec<Tensor> {
         .buffers
         .iter()
         .map(|b| {
-            let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
-            let n = b.len() as usize;
+            let shape: Vec<usize> = b.dims().expect("static shape").iter().map(|&d| d as usize).collect();
+            let n = b.len().expect("static shape") as usize;
             let data = match b.dtype {
                 DType::I32 => Data::I32(vec![0; n]),
                 DType::F64 => Data::F64(vec![0.0; n]),
@@ -409,7 +409,7 @@ fn iexpr_printer_is_public_for_messages() {
     let Node::For(b) = &k.body[0] else { panic!() };
     let Node::For(o) = &b.body[0] else { panic!() };
     let Node::For(i) = &o.body[0] else { panic!() };
-    assert_eq!(iexpr(k, &i.lo), "max(0, (2 * opos0))");
+    assert_eq!(iexpr(&m, k, &i.lo), "max(0, (2 * opos0))");
 }
 
 #[test]
@@ -563,9 +563,10 @@ mod round_trip {
         prop::sample::select(vec![IBin::Add, IBin::Sub, IBin::Mul, IBin::FloorDiv, IBin::CeilDiv, IBin::Mod, IBin::Min, IBin::Max])
     }
 
-    /// Expressions over the kernel's two variables (`i`, `t`).
+    /// Expressions over the kernel's two variables (`i`, `t`) and the
+    /// module's two dim symbols.
     fn iexpr() -> impl Strategy<Value = IExpr> {
-        let leaf = prop_oneof![any::<i64>().prop_map(IExpr::Const), (0usize..2).prop_map(IExpr::Var)];
+        let leaf = prop_oneof![any::<i64>().prop_map(IExpr::Const), (0usize..2).prop_map(IExpr::Var), (0usize..2).prop_map(IExpr::Sym)];
         leaf.prop_recursive(4, 24, 2, |inner| (ibin(), inner.clone(), inner).prop_map(|(op, a, b)| IExpr::bin(op, a, b)))
     }
 
@@ -595,7 +596,9 @@ mod round_trip {
     fn module() -> impl Strategy<Value = LoopModule> {
         let values = prop::collection::vec((vop(), dtype()).prop_map(|(op, dtype)| Value { op, dtype }), 0..6);
         let write = (prop::sample::select(vec![WriteKind::Store, WriteKind::Accumulate, WriteKind::AtomicAccumulate]), 0usize..2, iexpr(), 0usize..6);
-        let buffer = || (dtype(), prop::collection::vec(0i64..5, 0..3), prop::sample::select(vec![Role::Input, Role::Output, Role::Temp]), any::<bool>());
+        // Extents: constants, dim symbols, and expressions of them.
+        let extent = prop_oneof![(0i64..5).prop_map(IExpr::Const), (0usize..2).prop_map(IExpr::Sym), (0usize..2, 0i64..3).prop_map(|(d, c)| IExpr::add(IExpr::Sym(d), IExpr::Const(c)))];
+        let buffer = move || (dtype(), prop::collection::vec(extent.clone(), 0..3), prop::sample::select(vec![Role::Input, Role::Output, Role::Temp]), any::<bool>());
         (
             (buffer(), buffer()),
             (iexpr(), iexpr(), any::<bool>(), any::<bool>()),
@@ -606,7 +609,7 @@ mod round_trip {
             (prop::sample::select(vec![KernelRole::Main, KernelRole::Reset, KernelRole::Snapshot, KernelRole::Partial]), prop::option::of(0usize..1000)),
         )
             .prop_map(|(bufs, (lo, hi, par, swap), conds, li_off, values, (kind, wbuf, woff, wval), (role, stmt))| {
-                let mk = |name: &str, (dtype, shape, role, zero): (DType, Vec<i64>, Role, bool)| Buffer {
+                let mk = |name: &str, (dtype, shape, role, zero): (DType, Vec<IExpr>, Role, bool)| Buffer {
                     name: name.into(),
                     dtype,
                     shape,
@@ -625,7 +628,7 @@ mod round_trip {
                                 go(a, i, t);
                                 go(b, i, t);
                             }
-                            IExpr::Const(_) => {}
+                            IExpr::Const(_) | IExpr::Sym(_) => {}
                         }
                     }
                     go(&mut e, i, t);
@@ -638,6 +641,7 @@ mod round_trip {
                 ];
                 let kind = if par { LoopKind::Parallel } else { LoopKind::Reduce };
                 LoopModule {
+                    dims: vec![Dim { name: "n".into() }, Dim { name: "w.0".into() }],
                     facts: Facts::NONE,
                     buffers: vec![mk("a", bufs.0), mk("b", bufs.1)],
                     kernels: vec![Kernel {

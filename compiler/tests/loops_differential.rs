@@ -61,7 +61,7 @@ fn check_passes(path: &std::path::Path, binds: &[String], seed: u64, float: Floa
                 let (m, want, init) = expected.as_ref().expect("specialised before lowering");
                 let mut bufs: Vec<Tensor> = init.clone();
                 for b in &lm.buffers[init.len()..] {
-                    let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
+                    let shape: Vec<usize> = b.dims().expect("static shape").iter().map(|&d| d as usize).collect();
                     bufs.push(Tensor::zeros(b.dtype, &shape).unwrap());
                 }
                 let what = format!("{} {binds:?} seed {seed} {float:?} after {name}", path.display());

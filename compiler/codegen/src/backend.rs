@@ -87,7 +87,7 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
 pub fn initial_buffers(src: &Source, module: &Module, lm: &LoopModule, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
     let mut bufs = interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
     for b in &lm.buffers[bufs.len().min(lm.buffers.len())..] {
-        let shape: Vec<usize> = b.shape.iter().map(|&d| d.max(0) as usize).collect();
+        let shape = crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?;
         let t = Tensor::zeros(b.dtype.into(), &shape)
             .ok_or_else(|| Failure::Internal(format!("temporary buffer `{}` is too large", b.name)))?;
         bufs.push(t);

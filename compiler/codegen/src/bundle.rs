@@ -64,10 +64,10 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         .enumerate()
         // Shared and local buffers live inside their kernel.
         .filter(|(_, b)| !b.role.is_scratch())
-        .map(|(id, b)| Buffer {
+        .map(|(id, b)| Ok(Buffer {
             name: b.name.clone(),
             dtype: dtype(b.dtype),
-            shape: b.shape.iter().map(|&d| d.max(0) as usize).collect(),
+            shape: crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?,
             role: match b.role {
                 loops::Role::Input => Role::Input,
                 loops::Role::Output => Role::Output,
@@ -77,8 +77,8 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
                 loops::Init::Input => Init::Input { random: random_spec(src, module, id) },
                 loops::Init::Zero => Init::Zero,
             },
-        })
-        .collect();
+        }))
+        .collect::<Result<Vec<_>, Failure>>()?;
     let mut kernels = Vec::new();
     let mut launches = std::collections::BTreeMap::new();
     for k in &all.kernels {
@@ -86,7 +86,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         let params: Vec<String> = param_bufs.iter().map(|&b| all.buffers[b].name.clone()).collect();
         let param_types = param_bufs
             .iter()
-            .map(|&b| manifest::ParamType { dtype: dtype(all.buffers[b].dtype), elements: all.buffers[b].len().max(0) as u64 })
+            .map(|&b| manifest::ParamType { dtype: dtype(all.buffers[b].dtype), elements: all.buffers[b].len().unwrap_or(0).max(0) as u64 })
             .collect();
         let r = resources.iter().find(|r| r.name == k.name);
         kernels.push(Kernel {

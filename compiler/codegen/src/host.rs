@@ -391,7 +391,7 @@ fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), CodegenError>
         if !kind_ok {
             return Err(CodegenError(format!("run_host: buffer `{}` is {}, the tensor is {}", b.name, b.dtype.name(), eintup::tensor::type_text(t.dtype()))));
         }
-        if b.shape.iter().any(|&d| d < 0) || usize::try_from(b.len()).ok() != Some(t.len()) {
+        if b.dims().is_none_or(|d| d.iter().any(|&d| d < 0)) || b.len().and_then(|n| usize::try_from(n).ok()) != Some(t.len()) {
             return Err(CodegenError(format!(
                 "run_host: buffer `{}` has shape {:?}, the tensor has {} elements",
                 b.name,

@@ -71,6 +71,13 @@ impl From<inkwell::builder::BuilderError> for CodegenError {
     }
 }
 
+/// Buffer `b`'s extents: code generation runs on static modules only
+/// (dim symbols become kernel parameters in a later step of
+/// docs/dynamic-shapes.md; until then a dynamic module is refused here).
+pub fn static_extents(b: &eintup::ir::loops::Buffer) -> Result<Vec<usize>, CodegenError> {
+    b.dims().map(|d| d.iter().map(|&x| x.max(0) as usize).collect()).ok_or_else(|| CodegenError(format!("buffer `{}` has a symbolic shape: code generation needs static dims (bind them first)", b.name)))
+}
+
 /// The buffers kernel `k` reads or writes, ascending: the kernel's pointer
 /// parameters, in this order, on every target. (The module is not needed
 /// today: buffer ids are global to it.)

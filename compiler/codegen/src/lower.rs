@@ -90,6 +90,9 @@ pub(crate) fn lower_module<'ctx>(
     target: &dyn TargetLowering,
     fp_contract: FpContract,
 ) -> Result<Module<'ctx>, CodegenError> {
+    if m.is_dynamic() {
+        return Err(CodegenError(format!("the module has {} dim symbols: code generation needs static dims (bind them first)", m.dims.len())));
+    }
     let module = ctx.create_module("eintup");
     let mut seen = std::collections::HashSet::new();
     for k in &m.kernels {
@@ -218,7 +221,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         // Scratch: per block (shared) or per thread (local).
         for buf in k.scratch_buffers(m) {
             let bf = &m.buffers[buf];
-            let n = u32::try_from(bf.len()).map_err(|_| CodegenError(format!("scratch buffer `{}` is too large", bf.name)))?;
+            let n = bf.len().and_then(|n| u32::try_from(n).ok()).ok_or(()).map_err(|_| CodegenError(format!("scratch buffer `{}` is too large", bf.name)))?;
             let ty = basic_type(ctx, bf.dtype).array_type(n);
             kl.bufs[buf] = Some(target.scratch(&kl, buf, ty)?);
         }
@@ -492,6 +495,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         match e {
             IExpr::Const(c) => Ok(self.cix(*c)),
             IExpr::Var(v) => self.env.get(*v).copied().flatten().ok_or_else(|| self.err(format_args!("variable {v} used out of scope"))),
+            // `lower_module` refuses dynamic modules.
+            IExpr::Sym(d) => Err(self.err(format_args!("dim symbol {d} in code generation"))),
             IExpr::Bin(op, a, b) => {
                 let a = self.iexpr(a)?;
                 let b = self.iexpr(b)?;

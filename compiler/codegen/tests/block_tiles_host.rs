@@ -25,7 +25,7 @@ fn check(file: &str, binds: &[&str], float: FloatWidth) {
     let want = interp::run(&m, &ro).unwrap();
     let mut bufs = interp::initial_arrays(&m, &ro).unwrap();
     for b in &lm.buffers[bufs.len()..] {
-        let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
+        let shape: Vec<usize> = b.dims().expect("static shape").iter().map(|&d| d as usize).collect();
         bufs.push(Tensor::zeros(b.dtype, &shape).unwrap());
     }
     run_host(&lm, 0, &mut bufs).unwrap();

@@ -20,7 +20,7 @@ fn zeros(m: &LoopModule) -> Vec<Tensor> {
     m.buffers
         .iter()
         .map(|b| {
-            let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
+            let shape: Vec<usize> = b.dims().expect("static shape").iter().map(|&d| d as usize).collect();
             Tensor::zeros(b.dtype, &shape).unwrap()
         })
         .collect()

@@ -24,6 +24,9 @@ use crate::tensor::{Data, Tensor};
 /// and zeroes the rest. The module is verified first.
 pub fn run(m: &LoopModule, seed: u64, buffers: &mut [Tensor]) -> Result<(), String> {
     verify(m).map_err(|e| e.describe(m))?;
+    if m.is_dynamic() {
+        return Err(format!("the module has {} dim symbols: run it at given dims (`run_at`)", m.dims.len()));
+    }
     check_buffers(m, buffers)?;
     for k in &m.kernels {
         let mut ex = Exec { m, k, seed, env: vec![0; k.vars.len()], vals: Vec::new(), buffers: &mut *buffers };
@@ -32,19 +35,28 @@ pub fn run(m: &LoopModule, seed: u64, buffers: &mut [Tensor]) -> Result<(), Stri
     Ok(())
 }
 
+/// Runs a dynamic module at one configuration of its dims (`dims[d]` for
+/// symbol `d`): the module bound to them ([`LoopModule::bind_dims`]), then
+/// [`run`]. Buffers have the shapes the bound module gives them.
+pub fn run_at(m: &LoopModule, dims: &[i64], seed: u64, buffers: &mut [Tensor]) -> Result<(), String> {
+    verify(m).map_err(|e| e.describe(m))?;
+    run(&m.bind_dims(dims)?, seed, buffers)
+}
+
 fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), String> {
     if buffers.len() != m.buffers.len() {
         return Err(format!("{} tensors passed for {} buffers", buffers.len(), m.buffers.len()));
     }
     for (b, t) in m.buffers.iter().zip(buffers) {
         let kind_ok = matches!((b.dtype, &t.data), (DType::I32, Data::I32(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_)));
-        let shape_ok = t.shape.len() == b.shape.len() && t.shape.iter().zip(&b.shape).all(|(&a, &d)| a as i64 == d);
-        if !kind_ok || !shape_ok || t.len() as i64 != b.len() {
+        let dims = b.dims().unwrap_or_default();
+        let shape_ok = t.shape.len() == dims.len() && t.shape.iter().zip(&dims).all(|(&a, &d)| a as i64 == d);
+        if !kind_ok || !shape_ok || Some(t.len() as i64) != b.len() {
             return Err(format!(
                 "buffer `{}` is {}{:?} but the tensor passed for it is {}{:?} with {} elements",
                 b.name,
                 b.dtype.name(),
-                b.shape,
+                dims,
                 crate::tensor::type_text(t.dtype()),
                 t.shape,
                 t.len()

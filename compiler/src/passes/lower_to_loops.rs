@@ -31,7 +31,7 @@ use et_grammar::Diagnostic;
 /// Lowers a specialised module. `float` is the width of FLOAT.
 pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
     let fty = float_type(m, float)?;
-    let mut out = LoopModule { facts: Facts::NONE, buffers: buffers(m, fty)?, kernels: Vec::new() };
+    let mut out = LoopModule { buffers: buffers(m, fty)?, ..LoopModule::default() };
     for (si, s) in m.stmts.iter().enumerate() {
         let arr = &m.arrays[s.array];
         if arr.is_input && arr.def_stmt == si {
@@ -49,7 +49,7 @@ pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
 /// kernels), in module order.
 pub fn lower_inputs(m: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(BufId, usize)>), PassError> {
     let fty = float_type(m, float)?;
-    let mut out = LoopModule { facts: Facts::NONE, buffers: buffers(m, fty)?, kernels: Vec::new() };
+    let mut out = LoopModule { buffers: buffers(m, fty)?, ..LoopModule::default() };
     let mut writers = Vec::new();
     for (si, s) in m.stmts.iter().enumerate() {
         let arr = &m.arrays[s.array];
@@ -88,7 +88,7 @@ fn buffers(m: &Module, fty: DType) -> Result<Vec<Buffer>, PassError> {
         out.push(Buffer {
             name: a.name.clone(),
             dtype: dtype_of(a.dtype, fty),
-            shape,
+            shape: static_shape(&shape),
             role,
             init: if a.is_input { Init::Input } else { Init::Zero },
         });
@@ -318,7 +318,9 @@ impl<'m> StmtLowering<'m> {
         if pdims.len() != indices.len() {
             return Err(internal(format!("`{}` accessed with {} indices, signature has {}", arr.name, indices.len(), pdims.len())));
         }
-        let flat = self.buffers[array].strides();
+        // `specialize` gave every array static dims (symbolic ones come
+        // with `bind-dims{dynamic}`, docs/dynamic-shapes.md).
+        let flat: Vec<i64> = self.buffers[array].strides().iter().map(IExpr::as_const).collect::<Option<_>>().ok_or_else(|| internal("array with a symbolic shape"))?;
         let mut strides = Vec::new();
         let mut i = 0;
         for p in &pdims {
@@ -372,7 +374,7 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
     let redirect = if s.reads(lhs) {
         let name = out.unique_buffer_name(format!("{lhs_name}_snap{si}"));
         let b = Buffer { name, role: Role::Temp, init: Init::Zero, ..out.buffers[lhs].clone() };
-        let len = b.len();
+        let len = b.len().ok_or_else(|| PassError::Internal(format!("array `{}` has no static shape", b.name)))?;
         out.buffers.push(b);
         let snap = out.buffers.len() - 1;
         let i = IExpr::Var(0);

@@ -167,6 +167,18 @@ impl PassError {
 
 /// A matmul kernel for the unit tests of the tiling passes
 /// (`register-tiles`, `block-tiles`), and a run of it on fixed inputs.
+/// What a pass that needs constant trip counts adds to its `--stats`
+/// line about the kernels it left alone because a trip count depends on a
+/// dim symbol (docs/dynamic-shapes.md, section 4): nothing when there are
+/// none.
+pub(crate) fn left_symbolic(names: &[&str]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("; {} left alone, symbolic trip counts: {}", names.len(), names.join(", "))
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_matmul {
     use crate::interp::loops as li;
@@ -190,7 +202,7 @@ pub(crate) mod test_matmul {
         let b: Vec<i32> = (0..k * n).map(|i| (i as i32).wrapping_mul(104_729) % 777).collect();
         let mut bufs = vec![Tensor::new(vec![m as usize, k as usize], Data::I32(a)).unwrap(), Tensor::new(vec![k as usize, n as usize], Data::I32(b)).unwrap()];
         for buf in &lm.buffers[2..] {
-            bufs.push(Tensor::zeros(buf.dtype, &buf.shape.iter().map(|&d| d as usize).collect::<Vec<_>>()).unwrap());
+            bufs.push(Tensor::zeros(buf.dtype, &buf.dims().expect("static shape").iter().map(|&d| d as usize).collect::<Vec<_>>()).unwrap());
         }
         li::run(lm, 0, &mut bufs).unwrap();
         bufs.swap_remove(2).data

@@ -103,8 +103,14 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("register-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     let choosing = Choosing { table_sm: opts.choosing.table_sm.filter(|_| opts.layout == TileLayout::Cyclic), ..opts.choosing.clone() };
+    let mut symbolic = Vec::new();
     for ki in 0..m.kernels.len() {
         let k = &m.kernels[ki];
+        // Edge tiles are not built yet: a symbolic trip may not divide.
+        if k.is_symbolic() {
+            symbolic.push(k.name.clone());
+            continue;
+        }
         let cands = candidates(k, opts.layout, &opts.gpu);
         let described: Vec<String> = cands.iter().map(|c| c.describe(k)).collect();
         let Some((i, why)) = tuning::pick("register-tiles", m, k, &described, &choosing) else { continue };
@@ -113,7 +119,8 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
             m.kernels[ki] = t;
         }
     }
-    Ok(Some(if tiled.is_empty() { "0 kernels tiled".to_string() } else { format!("{} kernels tiled ({})", tiled.len(), tiled.join(", ")) }))
+    let left = super::left_symbolic(&symbolic.iter().map(String::as_str).collect::<Vec<_>>());
+    Ok(Some(if tiled.is_empty() { format!("0 kernels tiled{left}") } else { format!("{} kernels tiled ({}){left}", tiled.len(), tiled.join(", ")) }))
 }
 
 /// One way to tile a kernel: the chain loop `m` tiled with the innermost

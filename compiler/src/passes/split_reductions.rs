@@ -70,7 +70,10 @@ impl PassOptions for SplitReductionsOptions {
 pub fn run(unit: &mut Unit, opts: &SplitReductionsOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("split-reductions runs on the loop level".into())) };
     let split = split_module(m, opts.fp_contract, &opts.gpu);
-    Ok(Some(format!("{split} reductions split")))
+    // `split_kernel` refuses these (their partial-sum buffer would need a
+    // symbolic size and a run-time choice of variant).
+    let symbolic: Vec<&str> = m.kernels.iter().filter(|k| k.is_symbolic()).map(|k| k.name.as_str()).collect();
+    Ok(Some(format!("{split} reductions split{}", super::left_symbolic(&symbolic))))
 }
 
 /// Splits every kernel that qualifies; returns how many.
@@ -111,6 +114,9 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTar
 /// `gpu.split_min_trip` terms in a kernel of at most `gpu.split_max_cells`
 /// cells, with `gpu.lanes` lanes, then half as many, down to 2.
 pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarget) -> Vec<SplitChoice> {
+    if k.is_symbolic() {
+        return Vec::new();
+    }
     let Some((chain, cells)) = splittable(m, k, policy) else { return Vec::new() };
     if cells > gpu.split_max_cells {
         return Vec::new();
@@ -142,7 +148,8 @@ fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, 
     }
     let mut outside = false;
     w.offset.for_each_var(&mut |v| outside |= !chain.bound.contains(&v));
-    if outside || !in_bounds_on_chain(&w.offset, &chain, buf.len()) {
+    // A buffer of symbolic shape: its bounds are not known here.
+    if outside || !buf.len().is_some_and(|len| in_bounds_on_chain(&w.offset, &chain, len)) {
         return None;
     }
     Some((chain, cells))
@@ -168,7 +175,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     let partial_buf = Buffer {
         name: m.unique_buffer_name(format!("{}_partial", k.name)),
         dtype: buf.dtype,
-        shape: vec![lanes, cells],
+        shape: static_shape(&[lanes, cells]),
         role: Role::Temp,
         init: Init::Zero,
     };
@@ -336,7 +343,7 @@ mod tests {
     fn run(m: &LoopModule, x: &Tensor) -> Tensor {
         let mut bufs: Vec<Tensor> = vec![x.clone()];
         for b in &m.buffers[1..] {
-            let shape: Vec<usize> = b.shape.iter().map(|&d| d as usize).collect();
+            let shape: Vec<usize> = b.dims().expect("static shape").iter().map(|&d| d as usize).collect();
             bufs.push(Tensor::zeros(b.dtype, &shape).unwrap());
         }
         li::run(m, 0, &mut bufs).unwrap();
@@ -352,7 +359,7 @@ mod tests {
             assert_eq!(split_module(&mut split, FpContract::Off, &GpuTarget::default()), 1, "INT splits under any policy");
             verify::verify(&split).unwrap();
             assert_eq!(split.kernels.len(), 2);
-            assert_eq!(split.buffers[2].shape, vec![GpuTarget::default().lanes, keep]);
+            assert_eq!(split.buffers[2].shape, static_shape(&[GpuTarget::default().lanes, keep]));
             // Values chosen so that i32 sums wrap: order must not matter.
             let data: Vec<i32> = (0..keep * drop).map(|i| (i as i32).wrapping_mul(1_000_003).wrapping_add(7)).collect();
             let x = Tensor::new(vec![keep as usize, drop as usize], Data::I32(data.clone())).unwrap();
@@ -413,7 +420,7 @@ mod tests {
             split.buffers.push(buffer);
             split.kernels = vec![partial, combine];
             verify::verify(&split).unwrap();
-            assert_eq!(split.buffers[2].shape, vec![choice.lanes, keep]);
+            assert_eq!(split.buffers[2].shape, static_shape(&[choice.lanes, keep]));
             assert_eq!(run(&split, &x).data, want.data, "{choice:?}");
         }
         // The parallel loop is no reduction; FLOAT needs `fast`.

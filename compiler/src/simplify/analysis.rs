@@ -77,6 +77,7 @@ impl Analysis<IndexLang> for IntervalAnalysis {
         match enode {
             IndexLang::Num(c) => Interval::point(*c),
             IndexLang::Var(v) => egraph.analysis.ranges.interval(v.0),
+            IndexLang::Sym(_) => Interval::DIM,
             other => match other.as_bin() {
                 Some((op, a, b)) => Interval::apply(op, egraph[a].data, egraph[b].data),
                 None => Interval::FULL,

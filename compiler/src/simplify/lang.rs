@@ -6,7 +6,7 @@
 //! and variables are `v<id>` (`VarRef`), which keeps the `VarId` itself in
 //! the node instead of an interned name that would need a side table.
 
-use crate::ir::loops::{IBin, IExpr, VarId};
+use crate::ir::loops::{DimId, IBin, IExpr, VarId};
 use egg::{define_language, Id, RecExpr};
 use std::fmt;
 use std::str::FromStr;
@@ -32,6 +32,28 @@ impl FromStr for VarRef {
     }
 }
 
+/// A dim symbol inside the e-graph, printed `d<id>`: a leaf like a
+/// variable, but fixed for the whole run and non-negative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SymRef(pub DimId);
+
+impl fmt::Display for SymRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "d{}", self.0)
+    }
+}
+
+impl FromStr for SymRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.strip_prefix('d')
+            .and_then(|n| n.parse::<DimId>().ok())
+            .map(SymRef)
+            .ok_or_else(|| format!("not a dim symbol: {s}"))
+    }
+}
+
 define_language! {
     /// Index expressions: the `IExpr` operators over `i64` with the loop
     /// dialect's total, wrapping semantics (`x // 0 == 0`).
@@ -47,6 +69,7 @@ define_language! {
         "min" = Min([Id; 2]),
         "max" = Max([Id; 2]),
         Var(VarRef),
+        Sym(SymRef),
     }
 }
 
@@ -80,6 +103,7 @@ impl IndexLang {
         let (op, [a, b]) = match self {
             IndexLang::Num(c) => return Shape::Leaf(IExpr::Const(*c)),
             IndexLang::Var(v) => return Shape::Leaf(IExpr::Var(v.0)),
+            IndexLang::Sym(d) => return Shape::Leaf(IExpr::Sym(d.0)),
             IndexLang::Add(c) => (IBin::Add, c),
             IndexLang::Sub(c) => (IBin::Sub, c),
             IndexLang::Mul(c) => (IBin::Mul, c),
@@ -104,6 +128,7 @@ pub fn add_to_recexpr(e: &IExpr, out: &mut RecExpr<IndexLang>) -> Id {
     match e {
         IExpr::Const(c) => out.add(IndexLang::Num(*c)),
         IExpr::Var(v) => out.add(IndexLang::Var(VarRef(*v))),
+        IExpr::Sym(d) => out.add(IndexLang::Sym(SymRef(*d))),
         IExpr::Bin(op, a, b) => {
             let a = add_to_recexpr(a, out);
             let b = add_to_recexpr(b, out);

@@ -118,7 +118,7 @@ impl CostFunction<IndexLang> for FewestOps {
     {
         match enode {
             IndexLang::Num(_) => (0, 0),
-            IndexLang::Var(_) => (0, 1),
+            IndexLang::Var(_) | IndexLang::Sym(_) => (0, 1),
             op => op.fold((1, 0), |(o, v), id| {
                 let (co, cv) = costs(id);
                 (o.saturating_add(co), v.saturating_add(cv))
@@ -612,7 +612,7 @@ mod tests {
     #[test]
     fn module_stats_add_up_over_kernels() {
         let k = kernel(1, vec![for_(0, c(0), c(3), vec![store(IExpr::add(v(0), c(0)), VOp::Index(c(0)))])]);
-        let mut m = LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![k.clone(), k] };
+        let mut m = LoopModule { facts: Facts::NONE, dims: vec![], buffers: vec![], kernels: vec![k.clone(), k] };
         let st = simplify_module(&mut m);
         // Per kernel: two bounds, the offset, the index value.
         assert_eq!(st.exprs, 8);

@@ -9,7 +9,7 @@ use eintup::ir::text::Spelled;
 
 pub fn buf(name: &str, dtype: DType, shape: &[i64], role: Role) -> Buffer {
     let init = if role == Role::Input { Init::Input } else { Init::Zero };
-    Buffer { name: name.into(), dtype, shape: shape.to_vec(), role, init }
+    Buffer { name: name.into(), dtype, shape: eintup::ir::loops::static_shape(shape), role, init }
 }
 
 pub fn vars(names: &[&str]) -> Vec<Var> {
@@ -88,6 +88,7 @@ pub fn matmul() -> LoopModule {
         )])],
     );
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("a", F64, &[m, k], Role::Input),
@@ -133,6 +134,7 @@ pub fn conv1d() -> LoopModule {
         )],
     });
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("x", F32, &[l], Role::Input),
@@ -181,6 +183,7 @@ pub fn gather() -> LoopModule {
         )])],
     );
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[GATHER_SRC], Role::Input),
@@ -232,6 +235,7 @@ fn binary_ops(dt: DType, ops: &[BinOp], n: i64) -> LoopModule {
         })
         .collect();
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("a", dt, &[n], Role::Input),
@@ -271,6 +275,7 @@ pub fn index_ops() -> LoopModule {
         })
         .collect();
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![buf("d", I32, &[INDEX_N], Role::Input), buf("r", I32, &[7 * INDEX_N], Role::Output)],
         kernels,
@@ -289,6 +294,7 @@ pub fn casts() -> LoopModule {
         kernel(name, &["i"], vec![pfor(0, c(0), c(CAST_N), vec![compute(values, WriteKind::Store, out, v(0), last)])])
     };
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[CAST_N], Role::Input),
@@ -331,6 +337,7 @@ pub fn random() -> LoopModule {
         )
     };
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("ri", I32, &RANDOM_SHAPE, Role::Output),
@@ -371,6 +378,7 @@ pub fn scalars_and_empty() -> LoopModule {
         )])])],
     );
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[SUM_N], Role::Input),
@@ -401,6 +409,7 @@ pub fn atomics() -> LoopModule {
         )
     };
     LoopModule {
+        dims: vec![],
         facts: Facts::NONE,
         buffers: vec![
             buf("x", F64, &[HIST_N], Role::Input),

@@ -1,7 +1,7 @@
 //! Scalar index expressions (`IExpr`): their operators, evaluation,
 //! linear form, substitution and the index arithmetic passes build.
 
-use super::{Cond, Interval, VarId};
+use super::{Cond, DimId, Interval, VarId};
 
 /// Scalar index expression (i64). Pure; total: division or modulo by zero
 /// yields 0 (a `NonZero` guard keeps such points from mattering), and
@@ -10,6 +10,10 @@ use super::{Cond, Interval, VarId};
 pub enum IExpr {
     Const(i64),
     Var(VarId),
+    /// A dim symbol of the module (`LoopModule::dims`): fixed for a whole
+    /// run, non-negative, its value known only when the module runs.
+    /// Evaluation needs it bound first ([`IExpr::bind_dims`]).
+    Sym(DimId),
     Bin(IBin, Box<IExpr>, Box<IExpr>),
 }
 
@@ -72,12 +76,58 @@ impl IExpr {
         IExpr::bin(IBin::Mul, a, b)
     }
 
-    /// Value at a point; `env[v]` is variable `v`'s value.
+    /// Value at a point; `env[v]` is variable `v`'s value. Dim symbols
+    /// must have been bound ([`IExpr::bind_dims`]); an unbound one reads
+    /// as 0, so that evaluation stays total (the verifier and the
+    /// interpreter bind every symbol before anything is evaluated).
     pub fn eval(&self, env: &[i64]) -> i64 {
         match self {
             IExpr::Const(c) => *c,
             IExpr::Var(v) => env[*v],
+            IExpr::Sym(_) => 0,
             IExpr::Bin(op, a, b) => op.apply(a.eval(env), b.eval(env)),
+        }
+    }
+
+    /// The expression with dim symbol `d` replaced by `value[d]`, folded
+    /// where both operands become constants: what a dynamic module is at
+    /// one configuration of its dims.
+    pub fn bind_dims(&self, value: &[i64]) -> IExpr {
+        match self {
+            IExpr::Sym(d) => value.get(*d).map_or_else(|| self.clone(), |&v| IExpr::Const(v)),
+            IExpr::Const(_) | IExpr::Var(_) => self.clone(),
+            IExpr::Bin(op, a, b) => match (a.bind_dims(value), b.bind_dims(value)) {
+                (IExpr::Const(x), IExpr::Const(y)) => IExpr::Const(op.apply(x, y)),
+                (x, y) => IExpr::bin(*op, x, y),
+            },
+        }
+    }
+
+    /// Does the expression mention any loop variable?
+    pub fn uses_any_var(&self) -> bool {
+        let mut any = false;
+        self.for_each_var(&mut |_| any = true);
+        any
+    }
+
+    /// Does the expression mention a dim symbol?
+    pub fn is_symbolic(&self) -> bool {
+        match self {
+            IExpr::Sym(_) => true,
+            IExpr::Const(_) | IExpr::Var(_) => false,
+            IExpr::Bin(_, a, b) => a.is_symbolic() || b.is_symbolic(),
+        }
+    }
+
+    /// Calls `f` on every dim symbol occurrence.
+    pub fn for_each_sym(&self, f: &mut impl FnMut(DimId)) {
+        match self {
+            IExpr::Sym(d) => f(*d),
+            IExpr::Const(_) | IExpr::Var(_) => {}
+            IExpr::Bin(_, a, b) => {
+                a.for_each_sym(f);
+                b.for_each_sym(f);
+            }
         }
     }
 
@@ -91,7 +141,7 @@ impl IExpr {
     /// Does the expression mention `v`?
     pub fn uses(&self, v: VarId) -> bool {
         match self {
-            IExpr::Const(_) => false,
+            IExpr::Const(_) | IExpr::Sym(_) => false,
             IExpr::Var(x) => *x == v,
             IExpr::Bin(_, a, b) => a.uses(v) || b.uses(v),
         }
@@ -106,7 +156,7 @@ impl IExpr {
     /// Calls `f` on every variable occurrence.
     pub fn for_each_var(&self, f: &mut impl FnMut(VarId)) {
         match self {
-            IExpr::Const(_) => {}
+            IExpr::Const(_) | IExpr::Sym(_) => {}
             IExpr::Var(x) => f(*x),
             IExpr::Bin(_, a, b) => {
                 a.for_each_var(f);
@@ -118,7 +168,7 @@ impl IExpr {
     /// Number of operations (the cost `simplify-index` minimises).
     pub fn op_count(&self) -> usize {
         match self {
-            IExpr::Const(_) | IExpr::Var(_) => 0,
+            IExpr::Const(_) | IExpr::Var(_) | IExpr::Sym(_) => 0,
             IExpr::Bin(_, a, b) => 1 + a.op_count() + b.op_count(),
         }
     }
@@ -251,7 +301,7 @@ impl IExpr {
     pub fn substitute(&self, v: VarId, by: &IExpr) -> IExpr {
         match self {
             IExpr::Var(x) if *x == v => by.clone(),
-            IExpr::Const(_) | IExpr::Var(_) => self.clone(),
+            IExpr::Const(_) | IExpr::Var(_) | IExpr::Sym(_) => self.clone(),
             IExpr::Bin(op, a, b) => IExpr::bin(*op, a.substitute(v, by), b.substitute(v, by)),
         }
     }

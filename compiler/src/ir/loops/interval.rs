@@ -24,6 +24,9 @@ pub struct Interval {
 impl Interval {
     /// Every `i64`: what is known about an unconstrained value.
     pub const FULL: Interval = Interval { lo: i64::MIN, hi: i64::MAX };
+    /// A dim symbol's values: any non-negative `i64` (what the shape
+    /// program admits before a run).
+    pub const DIM: Interval = Interval { lo: 0, hi: i64::MAX };
     /// No value: the domain is empty (dead code).
     pub const EMPTY: Interval = Interval { lo: 1, hi: 0 };
 
@@ -194,6 +197,7 @@ impl IExpr {
         match self {
             IExpr::Const(c) => Interval::point(*c),
             IExpr::Var(v) => var(*v),
+            IExpr::Sym(_) => Interval::DIM,
             IExpr::Bin(op, a, b) => Interval::apply(*op, a.range(var), b.range(var)),
         }
     }
@@ -211,6 +215,7 @@ fn range_i32(e: &IExpr, env: &[Interval]) -> Option<Interval> {
     let r = match e {
         IExpr::Const(c) => Interval::point(*c),
         IExpr::Var(v) => env.get(*v).copied().unwrap_or(Interval::FULL),
+        IExpr::Sym(_) => Interval::DIM,
         IExpr::Bin(op, a, b) => Interval::apply(*op, range_i32(a, env)?, range_i32(b, env)?),
     };
     fits_i32(r).then_some(r)

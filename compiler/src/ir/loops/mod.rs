@@ -27,6 +27,7 @@ pub mod interval;
 pub mod parse;
 pub mod print;
 pub mod site;
+pub mod symbols;
 pub mod syntax;
 pub mod target;
 pub mod types;

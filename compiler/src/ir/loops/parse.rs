@@ -52,7 +52,8 @@ pub fn parse_with_spans(text: &str) -> Result<(LoopModule, Spans), Vec<Diagnosti
         c: Cursor::new(&toks, text.len(), &LOOP),
         depth: 0,
         buffers: HashMap::new(),
-        m: LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![] },
+        dims: HashMap::new(),
+        m: LoopModule::default(),
         spans: Spans::default(),
         path: Vec::new(),
     };
@@ -73,6 +74,7 @@ struct Parser<'a> {
     c: Cursor<'a>,
     depth: usize,
     buffers: HashMap<String, BufId>,
+    dims: HashMap<String, DimId>,
     m: LoopModule,
     spans: Spans,
     /// Positions of the node being parsed in the kernel being parsed (the
@@ -126,6 +128,15 @@ impl Parser<'_> {
                 self.m.facts = self.m.facts.with(f);
             }
         }
+        while self.c.is_word(syntax::DIM) {
+            self.c.word(syntax::DIM)?;
+            let (name, sp) = self.sym_name()?;
+            if self.dims.contains_key(&name) {
+                return Err(Diagnostic::error("E0647", format!("dim `%{name}` is declared twice")).at(sp, "second declaration"));
+            }
+            self.dims.insert(name.clone(), self.m.dims.len());
+            self.m.dims.push(Dim { name });
+        }
         while !self.c.at_end() {
             if self.c.is_word(syntax::BUFFER) {
                 self.buffer()?;
@@ -150,8 +161,10 @@ impl Parser<'_> {
         self.c.punct("[")?;
         let mut shape = Vec::new();
         if !self.c.is_punct("]") {
+            // A shape has no loop variables: an empty scope.
+            let mut none = KScope { names: HashMap::new(), vars: Vec::new(), fixed: true };
             loop {
-                shape.push(self.c.int("a dimension")?.0);
+                shape.push(self.iexpr(&mut none)?);
                 if !self.c.eat(",") {
                     break;
                 }
@@ -336,9 +349,25 @@ impl Parser<'_> {
         Ok(e)
     }
 
+    /// `%NAME` or `%NAME.N` (the `%` included): a dim symbol's name.
+    fn sym_name(&mut self) -> PResult<(String, Span)> {
+        let start = self.c.span();
+        self.c.punct("%")?;
+        let (mut name, _) = self.c.ident("a dim name")?;
+        if self.c.eat(".") {
+            let (n, _) = self.c.usize("a dim component")?;
+            name = format!("{name}.{n}");
+        }
+        Ok((name, self.since(start)))
+    }
+
     fn iexpr(&mut self, sc: &mut KScope) -> PResult<IExpr> {
         if self.c.at_int() {
             return Ok(IExpr::Const(self.c.int("an index expression")?.0));
+        }
+        if self.c.is_punct("%") {
+            let (name, sp) = self.sym_name()?;
+            return self.dims.get(&name).map(|&d| IExpr::Sym(d)).ok_or_else(|| Diagnostic::error("E0644", format!("unknown dim `%{name}`")).at(sp, format!("not declared by a `{}` line above", syntax::DIM)));
         }
         let call = self.c.tok_at(1) == Some(&Tok::Punct("("));
         match (self.c.peek(), self.c.peek_spelled::<IBin>()) {

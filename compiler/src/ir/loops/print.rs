@@ -19,8 +19,11 @@ pub fn module(m: &LoopModule) -> String {
         let names: Vec<&str> = m.facts.iter().map(|f| f.spelling()).collect();
         let _ = writeln!(o, "{}({})", syntax::FACTS, names.join(", "));
     }
+    for d in &m.dims {
+        let _ = writeln!(o, "{} %{}", syntax::DIM, d.name);
+    }
     for b in &m.buffers {
-        o.push_str(&buffer(b));
+        o.push_str(&buffer(m, b));
         o.push('\n');
     }
     for k in &m.kernels {
@@ -33,8 +36,16 @@ pub fn module(m: &LoopModule) -> String {
 }
 
 /// The line that declares a buffer.
-fn buffer(b: &Buffer) -> String {
-    let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();
+/// One extent of a buffer's shape (a constant, or an expression over dim
+/// symbols).
+pub fn shape_extent(m: &LoopModule, e: &IExpr) -> String {
+    let mut s = String::new();
+    iexpr_into(&mut s, &m.dims, &[], e);
+    s
+}
+
+fn buffer(m: &LoopModule, b: &Buffer) -> String {
+    let dims: Vec<String> = b.shape.iter().map(|e| shape_extent(m, e)).collect();
     let mut o = format!("{} {} : {}[{}] {}", syntax::BUFFER, b.name, b.dtype.spelling(), dims.join(", "), b.role.spelling());
     // `init` is printed only when it differs from what the role implies
     // (the verifier rejects that, but the text must still say it).
@@ -50,7 +61,7 @@ fn buffer(b: &Buffer) -> String {
 pub fn site_line(m: &LoopModule, site: &Site) -> Option<String> {
     match site {
         Site::Module => None,
-        Site::Buffer(b) => m.buffers.get(*b).map(buffer),
+        Site::Buffer(b) => m.buffers.get(*b).map(|b| buffer(m, b)),
         Site::Kernel(k) => m.kernels.get(*k).map(kernel_header),
         Site::Node(k, _) => Some(node_line(m, &m.kernels[*k], site.node(m)?)),
         Site::Value(k, _, i) => match site.node(m)? {
@@ -165,7 +176,9 @@ fn indent(o: &mut String, depth: usize) {
 }
 
 fn var_name(k: &Kernel, v: VarId) -> String {
-    k.vars.get(v).map_or_else(|| format!("?var{v}"), |x| x.name.clone())
+    let mut s = String::new();
+    iexpr_into(&mut s, &[], &k.vars, &IExpr::Var(v));
+    s
 }
 
 fn buf_name(m: &LoopModule, b: BufId) -> String {
@@ -196,54 +209,62 @@ fn nodes(o: &mut String, m: &LoopModule, k: &Kernel, ns: &[Node], depth: usize) 
 fn node_line(m: &LoopModule, k: &Kernel, n: &Node) -> String {
     match n {
         Node::For(l) => {
-            let (lo, hi) = (iexpr(k, &l.lo), iexpr(k, &l.hi));
+            let (lo, hi) = (iexpr(m, k, &l.lo), iexpr(m, k, &l.hi));
             format!("{} {} {} [{lo}, {hi}) {} {{", syntax::FOR, var_name(k, l.var), syntax::IN, l.kind.spelling())
         }
         Node::Guard(g) => {
-            let conds: Vec<String> = g.conds.iter().map(|c| cond(k, c)).collect();
+            let conds: Vec<String> = g.conds.iter().map(|c| cond(m, k, c)).collect();
             format!("{} {} {{", syntax::GUARD, conds.join(", "))
         }
-        Node::LoadIndex { var, buf, offset } => format!("{} = {} {}[{}]", var_name(k, *var), syntax::LOAD_INDEX, buf_name(m, *buf), iexpr(k, offset)),
+        Node::LoadIndex { var, buf, offset } => format!("{} = {} {}[{}]", var_name(k, *var), syntax::LOAD_INDEX, buf_name(m, *buf), iexpr(m, k, offset)),
         Node::Compute(c) => c.values.first().map_or_else(|| write_line(m, k, &c.write), |v| value_line(m, k, 0, v)),
         Node::Sync => syntax::SYNC.to_string(),
     }
 }
 
 /// A guard condition: `lo <= e < hi` or `e != 0`.
-pub fn cond(k: &Kernel, c: &Cond) -> String {
+pub fn cond(m: &LoopModule, k: &Kernel, c: &Cond) -> String {
     match c {
-        Cond::InRange { e, lo, hi } => format!("{} <= {} < {}", iexpr(k, lo), iexpr(k, e), iexpr(k, hi)),
-        Cond::NonZero(e) => format!("{} != 0", iexpr(k, e)),
+        Cond::InRange { e, lo, hi } => format!("{} <= {} < {}", iexpr(m, k, lo), iexpr(m, k, e), iexpr(m, k, hi)),
+        Cond::NonZero(e) => format!("{} != 0", iexpr(m, k, e)),
     }
 }
 
 /// An index expression: constants, variable names, `(a op b)`, `min(a, b)`,
 /// `max(a, b)`.
-pub fn iexpr(k: &Kernel, e: &IExpr) -> String {
+pub fn iexpr(m: &LoopModule, k: &Kernel, e: &IExpr) -> String {
     let mut s = String::new();
-    iexpr_into(&mut s, k, e);
+    iexpr_into(&mut s, &m.dims, &k.vars, e);
     s
 }
 
-fn iexpr_into(o: &mut String, k: &Kernel, e: &IExpr) {
+/// A dim symbol's reference: `%` and its name (`%batch.0`).
+fn sym_name(dims: &[Dim], d: DimId) -> String {
+    dims.get(d).map_or_else(|| format!("?dim{d}"), |x| format!("%{}", x.name))
+}
+
+/// `e` with symbols named from `dims` and variables from `vars` (none in
+/// a buffer's shape).
+fn iexpr_into(o: &mut String, dims: &[Dim], vars: &[Var], e: &IExpr) {
     match e {
         IExpr::Const(c) => {
             let _ = write!(o, "{c}");
         }
-        IExpr::Var(v) => o.push_str(&var_name(k, *v)),
+        IExpr::Var(v) => o.push_str(&vars.get(*v).map_or_else(|| format!("?var{v}"), |x| x.name.clone())),
+        IExpr::Sym(d) => o.push_str(&sym_name(dims, *d)),
         IExpr::Bin(op @ (IBin::Min | IBin::Max), a, b) => {
             o.push_str(op.spelling());
             o.push('(');
-            iexpr_into(o, k, a);
+            iexpr_into(o, dims, vars, a);
             o.push_str(", ");
-            iexpr_into(o, k, b);
+            iexpr_into(o, dims, vars, b);
             o.push(')');
         }
         IExpr::Bin(op, a, b) => {
             o.push('(');
-            iexpr_into(o, k, a);
+            iexpr_into(o, dims, vars, a);
             let _ = write!(o, " {} ", op.spelling());
-            iexpr_into(o, k, b);
+            iexpr_into(o, dims, vars, b);
             o.push(')');
         }
     }
@@ -261,7 +282,7 @@ fn compute(o: &mut String, m: &LoopModule, k: &Kernel, c: &Compute, depth: usize
 
 /// The write that ends a compute.
 fn write_line(m: &LoopModule, k: &Kernel, w: &Write) -> String {
-    format!("{} {}[{}] {} %{}", w.kind.spelling(), buf_name(m, w.buf), iexpr(k, &w.offset), write_operator(w.kind), w.value)
+    format!("{} {}[{}] {} %{}", w.kind.spelling(), buf_name(m, w.buf), iexpr(m, k, &w.offset), write_operator(w.kind), w.value)
 }
 
 /// `%I = op operands : dtype`.
@@ -281,13 +302,13 @@ fn vop(m: &LoopModule, k: &Kernel, op: &VOp, dtype: DType) -> String {
     match op {
         VOp::Const(x) if dtype == DType::I32 && x.fract() == 0.0 && x.abs() < EXACT_INT => format!("{} {}", VOpName::Const.spelling(), *x as i64),
         VOp::Const(x) => format!("{} {}", VOpName::Const.spelling(), float_text(*x)),
-        VOp::Load { buf, offset } => format!("{} {}[{}]", VOpName::Load.spelling(), buf_name(m, *buf), iexpr(k, offset)),
-        VOp::Index(e) => format!("{} {}", VOpName::Index.spelling(), iexpr(k, e)),
+        VOp::Load { buf, offset } => format!("{} {}[{}]", VOpName::Load.spelling(), buf_name(m, *buf), iexpr(m, k, offset)),
+        VOp::Index(e) => format!("{} {}", VOpName::Index.spelling(), iexpr(m, k, e)),
         VOp::Lookup { table, index } => {
             let t: Vec<String> = table.iter().map(|x| x.to_string()).collect();
-            format!("{} [{}][{}]", VOpName::Lookup.spelling(), t.join(", "), iexpr(k, index))
+            format!("{} [{}][{}]", VOpName::Lookup.spelling(), t.join(", "), iexpr(m, k, index))
         }
-        VOp::Random { stream, counter, lo, hi } => format!("{} {}[{}], %{lo}, %{hi}", VOpName::Random.spelling(), quote(stream), iexpr(k, counter)),
+        VOp::Random { stream, counter, lo, hi } => format!("{} {}[{}], %{lo}, %{hi}", VOpName::Random.spelling(), quote(stream), iexpr(m, k, counter)),
         VOp::Neg(a) => format!("{} %{a}", VOpName::Neg.spelling()),
         VOp::Bin(op, a, b) => format!("{} %{a}, %{b}", op.spelling()),
         VOp::Cast(a) => format!("{} %{a}", VOpName::Cast.spelling()),
@@ -305,9 +326,12 @@ mod tests {
     #[test]
     fn index_expressions_are_fully_parenthesised() {
         let k = kernel_with(&["i", "j"], vec![]);
+        let m = LoopModule { dims: vec![Dim { name: "n.0".into() }], ..LoopModule::default() };
         let e = IExpr::bin(IBin::Max, IExpr::c(0), IExpr::add(IExpr::mul(IExpr::c(2), IExpr::v(0)), IExpr::bin(IBin::Mod, IExpr::v(1), IExpr::c(-3))));
-        assert_eq!(iexpr(&k, &e), "max(0, ((2 * i) + (j % -3)))");
-        assert_eq!(iexpr(&k, &IExpr::bin(IBin::CeilDiv, IExpr::v(0), IExpr::v(7))), "(i //^ ?var7)");
+        assert_eq!(iexpr(&m, &k, &e), "max(0, ((2 * i) + (j % -3)))");
+        assert_eq!(iexpr(&m, &k, &IExpr::bin(IBin::CeilDiv, IExpr::v(0), IExpr::v(7))), "(i //^ ?var7)");
+        // Dim symbols by name; one the module does not declare is marked.
+        assert_eq!(iexpr(&m, &k, &IExpr::sub(IExpr::Sym(0), IExpr::Sym(3))), "(%n.0 - ?dim3)");
     }
 
     #[test]
@@ -321,9 +345,9 @@ mod tests {
                 body: vec![Node::For(For { var: b, lo: IExpr::c(0), hi: IExpr::c(1), kind: LoopKind::Parallel, body: vec![] })],
             })]
         };
-        let m = LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(0, 1))] };
+        let m = LoopModule { facts: Facts::NONE, dims: vec![], buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(0, 1))] };
         assert_eq!(module(&m), "kernel @k {\n  for i in [0, 1) reduce {\n    for j in [0, 1) parallel {\n    }\n  }\n}\n");
-        let m = LoopModule { facts: Facts::NONE, buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(1, 0))] };
+        let m = LoopModule { facts: Facts::NONE, dims: vec![], buffers: vec![], kernels: vec![kernel_with(&["i", "j"], body(1, 0))] };
         assert!(module(&m).starts_with("kernel @k vars(i, j) {\n  for j in"), "{}", module(&m));
     }
 }

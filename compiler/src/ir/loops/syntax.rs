@@ -6,6 +6,8 @@ use super::{DType, Fact, IBin, Init, KernelRole, LoopKind, Role, WriteKind};
 use crate::ir::text::{spelled, Spelled};
 
 pub const BUFFER: &str = "buffer";
+/// A dim symbol's declaration, after the facts: `dim %batch.0`.
+pub const DIM: &str = "dim";
 /// `init(zero)`, `init(input)` after a buffer's role.
 pub const INIT: &str = "init";
 /// Kernels are named `@NAME`.

@@ -8,11 +8,17 @@ pub type VarId = usize;
 /// A value computed in a `compute` node; indexes `Compute::values`.
 pub type ValId = usize;
 pub type BufId = usize;
+/// A dim symbol of the module; indexes `LoopModule::dims`.
+pub type DimId = usize;
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct LoopModule {
     /// What the passes that ran have made true ([`facts`]).
     pub facts: Facts,
+    /// The module's dim symbols (docs/dynamic-shapes.md): extents known
+    /// only when the module runs, each a non-negative `i64`. Empty for a
+    /// static module, which is every module `lower-to-loops` makes today.
+    pub dims: Vec<Dim>,
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
 }
@@ -105,31 +111,60 @@ impl std::str::FromStr for FpContract {
     }
 }
 
+/// A dim symbol: one component of an eintup whose dims are not fixed at
+/// compile time (`batch.0`), printed `%batch.0` where index expressions
+/// use it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dim {
+    pub name: String,
+}
+
 /// A dense row-major buffer; one per `et` array, plus temporaries.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buffer {
     pub name: String,
     pub dtype: DType,
-    pub shape: Vec<i64>,
+    /// Extents: constants in a static module; index expressions over the
+    /// module's dim symbols (never over loop variables) in a dynamic one.
+    pub shape: Vec<IExpr>,
     pub role: Role,
     pub init: Init,
 }
 
+/// A shape of constant extents, as a [`Buffer`] holds it.
+pub fn static_shape(dims: &[i64]) -> Vec<IExpr> {
+    dims.iter().map(|&d| IExpr::Const(d)).collect()
+}
+
 impl Buffer {
-    /// Number of elements (product of the shape; 1 for rank 0).
-    pub fn len(&self) -> i64 {
-        self.shape.iter().product()
+    /// The extents when every one is a constant; `None` when one depends
+    /// on a dim symbol.
+    pub fn dims(&self) -> Option<Vec<i64>> {
+        self.shape.iter().map(IExpr::as_const).collect()
     }
 
+    /// Number of elements (product of the shape; 1 for rank 0), when the
+    /// shape is static.
+    pub fn len(&self) -> Option<i64> {
+        self.dims().map(|d| d.iter().product())
+    }
+
+    /// Is the buffer known to hold no element?
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len() == Some(0)
     }
 
-    /// Row-major strides in elements.
-    pub fn strides(&self) -> Vec<i64> {
-        let mut st = vec![1i64; self.shape.len()];
+    /// Row-major strides in elements, as expressions (constants for a
+    /// static shape).
+    pub fn strides(&self) -> Vec<IExpr> {
+        let mut st = vec![IExpr::Const(1); self.shape.len()];
         for i in (0..self.shape.len().saturating_sub(1)).rev() {
-            st[i] = st[i + 1] * self.shape[i + 1].max(0);
+            st[i] = match (st[i + 1].as_const(), self.shape[i + 1].as_const()) {
+                (Some(s), Some(d)) => IExpr::Const(s * d.max(0)),
+                // Symbolic extents are non-negative (the shape program checks
+                // them before anything runs), so no clamp.
+                _ => IExpr::mul(st[i + 1].clone(), self.shape[i + 1].clone()),
+            };
         }
         st
     }
@@ -407,11 +442,11 @@ mod tests {
 
     #[test]
     fn strides_are_row_major() {
-        let b = Buffer { name: "y".into(), dtype: DType::F64, shape: vec![2, 3, 4], role: Role::Temp, init: Init::Zero };
-        assert_eq!(b.strides(), vec![12, 4, 1]);
-        assert_eq!(b.len(), 24);
+        let b = Buffer { name: "y".into(), dtype: DType::F64, shape: static_shape(&[2, 3, 4]), role: Role::Temp, init: Init::Zero };
+        assert_eq!(b.strides(), static_shape(&[12, 4, 1]));
+        assert_eq!(b.len(), Some(24));
         let r0 = Buffer { shape: vec![], ..b.clone() };
-        assert_eq!(r0.len(), 1);
+        assert_eq!(r0.len(), Some(1));
         assert!(r0.strides().is_empty());
     }
 }

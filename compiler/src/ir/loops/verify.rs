@@ -68,6 +68,7 @@ impl VerifyError {
 
 /// Checks a module; `Err` holds the first violation.
 pub fn verify(m: &LoopModule) -> Result<(), VerifyError> {
+    dims(m)?;
     buffers(m)?;
     // Names seen so far, in a map: linear in the number of kernels (a scan
     // of the earlier kernels made 20,000 statements take a minute).
@@ -86,6 +87,38 @@ pub fn verify(m: &LoopModule) -> Result<(), VerifyError> {
     blocks::scratch_owners(m)
 }
 
+/// The first dim symbol of `e` the module does not declare.
+fn undeclared_sym(m: &LoopModule, e: &IExpr) -> Option<DimId> {
+    let mut bad = None;
+    e.for_each_sym(&mut |d| {
+        if d >= m.dims.len() && bad.is_none() {
+            bad = Some(d);
+        }
+    });
+    bad
+}
+
+/// Dim names: an identifier, or one and a component (`batch.0`), so
+/// every one prints as `%NAME` and parses back.
+fn is_dim_name(name: &str) -> bool {
+    let (base, comp) = name.split_once('.').unwrap_or((name, "0"));
+    is_ident(base) && !comp.is_empty() && comp.bytes().all(|c| c.is_ascii_digit()) && comp.parse::<usize>().is_ok_and(|n| n.to_string() == comp)
+}
+
+fn dims(m: &LoopModule) -> Result<(), VerifyError> {
+    let mut names = HashSet::new();
+    for (i, d) in m.dims.iter().enumerate() {
+        let err = |message| Err(VerifyError { site: Site::Module, message });
+        if !is_dim_name(&d.name) {
+            return err(format!("dim #{i}: name `{}` is not an identifier (optionally `.N`)", d.name));
+        }
+        if !names.insert(d.name.as_str()) {
+            return err(format!("dim `%{}` is declared twice", d.name));
+        }
+    }
+    Ok(())
+}
+
 fn buffers(m: &LoopModule) -> Result<(), VerifyError> {
     let mut names = HashSet::new();
     for (i, b) in m.buffers.iter().enumerate() {
@@ -96,11 +129,25 @@ fn buffers(m: &LoopModule) -> Result<(), VerifyError> {
         if !names.insert(b.name.as_str()) {
             return err(format!("buffer `{}` is declared twice", b.name));
         }
-        if let Some(d) = b.shape.iter().find(|&&d| d < 0) {
+        // A shape is fixed for the whole run: dim symbols only, no loop
+        // variable.
+        if let Some(e) = b.shape.iter().find(|e| e.uses_any_var()) {
+            return err(format!("buffer `{}`: extent `{}` uses a loop variable", b.name, print::shape_extent(m, e)));
+        }
+        if let Some(d) = b.shape.iter().find_map(|e| undeclared_sym(m, e)) {
+            return err(format!("buffer `{}`: dim symbol id {d} out of range (the module declares {})", b.name, m.dims.len()));
+        }
+        // Scratch lives in registers or shared memory, sized when the
+        // kernel is compiled.
+        if b.role.is_scratch() && b.dims().is_none() {
+            return err(format!("buffer `{}`: a {} buffer needs a constant shape", b.name, b.role.spelling()));
+        }
+        if let Some(d) = b.shape.iter().filter_map(IExpr::as_const).find(|&d| d < 0) {
             return err(format!("buffer `{}` has a negative dimension {d}", b.name));
         }
-        // `Buffer::len` multiplies in i64; refuse shapes where that overflows.
-        if b.shape.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d)).is_none() {
+        // `Buffer::len` multiplies in i64; refuse shapes where that
+        // overflows (symbolic extents: the shape program checks at run time).
+        if b.dims().is_some_and(|d| d.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d)).is_none()) {
             return err(format!("buffer `{}`: element count overflows i64", b.name));
         }
         if b.init != b.role.default_init() {
@@ -159,9 +206,10 @@ impl Ck<'_> {
         self.m.buffers.get(b).ok_or_else(|| format!("{what}: buffer id {b} out of range (the module has {} buffers)", self.m.buffers.len()))
     }
 
-    /// Every variable of `e` exists and is in scope here.
+    /// Every variable of `e` exists and is in scope here, and every dim
+    /// symbol is declared.
     fn expr(&self, e: &IExpr, what: &str) -> Result<(), String> {
-        let mut err = None;
+        let mut err = undeclared_sym(self.m, e).map(|d| format!("{what}: dim symbol id {d} out of range (the module declares {})", self.m.dims.len()));
         e.for_each_var(&mut |v| {
             if err.is_some() {
                 return;
@@ -352,8 +400,8 @@ mod tests {
                 Node::LoadIndex { var: 1, buf: 0, offset: IExpr::v(0) },
             ],
         };
-        let b = Buffer { name: "idx".into(), dtype: DType::I32, shape: vec![2], role: Role::Temp, init: Init::Zero };
-        let m = LoopModule { facts: Facts::NONE, buffers: vec![b], kernels: vec![k] };
+        let b = Buffer { name: "idx".into(), dtype: DType::I32, shape: static_shape(&[2]), role: Role::Temp, init: Init::Zero };
+        let m = LoopModule { facts: Facts::NONE, dims: vec![], buffers: vec![b], kernels: vec![k] };
         let e = verify(&m).unwrap_err();
         assert!(e.message.contains("`@k`") && e.message.contains("`t` used outside its scope"), "{e}");
         assert_eq!(e.site, Site::Node(0, vec![1]));

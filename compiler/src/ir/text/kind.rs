@@ -53,6 +53,9 @@ pub fn kind_of(text: &str) -> TextKind {
             // A loop module's pass facts come first: `facts(..)`, which
             // no program line is (a constraint is `DIMS(..)` or `RANK(..)`).
             "facts" if rest.starts_with('(') => TextKind::LoopIr,
+            // A dynamic loop module's dim symbols: `dim %NAME`, which no
+            // program line is either (`%` starts no index).
+            "dim" if rest.starts_with(char::is_whitespace) && rest.trim_start().starts_with('%') => TextKind::LoopIr,
             w if blank_follows && LOOP_KEYWORDS.contains(&w) => TextKind::LoopIr,
             w if blank_follows && ET_KEYWORDS.contains(&w) => TextKind::EtIr,
             _ if comments => TextKind::EtIr,
@@ -82,6 +85,8 @@ mod tests {
         assert_eq!(kind_of("// c\nbuffer x : f64[4] input\n"), TextKind::LoopIr);
         assert_eq!(kind_of("kernel @k {\n}\n"), TextKind::LoopIr);
         assert_eq!(kind_of("facts(parallelized)\nbuffer x : f64[4] input\n"), TextKind::LoopIr);
+        assert_eq!(kind_of("dim %n.0\nbuffer x : f64[%n.0] input\n"), TextKind::LoopIr);
+        assert_eq!(kind_of("dim[i] = 1\n"), TextKind::Program);
         assert_eq!(kind_of("// only a comment\n"), TextKind::EtIr);
         assert_eq!(kind_of(""), TextKind::Program);
     }

@@ -62,7 +62,8 @@ pub(super) fn kernel(m: &LoopModule, ki: usize, k: &Kernel) -> Result<(), Verify
     for buf in k.scratch_buffers(m) {
         let bf = &m.buffers[buf];
         if bf.role == Role::Shared {
-            shared = shared.saturating_add(bf.len().saturating_mul(bf.dtype.size() as i64));
+            // Scratch shapes are static (`buffers` checks it first).
+            shared = shared.saturating_add(bf.len().unwrap_or(i64::MAX).saturating_mul(bf.dtype.size() as i64));
         }
     }
     if shared > MAX_SHARED_BYTES {

@@ -1,0 +1,186 @@
+//! Loop modules with dim symbols (docs/dynamic-shapes.md, step 2): one
+//! module run by the loop interpreter at many configurations of its dims
+//! (tile non-multiples, zero-sized and one-element dims) against results
+//! computed here from the ops' definitions, before and after every loop
+//! pass of the GPU and host pipelines. A pass that cannot handle a
+//! symbolic trip count must leave the kernel alone, never miscompile.
+
+use eintup::driver::Source;
+use eintup::interp::loops as li;
+use eintup::ir::loops::{parse, LoopModule};
+use eintup::passes::{manager, DriverOptions, Ir, Unit, GPU_PASSES, HOST_PASSES, MIDDLE_END};
+use eintup::tensor::{Data, Tensor};
+
+/// `c[n, i, j] = sum_k a[n, i, k] * b[n, k, j]` over four dim symbols, as
+/// `lower-to-loops` writes a batched matmul (a reset kernel, then the sum).
+const MATMUL: &str = "\
+dim %batch.0
+dim %row.0
+dim %k.0
+dim %col.0
+buffer a : i32[%batch.0, %row.0, %k.0] input
+buffer b : i32[%batch.0, %k.0, %col.0] input
+buffer c : i32[%batch.0, %row.0, %col.0] output
+
+kernel @reset role(reset, stmt 0) {
+  for n in [0, %batch.0) reduce {
+    for i in [0, %row.0) reduce {
+      for j in [0, %col.0) reduce {
+        for k in [0, %k.0) reduce {
+          %0 = const 0 : i32
+          store c[((((n * %row.0) + i) * %col.0) + j)] = %0
+        }
+      }
+    }
+  }
+}
+
+kernel @mm role(main, stmt 0) {
+  for n in [0, %batch.0) reduce {
+    for i in [0, %row.0) reduce {
+      for j in [0, %col.0) reduce {
+        for k in [0, %k.0) reduce {
+          %0 = load a[((((n * %row.0) + i) * %k.0) + k)] : i32
+          %1 = load b[((((n * %k.0) + k) * %col.0) + j)] : i32
+          %2 = mul %0, %1 : i32
+          accumulate c[((((n * %row.0) + i) * %col.0) + j)] += %2
+        }
+      }
+    }
+  }
+}
+";
+
+/// A valid 1-D convolution `y[o] = sum_w x[o + w] * f[w]`: the output's
+/// extent is an expression of two symbols, and the loads are guarded.
+const CONV: &str = "\
+dim %x.0
+dim %w.0
+buffer x : i32[%x.0] input
+buffer f : i32[%w.0] input
+buffer y : i32[((%x.0 - %w.0) + 1)] output
+
+kernel @conv role(main, stmt 0) {
+  for o in [0, ((%x.0 - %w.0) + 1)) reduce {
+    for w in [0, %w.0) reduce {
+      guard 0 <= (o + w) < %x.0 {
+        %0 = load x[(o + w)] : i32
+        %1 = load f[w] : i32
+        %2 = mul %0, %1 : i32
+        accumulate y[o] += %2
+      }
+    }
+  }
+}
+";
+
+fn ints(n: usize, salt: i32) -> Vec<i32> {
+    (0..n as i32).map(|i| (i.wrapping_mul(7919).wrapping_add(salt * 31)) % 23 - 11).collect()
+}
+
+/// Runs `m` at `dims` on `inputs` (zeros elsewhere); the buffers after.
+fn run_at(m: &LoopModule, dims: &[i64], inputs: &[Vec<i32>]) -> Vec<Vec<i32>> {
+    let bound = m.bind_dims(dims).unwrap();
+    let mut bufs: Vec<Tensor> = bound
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let shape: Vec<usize> = b.dims().unwrap().iter().map(|&d| d as usize).collect();
+            let n = shape.iter().product::<usize>();
+            let data = inputs.get(i).cloned().unwrap_or_else(|| vec![0; n]);
+            assert_eq!(data.len(), n, "buffer `{}`", b.name);
+            Tensor::new(shape, Data::I32(data)).unwrap()
+        })
+        .collect();
+    li::run_at(m, dims, 0, &mut bufs).unwrap_or_else(|e| panic!("{dims:?}: {e}"));
+    bufs.into_iter().map(|t| if let Data::I32(v) = t.data { v } else { unreachable!() }).collect()
+}
+
+/// Every loop pass the targets run, in pipeline order (middle end, then
+/// each target's tail), on a copy of `m`; the module after each pass.
+fn after_each_pass(m: &LoopModule) -> Vec<(String, LoopModule)> {
+    let mut out = Vec::new();
+    let middle: Vec<&str> = MIDDLE_END.iter().copied().filter(|p| *p != "lower-to-loops").collect();
+    for tail in [GPU_PASSES, HOST_PASSES] {
+        let mut unit = Unit { ir: Ir::Loop(m.clone()), ..Unit::from_source(Source::from_string("dyn.etir", "")) };
+        for name in middle.iter().chain(tail) {
+            let pm = manager::PassManager::from_names(&[name], manager::Instrument::default()).unwrap();
+            pm.run(&mut unit, &DriverOptions::default(), &mut std::io::sink()).unwrap_or_else(|e| panic!("pass {name}: {e:?}"));
+            let Ir::Loop(lm) = &unit.ir else { panic!("{name} left the loop level") };
+            out.push((name.to_string(), lm.clone()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_dynamic_matmul_runs_at_every_configuration_before_and_after_each_pass() {
+    let m = parse::parse_verified(MATMUL).unwrap();
+    let passes = after_each_pass(&m);
+    // Tile non-multiples, zero-sized dims (each in turn) and ones.
+    for dims in [[2, 3, 4, 5], [1, 64, 8, 64], [3, 0, 4, 5], [2, 3, 0, 5], [1, 33, 17, 65], [0, 2, 2, 2], [1, 1, 1, 1]] {
+        let [nb, r, k, c] = dims.map(|d| d as usize);
+        let a = ints(nb * r * k, 1);
+        let b = ints(nb * k * c, 2);
+        let mut want = vec![0i32; nb * r * c];
+        for n in 0..nb {
+            for i in 0..r {
+                for j in 0..c {
+                    want[(n * r + i) * c + j] = (0..k).map(|kk| a[(n * r + i) * k + kk].wrapping_mul(b[(n * k + kk) * c + j])).fold(0, i32::wrapping_add);
+                }
+            }
+        }
+        let inputs = [a, b];
+        assert_eq!(run_at(&m, &dims, &inputs)[2], want, "as written, at {dims:?}");
+        for (pass, lm) in &passes {
+            assert_eq!(run_at(lm, &dims, &inputs)[2], want, "after {pass}, at {dims:?}");
+        }
+    }
+}
+
+#[test]
+fn a_dynamic_convolution_with_a_derived_extent_runs_at_every_configuration() {
+    let m = parse::parse_verified(CONV).unwrap();
+    let passes = after_each_pass(&m);
+    for dims in [[7, 3], [3, 3], [5, 1], [0, 0], [4, 0], [33, 5]] {
+        let [nx, nw] = dims.map(|d| d as usize);
+        let (x, f) = (ints(nx, 3), ints(nw, 4));
+        let want: Vec<i32> = (0..nx + 1 - nw).map(|o| (0..nw).map(|w| x[o + w].wrapping_mul(f[w])).fold(0, i32::wrapping_add)).collect();
+        let inputs = [x, f];
+        assert_eq!(run_at(&m, &dims, &inputs)[2], want, "as written, at {dims:?}");
+        for (pass, lm) in &passes {
+            assert_eq!(run_at(lm, &dims, &inputs)[2], want, "after {pass}, at {dims:?}");
+        }
+    }
+}
+
+#[test]
+fn binding_dims_refuses_what_the_shape_program_would() {
+    let m = parse::parse_verified(CONV).unwrap();
+    assert_eq!(m.bind_dims(&[3]).unwrap_err(), "1 dim values given for the module's 2 dim symbols");
+    assert_eq!(m.bind_dims(&[-1, 2]).unwrap_err(), "dim `%x.0` is -1: dims are non-negative");
+    // A filter longer than the input gives the output a negative extent.
+    assert_eq!(m.bind_dims(&[2, 4]).unwrap_err(), "buffer `y`: extent `((%x.0 - %w.0) + 1)` is -1 at these dims");
+    // Bound, the module is static: shapes are numbers, no symbol is left.
+    let b = m.bind_dims(&[7, 3]).unwrap();
+    assert!(!b.is_dynamic() && b.kernels.iter().all(|k| !k.is_symbolic()));
+    assert_eq!(b.buffers[2].dims(), Some(vec![5]));
+    // The interpreter runs a dynamic module only at given dims.
+    let mut bufs = vec![];
+    assert!(li::run(&m, 0, &mut bufs).unwrap_err().contains("2 dim symbols"));
+}
+
+#[test]
+fn passes_that_need_constant_trips_say_which_kernels_they_left() {
+    let m = parse::parse_verified(MATMUL).unwrap();
+    let mut unit = Unit { ir: Ir::Loop(m), ..Unit::from_source(Source::from_string("dyn.etir", "")) };
+    let names = ["parallelize", "split-reductions", "shift-loops", "register-tiles", "block-tiles"];
+    let pm = manager::PassManager::from_names(&names, manager::Instrument { stats: true, ..manager::Instrument::default() }).unwrap();
+    let mut log = Vec::new();
+    pm.run(&mut unit, &DriverOptions::default(), &mut log).unwrap();
+    let log = String::from_utf8(log).unwrap();
+    for pass in ["split-reductions: 0 reductions split", "register-tiles: 0 kernels tiled", "block-tiles: 0 kernels tiled"] {
+        assert!(log.contains(&format!("{pass}; 2 left alone, symbolic trip counts: reset, mm")), "{pass}:\n{log}");
+    }
+}
