@@ -15,6 +15,7 @@
 //! buffer or the bundle's generator kernels make it.
 
 mod backend;
+pub mod buffer;
 pub mod bundle;
 pub mod check;
 mod cuda;
@@ -34,6 +35,7 @@ mod timing;
 // uses without the device code; re-exported so both paths name one type.
 pub use eintup_tensor::{npy, tensor};
 
+pub use buffer::DeviceBuffer;
 pub use bundle::Bundle;
 pub use device::{Device, DeviceInfo, DeviceKind, LaunchTiming, Timings};
 pub use emu::{EmuOptions, Fault, FaultKind, Profile, ProfileReport};
