@@ -63,7 +63,7 @@ impl fmt::Debug for DeviceBuffer {
 
 /// The byte size of `dtype` elements of `shape`; `InvalidArgument` when it
 /// overflows.
-pub(crate) fn byte_size(dtype: DType, shape: &[usize]) -> Result<usize> {
+pub fn byte_size(dtype: DType, shape: &[usize]) -> Result<usize> {
     element_count(shape)
         .and_then(|n| n.checked_mul(dtype.size()))
         .ok_or_else(|| Error::InvalidArgument(format!("a buffer of {dtype} and shape {shape:?} has more bytes than this machine addresses")))
