@@ -207,3 +207,24 @@ pub(crate) unsafe fn parse_shape(ndim: usize, shape: *const i64) -> Result<Vec<u
     let dims = unsafe { std::slice::from_raw_parts(shape, ndim) };
     dims.iter().map(|&d| usize::try_from(d).map_err(|_| invalid(format!("shape {dims:?} has a negative dim")))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message() -> String {
+        // SAFETY: the library's NUL-terminated message.
+        unsafe { CStr::from_ptr(et_last_error()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn errors_and_panics_become_statuses() {
+        assert_eq!(entry("f", || Err(Error::NoDriver)), ET_ERROR_NO_DRIVER);
+        assert_eq!(message(), "no CUDA driver found (libcuda could not be loaded)");
+        assert_eq!(entry("f", || Err(Error::Driver("cuInit: boom".into()))), ET_ERROR_DRIVER);
+        assert_eq!(entry("f", || Ok(())), ET_OK);
+        assert_eq!(message(), "CUDA driver error: cuInit: boom", "a success leaves the message");
+        assert_eq!(entry("et_thing", || panic!("a bug")), ET_ERROR_DRIVER);
+        assert_eq!(message(), "et_thing: internal error (the runtime panicked: a bug); please report it");
+    }
+}
