@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::buffer::Storage;
+use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::check::{check_inputs, check_target};
 use crate::error::{Error, Result};
@@ -41,9 +41,8 @@ pub(crate) trait Backend {
     fn alloc(&mut self, name: &str, bytes: usize) -> Result<Self::Buffer>;
     /// The device address kernels receive for `buffer`.
     fn address(&self, buffer: &Self::Buffer) -> u64;
-    /// The device address of a caller's buffer, when it lives on this
-    /// device (`None`: another device's).
-    fn bindable(&self, buffer: &Storage) -> Option<u64>;
+    /// The device whose memory this backend's kernels address.
+    fn device_id(&self) -> DeviceId;
     // Copies and fills take device addresses rather than allocations, so
     // that they reach a caller's bound buffer as well as the program's own.
     /// Copies `host` to the device at `addr`.
@@ -190,9 +189,10 @@ pub(crate) fn upload<B: Backend>(b: &mut B, p: &mut Prepared<B>, i: usize, name:
 /// Puts the caller's buffer `to` in place of buffer `i` (named `name`) for
 /// every later launch, fill, upload and download; `None` restores the
 /// program's own allocation. The caller checked dtype and shape.
-pub(crate) fn bind<B: Backend>(b: &B, p: &mut Prepared<B>, i: usize, name: &str, to: Option<&Storage>) -> Result<()> {
+pub(crate) fn bind<B: Backend>(b: &B, p: &mut Prepared<B>, i: usize, name: &str, to: Option<&dyn DeviceMemory>) -> Result<()> {
     p.slots[i].0 = match to {
-        Some(s) => b.bindable(s).ok_or_else(|| Error::InvalidArgument(format!("binding buffer `{name}`: the DeviceBuffer was made by another device")))?,
+        Some(m) if m.device() == b.device_id() => m.address(),
+        Some(_) => return Err(Error::InvalidArgument(format!("binding buffer `{name}`: the DeviceBuffer was made by another device"))),
         None => p.owned[i].as_ref().map_or(0, |m| b.address(m)),
     };
     Ok(())

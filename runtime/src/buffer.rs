@@ -24,8 +24,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::cuda::CudaMem;
-use crate::emu::EmuMem;
 use crate::error::{Error, Result};
 use eintup_tensor::tensor::element_count;
 use eintup_tensor::tensor::{DType, Data, Tensor};
@@ -42,13 +40,28 @@ struct Inner {
     dtype: DType,
     shape: Vec<usize>,
     bytes: usize,
-    storage: Storage,
+    memory: Box<dyn DeviceMemory>,
 }
 
-/// Where the memory is: one variant per kind of device.
-pub(crate) enum Storage {
-    Emu(EmuMem),
-    Cuda(CudaMem),
+/// The device a buffer's memory belongs to: a program binds only its own
+/// device's buffers. The emulator's memory, or a CUDA context (two devices
+/// of one ordinal share the primary context, and so their memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DeviceId {
+    Emu(usize),
+    Cuda(usize),
+}
+
+/// One kind of device's memory behind a [`DeviceBuffer`] (implemented in
+/// `emu` and `cuda`, which sit above this module).
+pub(crate) trait DeviceMemory: Send + Sync {
+    fn device(&self) -> DeviceId;
+    /// The device address kernels receive.
+    fn address(&self) -> u64;
+    /// Copies `host` (the buffer's size) in; complete when it returns.
+    fn write(&self, host: &[u8]) -> Result<()>;
+    /// The buffer's `bytes` bytes.
+    fn read(&self, bytes: usize) -> Result<Vec<u8>>;
 }
 
 impl fmt::Debug for DeviceBuffer {
@@ -70,8 +83,8 @@ pub fn byte_size(dtype: DType, shape: &[usize]) -> Result<usize> {
 }
 
 impl DeviceBuffer {
-    pub(crate) fn new(dtype: DType, shape: Vec<usize>, bytes: usize, storage: Storage) -> DeviceBuffer {
-        DeviceBuffer { inner: Arc::new(Inner { dtype, shape, bytes, storage }) }
+    pub(crate) fn new(dtype: DType, shape: Vec<usize>, bytes: usize, memory: Box<dyn DeviceMemory>) -> DeviceBuffer {
+        DeviceBuffer { inner: Arc::new(Inner { dtype, shape, bytes, memory }) }
     }
 
     pub fn dtype(&self) -> DType {
@@ -89,14 +102,11 @@ impl DeviceBuffer {
 
     /// The device address kernels receive (null for an empty buffer).
     pub fn device_ptr(&self) -> u64 {
-        match &self.inner.storage {
-            Storage::Emu(m) => m.address(),
-            Storage::Cuda(m) => m.address(),
-        }
+        self.inner.memory.address()
     }
 
-    pub(crate) fn storage(&self) -> &Storage {
-        &self.inner.storage
+    pub(crate) fn memory(&self) -> &dyn DeviceMemory {
+        &*self.inner.memory
     }
 
     /// Copies `t` (this buffer's dtype and shape) into the buffer; returns
@@ -115,20 +125,13 @@ impl DeviceBuffer {
                 t.shape
             )));
         }
-        let host = t.data.to_ne_bytes();
-        match &self.inner.storage {
-            Storage::Emu(m) => m.write(&host),
-            Storage::Cuda(m) => m.write(&host),
-        }
+        self.inner.memory.write(&t.data.to_ne_bytes())
     }
 
     /// The buffer's contents as a host tensor (after the work enqueued on
     /// the device's own stream; see [`write`](DeviceBuffer::write)).
     pub fn read(&self) -> Result<Tensor> {
-        let bytes = match &self.inner.storage {
-            Storage::Emu(m) => m.read(self.inner.bytes)?,
-            Storage::Cuda(m) => m.read(self.inner.bytes)?,
-        };
+        let bytes = self.inner.memory.read(self.inner.bytes)?;
         let data = Data::from_ne_bytes(self.inner.dtype, &bytes).ok_or_else(|| Error::Driver(format!("a DeviceBuffer of {} bytes: downloaded {}", self.inner.bytes, bytes.len())))?;
         Ok(Tensor { shape: self.inner.shape.clone(), data })
     }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
 use crate::backend::{self, Backend, Launch};
-use crate::buffer::Storage;
+use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::info::{DeviceInfo, DeviceKind};
 use crate::timing::{median, LaunchTiming, Timings};
@@ -249,12 +249,16 @@ pub(crate) struct CudaMem {
     _owned: Option<CudaSlice<u8>>,
 }
 
-impl CudaMem {
-    pub(crate) fn address(&self) -> u64 {
+impl DeviceMemory for CudaMem {
+    fn device(&self) -> DeviceId {
+        DeviceId::Cuda(self.ctx.cu_ctx() as usize)
+    }
+
+    fn address(&self) -> u64 {
         self.addr
     }
 
-    pub(crate) fn write(&self, host: &[u8]) -> Result<()> {
+    fn write(&self, host: &[u8]) -> Result<()> {
         if host.is_empty() {
             return Ok(());
         }
@@ -268,7 +272,7 @@ impl CudaMem {
         })
     }
 
-    pub(crate) fn read(&self, bytes: usize) -> Result<Vec<u8>> {
+    fn read(&self, bytes: usize) -> Result<Vec<u8>> {
         let mut host = vec![0u8; bytes];
         if bytes == 0 {
             return Ok(host);
@@ -307,7 +311,7 @@ impl crate::program::Resident for Guarded<'_> {
     fn download(&mut self, i: usize) -> Result<Vec<u8>> {
         self.bound("downloading a buffer", |l| l.download(i))
     }
-    fn bind(&mut self, i: usize, name: &str, to: Option<&Storage>) -> Result<()> {
+    fn bind(&mut self, i: usize, name: &str, to: Option<&dyn DeviceMemory>) -> Result<()> {
         self.0.bind(i, name, to)
     }
     fn synchronize(&mut self) -> Result<()> {
@@ -379,13 +383,8 @@ impl Backend for CudaRun<'_> {
         buffer.device_ptr(&self.dev.stream).0
     }
 
-    fn bindable(&self, buffer: &Storage) -> Option<u64> {
-        // Two devices of one ordinal share the primary context, and so
-        // their memory.
-        match buffer {
-            Storage::Cuda(m) if m.ctx.cu_ctx() == self.dev.ctx.cu_ctx() => Some(m.addr),
-            _ => None,
-        }
+    fn device_id(&self) -> DeviceId {
+        DeviceId::Cuda(self.dev.ctx.cu_ctx() as usize)
     }
 
     fn write(&mut self, addr: u64, host: &[u8]) -> Result<()> {

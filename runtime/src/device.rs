@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::buffer::{byte_size, DeviceBuffer, Storage};
+use crate::buffer::{byte_size, DeviceBuffer, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::cuda::Cuda;
 use crate::emu::{EmuOptions, Emulator, ProfileReport};
@@ -130,11 +130,11 @@ impl Device {
     /// the emulator's memory, beside its programs' buffers.
     pub fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<DeviceBuffer> {
         let bytes = byte_size(dtype, shape)?;
-        let storage = match &self.imp {
-            Imp::Cuda(c) => Storage::Cuda(c.alloc(bytes)?),
-            Imp::Emu(e) => Storage::Emu(e.alloc(bytes)?),
+        let memory: Box<dyn DeviceMemory> = match &self.imp {
+            Imp::Cuda(c) => Box::new(c.alloc(bytes)?),
+            Imp::Emu(e) => Box::new(e.alloc(bytes)?),
         };
-        Ok(DeviceBuffer::new(dtype, shape.to_vec(), bytes, storage))
+        Ok(DeviceBuffer::new(dtype, shape.to_vec(), bytes, memory))
     }
 
     /// A buffer holding a copy of `t`: [`alloc`](Device::alloc), then
@@ -163,11 +163,11 @@ impl Device {
         if ptr == 0 && bytes > 0 {
             return Err(Error::InvalidArgument(format!("wrapping a null pointer as {bytes} bytes")));
         }
-        let storage = match &self.imp {
-            Imp::Cuda(c) => Storage::Cuda(c.wrap(ptr)),
-            Imp::Emu(e) => Storage::Emu(e.wrap(ptr, bytes)?),
+        let memory: Box<dyn DeviceMemory> = match &self.imp {
+            Imp::Cuda(c) => Box::new(c.wrap(ptr)),
+            Imp::Emu(e) => Box::new(e.wrap(ptr, bytes)?),
         };
-        Ok(DeviceBuffer::new(dtype, shape.to_vec(), bytes, storage))
+        Ok(DeviceBuffer::new(dtype, shape.to_vec(), bytes, memory))
     }
 
     /// On the emulator, the host<->device copies made on this device so

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 
 use crate::backend::{self, Backend, Prepared};
-use crate::buffer::{DeviceBuffer, Storage};
+use crate::buffer::{DeviceBuffer, DeviceMemory};
 use crate::check::{check_input, fits};
 use crate::profile::ProfileReport;
 use crate::error::{Error, Result};
@@ -60,7 +60,7 @@ pub(crate) trait Resident {
     /// The emulator's profile of the launches since the last call.
     fn take_profile(&mut self) -> Option<ProfileReport>;
     /// [`backend::bind`].
-    fn bind(&mut self, i: usize, name: &str, to: Option<&Storage>) -> Result<()>;
+    fn bind(&mut self, i: usize, name: &str, to: Option<&dyn DeviceMemory>) -> Result<()>;
     /// Waits for everything enqueued.
     fn synchronize(&mut self) -> Result<()>;
     /// [`Backend::use_stream`].
@@ -103,7 +103,7 @@ impl<B: Backend> Resident for Loaded<B> {
     fn take_profile(&mut self) -> Option<ProfileReport> {
         self.b.take_profile()
     }
-    fn bind(&mut self, i: usize, name: &str, to: Option<&Storage>) -> Result<()> {
+    fn bind(&mut self, i: usize, name: &str, to: Option<&dyn DeviceMemory>) -> Result<()> {
         backend::bind(&self.b, &mut self.p, i, name, to)
     }
     fn synchronize(&mut self) -> Result<()> {
@@ -185,7 +185,7 @@ impl<'d> Program<'d> {
         }
         let zeroed = matches!(b.init, Init::Zero);
         self.release(i)?;
-        self.imp.bind(i, name, Some(buffer.storage()))?;
+        self.imp.bind(i, name, Some(buffer.memory()))?;
         self.bound[i] = Some(buffer.clone());
         self.stale[i] = zeroed;
         Ok(())

@@ -6,8 +6,7 @@ use std::ffi::c_void;
 use eintup_runtime::{DeviceBuffer, Error};
 
 use crate::device::EtDevice;
-use crate::program::host_tensor;
-use crate::status::{bytes_mut, entry, give, handle, out_ptr, parse_dtype, parse_shape, take, EtStatus};
+use crate::status::{bytes_mut, entry, give, handle, host_tensor, out_ptr, parse_dtype, parse_shape, take, EtStatus};
 
 /// Device memory with a dtype and shape. Reference-counted: a program it
 /// is bound to keeps it alive after `et_buffer_free`.

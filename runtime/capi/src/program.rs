@@ -5,11 +5,11 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 use eintup_runtime::manifest::Role;
-use eintup_runtime::{Data, Device, Error, Program, Tensor};
+use eintup_runtime::{Device, Error, Program};
 
 use crate::buffer::EtBuffer;
 use crate::device::{EtBundle, EtDevice};
-use crate::status::{bytes, bytes_mut, dtype_code, entry, give, handle, handle_mut, out_ptr, parse_dtype, parse_shape, take, text, EtStatus, ET_ROLE_INPUT, ET_ROLE_OUTPUT, ET_ROLE_TEMP};
+use crate::status::{bytes_mut, dtype_code, entry, give, handle, handle_mut, host_tensor, out_ptr, take, text, EtStatus, ET_ROLE_INPUT, ET_ROLE_OUTPUT, ET_ROLE_TEMP};
 
 /// A bundle loaded on a device, run many times. Used by one thread at a
 /// time.
@@ -178,26 +178,6 @@ pub unsafe extern "C" fn et_program_write(
         let t = unsafe { host_tensor(dtype, ndim, shape, data, bytes) }?;
         p.program.write(name, &t)
     })
-}
-
-/// A host tensor from C arguments: the dtype code known, the dims not
-/// negative, `bytes` exactly their size.
-///
-/// # Safety
-/// As [`et_program_write`]'s `shape` and `data`.
-pub(crate) unsafe fn host_tensor(dtype: i32, ndim: usize, shape: *const i64, data: *const c_void, size: usize) -> Result<Tensor, Error> {
-    let dtype = parse_dtype(dtype)?;
-    // SAFETY: the caller's contract.
-    let dims = unsafe { parse_shape(ndim, shape) }?;
-    let want = eintup_runtime::buffer::byte_size(dtype, &dims)?;
-    if size != want {
-        return Err(Error::InvalidArgument(format!("{size} bytes for {dtype} of shape {dims:?}, which has {want} bytes")));
-    }
-    // SAFETY: the caller's contract.
-    let host = unsafe { bytes(data.cast(), size, "data") }?;
-    // The size is a whole number of elements (checked just above).
-    let data = Data::from_ne_bytes(dtype, host).ok_or_else(|| Error::InvalidArgument(format!("{size} bytes are no whole number of {dtype}")))?;
-    Tensor::new(dims.clone(), data).ok_or_else(|| Error::InvalidArgument(format!("shape {dims:?} does not match the data")))
 }
 
 /// Runs the bundle once: inputs never written are generated on the device

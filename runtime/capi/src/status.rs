@@ -3,10 +3,10 @@
 //! boundary, and every pointer the caller passes is checked before use.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use eintup_runtime::{DType, Error, Result};
+use eintup_runtime::{DType, Data, Error, Result, Tensor};
 
 /// What every `et_` function returns: `ET_OK`, or the class of the
 /// failure, with its message in `et_last_error()`. The classes are the
@@ -206,6 +206,27 @@ pub(crate) unsafe fn parse_shape(ndim: usize, shape: *const i64) -> Result<Vec<u
     // SAFETY: the caller's contract.
     let dims = unsafe { std::slice::from_raw_parts(shape, ndim) };
     dims.iter().map(|&d| usize::try_from(d).map_err(|_| invalid(format!("shape {dims:?} has a negative dim")))).collect()
+}
+
+/// A host tensor from C arguments: the dtype code known, the dims not
+/// negative, `bytes` exactly their size.
+///
+/// # Safety
+/// `shape` is null or valid for `ndim` values, `data` null or valid for
+/// `size` bytes.
+pub(crate) unsafe fn host_tensor(dtype: i32, ndim: usize, shape: *const i64, data: *const c_void, size: usize) -> Result<Tensor, Error> {
+    let dtype = parse_dtype(dtype)?;
+    // SAFETY: the caller's contract.
+    let dims = unsafe { parse_shape(ndim, shape) }?;
+    let want = eintup_runtime::buffer::byte_size(dtype, &dims)?;
+    if size != want {
+        return Err(Error::InvalidArgument(format!("{size} bytes for {dtype} of shape {dims:?}, which has {want} bytes")));
+    }
+    // SAFETY: the caller's contract.
+    let host = unsafe { bytes(data.cast(), size, "data") }?;
+    // The size is a whole number of elements (checked just above).
+    let data = Data::from_ne_bytes(dtype, host).ok_or_else(|| Error::InvalidArgument(format!("{size} bytes are no whole number of {dtype}")))?;
+    Tensor::new(dims.clone(), data).ok_or_else(|| Error::InvalidArgument(format!("shape {dims:?} does not match the data")))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub use crate::fault::{Fault, FaultKind, OtherAccess, RaceKind};
 pub use crate::profile::{Profile, ProfileReport};
 
 use crate::backend::{self, Backend, Launch};
-use crate::buffer::Storage;
+use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::info::{DeviceInfo, DeviceKind};
 use crate::error::Result;
@@ -112,14 +112,22 @@ pub(crate) struct EmuMem {
     _owned: Option<Alloc>,
 }
 
-impl EmuMem {
-    pub(crate) fn address(&self) -> u64 {
+/// Which emulated device `memory` is.
+fn device_id(memory: &Arc<Mutex<Memory>>) -> DeviceId {
+    DeviceId::Emu(Arc::as_ptr(memory) as usize)
+}
+
+impl DeviceMemory for EmuMem {
+    fn device(&self) -> DeviceId {
+        device_id(&self.memory)
+    }
+    fn address(&self) -> u64 {
         self.addr
     }
-    pub(crate) fn write(&self, host: &[u8]) -> Result<()> {
+    fn write(&self, host: &[u8]) -> Result<()> {
         lock(&self.memory).write(self.addr, host)
     }
-    pub(crate) fn read(&self, bytes: usize) -> Result<Vec<u8>> {
+    fn read(&self, bytes: usize) -> Result<Vec<u8>> {
         lock(&self.memory).read(self.addr, bytes)
     }
 }
@@ -241,11 +249,8 @@ impl Backend for Session<'_> {
         buffer.base
     }
 
-    fn bindable(&self, buffer: &Storage) -> Option<u64> {
-        match buffer {
-            Storage::Emu(e) if Arc::ptr_eq(&e.memory, &self.memory) => Some(e.addr),
-            _ => None,
-        }
+    fn device_id(&self) -> DeviceId {
+        device_id(&self.memory)
     }
 
     fn write(&mut self, addr: u64, host: &[u8]) -> Result<()> {
