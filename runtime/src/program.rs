@@ -183,11 +183,34 @@ impl<'d> Program<'d> {
         if let Err(reason) = fits(b, buffer.dtype(), buffer.shape()) {
             return Err(Error::InvalidArgument(format!("binding buffer `{name}`: the DeviceBuffer has {reason}")));
         }
+        self.check_aliasing(i, buffer)?;
         let zeroed = matches!(b.init, Init::Zero);
         self.release(i)?;
         self.imp.bind(i, name, Some(buffer.memory()))?;
         self.bound[i] = Some(buffer.clone());
         self.stale[i] = zeroed;
+        Ok(())
+    }
+
+    /// Refuses a buffer whose memory overlaps another one bound to this
+    /// program unless both are inputs: the kernels assume that what they
+    /// write is distinct from everything else (a matmul writing `c` while
+    /// reading `a` from the same memory computes garbage), while two inputs
+    /// reading one array is harmless.
+    fn check_aliasing(&self, i: usize, buffer: &DeviceBuffer) -> Result<()> {
+        let span = |b: &DeviceBuffer| (b.device_ptr(), b.device_ptr().saturating_add(b.byte_size() as u64));
+        let (lo, hi) = span(buffer);
+        for (j, other) in self.bound.iter().enumerate() {
+            let Some(other) = other.as_ref().filter(|_| j != i) else { continue };
+            let (olo, ohi) = span(other);
+            let both_inputs = self.manifest.buffers[i].role == Role::Input && self.manifest.buffers[j].role == Role::Input;
+            if lo < ohi && olo < hi && !both_inputs {
+                return Err(Error::InvalidArgument(format!(
+                    "binding buffer `{}`: the DeviceBuffer overlaps the one bound to `{}`; an output may share memory with no other buffer",
+                    self.manifest.buffers[i].name, self.manifest.buffers[j].name
+                )));
+            }
+        }
         Ok(())
     }
 

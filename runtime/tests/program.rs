@@ -318,6 +318,9 @@ fn refuses_bindings(dev: &Device) {
     assert_eq!(err(fine.write(&f32s((0..3).map(|i| i as f32)))), "invalid argument: writing a DeviceBuffer of f32 and shape [128] from a tensor of f32 and shape [3]");
     // Failed bindings changed nothing: the output is the program's own.
     assert!(p.bound("y").is_none());
+    // An output may not share memory with another bound buffer.
+    assert_eq!(err(p.bind("y", &fine)), "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `x`; an output may share memory with no other buffer");
+    assert!(p.bound("y").is_none());
 }
 
 #[test]
@@ -340,4 +343,45 @@ fn temporaries_are_not_bound() {
     p.run().unwrap();
     assert_eq!(z.read().unwrap().data, Data::F32(xs.iter().map(|v| v + 2.0).collect()));
     assert_eq!(p.read("e").unwrap().shape, vec![0, 3]);
+}
+
+/// `y = a + b` by two `acc` launches: two inputs, one output.
+fn two_inputs() -> Bundle {
+    let launch = |args: &[&str]| json!({"op": "launch", "kernel": "acc", "grid": [1, 1, 1], "block": [N, 1, 1], "args": args});
+    let buffer = |name: &str, role: &str, init: &str| json!({"name": name, "dtype": "f32", "shape": [N], "role": role, "init": {"kind": init}});
+    let m = json!({
+        "format_version": 1,
+        "producer": "eintup-runtime program tests",
+        "source": {"name": "hand-written.et", "text": ""},
+        "config": {"seed": 0, "float": "f32", "eintups": {}},
+        "target": {"arch": "sm_80", "ptx_version": "7.0"},
+        "buffers": [buffer("a", "input", "input"), buffer("b", "input", "input"), buffer("y", "output", "zero")],
+        "kernels": [
+            {"name": "acc", "params": ["x", "y"], "registers": null, "spill_stores": null, "spill_loads": null},
+            {"name": "gen", "params": ["x"], "registers": null, "spill_stores": null, "spill_loads": null},
+        ],
+        "steps": [launch(&["a", "y"]), launch(&["b", "y"])],
+    });
+    Bundle::new(Manifest::parse(&m.to_string()).unwrap(), PTX.to_string()).unwrap()
+}
+
+#[test]
+fn inputs_may_share_memory_outputs_may_not() {
+    let dev = Device::emulator();
+    let (x1, _) = inputs();
+    let mut p = dev.load(&two_inputs()).unwrap();
+    let x = dev.upload(&x1).unwrap();
+    p.bind("a", &x).unwrap();
+    p.bind("b", &x).unwrap();
+    p.run().unwrap();
+    assert_eq!(p.read("y").unwrap(), f32s((0..N).map(|i| 2.0 * (i as f32 * 0.5 - 3.0))), "y = x + x");
+    // Overlapping, not equal: a window over the second half of a larger buffer.
+    let whole = dev.alloc(DType::F32, &[2 * N]).unwrap();
+    let late = unsafe { dev.wrap(whole.device_ptr() + 4, N * 4, DType::F32, &[N]) }.unwrap();
+    let early = unsafe { dev.wrap(whole.device_ptr(), N * 4, DType::F32, &[N]) }.unwrap();
+    p.bind("a", &early).unwrap();
+    assert_eq!(p.bind("y", &late).unwrap_err().to_string(), "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `a`; an output may share memory with no other buffer");
+    // Adjacent is not overlapping.
+    let next = unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64, N * 4, DType::F32, &[N]) }.unwrap();
+    p.bind("y", &next).unwrap();
 }
