@@ -326,7 +326,7 @@ fn refuses_bindings(dev: &Device) {
 #[test]
 fn temporaries_are_not_bound() {
     let dev = Device::emulator();
-    let b = Bundle::open(&common::write_bundle(&common::TempDir::new("bind-temp"), &common::manifest_value().to_string(), common::PTX)).unwrap();
+    let b = Bundle::open(common::write_bundle(&common::TempDir::new("bind-temp"), &common::manifest_value().to_string(), common::PTX)).unwrap();
     let mut p = dev.load(&b).unwrap();
     let y = dev.alloc(DType::F32, &[common::N]).unwrap();
     assert_eq!(p.bind("y", &y).unwrap_err().to_string(), "invalid argument: binding buffer `y`: it is a temporary of the bundle; only inputs and outputs are bound");

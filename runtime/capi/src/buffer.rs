@@ -64,7 +64,7 @@ pub unsafe extern "C" fn et_buffer_wrap(device: *const EtDevice, ptr: u64, bytes
 #[no_mangle]
 pub unsafe extern "C" fn et_buffer_free(buffer: *mut EtBuffer) -> EtStatus {
     // SAFETY: the caller's contract.
-    entry("et_buffer_free", || Ok(unsafe { take(buffer) }))
+    entry("et_buffer_free", || unsafe { take(buffer) })
 }
 
 /// Copies host data into the buffer: its dtype and shape, `bytes` bytes at

@@ -52,7 +52,7 @@ pub unsafe extern "C" fn et_device_open(kind: *const c_char, ordinal: usize, out
 #[no_mangle]
 pub unsafe extern "C" fn et_device_free(device: *mut EtDevice) -> EtStatus {
     // SAFETY: the caller's contract.
-    entry("et_device_free", || Ok(unsafe { take(device) }))
+    entry("et_device_free", || unsafe { take(device) })
 }
 
 /// The device's name (e.g. `"eintup PTX emulator"`), valid while the
@@ -98,5 +98,5 @@ pub unsafe extern "C" fn et_bundle_load(path: *const c_char, out: *mut *mut EtBu
 #[no_mangle]
 pub unsafe extern "C" fn et_bundle_free(bundle: *mut EtBundle) -> EtStatus {
     // SAFETY: the caller's contract.
-    entry("et_bundle_free", || Ok(unsafe { take(bundle) }))
+    entry("et_bundle_free", || unsafe { take(bundle) })
 }

@@ -54,7 +54,7 @@ pub unsafe extern "C" fn et_program_load(device: *const EtDevice, bundle: *const
 #[no_mangle]
 pub unsafe extern "C" fn et_program_free(program: *mut EtProgram) -> EtStatus {
     // SAFETY: the caller's contract.
-    entry("et_program_free", || Ok(unsafe { take(program) }))
+    entry("et_program_free", || unsafe { take(program) })
 }
 
 /// The number of buffers of the program's bundle (inputs, outputs,

@@ -142,11 +142,12 @@ pub(crate) unsafe fn give<T>(out: *mut *mut T, value: T) {
 ///
 /// # Safety
 /// `p` is null or a handle of this library not freed before.
-pub(crate) unsafe fn take<T>(p: *mut T) {
+pub(crate) unsafe fn take<T>(p: *mut T) -> Result<()> {
     if !p.is_null() {
         // SAFETY: made by `Box::into_raw` in `give`.
         drop(unsafe { Box::from_raw(p) });
     }
+    Ok(())
 }
 
 /// `bytes` bytes at `p` (any pointer when 0).
