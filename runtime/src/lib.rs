@@ -9,10 +9,15 @@
 //! [`Device::run_timed`] measures a GPU run with CUDA events;
 //! [`Device::run_profiled`] profiles an emulated one.
 //!
+//! [`Device::load`] makes a bundle resident once as a [`Program`], run many
+//! times; the caller may bind its own [`DeviceBuffer`]s to the program's
+//! inputs and outputs (runs then copy nothing) and hand it a CUDA stream.
+//! The C ABI over this API is the crate `eintup-capi` (docs/c-api.md).
+//!
 //! The runtime compiles nothing itself (the driver JIT-compiles the PTX,
-//! the emulator decodes it), uses one stream and plain device memory, and
-//! never generates inputs on the host: the caller supplies every `input`
-//! buffer or the bundle's generator kernels make it.
+//! the emulator decodes it), uses one stream (or the caller's) and plain
+//! device memory, and never generates inputs on the host: the caller
+//! supplies every `input` buffer or the bundle's generator kernels make it.
 
 mod backend;
 pub mod buffer;
