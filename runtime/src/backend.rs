@@ -5,15 +5,19 @@
 //! [`check`] validates inputs and target before any device work; [`load`]
 //! loads the module, resolves the launched kernels, allocates one zeroed
 //! buffer per non-empty manifest buffer and resolves the steps (and each
-//! input's generator) into [`Action`]s on device addresses; [`upload`],
-//! [`generate`] and [`zero`] fill buffers; [`execute`] runs the main
-//! actions in manifest order (possibly many times: a loaded
-//! [`Program`](crate::Program), timing); [`download_one`] copies a buffer
-//! back. [`prepare`] is a one-shot run's load, uploads and generators. So the emulator exercises exactly
-//! the argument marshalling, fills and launch order a GPU run uses.
+//! input's generator) into [`Action`]s on manifest buffers; [`bind`] puts a
+//! caller's [`DeviceBuffer`](crate::DeviceBuffer) in place of one of them;
+//! [`upload`], [`generate`] and [`zero`] fill buffers; [`execute`] runs the
+//! main actions in manifest order (possibly many times: a loaded
+//! [`Program`](crate::Program), timing), each launch receiving the
+//! addresses the buffers have at that moment; [`download_one`] copies a
+//! buffer back. [`prepare`] is a one-shot run's load, uploads and
+//! generators. So the emulator exercises exactly the argument marshalling,
+//! fills and launch order a GPU run uses.
 
 use std::collections::BTreeMap;
 
+use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::check::{check_inputs, check_target};
 use crate::error::{Error, Result};
@@ -28,18 +32,23 @@ pub(crate) trait Backend {
     /// A kernel of the module, ready to launch.
     type Kernel: Clone;
     /// A device allocation.
+    /// A device allocation, freed when dropped.
     type Buffer;
 
     fn load(&mut self, ptx: &str) -> Result<Self::Module>;
     fn kernel(&mut self, module: &Self::Module, name: &str) -> Result<Self::Kernel>;
-    /// A buffer of `bytes` (> 0) bytes holding `contents`, or zeros.
-    fn alloc(&mut self, name: &str, bytes: usize, contents: Option<&[u8]>) -> Result<Self::Buffer>;
-    /// Copies `host` (the buffer's size) into `buffer`.
-    fn write(&mut self, buffer: &mut Self::Buffer, host: &[u8]) -> Result<()>;
+    /// A zeroed buffer of `bytes` (> 0) bytes.
+    fn alloc(&mut self, name: &str, bytes: usize) -> Result<Self::Buffer>;
     /// The device address kernels receive for `buffer`.
     fn address(&self, buffer: &Self::Buffer) -> u64;
-    /// Sets the buffer's `bytes` bytes to zero.
-    fn zero(&mut self, buffer: &Self::Buffer, bytes: usize) -> Result<()>;
+    /// The device whose memory this backend's kernels address.
+    fn device_id(&self) -> DeviceId;
+    // Copies and fills take device addresses rather than allocations, so
+    // that they reach a caller's bound buffer as well as the program's own.
+    /// Copies `host` to the device at `addr`.
+    fn write(&mut self, addr: u64, host: &[u8]) -> Result<()>;
+    /// Sets `bytes` bytes at `addr` to zero.
+    fn zero(&mut self, addr: u64, bytes: usize) -> Result<()>;
     fn launch(&mut self, launch: &Launch<'_, Self::Kernel>) -> Result<()>;
     /// How many blocks of `block` threads of `kernel` the device runs at
     /// once (multiprocessors x resident blocks per multiprocessor); `None`
@@ -55,7 +64,18 @@ pub(crate) trait Backend {
     fn take_profile(&mut self) -> Option<ProfileReport> {
         None
     }
-    fn download(&mut self, buffer: &Self::Buffer, bytes: usize) -> Result<Vec<u8>>;
+    /// The `bytes` bytes at `addr`, after everything enqueued before.
+    fn download(&mut self, addr: u64, bytes: usize) -> Result<Vec<u8>>;
+    /// Enqueues all later work on the caller's `stream` (a `CUstream`; null:
+    /// the device's own), after waiting for the work already enqueued. The
+    /// emulator runs everything at once and has no streams.
+    ///
+    /// # Safety
+    /// `stream` must be a live stream of the device's context for as long
+    /// as work is enqueued on it.
+    unsafe fn use_stream(&mut self, _stream: *mut std::ffi::c_void) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// One launch step, resolved.
@@ -72,7 +92,9 @@ pub(crate) struct Launch<'a, K> {
 pub(crate) enum Action<K> {
     /// Zero manifest buffer `buffer` (an index into the manifest's buffers).
     Fill { buffer: usize },
-    Launch { step: usize, name: String, kernel: K, grid: [u32; 3], block: [u32; 3], args: Vec<u64> },
+    /// `args`: one manifest buffer per kernel parameter, whose address is
+    /// looked up at each launch (a bound buffer may have replaced it).
+    Launch { step: usize, name: String, kernel: K, grid: [u32; 3], block: [u32; 3], args: Vec<usize> },
 }
 
 /// A bundle made ready to run on one backend. Field order is drop order:
@@ -81,8 +103,13 @@ pub(crate) struct Prepared<B: Backend> {
     pub actions: Vec<Action<B::Kernel>>,
     /// Per input buffer with a generator: its index and resolved steps.
     generators: Vec<(usize, Vec<Action<B::Kernel>>)>,
-    /// Per manifest buffer: the allocation and its size; `None` when empty.
-    buffers: Vec<Option<(B::Buffer, usize)>>,
+    /// Per manifest buffer: the device address kernels receive (the
+    /// program's own allocation, or a caller's buffer bound in its place;
+    /// 0 for an empty buffer) and its size in bytes.
+    slots: Vec<(u64, usize)>,
+    /// Per manifest buffer: the program's own allocation; `None` when empty.
+    /// Kept while a caller's buffer is bound, so that unbinding restores it.
+    owned: Vec<Option<B::Buffer>>,
     module: B::Module,
 }
 
@@ -129,14 +156,16 @@ pub(crate) fn prepare<B: Backend>(b: &mut B, bundle: &Bundle, inputs: &BTreeMap<
 pub(crate) fn load<B: Backend>(b: &mut B, bundle: &Bundle) -> Result<Prepared<B>> {
     let manifest = bundle.manifest();
     let module = b.load(bundle.ptx())?;
-    let mut buffers = Vec::with_capacity(manifest.buffers.len());
+    let (mut slots, mut owned) = (Vec::with_capacity(manifest.buffers.len()), Vec::with_capacity(manifest.buffers.len()));
     for buf in &manifest.buffers {
         let bytes = buf.byte_size().unwrap_or(0);
         // Kernels receive a null pointer for an empty buffer.
-        buffers.push(if bytes == 0 { None } else { Some((b.alloc(&buf.name, bytes, None)?, bytes)) });
+        let mem = if bytes == 0 { None } else { Some(b.alloc(&buf.name, bytes)?) };
+        slots.push((mem.as_ref().map_or(0, |m| b.address(m)), bytes));
+        owned.push(mem);
     }
     let index: BTreeMap<&str, usize> = manifest.buffers.iter().enumerate().map(|(i, buf)| (buf.name.as_str(), i)).collect();
-    let mut p = Prepared { actions: Vec::new(), generators: Vec::new(), buffers, module };
+    let mut p = Prepared { actions: Vec::new(), generators: Vec::new(), slots, owned, module };
     for g in &manifest.generate {
         let at = *index.get(g.buffer.as_str()).ok_or_else(|| Error::BadManifest(format!("generate: unknown buffer `{}`", g.buffer)))?;
         let acts = actions(b, &p, &manifest.kernels, &g.steps, &index)?;
@@ -148,16 +177,25 @@ pub(crate) fn load<B: Backend>(b: &mut B, bundle: &Bundle) -> Result<Prepared<B>
 
 /// Copies `host` into buffer `i` (named `name`), which must be its size.
 pub(crate) fn upload<B: Backend>(b: &mut B, p: &mut Prepared<B>, i: usize, name: &str, host: &[u8]) -> Result<()> {
-    match &mut p.buffers[i] {
-        Some((mem, bytes)) if *bytes == host.len() => b.write(mem, host),
-        None if host.is_empty() => Ok(()),
-        other => {
-            // check_input compared shapes and dtypes, so this only trips if
-            // that check and byte_size disagree.
-            let have = other.as_ref().map_or(0, |(_, n)| *n);
-            Err(Error::Input { name: name.to_string(), reason: format!("{} bytes supplied, the buffer has {have}", host.len()) })
-        }
+    match p.slots[i] {
+        (_, 0) if host.is_empty() => Ok(()),
+        (addr, bytes) if bytes == host.len() => b.write(addr, host),
+        // check_input compared shapes and dtypes, so this only trips if
+        // that check and byte_size disagree.
+        (_, bytes) => Err(Error::Input { name: name.to_string(), reason: format!("{} bytes supplied, the buffer has {bytes}", host.len()) }),
     }
+}
+
+/// Puts the caller's buffer `to` in place of buffer `i` (named `name`) for
+/// every later launch, fill, upload and download; `None` restores the
+/// program's own allocation. The caller checked dtype and shape.
+pub(crate) fn bind<B: Backend>(b: &B, p: &mut Prepared<B>, i: usize, name: &str, to: Option<&dyn DeviceMemory>) -> Result<()> {
+    p.slots[i].0 = match to {
+        Some(m) if m.device() == b.device_id() => m.address(),
+        Some(_) => return Err(Error::InvalidArgument(format!("binding buffer `{name}`: the DeviceBuffer was made by another device"))),
+        None => p.owned[i].as_ref().map_or(0, |m| b.address(m)),
+    };
+    Ok(())
 }
 
 /// Runs the generator of input buffer `i`; `BadManifest` if it has none.
@@ -170,18 +208,18 @@ pub(crate) fn generate<B: Backend>(b: &mut B, p: &Prepared<B>, i: usize) -> Resu
 
 /// Zeroes buffer `i` (nothing for an empty one).
 pub(crate) fn zero<B: Backend>(b: &mut B, p: &Prepared<B>, i: usize) -> Result<()> {
-    match &p.buffers[i] {
-        Some((mem, bytes)) => b.zero(mem, *bytes),
-        None => Ok(()),
+    match p.slots[i] {
+        (_, 0) => Ok(()),
+        (addr, bytes) => b.zero(addr, bytes),
     }
 }
 
 /// Downloads buffer `i` (empty for an empty buffer); does not wait for
 /// earlier work on its own: call [`Backend::synchronize`] after.
 pub(crate) fn download_one<B: Backend>(b: &mut B, p: &Prepared<B>, i: usize) -> Result<Vec<u8>> {
-    match &p.buffers[i] {
-        Some((mem, bytes)) => b.download(mem, *bytes),
-        None => Ok(Vec::new()),
+    match p.slots[i] {
+        (_, 0) => Ok(Vec::new()),
+        (addr, bytes) => b.download(addr, bytes),
     }
 }
 
@@ -206,10 +244,7 @@ fn actions<B: Backend>(
         match s {
             Step::Fill { buffer: name, .. } => out.push(Action::Fill { buffer: buffer(name)? }),
             Step::Launch { kernel, grid, block, args } => {
-                let args = args
-                    .iter()
-                    .map(|a| Ok(p.buffers[buffer(a)?].as_ref().map_or(0, |(mem, _)| b.address(mem))))
-                    .collect::<Result<Vec<u64>>>()?;
+                let args = args.iter().map(|a| buffer(a)).collect::<Result<Vec<usize>>>()?;
                 let k = b.kernel(&p.module, kernel)?;
                 let grid_stride = kernels.iter().any(|m| m.name == *kernel && m.grid_stride);
                 let grid = match grid_stride {
@@ -241,13 +276,10 @@ pub(crate) fn execute<B: Backend>(b: &mut B, p: &Prepared<B>) -> Result<()> {
 fn run_actions<B: Backend>(b: &mut B, p: &Prepared<B>, actions: &[Action<B::Kernel>]) -> Result<()> {
     for a in actions {
         match a {
-            Action::Fill { buffer } => {
-                if let Some((mem, bytes)) = &p.buffers[*buffer] {
-                    b.zero(mem, *bytes)?;
-                }
-            }
+            Action::Fill { buffer } => zero(b, p, *buffer)?,
             Action::Launch { name, kernel, grid, block, args, .. } => {
-                b.launch(&Launch { name, kernel, grid: *grid, block: *block, args })?;
+                let args: Vec<u64> = args.iter().map(|&i| p.slots[i].0).collect();
+                b.launch(&Launch { name, kernel, grid: *grid, block: *block, args: &args })?;
             }
         }
     }

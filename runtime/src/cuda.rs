@@ -5,7 +5,8 @@
 //! dynamic loader panics when it is absent), and every driver-touching body
 //! runs under `catch_unwind` so that a symbol missing from an old driver
 //! becomes an [`Error::Driver`] too. Buffers are plain device allocations
-//! (never managed memory) and all work goes to one stream.
+//! (never managed memory) and all work goes to the device's one stream,
+//! unless the caller hands a program its own ([`Backend::use_stream`]).
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
 use crate::backend::{self, Backend, Launch};
+use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::info::{DeviceInfo, DeviceKind};
 use crate::timing::{median, LaunchTiming, Timings};
@@ -212,7 +214,77 @@ impl Cuda {
 
     fn session(&self) -> Result<CudaRun<'_>> {
         self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
-        Ok(CudaRun { dev: self, staged: Vec::new(), events: None })
+        Ok(CudaRun { dev: self, stream: self.stream.cu_stream(), staged: Vec::new(), events: None })
+    }
+
+    /// A zeroed buffer of `bytes` bytes for the caller (none for 0 bytes:
+    /// its address is null, as a program's empty buffer's).
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<CudaMem> {
+        guarded("allocating a buffer", || {
+            self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+            let owned = match bytes {
+                0 => None,
+                _ => Some(self.stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e))?),
+            };
+            let addr = owned.as_ref().map_or(0, |m| m.device_ptr(&self.stream).0);
+            self.stream.synchronize().map_err(|e| driver("cuStreamSynchronize", e))?;
+            Ok(CudaMem { ctx: self.ctx.clone(), stream: self.stream.clone(), addr, _owned: owned })
+        })
+    }
+
+    /// Memory someone else owns, at `addr`: the driver cannot tell its size,
+    /// so the caller vouches for it ([`Device::wrap`](crate::Device::wrap)).
+    pub(crate) fn wrap(&self, addr: u64) -> CudaMem {
+        CudaMem { ctx: self.ctx.clone(), stream: self.stream.clone(), addr, _owned: None }
+    }
+}
+
+/// A caller's buffer on a GPU: its own allocation, or a wrapped address it
+/// does not own. Copies go through the device's stream and are complete
+/// when they return (the host side is the caller's slice).
+pub(crate) struct CudaMem {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    addr: u64,
+    _owned: Option<CudaSlice<u8>>,
+}
+
+impl DeviceMemory for CudaMem {
+    fn device(&self) -> DeviceId {
+        DeviceId::Cuda(self.ctx.cu_ctx() as usize)
+    }
+
+    fn address(&self) -> u64 {
+        self.addr
+    }
+
+    fn write(&self, host: &[u8]) -> Result<()> {
+        if host.is_empty() {
+            return Ok(());
+        }
+        guarded("writing a buffer", || {
+            self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+            // SAFETY: `addr` holds the buffer's bytes (an allocation of this
+            // context, or memory the caller vouched for in `wrap`), and the
+            // synchronisation keeps `host` alive until the copy has read it.
+            unsafe { result::memcpy_htod_async(self.addr, host, self.stream.cu_stream()) }.map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
+            self.stream.synchronize().map_err(|e| driver("cuStreamSynchronize", e))
+        })
+    }
+
+    fn read(&self, bytes: usize) -> Result<Vec<u8>> {
+        let mut host = vec![0u8; bytes];
+        if bytes == 0 {
+            return Ok(host);
+        }
+        guarded("reading a buffer", || {
+            self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+            // SAFETY: as in `write`; `host` has the buffer's size and lives
+            // until the synchronisation.
+            unsafe { result::memcpy_dtoh_async(&mut host, self.addr, self.stream.cu_stream()) }.map_err(|e| driver("cuMemcpyDtoHAsync", e))?;
+            self.stream.synchronize().map_err(|e| driver("cuStreamSynchronize", e))
+        })?;
+        Ok(host)
     }
 }
 
@@ -239,6 +311,16 @@ impl crate::program::Resident for Guarded<'_> {
     fn download(&mut self, i: usize) -> Result<Vec<u8>> {
         self.bound("downloading a buffer", |l| l.download(i))
     }
+    fn bind(&mut self, i: usize, name: &str, to: Option<&dyn DeviceMemory>) -> Result<()> {
+        self.0.bind(i, name, to)
+    }
+    fn synchronize(&mut self) -> Result<()> {
+        self.bound("synchronising", |l| l.synchronize())
+    }
+    unsafe fn use_stream(&mut self, stream: *mut c_void) -> Result<()> {
+        // SAFETY: passed on from the caller's promise.
+        self.bound("switching streams", |l| unsafe { l.use_stream(stream) })
+    }
     fn take_profile(&mut self) -> Option<crate::profile::ProfileReport> {
         self.0.take_profile()
     }
@@ -257,6 +339,8 @@ impl Guarded<'_> {
 /// [`Backend`] the shared run path drives.
 struct CudaRun<'a> {
     dev: &'a Cuda,
+    /// Where work is enqueued: the device's stream, or the caller's.
+    stream: sys::CUstream,
     /// Host copies of uploads, alive until the stream has read them.
     staged: Vec<Vec<u8>>,
     /// When timing launches: one event pair per launch, and the next one.
@@ -290,26 +374,8 @@ impl Backend for CudaRun<'_> {
         module.function(name)
     }
 
-    fn alloc(&mut self, _name: &str, bytes: usize, contents: Option<&[u8]>) -> Result<CudaSlice<u8>> {
-        let stream = &self.dev.stream;
-        match contents {
-            Some(host) => {
-                // SAFETY: every byte is overwritten by the copy just below.
-                let mut mem = unsafe { stream.alloc::<u8>(bytes) }.map_err(|e| driver("cuMemAlloc", e))?;
-                stream.memcpy_htod(host, &mut mem).map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
-                self.staged.push(host.to_vec());
-                Ok(mem)
-            }
-            None => stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e)),
-        }
-    }
-
-    fn write(&mut self, buffer: &mut CudaSlice<u8>, host: &[u8]) -> Result<()> {
-        // The copy is asynchronous: the bytes it reads live in `staged`
-        // until the next synchronisation.
-        self.staged.push(host.to_vec());
-        let staged = self.staged.last().map(|v| v.as_slice()).unwrap_or_default();
-        self.dev.stream.memcpy_htod(staged, buffer).map_err(|e| driver("cuMemcpyHtoDAsync", e))
+    fn alloc(&mut self, _name: &str, bytes: usize) -> Result<CudaSlice<u8>> {
+        self.dev.stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("cuMemAlloc", e))
     }
 
     fn address(&self, buffer: &CudaSlice<u8>) -> u64 {
@@ -317,10 +383,23 @@ impl Backend for CudaRun<'_> {
         buffer.device_ptr(&self.dev.stream).0
     }
 
-    fn zero(&mut self, buffer: &CudaSlice<u8>, bytes: usize) -> Result<()> {
-        // SAFETY: the pointer is a live allocation of `bytes` bytes.
-        unsafe { result::memset_d8_async(self.address(buffer), 0, bytes, self.dev.stream.cu_stream()) }
-            .map_err(|e| driver("cuMemsetD8Async", e))
+    fn device_id(&self) -> DeviceId {
+        DeviceId::Cuda(self.dev.ctx.cu_ctx() as usize)
+    }
+
+    fn write(&mut self, addr: u64, host: &[u8]) -> Result<()> {
+        // The copy is asynchronous: the bytes it reads live in `staged`
+        // until the next synchronisation.
+        self.staged.push(host.to_vec());
+        let staged = self.staged.last().map(|v| v.as_slice()).unwrap_or_default();
+        // SAFETY: `addr` is a live buffer of the host slice's size (the
+        // program's, or a bound one the program holds a handle to).
+        unsafe { result::memcpy_htod_async(addr, staged, self.stream) }.map_err(|e| driver("cuMemcpyHtoDAsync", e))
+    }
+
+    fn zero(&mut self, addr: u64, bytes: usize) -> Result<()> {
+        // SAFETY: as in `write`, `bytes` bytes at `addr`.
+        unsafe { result::memset_d8_async(addr, 0, bytes, self.stream) }.map_err(|e| driver("cuMemsetD8Async", e))
     }
 
     fn launch(&mut self, l: &Launch<'_, sys::CUfunction>) -> Result<()> {
@@ -344,7 +423,7 @@ impl Backend for CudaRun<'_> {
         // parameter count, every parameter is a 64-bit pointer to a live
         // buffer of the declared size (or null for an empty one), and
         // `values` outlives the call (the driver copies parameters at launch).
-        unsafe { result::launch_kernel(*l.kernel, grid, block, 0, stream.cu_stream(), &mut params) }
+        unsafe { result::launch_kernel(*l.kernel, grid, block, 0, self.stream, &mut params) }
             .map_err(|e| driver(&format!("cuLaunchKernel({})", l.name), e))?;
         if let Some((_, after)) = pair {
             after.record(stream).map_err(|e| driver("cuEventRecord", e))?;
@@ -353,12 +432,30 @@ impl Backend for CudaRun<'_> {
     }
 
     fn synchronize(&mut self) -> Result<()> {
-        self.dev.stream.synchronize().map_err(|e| driver("cuStreamSynchronize", e))?;
+        // SAFETY: the stream is the device's, or one the caller keeps alive
+        // while the program uses it (`use_stream`).
+        unsafe { result::stream::synchronize(self.stream) }.map_err(|e| driver("cuStreamSynchronize", e))?;
         self.staged.clear();
         self.dev.ctx.check_err().map_err(|e| driver("deferred error", e))
     }
 
-    fn download(&mut self, buffer: &CudaSlice<u8>, _bytes: usize) -> Result<Vec<u8>> {
-        self.dev.stream.clone_dtoh(buffer).map_err(|e| driver("cuMemcpyDtoHAsync", e))
+    fn download(&mut self, addr: u64, bytes: usize) -> Result<Vec<u8>> {
+        let mut host = vec![0u8; bytes];
+        // SAFETY: `bytes` bytes at `addr`, as in `write`; `host` lives until
+        // the synchronisation that follows.
+        unsafe { result::memcpy_dtoh_async(&mut host, addr, self.stream) }.map_err(|e| driver("cuMemcpyDtoHAsync", e))?;
+        // SAFETY: as in `synchronize`.
+        unsafe { result::stream::synchronize(self.stream) }.map_err(|e| driver("cuStreamSynchronize", e))?;
+        Ok(host)
+    }
+
+    unsafe fn use_stream(&mut self, stream: *mut c_void) -> Result<()> {
+        // Work already enqueued finishes first: nothing orders two streams.
+        self.synchronize()?;
+        self.stream = match stream.is_null() {
+            true => self.dev.stream.cu_stream(),
+            false => stream.cast(),
+        };
+        Ok(())
     }
 }

@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::buffer::{byte_size, DeviceBuffer, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::cuda::Cuda;
 use crate::emu::{EmuOptions, Emulator, ProfileReport};
 use crate::error::{Error, Result};
 use crate::program::Program;
-use eintup_tensor::tensor::Tensor;
+use eintup_tensor::tensor::{DType, Tensor};
 
 pub use crate::cuda::driver_present;
 pub use crate::info::{DeviceInfo, DeviceKind};
@@ -120,6 +121,63 @@ impl Device {
         match &self.imp {
             Imp::Cuda(c) => c.load(bundle),
             Imp::Emu(e) => e.load(bundle),
+        }
+    }
+
+    /// A zeroed buffer of `dtype` elements of `shape` on this device, owned
+    /// by the caller ([`DeviceBuffer`]; bound to programs with
+    /// [`Program::bind`](crate::Program::bind)). On the emulator it lives in
+    /// the emulator's memory, beside its programs' buffers.
+    pub fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<DeviceBuffer> {
+        let bytes = byte_size(dtype, shape)?;
+        let memory: Box<dyn DeviceMemory> = match &self.imp {
+            Imp::Cuda(c) => Box::new(c.alloc(bytes)?),
+            Imp::Emu(e) => Box::new(e.alloc(bytes)?),
+        };
+        Ok(DeviceBuffer::new(dtype, shape.to_vec(), bytes, memory))
+    }
+
+    /// A buffer holding a copy of `t`: [`alloc`](Device::alloc), then
+    /// [`DeviceBuffer::write`].
+    pub fn upload(&self, t: &Tensor) -> Result<DeviceBuffer> {
+        let buffer = self.alloc(t.dtype(), &t.shape)?;
+        buffer.write(t)?;
+        Ok(buffer)
+    }
+
+    /// Device memory someone else owns (a PyTorch tensor's, say) at `ptr`,
+    /// `bytes` bytes holding `dtype` elements of `shape` (`bytes` must be
+    /// their size), as a [`DeviceBuffer`]: bound and copied like any other,
+    /// never freed by the runtime. On the emulator `ptr` must lie in one of
+    /// its live buffers (checked); on a GPU the driver cannot check it.
+    ///
+    /// # Safety
+    /// On a GPU, `ptr` must be an allocation of this device's context of at
+    /// least `bytes` bytes, alive as long as any handle to the returned
+    /// buffer (the caller's or a program's it is bound to) may use it.
+    pub unsafe fn wrap(&self, ptr: u64, bytes: usize, dtype: DType, shape: &[usize]) -> Result<DeviceBuffer> {
+        let want = byte_size(dtype, shape)?;
+        if bytes != want {
+            return Err(Error::InvalidArgument(format!("wrapping {bytes} bytes at {ptr:#x} as {dtype} of shape {shape:?}, which has {want} bytes")));
+        }
+        if ptr == 0 && bytes > 0 {
+            return Err(Error::InvalidArgument(format!("wrapping a null pointer as {bytes} bytes")));
+        }
+        let memory: Box<dyn DeviceMemory> = match &self.imp {
+            Imp::Cuda(c) => Box::new(c.wrap(ptr)),
+            Imp::Emu(e) => Box::new(e.wrap(ptr, bytes)?),
+        };
+        Ok(DeviceBuffer::new(dtype, shape.to_vec(), bytes, memory))
+    }
+
+    /// On the emulator, the host<->device copies made on this device so
+    /// far (every upload and download: a program's `write`/`read`, a
+    /// [`DeviceBuffer`]'s `write`/`read`), so that a caller can check that
+    /// work on bound buffers copies nothing; `None` on a GPU.
+    pub fn copies(&self) -> Option<u64> {
+        match &self.imp {
+            Imp::Cuda(_) => None,
+            Imp::Emu(e) => Some(e.copies()),
         }
     }
 

@@ -9,12 +9,18 @@
 //! [`Device::run_timed`] measures a GPU run with CUDA events;
 //! [`Device::run_profiled`] profiles an emulated one.
 //!
+//! [`Device::load`] makes a bundle resident once as a [`Program`], run many
+//! times; the caller may bind its own [`DeviceBuffer`]s to the program's
+//! inputs and outputs (runs then copy nothing) and hand it a CUDA stream.
+//! The C ABI over this API is the crate `eintup-capi` (docs/c-api.md).
+//!
 //! The runtime compiles nothing itself (the driver JIT-compiles the PTX,
-//! the emulator decodes it), uses one stream and plain device memory, and
-//! never generates inputs on the host: the caller supplies every `input`
-//! buffer or the bundle's generator kernels make it.
+//! the emulator decodes it), uses one stream (or the caller's) and plain
+//! device memory, and never generates inputs on the host: the caller
+//! supplies every `input` buffer or the bundle's generator kernels make it.
 
 mod backend;
+pub mod buffer;
 pub mod bundle;
 pub mod check;
 mod cuda;
@@ -34,6 +40,7 @@ mod timing;
 // uses without the device code; re-exported so both paths name one type.
 pub use eintup_tensor::{npy, tensor};
 
+pub use buffer::DeviceBuffer;
 pub use bundle::Bundle;
 pub use device::{Device, DeviceInfo, DeviceKind, LaunchTiming, Timings};
 pub use emu::{EmuOptions, Fault, FaultKind, Profile, ProfileReport};

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::devices;
-use eintup_runtime::{Bundle, Data, Device, Error, Manifest, Tensor};
+use eintup_runtime::{Bundle, DType, Data, Device, Error, Manifest, Tensor};
 use serde_json::json;
 
 /// `acc(x, y)`: `y[i] += x[i]` for the 128 threads of one block (a sum
@@ -170,4 +170,218 @@ fn refuses(dev: &Device) {
     assert!(p.read("z").unwrap_err().to_string().contains("the bundle has no buffer `z`"));
     // Nothing ran: the output is still zero.
     assert_eq!(p.read("y").unwrap(), f32s((0..N).map(|_| 0.0)));
+}
+
+/// `x[i] = i / 2 - 3` and `1000 - i`: exact in f32, the two runs' inputs.
+fn inputs() -> (Tensor, Tensor) {
+    (f32s((0..N).map(|i| i as f32 * 0.5 - 3.0)), f32s((0..N).map(|i| 1000.0 - i as f32)))
+}
+
+#[test]
+fn bound_buffers_are_used_in_place_with_no_copy() {
+    for dev in devices() {
+        in_place(&dev);
+    }
+}
+
+fn in_place(dev: &Device) {
+    let (x1, x2) = inputs();
+    let mut p = dev.load(&bundle(false)).unwrap();
+    let x = dev.upload(&x1).unwrap();
+    let y = dev.alloc(DType::F32, &[N]).unwrap();
+    // Garbage in the caller's output: the bundle's `init: zero` still holds.
+    y.write(&f32s((0..N).map(|_| 7.0))).unwrap();
+    p.bind("x", &x).unwrap();
+    p.bind("y", &y).unwrap();
+    let copies = dev.copies();
+    p.run().unwrap();
+    p.synchronize().unwrap();
+    assert_eq!(dev.copies(), copies, "a run on bound buffers copies nothing");
+    // acc: y = 0 + x, into the caller's buffer.
+    assert_eq!(y.read().unwrap(), x1);
+    assert_eq!(dev.copies(), copies.map(|c| c + 1), "the count sees a download");
+    // New contents of the bound input, written in place; the output is
+    // zeroed again before the run (not x1 + x2).
+    x.write(&x2).unwrap();
+    let copies = dev.copies();
+    p.run().unwrap();
+    p.synchronize().unwrap();
+    assert_eq!(dev.copies(), copies);
+    assert_eq!(y.read().unwrap(), x2);
+    // The program reads a bound buffer on request, as its own.
+    assert_eq!(p.read("y").unwrap(), x2);
+    // The one-shot run agrees.
+    assert_eq!(dev.run(&bundle(false), &BTreeMap::from([("x".to_string(), x2.clone())])).unwrap()["y"], x2);
+
+    // An output left unbound stays the program's, readable with `read`.
+    let mut q = dev.load(&bundle(false)).unwrap();
+    q.bind("x", &x).unwrap();
+    q.run().unwrap();
+    assert_eq!(q.read("y").unwrap(), x2);
+    assert_eq!(y.read().unwrap(), x2, "the other program's output is untouched");
+    // Unbound again, the input is the program's own, never written.
+    q.unbind("x").unwrap();
+    assert!(q.bound("x").is_none());
+    assert_eq!(q.run().unwrap_err().to_string(), "input `x`: not written (expected f32 of shape [128]) and the bundle cannot generate it");
+    q.write("x", &x1).unwrap();
+    q.run().unwrap();
+    assert_eq!(q.read("y").unwrap(), x1);
+    assert_eq!(x.read().unwrap(), x2, "the caller's buffer is not written through the program");
+}
+
+#[test]
+fn bound_buffers_outlive_the_callers_handle() {
+    let dev = Device::emulator();
+    let (x1, _) = inputs();
+    let mut p = dev.load(&bundle(false)).unwrap();
+    let y = dev.alloc(DType::F32, &[N]).unwrap();
+    let addr = y.device_ptr();
+    p.bind("y", &y).unwrap();
+    drop(y);
+    p.write("x", &x1).unwrap();
+    p.run().unwrap();
+    assert_eq!(p.read("y").unwrap(), x1, "the program's handle keeps the memory");
+    // Still allocated: it can be wrapped (the emulator checks the address).
+    let again = unsafe { dev.wrap(addr, N * 4, DType::F32, &[N]) }.unwrap();
+    assert_eq!(again.read().unwrap(), x1);
+    drop(again);
+    drop(p);
+    // The last handle is gone: the memory is freed.
+    let err = unsafe { dev.wrap(addr, N * 4, DType::F32, &[N]) }.unwrap_err().to_string();
+    assert!(err.contains("not inside one buffer of the emulator"), "{err}");
+}
+
+#[test]
+fn wrapped_device_memory_is_bound_like_any_buffer() {
+    let dev = Device::emulator();
+    let (x1, _) = inputs();
+    // Someone else's allocation of 2N floats; the program writes its second half.
+    let whole = dev.alloc(DType::F32, &[2 * N]).unwrap();
+    let half = unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64, N * 4, DType::F32, &[N]) }.unwrap();
+    let mut p = dev.load(&bundle(false)).unwrap();
+    p.bind("y", &half).unwrap();
+    p.write("x", &x1).unwrap();
+    p.run().unwrap();
+    let want: Vec<f32> = (0..N).map(|_| 0.0).chain((0..N).map(|i| i as f32 * 0.5 - 3.0)).collect();
+    assert_eq!(whole.read().unwrap(), Tensor::new(vec![2 * N], Data::F32(want)).unwrap());
+    // Sizes must agree, and lie inside one live buffer.
+    let e = |r: Result<eintup_runtime::DeviceBuffer, Error>| r.unwrap_err().to_string();
+    assert_eq!(e(unsafe { dev.wrap(whole.device_ptr(), 8, DType::F32, &[N]) }), format!("invalid argument: wrapping 8 bytes at {:#x} as f32 of shape [128], which has 512 bytes", whole.device_ptr()));
+    assert_eq!(e(unsafe { dev.wrap(0, 4, DType::F32, &[1]) }), "invalid argument: wrapping a null pointer as 4 bytes");
+    let past = e(unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64 + 4, N * 4, DType::F32, &[N]) });
+    assert!(past.contains("not inside one buffer of the emulator (4 bytes past the end of buffer `DeviceBuffer`"), "{past}");
+}
+
+#[test]
+fn streams_on_the_emulator_change_nothing() {
+    let dev = Device::emulator();
+    let (x1, _) = inputs();
+    let mut p = dev.load(&bundle(false)).unwrap();
+    // Any value: the emulator has no streams, and runs work at once.
+    unsafe { p.use_stream(0x1234 as *mut std::ffi::c_void) }.unwrap();
+    p.write("x", &x1).unwrap();
+    p.run().unwrap();
+    p.synchronize().unwrap();
+    unsafe { p.use_stream(std::ptr::null_mut()) }.unwrap();
+    assert_eq!(p.read("y").unwrap(), x1);
+}
+
+#[test]
+fn bad_bindings_are_errors() {
+    for dev in devices() {
+        refuses_bindings(&dev);
+    }
+}
+
+fn refuses_bindings(dev: &Device) {
+    let mut p = dev.load(&bundle(false)).unwrap();
+    let err = |r: Result<(), Error>| r.unwrap_err().to_string();
+    let ints = dev.alloc(DType::I32, &[N]).unwrap();
+    assert_eq!(err(p.bind("x", &ints)), "invalid argument: binding buffer `x`: the DeviceBuffer has dtype i32, expected f32");
+    let long = dev.alloc(DType::F32, &[N + 1]).unwrap();
+    assert_eq!(err(p.bind("y", &long)), "invalid argument: binding buffer `y`: the DeviceBuffer has shape [129], expected [128]");
+    let square = dev.alloc(DType::F32, &[2, N / 2]).unwrap();
+    assert_eq!(err(p.bind("y", &square)), "invalid argument: binding buffer `y`: the DeviceBuffer has shape [2, 64], expected [128]", "the same bytes, another shape");
+    let fine = dev.alloc(DType::F32, &[N]).unwrap();
+    assert_eq!(err(p.bind("z", &fine)), "invalid argument: binding buffer `z`: the bundle has no buffer of this name");
+    assert!(err(p.unbind("z")).contains("the bundle has no buffer of this name"));
+    // Another device's memory is no address of this one.
+    let other = Device::emulator();
+    let foreign = other.alloc(DType::F32, &[N]).unwrap();
+    if dev.kind() == eintup_runtime::DeviceKind::Emulator {
+        assert_eq!(err(p.bind("x", &foreign)), "invalid argument: binding buffer `x`: the DeviceBuffer was made by another device");
+    }
+    // A bound input is written through its buffer, not the program.
+    p.bind("x", &fine).unwrap();
+    assert_eq!(err(p.write("x", &f32s((0..N).map(|i| i as f32)))), "invalid argument: buffer `x` is bound to a DeviceBuffer: write that buffer (DeviceBuffer::write), or unbind it first");
+    // A tensor of another dtype or shape is not written to a buffer.
+    assert_eq!(err(fine.write(&f32s((0..3).map(|i| i as f32)))), "invalid argument: writing a DeviceBuffer of f32 and shape [128] from a tensor of f32 and shape [3]");
+    // Failed bindings changed nothing: the output is the program's own.
+    assert!(p.bound("y").is_none());
+    // An output may not share memory with another bound buffer.
+    assert_eq!(err(p.bind("y", &fine)), "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `x`; an output may share memory with no other buffer");
+    assert!(p.bound("y").is_none());
+}
+
+#[test]
+fn temporaries_are_not_bound() {
+    let dev = Device::emulator();
+    let b = Bundle::open(common::write_bundle(&common::TempDir::new("bind-temp"), &common::manifest_value().to_string(), common::PTX)).unwrap();
+    let mut p = dev.load(&b).unwrap();
+    let y = dev.alloc(DType::F32, &[common::N]).unwrap();
+    assert_eq!(p.bind("y", &y).unwrap_err().to_string(), "invalid argument: binding buffer `y`: it is a temporary of the bundle; only inputs and outputs are bound");
+    // The empty output binds to an empty buffer (a null pointer).
+    let e = dev.alloc(DType::F64, &[0, 3]).unwrap();
+    assert_eq!(e.device_ptr(), 0);
+    p.bind("e", &e).unwrap();
+    // z = x + 2 into the caller's buffer, x from the caller's too.
+    let xs = common::x_values();
+    let x = dev.upload(&Tensor::new(vec![common::N], Data::F32(xs.clone())).unwrap()).unwrap();
+    let z = dev.alloc(DType::F32, &[common::N]).unwrap();
+    p.bind("x", &x).unwrap();
+    p.bind("z", &z).unwrap();
+    p.run().unwrap();
+    assert_eq!(z.read().unwrap().data, Data::F32(xs.iter().map(|v| v + 2.0).collect()));
+    assert_eq!(p.read("e").unwrap().shape, vec![0, 3]);
+}
+
+/// `y = a + b` by two `acc` launches: two inputs, one output.
+fn two_inputs() -> Bundle {
+    let launch = |args: &[&str]| json!({"op": "launch", "kernel": "acc", "grid": [1, 1, 1], "block": [N, 1, 1], "args": args});
+    let buffer = |name: &str, role: &str, init: &str| json!({"name": name, "dtype": "f32", "shape": [N], "role": role, "init": {"kind": init}});
+    let m = json!({
+        "format_version": 1,
+        "producer": "eintup-runtime program tests",
+        "source": {"name": "hand-written.et", "text": ""},
+        "config": {"seed": 0, "float": "f32", "eintups": {}},
+        "target": {"arch": "sm_80", "ptx_version": "7.0"},
+        "buffers": [buffer("a", "input", "input"), buffer("b", "input", "input"), buffer("y", "output", "zero")],
+        "kernels": [
+            {"name": "acc", "params": ["x", "y"], "registers": null, "spill_stores": null, "spill_loads": null},
+            {"name": "gen", "params": ["x"], "registers": null, "spill_stores": null, "spill_loads": null},
+        ],
+        "steps": [launch(&["a", "y"]), launch(&["b", "y"])],
+    });
+    Bundle::new(Manifest::parse(&m.to_string()).unwrap(), PTX.to_string()).unwrap()
+}
+
+#[test]
+fn inputs_may_share_memory_outputs_may_not() {
+    let dev = Device::emulator();
+    let (x1, _) = inputs();
+    let mut p = dev.load(&two_inputs()).unwrap();
+    let x = dev.upload(&x1).unwrap();
+    p.bind("a", &x).unwrap();
+    p.bind("b", &x).unwrap();
+    p.run().unwrap();
+    assert_eq!(p.read("y").unwrap(), f32s((0..N).map(|i| 2.0 * (i as f32 * 0.5 - 3.0))), "y = x + x");
+    // Overlapping, not equal: a window over the second half of a larger buffer.
+    let whole = dev.alloc(DType::F32, &[2 * N]).unwrap();
+    let late = unsafe { dev.wrap(whole.device_ptr() + 4, N * 4, DType::F32, &[N]) }.unwrap();
+    let early = unsafe { dev.wrap(whole.device_ptr(), N * 4, DType::F32, &[N]) }.unwrap();
+    p.bind("a", &early).unwrap();
+    assert_eq!(p.bind("y", &late).unwrap_err().to_string(), "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `a`; an output may share memory with no other buffer");
+    // Adjacent is not overlapping.
+    let next = unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64, N * 4, DType::F32, &[N]) }.unwrap();
+    p.bind("y", &next).unwrap();
 }

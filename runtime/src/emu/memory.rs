@@ -103,6 +103,24 @@ impl Global {
         Ok(self.allocs.len() - 1)
     }
 
+    /// Frees the allocation starting at `base`; false when there is none.
+    /// Addresses are not reused while any allocation lives (a stale pointer
+    /// then faults as "not in any buffer"); once none does, allocation
+    /// starts again at [`GLOBAL_BASE`], so that each one-shot run on a device
+    /// sees the same addresses.
+    pub(crate) fn free(&mut self, base: u64) -> bool {
+        let Ok(i) = self.allocs.binary_search_by_key(&base, |a| a.base) else {
+            return false;
+        };
+        let a = self.allocs.remove(i);
+        self.bytes -= a.data.len();
+        self.last = 0;
+        if self.allocs.is_empty() {
+            self.next = GLOBAL_BASE;
+        }
+        true
+    }
+
     /// The allocation and offset holding `[addr, addr + size)` entirely.
     pub(crate) fn find(&mut self, addr: u64, size: u64) -> Option<(usize, usize)> {
         let hit = |a: &Allocation| addr >= a.base && addr.checked_add(size).is_some_and(|end| end <= a.base + a.data.len() as u64);
@@ -119,6 +137,64 @@ impl Global {
         } else {
             None
         }
+    }
+}
+
+/// The emulator's device memory, one per emulated device: every program
+/// loaded on it and every [`DeviceBuffer`](crate::DeviceBuffer) made by it
+/// allocate here, so that a caller's buffer is an address the kernels of
+/// any of its programs can use.
+pub(crate) struct Memory {
+    pub global: Global,
+    /// Numbers launches and blocks for the race records: device-wide,
+    /// because records of one program's launch must never look like
+    /// another's.
+    pub tags: u32,
+    /// Host<->device copies made so far (uploads and downloads): what a
+    /// caller proves "no copy" with.
+    pub copies: u64,
+}
+
+impl Memory {
+    pub(crate) fn new(limit: usize) -> Memory {
+        Memory { global: Global::new(limit), tags: 0, copies: 0 }
+    }
+
+    /// The bytes `[addr, addr + len)`, inside one live allocation.
+    fn span(&mut self, addr: u64, len: usize) -> Result<&mut [u8]> {
+        let Some((a, off)) = self.global.find(addr, len as u64) else {
+            let detail = describe_miss(&self.global.allocs, addr, len as u64);
+            return Err(Error::InvalidArgument(format!("{len} bytes at {addr:#x} are not in one emulator buffer: {detail}")));
+        };
+        Ok(&mut self.global.allocs[a].data[off..off + len])
+    }
+
+    /// Copies `host` to device address `addr` (a host->device copy).
+    pub(crate) fn write(&mut self, addr: u64, host: &[u8]) -> Result<()> {
+        if host.is_empty() {
+            return Ok(());
+        }
+        self.span(addr, host.len())?.copy_from_slice(host);
+        self.copies += 1;
+        Ok(())
+    }
+
+    /// The `len` bytes at device address `addr` (a device->host copy).
+    pub(crate) fn read(&mut self, addr: u64, len: usize) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = self.span(addr, len)?.to_vec();
+        self.copies += 1;
+        Ok(bytes)
+    }
+
+    /// Zeroes `len` bytes at `addr`: device work, not a copy.
+    pub(crate) fn zero(&mut self, addr: u64, len: usize) -> Result<()> {
+        if len > 0 {
+            self.span(addr, len)?.fill(0);
+        }
+        Ok(())
     }
 }
 
@@ -289,6 +365,16 @@ mod tests {
         assert_eq!(describe_miss(&g.allocs, bb - 4, 4), format!("4 bytes before buffer `b` (8 bytes at {bb:#x})"));
         assert!(describe_miss(&g.allocs, 0, 4).contains("null"));
         assert!(g.alloc("c", 1 << 21).is_err());
+        // Freed memory counts no more; addresses start over once all is free.
+        assert!(g.free(ba) && !g.free(ba));
+        assert_eq!(g.find(ba, 4), None, "a freed buffer is gone");
+        assert_eq!(g.find(bb, 8), Some((0, 0)));
+        assert!(g.alloc("c", (1 << 20) - 8).is_ok());
+        assert!(g.free(bb));
+        let c = g.allocs[0].base;
+        assert!(g.free(c));
+        let d = g.alloc("d", 4).unwrap();
+        assert_eq!(g.allocs[d].base, GLOBAL_BASE);
     }
 
     #[test]

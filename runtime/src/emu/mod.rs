@@ -7,15 +7,17 @@
 //! - [`exec`] runs a launch: blocks in turn, warps of 32 lanes in lockstep
 //!   on a SIMT stack, barriers; [`arith`] is what each instruction computes
 //!   for one thread.
-//! - [`memory`] holds global memory (allocations with red zones) and the
-//!   race records; faults are [`Fault`]s (module `fault`, beside `emu`
+//! - [`memory`] holds global memory (allocations with red zones, one
+//!   address space per emulated device, shared by its programs and the
+//!   caller's [`DeviceBuffer`](crate::DeviceBuffer)s) and the race records; faults are [`Fault`]s (module `fault`, beside `emu`
 //!   because [`Error`](crate::Error) carries them).
 //! - [`crate::profile`] counts instructions, requests, sectors, bank
 //!   conflicts and flops per kernel (beside `emu`, because a loaded
 //!   [`Program`](crate::Program) hands the profile out).
 //!
 //! [`Emulator`] is the device; each loaded program gets a fresh
-//! [`Session`] (its own memory), the [`Backend`] the shared run path drives.
+//! [`Session`] (its own profile, allocations in the device's memory), the
+//! [`Backend`] the shared run path drives.
 
 mod arith;
 mod cfg;
@@ -24,18 +26,19 @@ mod exec;
 mod memory;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use crate::fault::{Fault, FaultKind, OtherAccess, RaceKind};
 pub use crate::profile::{Profile, ProfileReport};
 
 use crate::backend::{self, Backend, Launch};
+use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::info::{DeviceInfo, DeviceKind};
 use crate::error::Result;
 use eintup_tensor::Tensor;
 use decode::{Kernel, Program};
-use memory::Global;
+use memory::Memory;
 
 /// How the emulator runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +54,8 @@ pub struct EmuOptions {
     /// Whether global and shared accesses are checked for races (costs a
     /// shadow record per word and some time).
     pub check_races: bool,
-    /// The most bytes of buffers one run may allocate.
+    /// The most bytes of buffers alive at once on one emulated device (its
+    /// programs' and the caller's buffers together).
     pub memory_bytes: usize,
 }
 
@@ -77,6 +81,55 @@ impl Default for EmuOptions {
 /// The emulator as a device.
 pub(crate) struct Emulator {
     options: EmuOptions,
+    /// The device's memory; reference-counted because every allocation in
+    /// it (a program's or a caller's buffer) frees itself there when dropped.
+    memory: Arc<Mutex<Memory>>,
+}
+
+/// The memory, also after a panic elsewhere poisoned its lock: every
+/// change to it is complete before anything that could panic.
+fn lock(memory: &Mutex<Memory>) -> MutexGuard<'_, Memory> {
+    memory.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One allocation in an emulated device's memory, freed when dropped.
+pub(crate) struct Alloc {
+    memory: Arc<Mutex<Memory>>,
+    base: u64,
+}
+
+impl Drop for Alloc {
+    fn drop(&mut self) {
+        lock(&self.memory).global.free(self.base);
+    }
+}
+
+/// A caller's buffer in an emulated device's memory: its own allocation, or
+/// (wrapped from a raw address) part of one it does not own.
+pub(crate) struct EmuMem {
+    memory: Arc<Mutex<Memory>>,
+    addr: u64,
+    _owned: Option<Alloc>,
+}
+
+/// Which emulated device `memory` is.
+fn device_id(memory: &Arc<Mutex<Memory>>) -> DeviceId {
+    DeviceId::Emu(Arc::as_ptr(memory) as usize)
+}
+
+impl DeviceMemory for EmuMem {
+    fn device(&self) -> DeviceId {
+        device_id(&self.memory)
+    }
+    fn address(&self) -> u64 {
+        self.addr
+    }
+    fn write(&self, host: &[u8]) -> Result<()> {
+        lock(&self.memory).write(self.addr, host)
+    }
+    fn read(&self, bytes: usize) -> Result<Vec<u8>> {
+        lock(&self.memory).read(self.addr, bytes)
+    }
 }
 
 impl Emulator {
@@ -86,7 +139,37 @@ impl Emulator {
     pub(crate) const ARCH: (u32, u32) = (9, 0);
 
     pub(crate) fn new(options: EmuOptions) -> Emulator {
-        Emulator { options }
+        let memory = Arc::new(Mutex::new(Memory::new(options.memory_bytes)));
+        Emulator { options, memory }
+    }
+
+    /// A zeroed buffer of `bytes` bytes for the caller (none for 0 bytes:
+    /// its address is null, as a program's empty buffer's).
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<EmuMem> {
+        if bytes == 0 {
+            return Ok(EmuMem { memory: self.memory.clone(), addr: 0, _owned: None });
+        }
+        let mut m = lock(&self.memory);
+        let i = m.global.alloc("DeviceBuffer", bytes)?;
+        let base = m.global.allocs[i].base;
+        let owned = Alloc { memory: self.memory.clone(), base };
+        Ok(EmuMem { memory: self.memory.clone(), addr: base, _owned: Some(owned) })
+    }
+
+    /// `bytes` bytes at `addr`, which must lie in one live allocation of
+    /// this device (a program's buffer, or a caller's).
+    pub(crate) fn wrap(&self, addr: u64, bytes: usize) -> Result<EmuMem> {
+        let mut m = lock(&self.memory);
+        if bytes > 0 && m.global.find(addr, bytes as u64).is_none() {
+            let detail = memory::describe_miss(&m.global.allocs, addr, bytes as u64);
+            return Err(crate::Error::InvalidArgument(format!("wrapping {bytes} bytes at {addr:#x}: not inside one buffer of the emulator ({detail})")));
+        }
+        Ok(EmuMem { memory: self.memory.clone(), addr, _owned: None })
+    }
+
+    /// Host<->device copies made on this device so far.
+    pub(crate) fn copies(&self) -> u64 {
+        lock(&self.memory).copies
     }
 
     pub(crate) fn info(&self) -> DeviceInfo {
@@ -120,17 +203,15 @@ impl Emulator {
     }
 
     fn session(&self) -> Session<'_> {
-        Session { options: &self.options, global: Global::new(self.options.memory_bytes), profile: ProfileReport::default(), tags: 0, launches: 0, issued: 0 }
+        Session { options: &self.options, memory: self.memory.clone(), profile: ProfileReport::default(), launches: 0, issued: 0 }
     }
 }
 
-/// One loaded program: its memory and profile.
+/// One loaded program: its profile, and the device's memory it allocates in.
 pub(crate) struct Session<'a> {
     options: &'a EmuOptions,
-    global: Global,
+    memory: Arc<Mutex<Memory>>,
     profile: ProfileReport,
-    /// Numbers launches and blocks for the race records.
-    tags: u32,
     launches: u32,
     /// Warp instructions of all launches so far (`run_instruction_limit`).
     issued: u64,
@@ -139,8 +220,7 @@ pub(crate) struct Session<'a> {
 impl Backend for Session<'_> {
     type Module = Program;
     type Kernel = Arc<Kernel>;
-    /// An index into the allocations.
-    type Buffer = usize;
+    type Buffer = Alloc;
 
     fn load(&mut self, ptx: &str) -> Result<Program> {
         Program::load(ptx)
@@ -159,33 +239,35 @@ impl Backend for Session<'_> {
             .ok_or_else(|| crate::error::Error::BadPtx(format!("no `.entry {name}`")))
     }
 
-    fn alloc(&mut self, name: &str, bytes: usize, contents: Option<&[u8]>) -> Result<usize> {
-        let i = self.global.alloc(name, bytes)?;
-        if let Some(host) = contents {
-            self.global.allocs[i].data.copy_from_slice(host);
-        }
-        Ok(i)
+    fn alloc(&mut self, name: &str, bytes: usize) -> Result<Alloc> {
+        let mut m = lock(&self.memory);
+        let i = m.global.alloc(name, bytes)?;
+        Ok(Alloc { memory: self.memory.clone(), base: m.global.allocs[i].base })
     }
 
-    fn write(&mut self, buffer: &mut usize, host: &[u8]) -> Result<()> {
-        self.global.allocs[*buffer].data.copy_from_slice(host);
-        Ok(())
+    fn address(&self, buffer: &Alloc) -> u64 {
+        buffer.base
     }
 
-    fn address(&self, buffer: &usize) -> u64 {
-        self.global.allocs[*buffer].base
+    fn device_id(&self) -> DeviceId {
+        device_id(&self.memory)
     }
 
-    fn zero(&mut self, buffer: &usize, _bytes: usize) -> Result<()> {
-        self.global.allocs[*buffer].data.fill(0);
-        Ok(())
+    fn write(&mut self, addr: u64, host: &[u8]) -> Result<()> {
+        lock(&self.memory).write(addr, host)
+    }
+
+    fn zero(&mut self, addr: u64, bytes: usize) -> Result<()> {
+        lock(&self.memory).zero(addr, bytes)
     }
 
     fn launch(&mut self, l: &Launch<'_, Arc<Kernel>>) -> Result<()> {
         let launch = exec::Launch { kernel: l.kernel, grid: l.grid, block: l.block, args: l.args, grid_id: self.launches };
         self.launches += 1;
         let profile = self.profile.kernel(l.name);
-        exec::run(&launch, &mut self.global, profile, &mut self.tags, &mut self.issued, self.options)
+        let mut m = lock(&self.memory);
+        let Memory { global, tags, .. } = &mut *m;
+        exec::run(&launch, global, profile, tags, &mut self.issued, self.options)
     }
 
     fn synchronize(&mut self) -> Result<()> {
@@ -200,7 +282,7 @@ impl Backend for Session<'_> {
         Some(std::mem::take(&mut self.profile))
     }
 
-    fn download(&mut self, buffer: &usize, _bytes: usize) -> Result<Vec<u8>> {
-        Ok(self.global.allocs[*buffer].data.clone())
+    fn download(&mut self, addr: u64, bytes: usize) -> Result<Vec<u8>> {
+        lock(&self.memory).read(addr, bytes)
     }
 }
