@@ -165,9 +165,31 @@ fn check_inputs(m: &Module, opts: &RunOptions, arrays: &[Tensor]) -> Result<Vec<
                 .at(a.span, format!("`{name}` is defined here with shape {}", shape_text(want))),
             ));
         }
+        check_declared_range(m, id, t)?;
         out.push((id, t.clone()));
     }
     Ok(out)
+}
+
+/// A supplied INT input whose `range` attribute gives a `FLAT` argument its
+/// dims must hold values in that range: the program's meaning rests on it
+/// (docs/language.md, "DIMS of a slice"), and a value outside would make
+/// every backend skip writes silently.
+fn check_declared_range(m: &Module, id: ArrayId, t: &Tensor) -> Result<(), RunError> {
+    if !m.ranges_flat_relies_on().contains(&id) {
+        return Ok(());
+    }
+    let (Some(ranges), Data::I32(values)) = (crate::ir::et::dims::declared_ranges(m, id), &t.data) else { return Ok(()) };
+    let len = ranges.len().max(1);
+    let bad = values.iter().enumerate().find(|&(i, &v)| ranges.get(i % len).is_some_and(|&(lo, hi)| (v as i64) < lo || (v as i64) > hi));
+    let Some((i, &v)) = bad else { return Ok(()) };
+    let (lo, hi) = ranges[i % len];
+    let a = &m.arrays[id];
+    Err(RunError::User(
+        Diagnostic::error("E0410", format!("input `{}` holds {v} at element {i}, outside the range [{lo}, {}) its definition declares", a.name, hi + 1))
+            .at(a.span, "a slice of it inside FLAT takes this range as its dims")
+            .note("supply values in the RANDOM(lo, hi, INT) range of the definition, or widen that range"),
+    ))
 }
 
 /// A scalar value of either interpreter: INT as `I`, FLOAT as `F` (an

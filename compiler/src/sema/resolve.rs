@@ -244,6 +244,11 @@ impl Resolver {
             if let Some(attr) = range_attr(&ops, result, &self.module.arrays[array]) {
                 self.module.arrays[array].attrs.push(attr);
             }
+        } else {
+            // A later write may take the values out of the definition's
+            // range, and an attribute must hold wherever it is used: drop
+            // it (a FLAT over the array then says why, E0406).
+            self.module.arrays[array].attrs.clear();
         }
         let mut st = Stmt { array, indices, op: s.op, vars: vec![], ops, result, span: s.span };
         st.vars = stmt_vars(&st);

@@ -506,6 +506,14 @@ fn attr_ranges(m: &Module, dims: &[Vec<i64>], array: ArrayId) -> Option<Vec<(i64
     Some((0..len).map(|k| (at(lo, k), at(hi, k) - 1)).collect())
 }
 
+/// In a specialised module, the inclusive value range of each index of
+/// the last position of `array` that its `range` attribute declares (what
+/// a slice of it inside `FLAT` takes as its dims); `None` without one.
+pub fn declared_ranges(m: &Module, array: ArrayId) -> Option<Vec<(i64, i64)>> {
+    let dims: Vec<Vec<i64>> = m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
+    attr_ranges(m, &dims, array)
+}
+
 /// Why the dims of a `FLAT` argument could not be computed.
 #[derive(Clone, Debug)]
 pub enum FlatDimsError {
@@ -532,10 +540,18 @@ pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsErro
     // A zero static divisor inside makes the components it feeds empty:
     // every instantiation that uses it is out of bounds (LANGUAGE.md s.4).
     bound_of(e, &dims, &ranges, ZeroDivisor::Empty).map_err(|err| match (err, unknown.get()) {
-        (BoundError::DataDependent(span), Some(a)) => FlatDimsError::User(
-            Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", m.arrays[a].name))
-                .at(span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)"),
-        ),
+        (BoundError::DataDependent(span), Some(a)) => {
+            let arr = &m.arrays[a];
+            let d = Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", arr.name))
+                .at(span, "a slice inside FLAT must read an array defined by RANDOM(lo, hi, INT)");
+            // The attribute was dropped because a later statement writes
+            // the array (its values may leave the range).
+            let rewritten = m.stmts.iter().enumerate().find(|(i, s)| s.array == a && *i != arr.def_stmt);
+            FlatDimsError::User(match rewritten {
+                Some((_, s)) => d.also(s.span, format!("`{}` is written again here, after its definition, so its values may leave the RANDOM range", arr.name)),
+                None => d,
+            })
+        }
         (err, _) => FlatDimsError::Internal(format!("bounds of a FLAT argument: {err:?}")),
     })
 }

@@ -298,7 +298,46 @@ pub enum CallArg {
     Tensor(DimsList),
 }
 
+impl IndexExpr {
+    /// Calls `f` on the expression and every expression inside it: operands,
+    /// `FLAT` arguments and the index slots of slices.
+    pub fn for_each(&self, f: &mut impl FnMut(&IndexExpr)) {
+        f(self);
+        match &self.kind {
+            IndexKind::Slice { indices, .. } => indices.iter().for_each(|s| s.for_each(f)),
+            IndexKind::Flat(x) => x.iter().for_each(|e| e.for_each(f)),
+            IndexKind::Bin(_, x, y) => {
+                x.for_each(f);
+                y.for_each(f);
+            }
+            IndexKind::Var(_) | IndexKind::Lit(_) | IndexKind::Dims(_) | IndexKind::Rank(_) => {}
+        }
+    }
+}
+
+impl IndexSlot {
+    /// [`IndexExpr::for_each`] on the slot's expression (none for `:`).
+    pub fn for_each(&self, f: &mut impl FnMut(&IndexExpr)) {
+        if let IndexSlot::Expr(e) = self {
+            e.for_each(f);
+        }
+    }
+}
+
 impl Stmt {
+    /// Calls `f` on every index expression of the statement, at any depth:
+    /// its left-hand side's, its reads', and those of `DIMS(..)[t]`.
+    pub fn for_each_index_expr(&self, f: &mut impl FnMut(&IndexExpr)) {
+        self.indices.iter().for_each(|s| s.for_each(f));
+        for op in &self.ops {
+            match &op.kind {
+                OpKind::Read { indices, .. } => indices.iter().for_each(|s| s.for_each(f)),
+                OpKind::DimsAt(_, t) => t.for_each(f),
+                _ => {}
+            }
+        }
+    }
+
     /// Does the statement read array `a` (in a read, a slice, or inside an
     /// index)? Such a statement reads `a` through a snapshot when it also
     /// writes `a` (LANGUAGE.md s.3).
@@ -324,6 +363,30 @@ impl Stmt {
 }
 
 impl Module {
+    /// The arrays whose `range` attribute gives the dims of a `FLAT`
+    /// argument (a slice of them inside `FLAT`): their values must lie in
+    /// that range for the program to mean what it says (docs/language.md,
+    /// "DIMS of a slice"), so supplied inputs are checked against it.
+    pub fn ranges_flat_relies_on(&self) -> Vec<ArrayId> {
+        let mut out = Vec::new();
+        for s in &self.stmts {
+            s.for_each_index_expr(&mut |e| {
+                if let IndexKind::Flat(args) = &e.kind {
+                    for arg in args {
+                        arg.for_each(&mut |x| {
+                            if let IndexKind::Slice { array, .. } = x.kind {
+                                if !out.contains(&array) {
+                                    out.push(array);
+                                }
+                            }
+                        });
+                    }
+                }
+            });
+        }
+        out
+    }
+
     /// The program's results: the outputs section, or else every array
     /// that no statement after its last write reads (what `run` prints and
     /// bundles mark `output`).
