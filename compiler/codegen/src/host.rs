@@ -14,6 +14,7 @@ use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::AddressSpace;
 use eintup::tensor::{Data, Tensor};
+
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
@@ -261,6 +262,8 @@ pub struct HostProgram {
     kernels: Vec<HostKernel>,
     /// Threads a splittable kernel is spread over.
     threads: usize,
+    /// Per buffer: whether some kernel writes it.
+    written: Vec<bool>,
     /// Keeps the JIT (and the code the entries point to) alive; dropped
     /// before `ctx` (`Drop`), the context it borrows.
     ee: std::mem::ManuallyDrop<inkwell::execution_engine::ExecutionEngine<'static>>,
@@ -324,7 +327,15 @@ impl HostProgram {
             kernels.push(HostKernel { f, params: kernel_params(&m, k), split });
         }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Ok(HostProgram { m, kernels, threads, ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) })
+        let mut written = vec![false; m.buffers.len()];
+        for k in &m.kernels {
+            for c in k.computes() {
+                if let Some(w) = written.get_mut(c.write.buf) {
+                    *w = true;
+                }
+            }
+        }
+        Ok(HostProgram { m, kernels, threads, written, ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) })
     }
 
     /// The loop module it was compiled from.
@@ -332,31 +343,48 @@ impl HostProgram {
         &self.m
     }
 
-    /// Runs every kernel, in order, on `buffers` (see `run_host`). A kernel
-    /// whose root loop is `parallel` (and that is large enough) runs with
-    /// that loop split into one contiguous slice per thread.
+    /// Runs every kernel, in order, on `buffers` (see `run_host`): a thin
+    /// wrapper over [`HostProgram::run_on`] that checks each tensor's dtype.
     pub fn run(&self, buffers: &mut [Tensor]) -> Result<(), CodegenError> {
         check_buffers(&self.m, buffers)?;
-        // Empty buffers get a private scratch word instead of a dangling Vec
-        // pointer; no access runs on them, but no kernel ever sees a pointer
-        // that does not point to memory.
+        let mut refs: Vec<BufferRef<'_>> = buffers
+            .iter_mut()
+            .map(|t| match &mut t.data {
+                Data::I32(v) => BufferRef::of_slice(v.as_mut_slice()),
+                Data::F32(v) => BufferRef::of_slice(v.as_mut_slice()),
+                Data::F64(v) => BufferRef::of_slice(v.as_mut_slice()),
+            })
+            .collect();
+        self.run_on(&mut refs)
+    }
+
+    /// Runs every kernel, in order, on caller-owned memory: one
+    /// [`BufferRef`] per buffer of the module, in module order, of exactly
+    /// the buffer's byte size, aligned to its element. The caller fills the
+    /// inputs and zeroes the rest (every non-input buffer starts at 0).
+    /// Buffers a kernel writes must be writable and overlap no other
+    /// buffer (the generated code assumes its pointers do not alias);
+    /// read-only buffers (inputs) are only read. A kernel whose root loop
+    /// is `parallel` (and that is large enough) runs with that loop split
+    /// into one contiguous slice per thread.
+    pub fn run_on(&self, buffers: &mut [BufferRef<'_>]) -> Result<(), CodegenError> {
+        self.check_refs(buffers)?;
+        // Empty buffers get a private scratch word instead of a dangling
+        // pointer; no access runs on them, but no kernel ever sees a
+        // pointer that does not point to memory.
         let mut scratch = vec![0u64; buffers.len()];
         let ptrs: Vec<*mut u8> = buffers
-            .iter_mut()
+            .iter()
             .zip(scratch.iter_mut())
-            .map(|(t, s)| match &mut t.data {
-                Data::I32(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
-                Data::F64(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
-                Data::F32(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
-                _ => s as *mut u64 as *mut u8,
-            })
+            .map(|(r, s)| if r.bytes == 0 { s as *mut u64 as *mut u8 } else { r.ptr })
             .collect();
         for k in &self.kernels {
             let args: Vec<*mut u8> = k.params.iter().map(|&b| ptrs[b]).collect();
             // SAFETY (at the calls below): `args` holds one live pointer per
-            // parameter, each to a buffer of the size the kernel was compiled
-            // for (checked above); the raw entry stays valid while `self.ee`
-            // lives.
+            // parameter, each to memory of the size and alignment the
+            // kernel was compiled for, writable where it writes and
+            // aliasing nothing it writes (`check_refs`); the raw entry
+            // stays valid while `self.ee` lives.
             let f = k.f;
             let a = Args(args.as_ptr());
             match k.split {
@@ -375,6 +403,82 @@ impl HostProgram {
         }
         drop(scratch);
         Ok(())
+    }
+
+    /// Whether some kernel writes buffer `b` (a caller may then pass it
+    /// read-only only if it is not).
+    pub fn writes(&self, b: BufId) -> bool {
+        self.written.get(b).copied().unwrap_or(false)
+    }
+
+    /// `run_on`'s contract: count, byte sizes, alignment, writability and
+    /// no overlap of a written buffer with any other.
+    fn check_refs(&self, buffers: &[BufferRef<'_>]) -> Result<(), CodegenError> {
+        let m = &self.m;
+        if buffers.len() != m.buffers.len() {
+            return Err(CodegenError(format!("run_on: {} buffers given for {} buffers", buffers.len(), m.buffers.len())));
+        }
+        for (i, (b, r)) in m.buffers.iter().zip(buffers).enumerate() {
+            let want = buffer_bytes(b);
+            if want != Some(r.bytes) {
+                return Err(CodegenError(format!("run_on: buffer `{}` ({} {:?}) needs {want:?} bytes, {} given", b.name, b.dtype.name(), b.shape, r.bytes)));
+            }
+            if r.bytes > 0 && (r.ptr as usize) % (b.dtype.size()) != 0 {
+                return Err(CodegenError(format!("run_on: buffer `{}` is not aligned to its {}-byte elements", b.name, b.dtype.size())));
+            }
+            if self.written[i] && !r.writable {
+                return Err(CodegenError(format!("run_on: buffer `{}` is written by the program but given read-only", b.name)));
+            }
+        }
+        for (i, r) in buffers.iter().enumerate().filter(|(i, r)| self.written[*i] && r.bytes > 0) {
+            if let Some((j, _)) = buffers.iter().enumerate().find(|(j, o)| *j != i && o.bytes > 0 && r.overlaps(o)) {
+                return Err(CodegenError(format!("run_on: buffer `{}` overlaps buffer `{}`, which the program writes", m.buffers[j].name, m.buffers[i].name)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The byte size of buffer `b`, if its shape is valid.
+pub fn buffer_bytes(b: &eintup::ir::loops::Buffer) -> Option<usize> {
+    if b.shape.iter().any(|&d| d < 0) {
+        return None;
+    }
+    usize::try_from(b.len()).ok()?.checked_mul(b.dtype.size())
+}
+
+/// Memory a [`HostProgram`] runs on: a pointer and a byte length, borrowed
+/// for `'a`, read-only or writable. Made from a slice (safe) or a raw
+/// pointer (the caller vouches for it: the Python package's NumPy arrays).
+pub struct BufferRef<'a> {
+    ptr: *mut u8,
+    bytes: usize,
+    writable: bool,
+    _borrow: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> BufferRef<'a> {
+    /// A writable buffer over `data`.
+    pub fn of_slice<T: Copy>(data: &'a mut [T]) -> BufferRef<'a> {
+        BufferRef { ptr: data.as_mut_ptr() as *mut u8, bytes: std::mem::size_of_val(data), writable: true, _borrow: std::marker::PhantomData }
+    }
+
+    /// A read-only buffer over `data` (an input: no kernel writes it).
+    pub fn of_read_only<T: Copy>(data: &'a [T]) -> BufferRef<'a> {
+        BufferRef { ptr: data.as_ptr() as *mut u8, bytes: std::mem::size_of_val(data), writable: false, _borrow: std::marker::PhantomData }
+    }
+
+    /// # Safety
+    /// `ptr` must point to `bytes` bytes valid for reads (and for writes if
+    /// `writable`) for `'a`, which nothing else reads or writes while a
+    /// run uses them (other read-only buffers may share them).
+    pub unsafe fn from_raw(ptr: *mut u8, bytes: usize, writable: bool) -> BufferRef<'a> {
+        BufferRef { ptr, bytes, writable, _borrow: std::marker::PhantomData }
+    }
+
+    fn overlaps(&self, o: &BufferRef<'_>) -> bool {
+        let (a, b) = (self.ptr as usize, o.ptr as usize);
+        a < b.saturating_add(o.bytes) && b < a.saturating_add(self.bytes)
     }
 }
 

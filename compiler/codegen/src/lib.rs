@@ -20,7 +20,7 @@ use eintup::ir::loops::{BufId, Kernel, LoopModule};
 use inkwell::context::Context;
 use std::fmt;
 
-pub use host::{run_host, with_compiled, HostCpu, HostProgram};
+pub use host::{run_host, with_compiled, BufferRef, HostCpu, HostProgram};
 pub use lower::{block_size, thread_count};
 pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 

@@ -1,0 +1,74 @@
+//! The on-disk kernel cache (`EINTUP_CACHE_DIR`; docs/python.md, "The
+//! cache"): one directory per compiled specialisation, named by a hash of
+//! its key and holding the key's full text, so that a hash collision is a
+//! miss, never a wrong kernel. The cache is best effort: an entry that
+//! cannot be read is removed and recompiled, and a failed write only
+//! costs the next process a compile.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The file holding an entry's full key.
+const KEY_FILE: &str = "key";
+
+pub struct DiskCache {
+    dir: PathBuf,
+}
+
+/// FNV-1a, 64 bits: a stable name for a key (std's hashers may change
+/// between Rust versions; a collision only costs a miss, see `KEY_FILE`).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+impl DiskCache {
+    pub fn new(dir: PathBuf) -> DiskCache {
+        DiskCache { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn entry(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{:016x}", fnv1a(key)))
+    }
+
+    /// The directory of `key`'s entry, if there is one for exactly `key`.
+    pub fn find(&self, key: &str) -> Option<PathBuf> {
+        let dir = self.entry(key);
+        (fs::read_to_string(dir.join(KEY_FILE)).ok()? == key).then_some(dir)
+    }
+
+    /// Removes `key`'s entry (unreadable or corrupt). Renamed away first,
+    /// so that no other process finds half of it.
+    pub fn discard(&self, key: &str) {
+        let dir = self.entry(key);
+        let gone = self.dir.join(format!("gone-{}-{:016x}", std::process::id(), fnv1a(key)));
+        if fs::rename(&dir, &gone).is_ok() {
+            let _ = fs::remove_dir_all(&gone);
+        }
+    }
+
+    /// Stores `key`'s entry: `fill` writes its files into a private
+    /// directory, which is then renamed into place (atomic: readers see
+    /// the whole entry or none). An entry another process stored first
+    /// wins.
+    pub fn store(&self, key: &str, fill: impl FnOnce(&Path) -> io::Result<()>) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let tmp = self.dir.join(format!("tmp-{}-{nanos}-{:016x}", std::process::id(), fnv1a(key)));
+        let result = (|| {
+            fs::create_dir(&tmp)?;
+            fill(&tmp)?;
+            // The key last: an entry without it is never read.
+            fs::write(tmp.join(KEY_FILE), key)?;
+            fs::rename(&tmp, self.entry(key))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        result
+    }
+}
