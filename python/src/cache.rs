@@ -19,7 +19,17 @@ pub struct DiskCache {
 /// FNV-1a, 64 bits: a stable name for a key (std's hashers may change
 /// between Rust versions; a collision only costs a miss, see `KEY_FILE`).
 fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+    fnv1a_bytes(text.as_bytes())
+}
+
+fn fnv1a_bytes(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// A file's checksum as an entry stores it: a corrupt file is found before
+/// it is used.
+pub fn checksum(bytes: &[u8]) -> String {
+    format!("{:016x} {}", fnv1a_bytes(bytes), bytes.len())
 }
 
 impl DiskCache {

@@ -95,6 +95,9 @@ pub fn emulator() -> &'static Device {
 const MODULE_FILE: &str = "module.et";
 const LOOPS_FILE: &str = "loops.etl";
 const BUNDLE_DIR: &str = "bundle";
+/// `cpu`: the program as a shared library, and its checksum.
+const LIBRARY_FILE: &str = "kernels.so";
+const CHECKSUM_FILE: &str = "kernels.so.fnv";
 
 /// A compiled `.et` program, callable on arrays (`eintup.Kernel` wraps it).
 /// Not `Send`: a loaded runtime program holds device handles; Python
@@ -141,8 +144,13 @@ impl Kernel {
                 let lm = pipeline::lower_host(&self.src, &module, self.float, self.fp_contract)?;
                 pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let loops = eintup::ir::loops::print::module(&lm);
-                let prog = HostProgram::compile(lm, self.seed, self.fp_contract).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
-                (Code::Host { prog }, Some(CacheFiles::Loops(loops)))
+                let host = |e| Failure::Internal(format!("host backend: {e}"));
+                if self.disk.is_some() {
+                    let (prog, object) = HostProgram::compile_with_object(lm, self.seed, self.fp_contract).map_err(host)?;
+                    (Code::Host { prog }, Some(CacheFiles::Host { loops, object }))
+                } else {
+                    (Code::Host { prog: HostProgram::compile(lm, self.seed, self.fp_contract).map_err(host)? }, None)
+                }
             }
             Target::Emu => {
                 let sm = eintup::ir::loops::target::DEFAULT_SM;
@@ -160,8 +168,9 @@ impl Kernel {
     /// compiled code.
     fn disk_key(&self, build: &str, key: &Key) -> String {
         format!(
-            "eintup {} build {build}\ntarget {}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
+            "eintup {} build {build}\ncpu {}\ntarget {}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
             env!("CARGO_PKG_VERSION"),
+            eintup_codegen::hostlib::native_cpu_id(),
             self.target.name(),
             self.float,
             self.fp_contract.name(),
@@ -171,15 +180,30 @@ impl Kernel {
         )
     }
 
-    /// The entry at `dir`, loaded: the front end and every pass skipped
-    /// (`cpu` still JIT-compiles the loop module; `emu` loads the bundle).
+    /// The entry at `dir`, loaded: the front end, every pass and LLVM
+    /// skipped (`cpu` loads the shared library, or JIT-compiles the loop
+    /// module where none could be linked; `emu` loads the bundle).
     fn load_entry(&self, dir: &Path) -> Option<Compiled> {
         let text = std::fs::read_to_string(dir.join(MODULE_FILE)).ok()?;
         let module = eintup::ir::et::parse::parse_verified(&text).ok()?;
         let code = match self.target {
             Target::Cpu => {
                 let lm = eintup::ir::loops::parse::parse_verified(&std::fs::read_to_string(dir.join(LOOPS_FILE)).ok()?).ok()?;
-                Code::Host { prog: HostProgram::compile(lm, self.seed, self.fp_contract).ok()? }
+                let lib = dir.join(LIBRARY_FILE);
+                let prog = match std::fs::read(&lib) {
+                    Ok(bytes) => {
+                        // A library that is not the one stored is never loaded.
+                        if std::fs::read_to_string(dir.join(CHECKSUM_FILE)).ok()? != crate::cache::checksum(&bytes) {
+                            return None;
+                        }
+                        // SAFETY: the library this entry's process linked
+                        // from this loop module's object (its checksum
+                        // matches; the key names the build and the CPU).
+                        unsafe { HostProgram::load_library(lm, &lib) }.ok()?
+                    }
+                    Err(_) => HostProgram::compile(lm, self.seed, self.fp_contract).ok()?,
+                };
+                Code::Host { prog }
             }
             Target::Emu => {
                 let b = eintup_runtime::Bundle::open(dir.join(BUNDLE_DIR)).ok()?;
@@ -448,8 +472,8 @@ impl Compiled {
 
 /// What a cache entry holds besides the `et` module.
 enum CacheFiles {
-    /// `cpu`: the final loop module, printed.
-    Loops(String),
+    /// `cpu`: the final loop module, printed, and its object code.
+    Host { loops: String, object: Vec<u8> },
     /// `emu`: the bundle.
     Bundle(eintup_runtime::Bundle),
 }
@@ -458,7 +482,16 @@ impl CacheFiles {
     fn write(&self, dir: &Path, module: &Module) -> std::io::Result<()> {
         std::fs::write(dir.join(MODULE_FILE), eintup::ir::et::print::module(module))?;
         match self {
-            CacheFiles::Loops(text) => std::fs::write(dir.join(LOOPS_FILE), text),
+            CacheFiles::Host { loops, object } => {
+                std::fs::write(dir.join(LOOPS_FILE), loops)?;
+                // Without a C compiler to link it, the entry holds the loop
+                // module alone (a hit then JIT-compiles it).
+                let lib = dir.join(LIBRARY_FILE);
+                if eintup_codegen::hostlib::link_shared(object, &lib).is_ok() {
+                    std::fs::write(dir.join(CHECKSUM_FILE), crate::cache::checksum(&std::fs::read(&lib)?))?;
+                }
+                Ok(())
+            }
             CacheFiles::Bundle(b) => b.write(dir.join(BUNDLE_DIR)).map_err(|e| std::io::Error::other(e.to_string())),
         }
     }

@@ -185,7 +185,7 @@ impl HostCpu {
     }
 
     /// LLVM's CPU name and feature string for this CPU.
-    fn llvm_cpu(self) -> (String, String) {
+    pub(crate) fn llvm_cpu(self) -> (String, String) {
         match self {
             HostCpu::Native => (TargetMachine::get_host_cpu_name().to_string(), TargetMachine::get_host_cpu_features().to_string()),
             // A named CPU brings its own features.
@@ -196,7 +196,7 @@ impl HostCpu {
 
 /// A target machine for `cpu` (its name and features, so that O3
 /// vectorises for its vector units).
-fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> {
+pub(crate) fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> {
     Target::initialize_native(&InitializationConfig::default())
         .map_err(|e| CodegenError(format!("cannot initialise the host target: {e}")))?;
     let triple = TargetMachine::get_default_triple();
@@ -238,7 +238,7 @@ pub fn with_compiled<R>(m: &LoopModule, seed: u64, fp_contract: FpContract, f: i
     Ok(f(&HostProgram::compile(m.clone(), seed, fp_contract)?))
 }
 
-type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+pub(crate) type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 
 /// Below this many iterations a kernel runs on the calling thread: starting
 /// threads costs tens of microseconds.
@@ -253,10 +253,10 @@ struct HostKernel {
     split: Option<(i64, i64)>,
 }
 
-/// A module compiled for this CPU: one JIT entry per kernel, with the
-/// buffers it takes. It owns its LLVM context and execution engine, so a
-/// caller may keep it and run it many times (the Python package caches
-/// one per program and shapes).
+/// A module compiled for this CPU: one entry per kernel, with the buffers
+/// it takes. It owns its code (a JIT, or a shared library loaded from the
+/// on-disk cache: `hostlib`), so a caller may keep it and run it many
+/// times (the Python package caches one per program and shapes).
 pub struct HostProgram {
     m: LoopModule,
     kernels: Vec<HostKernel>,
@@ -264,6 +264,18 @@ pub struct HostProgram {
     threads: usize,
     /// Per buffer: whether some kernel writes it.
     written: Vec<bool>,
+    /// The code the entries point to; dropped after nothing else uses it.
+    _code: Code,
+}
+
+/// Where a program's machine code lives.
+pub(crate) enum Code {
+    Jit(Jit),
+    Library(super::hostlib::Library),
+}
+
+/// MCJIT's engine and the context it was made in.
+pub(crate) struct Jit {
     /// Keeps the JIT (and the code the entries point to) alive; dropped
     /// before `ctx` (`Drop`), the context it borrows.
     ee: std::mem::ManuallyDrop<inkwell::execution_engine::ExecutionEngine<'static>>,
@@ -271,7 +283,7 @@ pub struct HostProgram {
     ctx: std::mem::ManuallyDrop<Box<Context>>,
 }
 
-impl Drop for HostProgram {
+impl Drop for Jit {
     fn drop(&mut self) {
         // SAFETY: each is dropped exactly once, the engine (and the module
         // it owns) before the context it was created in.
@@ -283,8 +295,8 @@ impl Drop for HostProgram {
 }
 
 // SAFETY: the program is only read after construction (`run` takes
-// `&self`); the LLVM context and engine are not touched again until drop,
-// and the JIT code is plain machine code.
+// `&self`); the LLVM context and engine, or the library, are not touched
+// again until drop, and the code is plain machine code.
 unsafe impl Send for HostProgram {}
 unsafe impl Sync for HostProgram {}
 
@@ -307,22 +319,46 @@ impl Args {
 impl HostProgram {
     /// Compiles `m` for this CPU (`HostCpu::Native`) and JIT-loads it.
     pub fn compile(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<HostProgram, CodegenError> {
+        Ok(Self::compile_inner(m, seed, fp_contract, false)?.0)
+    }
+
+    /// As [`HostProgram::compile`], and also the program as a
+    /// position-independent object file for this CPU (`hostlib`: what an
+    /// on-disk cache keeps, linked into a shared library), from the same
+    /// optimised module.
+    pub fn compile_with_object(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<(HostProgram, Vec<u8>), CodegenError> {
+        let (p, obj) = Self::compile_inner(m, seed, fp_contract, true)?;
+        Ok((p, obj.unwrap_or_default()))
+    }
+
+    fn compile_inner(m: LoopModule, seed: u64, fp_contract: FpContract, object: bool) -> Result<(HostProgram, Option<Vec<u8>>), CodegenError> {
         let ctx = Box::new(Context::create());
-        // SAFETY: the context lives in a Box that `HostProgram` drops only
-        // after the engine (see `Drop`), so the reference outlives every
-        // use; 'static only names that.
+        // SAFETY: the context lives in a Box that `Jit` drops only after
+        // the engine (see `Drop`), so the reference outlives every use;
+        // 'static only names that.
         let ctx_ref: &'static Context = unsafe { &*(ctx.as_ref() as *const Context) };
         let (module, _tm) = optimized_module(ctx_ref, &m, seed, fp_contract, HostCpu::Native)?;
+        // Emitted from a clone: code generation may rewrite the IR it runs on.
+        let obj = if object { Some(super::hostlib::emit_object(&module.clone())?) } else { None };
         let ee = module
             .create_jit_execution_engine(OptimizationLevel::Aggressive)
             .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
-        let mut kernels = Vec::with_capacity(m.kernels.len());
-        for k in &m.kernels {
+        let code = Code::Jit(Jit { ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) });
+        let prog = Self::with_code(m, code, |code, name| match code {
             // SAFETY: the symbol was generated by `lower` with exactly this
             // signature (host ABI, docs/codegen.md); the raw entry is used
-            // only while `ee` lives.
-            let f = unsafe { ee.get_function::<KernelFn>(&host_symbol(&k.name)).map(|f| f.as_raw()) }
-                .map_err(|e| CodegenError(format!("JIT: kernel `{}` not found: {e}", k.name)))?;
+            // only while the engine lives (the program owns it).
+            Code::Jit(j) => unsafe { j.ee.get_function::<KernelFn>(name).map(|f| f.as_raw()) }.map_err(|e| e.to_string()),
+            Code::Library(_) => Err("not a JIT".into()),
+        })?;
+        Ok((prog, obj))
+    }
+
+    /// The program over `code`, whose entries `entry` finds by symbol.
+    pub(crate) fn with_code(m: LoopModule, code: Code, entry: impl Fn(&Code, &str) -> Result<KernelFn, String>) -> Result<HostProgram, CodegenError> {
+        let mut kernels = Vec::with_capacity(m.kernels.len());
+        for k in &m.kernels {
+            let f = entry(&code, &host_symbol(&k.name)).map_err(|e| CodegenError(format!("kernel `{}` not found: {e}", k.name)))?;
             let split = split_range(k).filter(|_| k.iteration_count().is_some_and(|n| n >= MIN_SPLIT_ITERATIONS));
             kernels.push(HostKernel { f, params: kernel_params(&m, k), split });
         }
@@ -335,7 +371,7 @@ impl HostProgram {
                 }
             }
         }
-        Ok(HostProgram { m, kernels, threads, written, ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) })
+        Ok(HostProgram { m, kernels, threads, written, _code: code })
     }
 
     /// The loop module it was compiled from.
@@ -384,7 +420,7 @@ impl HostProgram {
             // parameter, each to memory of the size and alignment the
             // kernel was compiled for, writable where it writes and
             // aliasing nothing it writes (`check_refs`); the raw entry
-            // stays valid while `self.ee` lives.
+            // stays valid while the program's code lives.
             let f = k.f;
             let a = Args(args.as_ptr());
             match k.split {

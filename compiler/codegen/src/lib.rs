@@ -13,6 +13,7 @@ pub mod backend;
 pub mod bundle;
 pub mod gpu;
 pub mod host;
+pub mod hostlib;
 pub mod lower;
 pub mod nvptx;
 
