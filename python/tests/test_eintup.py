@@ -290,3 +290,28 @@ def test_the_disk_cache_can_be_disabled(tmp_path, monkeypatch):
     monkeypatch.delenv("EINTUP_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert eintup.cache_dir() == str(tmp_path / "xdg" / "eintup")
+
+
+def test_every_public_name_is_documented_and_stubbed():
+    """Docstrings on everything public; the stub (_eintup.pyi) declares only
+    what the extension has, and everything it has."""
+    import ast
+    import inspect
+
+    for name in eintup.__all__:
+        obj = getattr(eintup, name)
+        assert inspect.getdoc(obj), name
+        if inspect.isclass(obj) and not issubclass(obj, Exception):
+            for attr, member in vars(obj).items():
+                if not attr.startswith("_") or attr == "__call__":
+                    assert inspect.getdoc(member), f"{name}.{attr}"
+    stub = ast.parse((ROOT / "python" / "eintup" / "_eintup.pyi").read_text())
+    declared = {n.name: n for n in stub.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    ext = eintup._eintup
+    public = {n for n in dir(ext) if not n.startswith("_")}
+    assert set(declared) == public
+    for cname, node in declared.items():
+        if isinstance(node, ast.ClassDef):
+            members = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
+            have = {m for m in dir(getattr(ext, cname)) if not m.startswith("_")} - set(dir(Exception))
+            assert members == have, cname
