@@ -315,3 +315,18 @@ def test_every_public_name_is_documented_and_stubbed():
             members = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
             have = {m for m in dir(getattr(ext, cname)) if not m.startswith("_")} - set(dir(Exception))
             assert members == have, cname
+
+
+def test_the_overhead_benchmark_runs(tmp_path):
+    """bench/overhead.py (scripts/bench's overhead section) at a few calls:
+    its report is complete, the kernel ran without copies, and its second
+    compile came from the disk cache. No timing is asserted."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "o.json"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "overhead.py"), "--quick", "--json", str(out)], check=True, capture_output=True, timeout=300)
+    r = json.loads(out.read_text())
+    assert r["eintup_us"] > 0 and r["numpy_us"] > 0 and r["ratio"] == pytest.approx(r["eintup_us"] / r["numpy_us"])
+    assert r["copies_per_call"] == 0 and r["disk_miss"] == [0, 1] and r["disk_hit"] == [1, 0]
