@@ -323,7 +323,11 @@ impl Kernel {
         let mut inplace: Vec<(usize, usize)> = Vec::new();
         let mut bufs: Vec<Buf<'_>> = Vec::with_capacity(lm.buffers.len());
         for (i, b) in lm.buffers.iter().enumerate() {
-            let array = m.arrays.get(i).filter(|a| a.name == b.name);
+            // The loop module's first buffers are the module's arrays, in order.
+            let array = m.arrays.get(i);
+            if array.is_some_and(|a| a.name != b.name) {
+                return Err(Error::new_err(format!("internal error (please report): buffer {i} is `{}`, array {i} is `{}`", b.name, m.arrays[i].name)));
+            }
             let buf = match array {
                 Some(a) if a.is_input => match args.iter().find(|(n, _)| *n == a.name) {
                     Some((_, v)) if v.dtype == b.dtype && v.fits() => {
