@@ -99,7 +99,7 @@ impl View {
     pub fn fits(&self) -> bool {
         // SAFETY: `raw` is a live export.
         let contiguous = unsafe { ffi::PyBuffer_IsContiguous(self.raw.as_ref(), b'C' as std::ffi::c_char) } == 1;
-        contiguous && (self.ptr() as usize) % self.dtype.size() == 0
+        contiguous && (self.ptr() as usize).is_multiple_of(self.dtype.size())
     }
 
     /// Its memory range, if it is one contiguous block.

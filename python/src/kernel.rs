@@ -158,7 +158,7 @@ impl Kernel {
                 pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
                 let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
-                (Code::Emu { program: RefCell::new(program) }, Some(CacheFiles::Bundle(b)))
+                (Code::Emu { program: RefCell::new(program) }, Some(CacheFiles::Bundle(Box::new(b))))
             }
         };
         Ok((Compiled::new(module, false, code), files))
@@ -479,7 +479,7 @@ enum CacheFiles {
     /// `cpu`: the final loop module, printed, and its object code.
     Host { loops: String, object: Vec<u8> },
     /// `emu`: the bundle.
-    Bundle(eintup_runtime::Bundle),
+    Bundle(Box<eintup_runtime::Bundle>),
 }
 
 impl CacheFiles {

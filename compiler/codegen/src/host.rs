@@ -459,7 +459,7 @@ impl HostProgram {
             if want != Some(r.bytes) {
                 return Err(CodegenError(format!("run_on: buffer `{}` ({} {:?}) needs {want:?} bytes, {} given", b.name, b.dtype.name(), b.shape, r.bytes)));
             }
-            if r.bytes > 0 && (r.ptr as usize) % (b.dtype.size()) != 0 {
+            if r.bytes > 0 && !(r.ptr as usize).is_multiple_of(b.dtype.size()) {
                 return Err(CodegenError(format!("run_on: buffer `{}` is not aligned to its {}-byte elements", b.name, b.dtype.size())));
             }
             if self.written[i] && !r.writable {
