@@ -1,9 +1,11 @@
 //! The on-disk kernel cache (`EINTUP_CACHE_DIR`; docs/python.md, "The
 //! cache"): one directory per compiled specialisation, named by a hash of
 //! its key and holding the key's full text, so that a hash collision is a
-//! miss, never a wrong kernel. The cache is best effort: an entry that
-//! cannot be read is removed and recompiled, and a failed write only
-//! costs the next process a compile.
+//! miss, never a wrong kernel, and a checksum of every other file, so that
+//! a damaged file is never used (a loop module that does not match its
+//! library would run that code on the wrong buffers). The cache is best
+//! effort: an entry that cannot be read is removed and recompiled, and a
+//! failed write only costs the next process a compile.
 
 use std::fs;
 use std::io;
@@ -11,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// The file holding an entry's full key.
 const KEY_FILE: &str = "key";
+/// The file holding the checksums of the entry's other files.
+const SUMS_FILE: &str = "checksums";
 
 pub struct DiskCache {
     dir: PathBuf,
@@ -26,10 +30,28 @@ fn fnv1a_bytes(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-/// A file's checksum as an entry stores it: a corrupt file is found before
-/// it is used.
-pub fn checksum(bytes: &[u8]) -> String {
-    format!("{:016x} {}", fnv1a_bytes(bytes), bytes.len())
+/// `path relative to dir: checksum` of every file under `dir` but the key
+/// and the checksums, one a line, sorted.
+fn checksums(dir: &Path) -> io::Result<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> io::Result<()> {
+        for e in fs::read_dir(dir)? {
+            let p = e?.path();
+            if p.is_dir() {
+                walk(root, &p, out)?;
+            } else {
+                let rel = p.strip_prefix(root).map_err(io::Error::other)?.to_string_lossy().into_owned();
+                if rel != KEY_FILE && rel != SUMS_FILE {
+                    let bytes = fs::read(&p)?;
+                    out.push(format!("{rel}: {:016x} {}", fnv1a_bytes(&bytes), bytes.len()));
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut lines = Vec::new();
+    walk(dir, dir, &mut lines)?;
+    lines.sort();
+    Ok(lines.join("\n"))
 }
 
 impl DiskCache {
@@ -45,10 +67,15 @@ impl DiskCache {
         self.dir.join(format!("{:016x}", fnv1a(key)))
     }
 
-    /// The directory of `key`'s entry, if there is one for exactly `key`.
-    pub fn find(&self, key: &str) -> Option<PathBuf> {
+    /// The directory of `key`'s entry, if there is one for exactly `key`,
+    /// and whether its files are intact (as stored).
+    pub fn find(&self, key: &str) -> Option<(PathBuf, bool)> {
         let dir = self.entry(key);
-        (fs::read_to_string(dir.join(KEY_FILE)).ok()? == key).then_some(dir)
+        if fs::read_to_string(dir.join(KEY_FILE)).ok()? != key {
+            return None;
+        }
+        let intact = fs::read_to_string(dir.join(SUMS_FILE)).ok().is_some_and(|s| checksums(&dir).is_ok_and(|now| now == s));
+        Some((dir, intact))
     }
 
     /// Removes `key`'s entry (unreadable or corrupt). Renamed away first,
@@ -72,6 +99,7 @@ impl DiskCache {
         let result = (|| {
             fs::create_dir(&tmp)?;
             fill(&tmp)?;
+            fs::write(tmp.join(SUMS_FILE), checksums(&tmp)?)?;
             // The key last: an entry without it is never read.
             fs::write(tmp.join(KEY_FILE), key)?;
             fs::rename(&tmp, self.entry(key))

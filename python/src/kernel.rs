@@ -95,9 +95,8 @@ pub fn emulator() -> &'static Device {
 const MODULE_FILE: &str = "module.et";
 const LOOPS_FILE: &str = "loops.etl";
 const BUNDLE_DIR: &str = "bundle";
-/// `cpu`: the program as a shared library, and its checksum.
+/// `cpu`: the program as a shared library.
 const LIBRARY_FILE: &str = "kernels.so";
-const CHECKSUM_FILE: &str = "kernels.so.fnv";
 
 /// A compiled `.et` program, callable on arrays (`eintup.Kernel` wraps it).
 /// Not `Send`: a loaded runtime program holds device handles; Python
@@ -190,18 +189,14 @@ impl Kernel {
             Target::Cpu => {
                 let lm = eintup::ir::loops::parse::parse_verified(&std::fs::read_to_string(dir.join(LOOPS_FILE)).ok()?).ok()?;
                 let lib = dir.join(LIBRARY_FILE);
-                let prog = match std::fs::read(&lib) {
-                    Ok(bytes) => {
-                        // A library that is not the one stored is never loaded.
-                        if std::fs::read_to_string(dir.join(CHECKSUM_FILE)).ok()? != crate::cache::checksum(&bytes) {
-                            return None;
-                        }
-                        // SAFETY: the library this entry's process linked
-                        // from this loop module's object (its checksum
-                        // matches; the key names the build and the CPU).
-                        unsafe { HostProgram::load_library(lm, &lib) }.ok()?
-                    }
-                    Err(_) => HostProgram::compile(lm, self.seed, self.fp_contract).ok()?,
+                let prog = if lib.exists() {
+                    // SAFETY: the library this entry's process linked from
+                    // this loop module's object (`find` checked both files
+                    // against their checksums; the key names the build and
+                    // the CPU).
+                    unsafe { HostProgram::load_library(lm, &lib) }.ok()?
+                } else {
+                    HostProgram::compile(lm, self.seed, self.fp_contract).ok()?
                 };
                 Code::Host { prog }
             }
@@ -225,8 +220,8 @@ impl Kernel {
         let disk = self.disk.as_ref().filter(|_| self.target != Target::Interp);
         let dkey = disk.map(|(_, build)| self.disk_key(build, key));
         let found = disk.zip(dkey.as_ref()).and_then(|((cache, _), k)| {
-            let dir = cache.find(k)?;
-            let c = self.load_entry(&dir);
+            let (dir, intact) = cache.find(k)?;
+            let c = if intact { self.load_entry(&dir) } else { None };
             if c.is_none() {
                 cache.discard(k);
             }
@@ -490,10 +485,7 @@ impl CacheFiles {
                 std::fs::write(dir.join(LOOPS_FILE), loops)?;
                 // Without a C compiler to link it, the entry holds the loop
                 // module alone (a hit then JIT-compiles it).
-                let lib = dir.join(LIBRARY_FILE);
-                if eintup_codegen::hostlib::link_shared(object, &lib).is_ok() {
-                    std::fs::write(dir.join(CHECKSUM_FILE), crate::cache::checksum(&std::fs::read(&lib)?))?;
-                }
+                let _ = eintup_codegen::hostlib::link_shared(object, &dir.join(LIBRARY_FILE));
                 Ok(())
             }
             CacheFiles::Bundle(b) => b.write(dir.join(BUNDLE_DIR)).map_err(|e| std::io::Error::other(e.to_string())),

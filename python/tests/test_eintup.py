@@ -248,7 +248,9 @@ def test_a_second_process_gets_the_kernel_from_disk(tmp_path, target):
     assert len(entries) == 1
     assert json.loads(_run_child(code, tmp_path)) == [1, 0]  # a hit: nothing compiled
     # Every file of the entry damaged in turn: ignored, recompiled, stored again.
-    for f in sorted(p.name for p in entries[0].iterdir() if p.is_file() and p.name != "key"):
+    files = sorted(str(p.relative_to(entries[0])) for p in entries[0].rglob("*") if p.is_file() and p.name != "key")
+    assert {"module.et", "checksums"} <= set(files) and len(files) >= 3, files
+    for f in files:
         entry = next(p for p in tmp_path.iterdir() if not p.name.startswith(("tmp-", "gone-")))
         data = (entry / f).read_bytes()
         (entry / f).write_bytes(data[: len(data) // 2] + b"garbage")
@@ -330,3 +332,16 @@ def test_the_overhead_benchmark_runs(tmp_path):
     r = json.loads(out.read_text())
     assert r["eintup_us"] > 0 and r["numpy_us"] > 0 and r["ratio"] == pytest.approx(r["eintup_us"] / r["numpy_us"])
     assert r["copies_per_call"] == 0 and r["disk_miss"] == [0, 1] and r["disk_hit"] == [1, 0]
+
+
+def test_an_unwritable_cache_only_costs_compiles(tmp_path, monkeypatch):
+    """A cache path that cannot be a directory: kernels still compile and
+    run; nothing is stored, so a second kernel compiles again."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("EINTUP_CACHE_DIR", str(blocker / "eintup"))
+    a, b = rand((2, 3)), rand((3, 2))
+    for _ in range(2):
+        k = eintup.compile(MATMUL, target="cpu")
+        np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
+        assert k.disk_cache_info() == (0, 1)
