@@ -67,8 +67,9 @@ def test_the_cache_compiles_once_per_shapes():
     assert k.cache_info() == (2, 2, 2)
 
 
-def test_out_writes_into_the_callers_array():
-    k = eintup.compile(MATMUL, target="cpu")
+@pytest.mark.parametrize("target", ["cpu", "emu", "interp"])
+def test_out_writes_into_the_callers_array(target):
+    k = eintup.compile(MATMUL, target=target)
     a, b = rand((4, 3)), rand((3, 6))
     c = np.full((4, 6), np.nan, np.float32)
     before = c.__array_interface__["data"][0]
@@ -145,6 +146,9 @@ def test_load_runs_an_ahead_of_time_bundle(tmp_path):
     a, bb = rand((2, 3, 4), seed=3), rand((2, 4, 5), seed=4)
     for _ in range(2):  # loaded once, run twice: outputs start from zero each time
         np.testing.assert_allclose(bk(a=a, b=bb)["c"], a @ bb, rtol=1e-5)
+    c = np.full((2, 3, 5), np.nan, np.float32)
+    assert bk(a=a, b=bb, out={"c": c})["c"] is c
+    np.testing.assert_allclose(c, a @ bb, rtol=1e-5)
     want = eintup.compile(MATMUL, target="interp", float="f32", binds={"batch": [2], "row": [3], "k": [4], "col": [5]})()["c"]
     np.testing.assert_allclose(bk()["c"], want, rtol=1e-5)
     with pytest.raises(eintup.ShapeError, match="input `a`: shape \\[3, 4\\], expected \\[2, 3, 4\\]"):
