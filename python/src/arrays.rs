@@ -73,16 +73,23 @@ impl View {
         // shape (STRIDES implies ND) with ndim entries.
         let (format, shape) = unsafe {
             let f = if raw.format.is_null() { b"B".as_slice() } else { CStr::from_ptr(raw.format).to_bytes() };
-            let s = if raw.ndim == 0 { &[][..] } else { std::slice::from_raw_parts(raw.shape, raw.ndim as usize) };
-            (f.to_vec(), s.iter().map(|&d| d as usize).collect::<Vec<usize>>())
+            let s = if raw.ndim <= 0 || raw.shape.is_null() { &[][..] } else { std::slice::from_raw_parts(raw.shape, raw.ndim as usize) };
+            (f.to_vec(), s.iter().map(|&d| d.max(0) as usize).collect::<Vec<usize>>())
         };
         let Some(dtype) = format_dtype(&format, raw.itemsize) else {
-            let view = View { raw, dtype: DType::F32, shape };
-            drop(view);
+            // Released (by `Drop`) before anything else runs.
+            drop(View { raw, dtype: DType::F32, shape });
             let name = obj.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_else(|_| String::from_utf8_lossy(&format).into_owned());
             return Err(ShapeError::new_err(format!("{what}: dtype {name} is not supported (int32, float32, float64)")));
         };
-        Ok(View { raw, dtype, shape })
+        let view = View { raw, dtype, shape };
+        // A shape that does not hold the buffer's bytes (no shape given, or
+        // an exporter that lies) is never used as one.
+        let elements = view.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if elements.and_then(|n| n.checked_mul(dtype.size())) != Some(view.bytes()) {
+            return Err(ShapeError::new_err(format!("{what}: its shape {:?} does not hold its {} bytes", view.shape, view.bytes())));
+        }
+        Ok(view)
     }
 
     /// Its size in bytes.
