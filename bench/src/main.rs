@@ -1,6 +1,7 @@
 //! `etbench`, run by `scripts/bench`: compile time of every example, host
 //! execution against NumPy and TensorFlow, and GPU execution against
-//! PyTorch and a device copy. Prints tables and writes one JSON file.
+//! PyTorch and a device copy, and the Python package's call overhead
+//! against NumPy. Prints tables and writes one JSON file.
 //! docs/performance.md explains every column and records the results.
 
 mod compile;
@@ -8,6 +9,7 @@ mod gpu;
 mod host;
 mod kit;
 mod ops;
+mod overhead;
 mod peers;
 mod prepare;
 mod stats;
@@ -23,13 +25,15 @@ enum Section {
     Compile,
     Host,
     Gpu,
+    /// The Python package's call overhead against NumPy (bench/overhead.py).
+    Overhead,
 }
 
 #[derive(Parser, Debug)]
 #[command(name = "etbench", about = "eintup benchmarks against NumPy, TensorFlow and PyTorch")]
 struct Args {
     /// Sections to run.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "compile,host,gpu")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "compile,host,gpu,overhead")]
     sections: Vec<Section>,
     /// Tiny sizes and few repetitions: checks the whole harness in seconds.
     #[arg(long)]
@@ -143,6 +147,11 @@ fn run(args: &Args) -> Result<(), String> {
         let g = gpu::run(&setup, &list, warmup, reps);
         print_gpu(&g);
         report.insert("gpu".into(), serde_json::to_value(&g).map_err(|e| e.to_string())?);
+    }
+    if args.sections.contains(&Section::Overhead) {
+        let o = overhead::run(&args.python, &args.root.join("bench/overhead.py"), &args.work, args.quick)?;
+        overhead::print(&o);
+        report.insert("overhead".into(), serde_json::to_value(&o).map_err(|e| e.to_string())?);
     }
     write(&args.out, &report)?;
     eprintln!("bench: wrote {}", args.out.display());

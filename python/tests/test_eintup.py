@@ -67,8 +67,9 @@ def test_the_cache_compiles_once_per_shapes():
     assert k.cache_info() == (2, 2, 2)
 
 
-def test_out_writes_into_the_callers_array():
-    k = eintup.compile(MATMUL, target="cpu")
+@pytest.mark.parametrize("target", ["cpu", "emu", "interp"])
+def test_out_writes_into_the_callers_array(target):
+    k = eintup.compile(MATMUL, target=target)
     a, b = rand((4, 3)), rand((3, 6))
     c = np.full((4, 6), np.nan, np.float32)
     before = c.__array_interface__["data"][0]
@@ -145,6 +146,9 @@ def test_load_runs_an_ahead_of_time_bundle(tmp_path):
     a, bb = rand((2, 3, 4), seed=3), rand((2, 4, 5), seed=4)
     for _ in range(2):  # loaded once, run twice: outputs start from zero each time
         np.testing.assert_allclose(bk(a=a, b=bb)["c"], a @ bb, rtol=1e-5)
+    c = np.full((2, 3, 5), np.nan, np.float32)
+    assert bk(a=a, b=bb, out={"c": c})["c"] is c
+    np.testing.assert_allclose(c, a @ bb, rtol=1e-5)
     want = eintup.compile(MATMUL, target="interp", float="f32", binds={"batch": [2], "row": [3], "k": [4], "col": [5]})()["c"]
     np.testing.assert_allclose(bk()["c"], want, rtol=1e-5)
     with pytest.raises(eintup.ShapeError, match="input `a`: shape \\[3, 4\\], expected \\[2, 3, 4\\]"):
@@ -153,3 +157,195 @@ def test_load_runs_an_ahead_of_time_bundle(tmp_path):
         eintup.load(b, device="cuda")
     with pytest.raises(eintup.Error, match="no/such.etb"):
         eintup.load("no/such.etb")
+
+
+def test_cpu_calls_run_on_the_callers_memory():
+    """Fitting arrays (C-contiguous, aligned, the buffer's dtype) are used in
+    place: no copy; each array that does not fit is copied once."""
+    k = eintup.compile(MATMUL, target="cpu")
+    a, b = rand((2, 3, 4), seed=5), rand((2, 4, 5), seed=6)
+    a0, b0 = a.copy(), b.copy()
+    np.testing.assert_allclose(k(a=a, b=b)["c"], a0 @ b0, rtol=1e-5)
+    assert k.last_copies == 0
+    assert (a == a0).all() and (b == b0).all()  # inputs are only read
+    # Read-only inputs are fine: nothing writes them.
+    a.flags.writeable = False
+    np.testing.assert_allclose(k(a=a, b=b)["c"], a0 @ b0, rtol=1e-5)
+    assert k.last_copies == 0
+    # Fortran order: one copy.
+    np.testing.assert_allclose(k(a=np.asfortranarray(a), b=b)["c"], a0 @ b0, rtol=1e-5)
+    assert k.last_copies == 1
+    # Misaligned (a float32 array one byte into its buffer): one copy.
+    raw = bytearray(a.nbytes + 1)
+    mis = np.frombuffer(raw, dtype=np.float32, count=a.size, offset=1).reshape(a.shape)
+    mis[...] = a0
+    assert mis.__array_interface__["data"][0] % 4 != 0
+    np.testing.assert_allclose(k(a=mis, b=b)["c"], a0 @ b0, rtol=1e-5)
+    assert k.last_copies == 1
+    # float64 for a float32 kernel: converted, one copy each.
+    np.testing.assert_allclose(k(a=a0.astype(np.float64), b=b0.astype(np.float64))["c"], a0 @ b0, rtol=1e-5)
+    assert k.last_copies == 2
+
+
+def test_out_is_written_in_place_without_a_copy():
+    k = eintup.compile(MATMUL, target="cpu")
+    a, b = rand((2, 3, 4), seed=7), rand((2, 4, 5), seed=8)
+    c = np.full((2, 3, 5), np.nan, np.float32)
+    ptr = c.__array_interface__["data"][0]
+    for _ in range(2):  # zeroed before each call: no accumulation into the last result
+        assert k(a=a, b=b, out={"c": c})["c"] is c
+        assert k.last_copies == 0 and c.__array_interface__["data"][0] == ptr
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    # A non-contiguous out= array: written through one copy.
+    ct = np.full((2, 5, 3), np.nan, np.float32).transpose(0, 2, 1)
+    assert k(a=a, b=b, out={"c": ct})["c"] is ct and k.last_copies == 1
+    np.testing.assert_allclose(ct, a @ b, rtol=1e-5)
+    with pytest.raises(eintup.ShapeError, match="out: `c`: not a writable array"):
+        ro = np.zeros((2, 3, 5), np.float32)
+        ro.flags.writeable = False
+        k(a=a, b=b, out={"c": ro})
+    with pytest.raises(eintup.ShapeError, match="out: `c` is float64"):
+        k(a=a, b=b, out={"c": np.zeros((2, 3, 5))})
+
+
+def test_out_aliasing_an_input_is_still_correct():
+    """An out= array that is also an input's memory cannot be written while
+    it is read (the code assumes no aliasing): written through a copy."""
+    k = eintup.compile("x[i] = RANDOM(0, 10, FLOAT)\ny[i] = x[i] * 2.0 + x[(i + 1) % DIMS(i)]\n\ny\n", target="cpu")
+    x = rand(6, seed=9)
+    want = 2 * x + np.roll(x, -1)
+    got = k(x=x, out={"y": x})["y"]
+    assert got is x and k.last_copies == 1
+    np.testing.assert_allclose(x, want, rtol=1e-6)
+
+
+def _run_child(code, cache):
+    """`code` in a fresh Python process with cache dir `cache`; its stdout."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, EINTUP_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+CHILD = """
+import json, numpy as np, eintup
+k = eintup.compile({path!r}, target={target!r})
+a = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
+b = np.arange(40, dtype=np.float32).reshape(2, 4, 5) / 5
+c = k(a=a, b=b)["c"]
+assert np.allclose(c, a @ b, rtol=1e-5), "wrong result"
+print(json.dumps(k.disk_cache_info()))
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "emu"])
+def test_a_second_process_gets_the_kernel_from_disk(tmp_path, target):
+    import json
+
+    code = CHILD.format(path=str(MATMUL), target=target)
+    assert json.loads(_run_child(code, tmp_path)) == [0, 1]  # compiled, stored
+    entries = [p for p in tmp_path.iterdir() if not p.name.startswith(("tmp-", "gone-"))]
+    assert len(entries) == 1
+    assert json.loads(_run_child(code, tmp_path)) == [1, 0]  # a hit: nothing compiled
+    # Every file of the entry damaged in turn: ignored, recompiled, stored again.
+    files = sorted(str(p.relative_to(entries[0])) for p in entries[0].rglob("*") if p.is_file() and p.name != "key")
+    assert {"module.et", "checksums"} <= set(files) and len(files) >= 3, files
+    for f in files:
+        entry = next(p for p in tmp_path.iterdir() if not p.name.startswith(("tmp-", "gone-")))
+        data = (entry / f).read_bytes()
+        (entry / f).write_bytes(data[: len(data) // 2] + b"garbage")
+        assert json.loads(_run_child(code, tmp_path)) == [0, 1], f
+        assert json.loads(_run_child(code, tmp_path)) == [1, 0], f
+
+
+def test_a_disk_hit_reports_errors_located_in_the_source(tmp_path):
+    """An int32 array for a FLOAT input: the kernel for those shapes compiles
+    (and is stored), the call fails. In a second process the kernel comes
+    from disk, and the message still points into matmul.et."""
+    code = f"""
+import numpy as np, eintup
+k = eintup.compile({str(MATMUL)!r}, target="cpu")
+try:
+    k(a=np.ones((2, 3, 4), np.int32), b=np.ones((2, 4, 5), np.float32))
+except eintup.ShapeError as e:
+    print(list(k.disk_cache_info()), e)
+"""
+    first, second = _run_child(code, tmp_path), _run_child(code, tmp_path)
+    assert first.startswith("[0, 1]") and second.startswith("[1, 0]")
+    for out in (first, second):
+        assert "error[E0403]" in out and "matmul.et:2:1" in out and "a[batch,row,k] = RANDOM(0, 10, FLOAT)" in out
+    assert first[len("[0, 1]"):] == second[len("[1, 0]"):]
+
+
+def test_the_disk_cache_can_be_disabled(tmp_path, monkeypatch):
+    monkeypatch.setenv("EINTUP_CACHE_DIR", "")
+    assert eintup.cache_dir() is None
+    k = eintup.compile(MATMUL, target="cpu")
+    assert k.cache_dir is None
+    k(a=rand((2, 3)), b=rand((3, 2)))
+    assert k.disk_cache_info() == (0, 0)
+    monkeypatch.setenv("EINTUP_CACHE_DIR", str(tmp_path))
+    assert eintup.cache_dir() == str(tmp_path)
+    k = eintup.compile(MATMUL, target="cpu", cache=False)
+    k(a=rand((2, 3)), b=rand((3, 2)))
+    assert k.disk_cache_info() == (0, 0) and list(tmp_path.iterdir()) == []
+    monkeypatch.delenv("EINTUP_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert eintup.cache_dir() == str(tmp_path / "xdg" / "eintup")
+
+
+def test_every_public_name_is_documented_and_stubbed():
+    """Docstrings on everything public; the stub (_eintup.pyi) declares only
+    what the extension has, and everything it has."""
+    import ast
+    import inspect
+
+    for name in eintup.__all__:
+        obj = getattr(eintup, name)
+        assert inspect.getdoc(obj), name
+        if inspect.isclass(obj) and not issubclass(obj, Exception):
+            for attr, member in vars(obj).items():
+                if not attr.startswith("_") or attr == "__call__":
+                    assert inspect.getdoc(member), f"{name}.{attr}"
+    stub = ast.parse((ROOT / "python" / "eintup" / "_eintup.pyi").read_text())
+    declared = {n.name: n for n in stub.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    ext = eintup._eintup
+    public = {n for n in dir(ext) if not n.startswith("_")}
+    assert set(declared) == public
+    for cname, node in declared.items():
+        if isinstance(node, ast.ClassDef):
+            members = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
+            have = {m for m in dir(getattr(ext, cname)) if not m.startswith("_")} - set(dir(Exception))
+            assert members == have, cname
+
+
+def test_the_overhead_benchmark_runs(tmp_path):
+    """bench/overhead.py (scripts/bench's overhead section) at a few calls:
+    its report is complete, the kernel ran without copies, and its second
+    compile came from the disk cache. No timing is asserted."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "o.json"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "overhead.py"), "--quick", "--json", str(out)], check=True, capture_output=True, timeout=300)
+    r = json.loads(out.read_text())
+    assert r["eintup_us"] > 0 and r["numpy_us"] > 0 and r["ratio"] == pytest.approx(r["eintup_us"] / r["numpy_us"])
+    assert r["copies_per_call"] == 0 and r["disk_miss"] == [0, 1] and r["disk_hit"] == [1, 0]
+
+
+def test_an_unwritable_cache_only_costs_compiles(tmp_path, monkeypatch):
+    """A cache path that cannot be a directory: kernels still compile and
+    run; nothing is stored, so a second kernel compiles again."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("EINTUP_CACHE_DIR", str(blocker / "eintup"))
+    a, b = rand((2, 3)), rand((3, 2))
+    for _ in range(2):
+        k = eintup.compile(MATMUL, target="cpu")
+        np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
+        assert k.disk_cache_info() == (0, 1)

@@ -14,6 +14,7 @@ use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::AddressSpace;
 use eintup::tensor::{Data, Tensor};
+
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
@@ -184,7 +185,7 @@ impl HostCpu {
     }
 
     /// LLVM's CPU name and feature string for this CPU.
-    fn llvm_cpu(self) -> (String, String) {
+    pub(crate) fn llvm_cpu(self) -> (String, String) {
         match self {
             HostCpu::Native => (TargetMachine::get_host_cpu_name().to_string(), TargetMachine::get_host_cpu_features().to_string()),
             // A named CPU brings its own features.
@@ -195,7 +196,7 @@ impl HostCpu {
 
 /// A target machine for `cpu` (its name and features, so that O3
 /// vectorises for its vector units).
-fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> {
+pub(crate) fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> {
     Target::initialize_native(&InitializationConfig::default())
         .map_err(|e| CodegenError(format!("cannot initialise the host target: {e}")))?;
     let triple = TargetMachine::get_default_triple();
@@ -237,7 +238,7 @@ pub fn with_compiled<R>(m: &LoopModule, seed: u64, fp_contract: FpContract, f: i
     Ok(f(&HostProgram::compile(m.clone(), seed, fp_contract)?))
 }
 
-type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+pub(crate) type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 
 /// Below this many iterations a kernel runs on the calling thread: starting
 /// threads costs tens of microseconds.
@@ -252,15 +253,29 @@ struct HostKernel {
     split: Option<(i64, i64)>,
 }
 
-/// A module compiled for this CPU: one JIT entry per kernel, with the
-/// buffers it takes. It owns its LLVM context and execution engine, so a
-/// caller may keep it and run it many times (the Python package caches
-/// one per program and shapes).
+/// A module compiled for this CPU: one entry per kernel, with the buffers
+/// it takes. It owns its code (a JIT, or a shared library loaded from the
+/// on-disk cache: `hostlib`), so a caller may keep it and run it many
+/// times (the Python package caches one per program and shapes).
 pub struct HostProgram {
     m: LoopModule,
     kernels: Vec<HostKernel>,
     /// Threads a splittable kernel is spread over.
     threads: usize,
+    /// Per buffer: whether some kernel writes it.
+    written: Vec<bool>,
+    /// The code the entries point to; dropped after nothing else uses it.
+    _code: Code,
+}
+
+/// Where a program's machine code lives.
+pub(crate) enum Code {
+    Jit(Jit),
+    Library(super::hostlib::Library),
+}
+
+/// MCJIT's engine and the context it was made in.
+pub(crate) struct Jit {
     /// Keeps the JIT (and the code the entries point to) alive; dropped
     /// before `ctx` (`Drop`), the context it borrows.
     ee: std::mem::ManuallyDrop<inkwell::execution_engine::ExecutionEngine<'static>>,
@@ -268,7 +283,7 @@ pub struct HostProgram {
     ctx: std::mem::ManuallyDrop<Box<Context>>,
 }
 
-impl Drop for HostProgram {
+impl Drop for Jit {
     fn drop(&mut self) {
         // SAFETY: each is dropped exactly once, the engine (and the module
         // it owns) before the context it was created in.
@@ -280,8 +295,8 @@ impl Drop for HostProgram {
 }
 
 // SAFETY: the program is only read after construction (`run` takes
-// `&self`); the LLVM context and engine are not touched again until drop,
-// and the JIT code is plain machine code.
+// `&self`); the LLVM context and engine, or the library, are not touched
+// again until drop, and the code is plain machine code.
 unsafe impl Send for HostProgram {}
 unsafe impl Sync for HostProgram {}
 
@@ -304,27 +319,59 @@ impl Args {
 impl HostProgram {
     /// Compiles `m` for this CPU (`HostCpu::Native`) and JIT-loads it.
     pub fn compile(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<HostProgram, CodegenError> {
+        Ok(Self::compile_inner(m, seed, fp_contract, false)?.0)
+    }
+
+    /// As [`HostProgram::compile`], and also the program as a
+    /// position-independent object file for this CPU (`hostlib`: what an
+    /// on-disk cache keeps, linked into a shared library), from the same
+    /// optimised module.
+    pub fn compile_with_object(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<(HostProgram, Vec<u8>), CodegenError> {
+        let (p, obj) = Self::compile_inner(m, seed, fp_contract, true)?;
+        Ok((p, obj.unwrap_or_default()))
+    }
+
+    fn compile_inner(m: LoopModule, seed: u64, fp_contract: FpContract, object: bool) -> Result<(HostProgram, Option<Vec<u8>>), CodegenError> {
         let ctx = Box::new(Context::create());
-        // SAFETY: the context lives in a Box that `HostProgram` drops only
-        // after the engine (see `Drop`), so the reference outlives every
-        // use; 'static only names that.
+        // SAFETY: the context lives in a Box that `Jit` drops only after
+        // the engine (see `Drop`), so the reference outlives every use;
+        // 'static only names that.
         let ctx_ref: &'static Context = unsafe { &*(ctx.as_ref() as *const Context) };
         let (module, _tm) = optimized_module(ctx_ref, &m, seed, fp_contract, HostCpu::Native)?;
+        // Emitted from a clone: code generation may rewrite the IR it runs on.
+        let obj = if object { Some(super::hostlib::emit_object(&module.clone())?) } else { None };
         let ee = module
             .create_jit_execution_engine(OptimizationLevel::Aggressive)
             .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
-        let mut kernels = Vec::with_capacity(m.kernels.len());
-        for k in &m.kernels {
+        let code = Code::Jit(Jit { ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) });
+        let prog = Self::with_code(m, code, |code, name| match code {
             // SAFETY: the symbol was generated by `lower` with exactly this
             // signature (host ABI, docs/codegen.md); the raw entry is used
-            // only while `ee` lives.
-            let f = unsafe { ee.get_function::<KernelFn>(&host_symbol(&k.name)).map(|f| f.as_raw()) }
-                .map_err(|e| CodegenError(format!("JIT: kernel `{}` not found: {e}", k.name)))?;
+            // only while the engine lives (the program owns it).
+            Code::Jit(j) => unsafe { j.ee.get_function::<KernelFn>(name).map(|f| f.as_raw()) }.map_err(|e| e.to_string()),
+            Code::Library(_) => Err("not a JIT".into()),
+        })?;
+        Ok((prog, obj))
+    }
+
+    /// The program over `code`, whose entries `entry` finds by symbol.
+    pub(crate) fn with_code(m: LoopModule, code: Code, entry: impl Fn(&Code, &str) -> Result<KernelFn, String>) -> Result<HostProgram, CodegenError> {
+        let mut kernels = Vec::with_capacity(m.kernels.len());
+        for k in &m.kernels {
+            let f = entry(&code, &host_symbol(&k.name)).map_err(|e| CodegenError(format!("kernel `{}` not found: {e}", k.name)))?;
             let split = split_range(k).filter(|_| k.iteration_count().is_some_and(|n| n >= MIN_SPLIT_ITERATIONS));
             kernels.push(HostKernel { f, params: kernel_params(&m, k), split });
         }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Ok(HostProgram { m, kernels, threads, ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) })
+        let mut written = vec![false; m.buffers.len()];
+        for k in &m.kernels {
+            for c in k.computes() {
+                if let Some(w) = written.get_mut(c.write.buf) {
+                    *w = true;
+                }
+            }
+        }
+        Ok(HostProgram { m, kernels, threads, written, _code: code })
     }
 
     /// The loop module it was compiled from.
@@ -332,31 +379,48 @@ impl HostProgram {
         &self.m
     }
 
-    /// Runs every kernel, in order, on `buffers` (see `run_host`). A kernel
-    /// whose root loop is `parallel` (and that is large enough) runs with
-    /// that loop split into one contiguous slice per thread.
+    /// Runs every kernel, in order, on `buffers` (see `run_host`): a thin
+    /// wrapper over [`HostProgram::run_on`] that checks each tensor's dtype.
     pub fn run(&self, buffers: &mut [Tensor]) -> Result<(), CodegenError> {
         check_buffers(&self.m, buffers)?;
-        // Empty buffers get a private scratch word instead of a dangling Vec
-        // pointer; no access runs on them, but no kernel ever sees a pointer
-        // that does not point to memory.
+        let mut refs: Vec<BufferRef<'_>> = buffers
+            .iter_mut()
+            .map(|t| match &mut t.data {
+                Data::I32(v) => BufferRef::of_slice(v.as_mut_slice()),
+                Data::F32(v) => BufferRef::of_slice(v.as_mut_slice()),
+                Data::F64(v) => BufferRef::of_slice(v.as_mut_slice()),
+            })
+            .collect();
+        self.run_on(&mut refs)
+    }
+
+    /// Runs every kernel, in order, on caller-owned memory: one
+    /// [`BufferRef`] per buffer of the module, in module order, of exactly
+    /// the buffer's byte size, aligned to its element. The caller fills the
+    /// inputs and zeroes the rest (every non-input buffer starts at 0).
+    /// Buffers a kernel writes must be writable and overlap no other
+    /// buffer (the generated code assumes its pointers do not alias);
+    /// read-only buffers (inputs) are only read. A kernel whose root loop
+    /// is `parallel` (and that is large enough) runs with that loop split
+    /// into one contiguous slice per thread.
+    pub fn run_on(&self, buffers: &mut [BufferRef<'_>]) -> Result<(), CodegenError> {
+        self.check_refs(buffers)?;
+        // Empty buffers get a private scratch word instead of a dangling
+        // pointer; no access runs on them, but no kernel ever sees a
+        // pointer that does not point to memory.
         let mut scratch = vec![0u64; buffers.len()];
         let ptrs: Vec<*mut u8> = buffers
-            .iter_mut()
+            .iter()
             .zip(scratch.iter_mut())
-            .map(|(t, s)| match &mut t.data {
-                Data::I32(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
-                Data::F64(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
-                Data::F32(v) if !v.is_empty() => v.as_mut_ptr() as *mut u8,
-                _ => s as *mut u64 as *mut u8,
-            })
+            .map(|(r, s)| if r.bytes == 0 { s as *mut u64 as *mut u8 } else { r.ptr })
             .collect();
         for k in &self.kernels {
             let args: Vec<*mut u8> = k.params.iter().map(|&b| ptrs[b]).collect();
             // SAFETY (at the calls below): `args` holds one live pointer per
-            // parameter, each to a buffer of the size the kernel was compiled
-            // for (checked above); the raw entry stays valid while `self.ee`
-            // lives.
+            // parameter, each to memory of the size and alignment the
+            // kernel was compiled for, writable where it writes and
+            // aliasing nothing it writes (`check_refs`); the raw entry
+            // stays valid while the program's code lives.
             let f = k.f;
             let a = Args(args.as_ptr());
             match k.split {
@@ -375,6 +439,82 @@ impl HostProgram {
         }
         drop(scratch);
         Ok(())
+    }
+
+    /// Whether some kernel writes buffer `b` (a caller may then pass it
+    /// read-only only if it is not).
+    pub fn writes(&self, b: BufId) -> bool {
+        self.written.get(b).copied().unwrap_or(false)
+    }
+
+    /// `run_on`'s contract: count, byte sizes, alignment, writability and
+    /// no overlap of a written buffer with any other.
+    fn check_refs(&self, buffers: &[BufferRef<'_>]) -> Result<(), CodegenError> {
+        let m = &self.m;
+        if buffers.len() != m.buffers.len() {
+            return Err(CodegenError(format!("run_on: {} buffers given for {} buffers", buffers.len(), m.buffers.len())));
+        }
+        for (i, (b, r)) in m.buffers.iter().zip(buffers).enumerate() {
+            let want = buffer_bytes(b);
+            if want != Some(r.bytes) {
+                return Err(CodegenError(format!("run_on: buffer `{}` ({} {:?}) needs {want:?} bytes, {} given", b.name, b.dtype.name(), b.dims(), r.bytes)));
+            }
+            if r.bytes > 0 && !(r.ptr as usize).is_multiple_of(b.dtype.size()) {
+                return Err(CodegenError(format!("run_on: buffer `{}` is not aligned to its {}-byte elements", b.name, b.dtype.size())));
+            }
+            if self.written[i] && !r.writable {
+                return Err(CodegenError(format!("run_on: buffer `{}` is written by the program but given read-only", b.name)));
+            }
+        }
+        for (i, r) in buffers.iter().enumerate().filter(|(i, r)| self.written[*i] && r.bytes > 0) {
+            if let Some((j, _)) = buffers.iter().enumerate().find(|(j, o)| *j != i && o.bytes > 0 && r.overlaps(o)) {
+                return Err(CodegenError(format!("run_on: buffer `{}` overlaps buffer `{}`, which the program writes", m.buffers[j].name, m.buffers[i].name)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The byte size of buffer `b`, if its shape is static and valid.
+pub fn buffer_bytes(b: &eintup::ir::loops::Buffer) -> Option<usize> {
+    if b.dims()?.iter().any(|&d| d < 0) {
+        return None;
+    }
+    usize::try_from(b.len()?).ok()?.checked_mul(b.dtype.size())
+}
+
+/// Memory a [`HostProgram`] runs on: a pointer and a byte length, borrowed
+/// for `'a`, read-only or writable. Made from a slice (safe) or a raw
+/// pointer (the caller vouches for it: the Python package's NumPy arrays).
+pub struct BufferRef<'a> {
+    ptr: *mut u8,
+    bytes: usize,
+    writable: bool,
+    _borrow: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> BufferRef<'a> {
+    /// A writable buffer over `data`.
+    pub fn of_slice<T: Copy>(data: &'a mut [T]) -> BufferRef<'a> {
+        BufferRef { ptr: data.as_mut_ptr() as *mut u8, bytes: std::mem::size_of_val(data), writable: true, _borrow: std::marker::PhantomData }
+    }
+
+    /// A read-only buffer over `data` (an input: no kernel writes it).
+    pub fn of_read_only<T: Copy>(data: &'a [T]) -> BufferRef<'a> {
+        BufferRef { ptr: data.as_ptr() as *mut u8, bytes: std::mem::size_of_val(data), writable: false, _borrow: std::marker::PhantomData }
+    }
+
+    /// # Safety
+    /// `ptr` must point to `bytes` bytes valid for reads (and for writes if
+    /// `writable`) for `'a`, which nothing else reads or writes while a
+    /// run uses them (other read-only buffers may share them).
+    pub unsafe fn from_raw(ptr: *mut u8, bytes: usize, writable: bool) -> BufferRef<'a> {
+        BufferRef { ptr, bytes, writable, _borrow: std::marker::PhantomData }
+    }
+
+    fn overlaps(&self, o: &BufferRef<'_>) -> bool {
+        let (a, b) = (self.ptr as usize, o.ptr as usize);
+        a < b.saturating_add(o.bytes) && b < a.saturating_add(self.bytes)
     }
 }
 
@@ -395,7 +535,7 @@ fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), CodegenError>
             return Err(CodegenError(format!(
                 "run_host: buffer `{}` has shape {:?}, the tensor has {} elements",
                 b.name,
-                b.shape,
+                b.dims(),
                 t.len()
             )));
         }

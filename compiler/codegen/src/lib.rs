@@ -13,6 +13,7 @@ pub mod backend;
 pub mod bundle;
 pub mod gpu;
 pub mod host;
+pub mod hostlib;
 pub mod lower;
 pub mod nvptx;
 
@@ -20,7 +21,7 @@ use eintup::ir::loops::{BufId, Kernel, LoopModule};
 use inkwell::context::Context;
 use std::fmt;
 
-pub use host::{run_host, with_compiled, HostCpu, HostProgram};
+pub use host::{run_host, with_compiled, BufferRef, HostCpu, HostProgram};
 pub use lower::{block_size, thread_count};
 pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 

@@ -355,3 +355,91 @@ fn host_llvm_is_optimised_without_fast_math() {
     }
 }
 
+
+/// matmul's inputs and its expected `c` and `d = 2c - 1`, from the formula.
+fn matmul_case() -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mm, kk, nn) = cases::MM;
+    let (mm, kk, nn) = (mm as usize, kk as usize, nn as usize);
+    let a: Vec<f64> = (0..mm * kk).map(|i| i as f64 * 0.25 - 2.0).collect();
+    let b: Vec<f64> = (0..kk * nn).map(|i| (i % 5) as f64 - 1.5).collect();
+    let mut c = vec![0.0; mm * nn];
+    for i in 0..mm {
+        for j in 0..nn {
+            for k in 0..kk {
+                c[i * nn + j] += a[i * kk + k] * b[k * nn + j];
+            }
+        }
+    }
+    let d = c.iter().map(|x| 2.0 * x - 1.0).collect();
+    (a, b, c, d)
+}
+
+#[test]
+fn run_on_runs_on_borrowed_memory_and_checks_it_first() {
+    use eintup_codegen::{BufferRef, HostProgram};
+    let m = cases::matmul();
+    let p = HostProgram::compile(m.clone(), 0, FpContract::Off).unwrap();
+    let (a, b, c_want, d_want) = matmul_case();
+    let (mut c, mut d) = (vec![0.0f64; c_want.len()], vec![0.0f64; d_want.len()]);
+    // Inputs read-only, in place; c and d written in place.
+    let mut refs = vec![BufferRef::of_read_only(&a), BufferRef::of_read_only(&b), BufferRef::of_slice(&mut c), BufferRef::of_slice(&mut d)];
+    p.run_on(&mut refs).unwrap();
+    drop(refs);
+    assert_close("c", &c, &c_want, TOL);
+    assert_close("d", &d, &d_want, TOL);
+    assert!(!p.writes(0) && !p.writes(1) && p.writes(2) && p.writes(3));
+
+    let err = |mut refs: Vec<BufferRef<'_>>| p.run_on(&mut refs).unwrap_err().to_string();
+    let (mut c, mut d) = (vec![0.0f64; c_want.len()], vec![0.0f64; d_want.len()]);
+    // A buffer the program writes, given read-only.
+    let e = err(vec![BufferRef::of_read_only(&a), BufferRef::of_read_only(&b), BufferRef::of_read_only(&c), BufferRef::of_slice(&mut d)]);
+    assert!(e.contains("buffer `c` is written by the program but given read-only"), "{e}");
+    // Wrong byte size; too few buffers.
+    let e = err(vec![BufferRef::of_read_only(&a[1..]), BufferRef::of_read_only(&b), BufferRef::of_slice(&mut c), BufferRef::of_slice(&mut d)]);
+    assert!(e.contains("buffer `a`") && e.contains("bytes"), "{e}");
+    assert!(err(vec![BufferRef::of_read_only(&a), BufferRef::of_read_only(&b)]).contains("2 buffers given for 4"));
+    // Misaligned f64s: one byte into a buffer.
+    let raw = vec![0u8; a.len() * 8 + 8];
+    let off = if raw.as_ptr() as usize % 8 == 0 { 1 } else { 0 };
+    // SAFETY: `raw` outlives the run, is only read, and holds the bytes.
+    let mis = unsafe { BufferRef::from_raw(raw.as_ptr().add(off) as *mut u8, a.len() * 8, false) };
+    let e = err(vec![mis, BufferRef::of_read_only(&b), BufferRef::of_slice(&mut c), BufferRef::of_slice(&mut d)]);
+    assert!(e.contains("buffer `a` is not aligned"), "{e}");
+    // A written buffer aliasing another: refused before any kernel runs.
+    let mut cd = vec![7.0f64; c_want.len().max(d_want.len())];
+    // SAFETY: `cd` outlives the run; the aliasing is what is tested (refused before use).
+    let (c1, d1) = unsafe { (BufferRef::from_raw(cd.as_mut_ptr() as *mut u8, c_want.len() * 8, true), BufferRef::from_raw(cd.as_mut_ptr() as *mut u8, d_want.len() * 8, true)) };
+    let e = err(vec![BufferRef::of_read_only(&a), BufferRef::of_read_only(&b), c1, d1]);
+    assert!(e.contains("overlaps"), "{e}");
+    assert!(cd.iter().all(|&x| x == 7.0), "nothing ran");
+}
+
+#[test]
+fn a_host_program_as_a_shared_library_runs_as_the_jit_does() {
+    use eintup_codegen::{hostlib, HostProgram};
+    let m = cases::matmul();
+    let (jit, object) = HostProgram::compile_with_object(m.clone(), 0, FpContract::Off).unwrap();
+    assert!(object.starts_with(b"\x7fELF"), "an ELF object");
+    let dir = std::env::temp_dir().join(format!("eintup-hostlib-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("kernels.so");
+    if let Err(e) = hostlib::link_shared(&object, &lib) {
+        eprintln!("skipped: no C compiler to link with ({e})");
+        return;
+    }
+    // SAFETY: the library just linked from this module's object.
+    let loaded = unsafe { HostProgram::load_library(m.clone(), &lib) }.unwrap();
+    let (a, b, c_want, d_want) = matmul_case();
+    for p in [&jit, &loaded] {
+        let mut bufs = zeros(&m);
+        bufs[0].data = Data::F64(a.clone());
+        bufs[1].data = Data::F64(b.clone());
+        p.run(&mut bufs).unwrap();
+        assert_close("c", f64s(&bufs[2]), &c_want, TOL);
+        assert_close("d", f64s(&bufs[3]), &d_want, TOL);
+    }
+    // Not a library: an error, not a crash.
+    std::fs::write(dir.join("bad.so"), b"not an ELF file").unwrap();
+    assert!(unsafe { HostProgram::load_library(m, &dir.join("bad.so")) }.is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,117 @@
+//! Host programs as shared libraries: what an on-disk cache keeps so that
+//! a later process runs a program without compiling it (the Python
+//! package's cache, docs/python.md). The optimised host module is emitted
+//! as a position-independent object for this CPU
+//! ([`HostProgram::compile_with_object`]), linked with the system's C
+//! compiler driver ([`link_shared`]) and loaded with `dlopen`
+//! ([`HostProgram::load_library`]). The code needs nothing but libc and
+//! libm (LLVM may call `memset`, `memcpy` and math functions).
+
+use std::ffi::{c_void, CString};
+use std::path::Path;
+
+use super::host::{host_machine, Code, HostCpu, HostProgram, KernelFn};
+use super::CodegenError;
+use eintup::ir::loops::LoopModule;
+use inkwell::module::Module;
+use inkwell::targets::{CodeModel, FileType, RelocMode, TargetMachine};
+use inkwell::OptimizationLevel;
+
+/// The CPU host code is compiled for, as a cache key must name it: a
+/// library built here may use instructions another CPU lacks.
+pub fn native_cpu_id() -> String {
+    let (cpu, features) = HostCpu::Native.llvm_cpu();
+    format!("{} {cpu} {features}", TargetMachine::get_default_triple().as_str().to_string_lossy())
+}
+
+/// `module` (optimised for the native CPU) as a position-independent
+/// object file, for a shared library.
+pub(crate) fn emit_object(module: &Module<'_>) -> Result<Vec<u8>, CodegenError> {
+    // The JIT's machine (for its CPU, target and features); the object
+    // needs position-independent code and the default code model.
+    let jit = host_machine(HostCpu::Native)?;
+    let target = inkwell::targets::Target::from_triple(&jit.get_triple()).map_err(|e| CodegenError(format!("host target: {}", e.to_string())))?;
+    let tm = target
+        .create_target_machine(&jit.get_triple(), &jit.get_cpu().to_string(), &jit.get_feature_string().to_string_lossy(), OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| CodegenError("cannot create a target machine for a host object".into()))?;
+    let buf = tm.write_to_memory_buffer(module, FileType::Object).map_err(|e| CodegenError(format!("cannot emit a host object: {}", e.to_string())))?;
+    Ok(buf.as_slice().to_vec())
+}
+
+/// Links `object` into the shared library `out` with `cc` (or `$CC`).
+pub fn link_shared(object: &[u8], out: &Path) -> Result<(), CodegenError> {
+    let obj = out.with_extension("o");
+    std::fs::write(&obj, object).map_err(|e| CodegenError(format!("{}: {e}", obj.display())))?;
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    // -Bsymbolic: a kernel's own symbols bind inside its library, never to
+    // another library's kernel of the same name.
+    let status = std::process::Command::new(&cc)
+        .args(["-shared", "-Wl,-Bsymbolic", "-o"])
+        .arg(out)
+        .arg(&obj)
+        .arg("-lm")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    let _ = std::fs::remove_file(&obj);
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(CodegenError(format!("{} -shared failed ({s})", cc.to_string_lossy()))),
+        Err(e) => Err(CodegenError(format!("cannot run {}: {e}", cc.to_string_lossy()))),
+    }
+}
+
+/// A shared library loaded with `dlopen` (local symbols, bound now);
+/// closed on drop.
+pub(crate) struct Library(*mut c_void);
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: a handle from a successful dlopen, closed once, after
+        // every entry into it is gone (the program owning it is dropped).
+        unsafe { libc::dlclose(self.0) };
+    }
+}
+
+/// The text of the last `dlerror`.
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated message.
+    unsafe {
+        let e = libc::dlerror();
+        if e.is_null() {
+            "unknown error".into()
+        } else {
+            std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
+    }
+}
+
+impl HostProgram {
+    /// Loads the shared library at `path`, made by [`link_shared`] from
+    /// the object [`HostProgram::compile_with_object`] gave for `m`.
+    ///
+    /// # Safety
+    /// The library runs as trusted code: it must be exactly such a
+    /// library, for this `m` (a cache checks the library's checksum and
+    /// keys it with the compiler build and the CPU). A missing kernel is
+    /// an error, but a library with other code is undefined behaviour.
+    pub unsafe fn load_library(m: LoopModule, path: &Path) -> Result<HostProgram, CodegenError> {
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| CodegenError(format!("{}: a path with a NUL byte", path.display())))?;
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        if h.is_null() {
+            return Err(CodegenError(format!("{}: {}", path.display(), dl_error())));
+        }
+        HostProgram::with_code(m, Code::Library(Library(h)), |code, name| {
+            let Code::Library(lib) = code else { return Err("not a library".into()) };
+            let sym = CString::new(name).map_err(|e| e.to_string())?;
+            let f = libc::dlsym(lib.0, sym.as_ptr());
+            if f.is_null() {
+                return Err(dl_error());
+            }
+            // SAFETY: the caller vouches that the library is this module's
+            // code: the symbol is the kernel's entry, of the host ABI.
+            Ok(std::mem::transmute::<*mut c_void, KernelFn>(f))
+        })
+    }
+}

@@ -1,0 +1,112 @@
+//! The on-disk kernel cache (`EINTUP_CACHE_DIR`; docs/python.md, "The
+//! cache"): one directory per compiled specialisation, named by a hash of
+//! its key and holding the key's full text, so that a hash collision is a
+//! miss, never a wrong kernel, and a checksum of every other file, so that
+//! a damaged file is never used (a loop module that does not match its
+//! library would run that code on the wrong buffers). The cache is best
+//! effort: an entry that cannot be read is removed and recompiled, and a
+//! failed write only costs the next process a compile.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The file holding an entry's full key.
+const KEY_FILE: &str = "key";
+/// The file holding the checksums of the entry's other files.
+const SUMS_FILE: &str = "checksums";
+
+pub struct DiskCache {
+    dir: PathBuf,
+}
+
+/// FNV-1a, 64 bits: a stable name for a key (std's hashers may change
+/// between Rust versions; a collision only costs a miss, see `KEY_FILE`).
+fn fnv1a(text: &str) -> u64 {
+    fnv1a_bytes(text.as_bytes())
+}
+
+fn fnv1a_bytes(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// `path relative to dir: checksum` of every file under `dir` but the key
+/// and the checksums, one a line, sorted.
+fn checksums(dir: &Path) -> io::Result<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> io::Result<()> {
+        for e in fs::read_dir(dir)? {
+            let p = e?.path();
+            if p.is_dir() {
+                walk(root, &p, out)?;
+            } else {
+                let rel = p.strip_prefix(root).map_err(io::Error::other)?.to_string_lossy().into_owned();
+                if rel != KEY_FILE && rel != SUMS_FILE {
+                    let bytes = fs::read(&p)?;
+                    out.push(format!("{rel}: {:016x} {}", fnv1a_bytes(&bytes), bytes.len()));
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut lines = Vec::new();
+    walk(dir, dir, &mut lines)?;
+    lines.sort();
+    Ok(lines.join("\n"))
+}
+
+impl DiskCache {
+    pub fn new(dir: PathBuf) -> DiskCache {
+        DiskCache { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn entry(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{:016x}", fnv1a(key)))
+    }
+
+    /// The directory of `key`'s entry, if there is one for exactly `key`,
+    /// and whether its files are intact (as stored).
+    pub fn find(&self, key: &str) -> Option<(PathBuf, bool)> {
+        let dir = self.entry(key);
+        if fs::read_to_string(dir.join(KEY_FILE)).ok()? != key {
+            return None;
+        }
+        let intact = fs::read_to_string(dir.join(SUMS_FILE)).ok().is_some_and(|s| checksums(&dir).is_ok_and(|now| now == s));
+        Some((dir, intact))
+    }
+
+    /// Removes `key`'s entry (unreadable or corrupt). Renamed away first,
+    /// so that no other process finds half of it.
+    pub fn discard(&self, key: &str) {
+        let dir = self.entry(key);
+        let gone = self.dir.join(format!("gone-{}-{:016x}", std::process::id(), fnv1a(key)));
+        if fs::rename(&dir, &gone).is_ok() {
+            let _ = fs::remove_dir_all(&gone);
+        }
+    }
+
+    /// Stores `key`'s entry: `fill` writes its files into a private
+    /// directory, which is then renamed into place (atomic: readers see
+    /// the whole entry or none). An entry another process stored first
+    /// wins.
+    pub fn store(&self, key: &str, fill: impl FnOnce(&Path) -> io::Result<()>) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let tmp = self.dir.join(format!("tmp-{}-{nanos}-{:016x}", std::process::id(), fnv1a(key)));
+        let result = (|| {
+            fs::create_dir(&tmp)?;
+            fill(&tmp)?;
+            fs::write(tmp.join(SUMS_FILE), checksums(&tmp)?)?;
+            // The key last: an entry without it is never read.
+            fs::write(tmp.join(KEY_FILE), key)?;
+            fs::rename(&tmp, self.entry(key))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        result
+    }
+}

@@ -1,0 +1,584 @@
+//! `eintup.Kernel`'s Rust half: a program compiled once per set of input
+//! names, dtypes and shapes (kept in memory, and on disk through
+//! `cache`), and called on the caller's arrays.
+//!
+//! - `cpu`: the host JIT's [`HostProgram`] runs on the caller's memory
+//!   where it fits (`arrays::View::fits`): inputs read in place, results
+//!   written into `out=` arrays or new NumPy arrays; an array that does
+//!   not fit is copied once, and counted (`last_copies`).
+//! - `emu`: the bundle loaded on the PTX emulator as a runtime [`Program`]
+//!   (decoded and allocated once); arrays cross by copy, as to a device.
+//! - `interp`: the specialised module, run by the reference interpreter.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+use eintup::driver::{Failure, Source};
+use eintup::interp::RunOptions;
+use eintup::ir::et::Module;
+use eintup::ir::loops::{FloatWidth, FpContract};
+use eintup::pipeline::{self, GpuOptions};
+use eintup::sema::InputShape;
+use eintup::tensor::{DType, Data, Tensor};
+use eintup_codegen::bundle::BuildOptions;
+use eintup_codegen::{BufferRef, HostProgram};
+use eintup_runtime::{Device, Program};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::arrays::{dtype_name, result_views, ResultSpec, View};
+use crate::cache::DiskCache;
+use crate::errors::{failure, guarded, Error};
+
+/// Where a kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Cpu,
+    Emu,
+    Interp,
+}
+
+impl Target {
+    pub fn parse(s: &str) -> PyResult<Target> {
+        match s {
+            "cpu" => Ok(Target::Cpu),
+            "emu" => Ok(Target::Emu),
+            "interp" => Ok(Target::Interp),
+            "cuda" | "gpu" => Err(Error::new_err("target `cuda`: the package does not run on a GPU yet (issue #29); use `cpu` or `emu`")),
+            _ => Err(Error::new_err(format!("unknown target `{s}` (expected cpu, emu or interp)"))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Target::Cpu => "cpu",
+            Target::Emu => "emu",
+            Target::Interp => "interp",
+        }
+    }
+}
+
+/// What one call's arrays look like, sorted by name: the cache key.
+type Key = Vec<(String, &'static str, Vec<usize>)>;
+
+/// A program compiled for one set of input shapes.
+struct Compiled {
+    module: Module,
+    /// `module` was read from the disk cache: its spans point into the
+    /// printed IR, so errors are located again from the source.
+    from_disk: bool,
+    code: Code,
+    /// Inputs the program draws itself (for callers that leave them out),
+    /// drawn once.
+    generated: OnceCell<Vec<Tensor>>,
+    /// The host program's own buffers (temporaries), zeroed before each
+    /// run; `u64`s, so every element is aligned.
+    scratch: RefCell<Vec<Vec<u64>>>,
+}
+
+enum Code {
+    Host { prog: HostProgram },
+    Emu { program: RefCell<Program<'static>> },
+    Interp,
+}
+
+/// The emulator all `emu` kernels of the process run on.
+pub fn emulator() -> &'static Device {
+    static EMU: OnceLock<Device> = OnceLock::new();
+    EMU.get_or_init(Device::emulator)
+}
+
+/// The printed `et` module and loop module of a cache entry.
+const MODULE_FILE: &str = "module.et";
+const LOOPS_FILE: &str = "loops.etl";
+const BUNDLE_DIR: &str = "bundle";
+/// `cpu`: the program as a shared library.
+const LIBRARY_FILE: &str = "kernels.so";
+
+/// A compiled `.et` program, callable on arrays (`eintup.Kernel` wraps it).
+/// Not `Send`: a loaded runtime program holds device handles; Python
+/// calls it on the thread that made it (PyO3 checks), so plain cells hold
+/// its state.
+#[pyclass(unsendable)]
+pub struct Kernel {
+    pub src: Source,
+    pub target: Target,
+    pub float: FloatWidth,
+    pub fp_contract: FpContract,
+    pub binds: Vec<String>,
+    pub seed: u64,
+    /// The on-disk cache, unless disabled, and the build identity that
+    /// keys its entries with the compiler version.
+    pub disk: Option<(DiskCache, String)>,
+    cache: RefCell<BTreeMap<Key, Rc<Compiled>>>,
+    /// (hits, misses) of `cache`, and of the disk cache.
+    counts: Cell<(u64, u64)>,
+    disk_counts: Cell<(u64, u64)>,
+    /// Arrays the last call copied.
+    copies: Cell<u64>,
+}
+
+impl Kernel {
+    pub fn new(src: Source, target: Target, float: FloatWidth, fp_contract: FpContract, binds: Vec<String>, seed: u64, disk: Option<(DiskCache, String)>) -> Kernel {
+        Kernel { src, target, float, fp_contract, binds, seed, disk, cache: RefCell::default(), counts: Cell::default(), disk_counts: Cell::default(), copies: Cell::default() }
+    }
+
+    fn shapes(key: &Key) -> Vec<InputShape> {
+        key.iter().map(|(n, _, s)| InputShape { name: n.clone(), shape: s.iter().map(|&d| d as i64).collect() }).collect()
+    }
+
+    /// The specialised module of `key`, with its spans in the source.
+    fn specialized(&self, key: &Key) -> Result<(Module, eintup::sema::Config), Failure> {
+        pipeline::specialized_for(&self.src, &self.binds, &Self::shapes(key), self.seed, self.float)
+    }
+
+    fn compile_for(&self, key: &Key) -> Result<(Compiled, Option<CacheFiles>), Failure> {
+        let (module, config) = self.specialized(key)?;
+        let (code, files) = match self.target {
+            Target::Interp => (Code::Interp, None),
+            Target::Cpu => {
+                let lm = pipeline::lower_host(&self.src, &module, self.float, self.fp_contract)?;
+                pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
+                let loops = eintup::ir::loops::print::module(&lm);
+                let host = |e| Failure::Internal(format!("host backend: {e}"));
+                if self.disk.is_some() {
+                    let (prog, object) = HostProgram::compile_with_object(lm, self.seed, self.fp_contract).map_err(host)?;
+                    (Code::Host { prog }, Some(CacheFiles::Host { loops, object }))
+                } else {
+                    (Code::Host { prog: HostProgram::compile(lm, self.seed, self.fp_contract).map_err(host)? }, None)
+                }
+            }
+            Target::Emu => {
+                let sm = eintup::ir::loops::target::DEFAULT_SM;
+                let lm = pipeline::lower_gpu(&self.src, &module, &GpuOptions::new(self.float, self.fp_contract, sm))?;
+                pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
+                let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
+                let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
+                (Code::Emu { program: RefCell::new(program) }, Some(CacheFiles::Bundle(Box::new(b))))
+            }
+        };
+        Ok((Compiled::new(module, false, code), files))
+    }
+
+    /// The disk cache's key text of `key`: everything that selects the
+    /// compiled code.
+    fn disk_key(&self, build: &str, key: &Key) -> String {
+        format!(
+            "eintup {} build {build}\ncpu {}\ntarget {}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
+            env!("CARGO_PKG_VERSION"),
+            eintup_codegen::hostlib::native_cpu_id(),
+            self.target.name(),
+            self.float,
+            self.fp_contract.name(),
+            self.seed,
+            self.binds,
+            self.src.text
+        )
+    }
+
+    /// The entry at `dir`, loaded: the front end, every pass and LLVM
+    /// skipped (`cpu` loads the shared library, or JIT-compiles the loop
+    /// module where none could be linked; `emu` loads the bundle).
+    fn load_entry(&self, dir: &Path) -> Option<Compiled> {
+        let text = std::fs::read_to_string(dir.join(MODULE_FILE)).ok()?;
+        let module = eintup::ir::et::parse::parse_verified(&text).ok()?;
+        let code = match self.target {
+            Target::Cpu => {
+                let lm = eintup::ir::loops::parse::parse_verified(&std::fs::read_to_string(dir.join(LOOPS_FILE)).ok()?).ok()?;
+                let lib = dir.join(LIBRARY_FILE);
+                let prog = if lib.exists() {
+                    // SAFETY: the library this entry's process linked from
+                    // this loop module's object (`find` checked both files
+                    // against their checksums; the key names the build and
+                    // the CPU).
+                    unsafe { HostProgram::load_library(lm, &lib) }.ok()?
+                } else {
+                    HostProgram::compile(lm, self.seed, self.fp_contract).ok()?
+                };
+                Code::Host { prog }
+            }
+            Target::Emu => {
+                let b = eintup_runtime::Bundle::open(dir.join(BUNDLE_DIR)).ok()?;
+                Code::Emu { program: RefCell::new(emulator().load(&b).ok()?) }
+            }
+            Target::Interp => return None,
+        };
+        Some(Compiled::new(module, true, code))
+    }
+
+    /// `key`'s compiled program: from memory, from disk, or compiled now
+    /// (and stored on disk, best effort).
+    fn lookup(&self, key: &Key) -> Result<Rc<Compiled>, Failure> {
+        let (hits, misses) = self.counts.get();
+        if let Some(c) = self.cache.borrow().get(key).cloned() {
+            self.counts.set((hits + 1, misses));
+            return Ok(c);
+        }
+        let disk = self.disk.as_ref().filter(|_| self.target != Target::Interp);
+        let dkey = disk.map(|(_, build)| self.disk_key(build, key));
+        let found = disk.zip(dkey.as_ref()).and_then(|((cache, _), k)| {
+            let (dir, intact) = cache.find(k)?;
+            let c = if intact { self.load_entry(&dir) } else { None };
+            if c.is_none() {
+                cache.discard(k);
+            }
+            c
+        });
+        let (dh, dm) = self.disk_counts.get();
+        let c = match found {
+            Some(c) => {
+                self.disk_counts.set((dh + 1, dm));
+                c
+            }
+            None => {
+                let (c, files) = self.compile_for(key)?;
+                if let (Some((cache, _)), Some(k), Some(files)) = (disk, &dkey, files) {
+                    self.disk_counts.set((dh, dm + 1));
+                    // Best effort: a failed write costs a later process a compile.
+                    let _ = cache.store(k, |dir| files.write(dir, &c.module));
+                }
+                c
+            }
+        };
+        let c = Rc::new(c);
+        self.counts.set((hits, misses + 1));
+        self.cache.borrow_mut().insert(key.clone(), c.clone());
+        Ok(c)
+    }
+
+    /// `err` located in the source: a module read from disk has no source
+    /// spans, so the check that failed runs again on the module the front
+    /// end makes.
+    fn located(&self, c: &Compiled, key: &Key, err: Failure, inputs: BTreeMap<String, Tensor>) -> Failure {
+        if !c.from_disk || !matches!(err, Failure::User(_)) {
+            return err;
+        }
+        match self.specialized(key) {
+            Ok((m, _)) => match eintup::interp::initial_arrays(&m, &self.run_options(inputs)) {
+                Err(e) => e.into_failure(&self.src),
+                Ok(_) => err,
+            },
+            Err(e) => e,
+        }
+    }
+
+    fn run_options(&self, inputs: BTreeMap<String, Tensor>) -> RunOptions {
+        RunOptions { seed: self.seed, float: self.float, inputs, ..RunOptions::default() }
+    }
+
+    /// The inputs the program draws itself, drawn once per compiled entry.
+    fn generated<'c>(&self, c: &'c Compiled) -> Result<&'c [Tensor], Failure> {
+        if c.generated.get().is_none() {
+            let all = eintup::interp::initial_arrays(&c.module, &self.run_options(BTreeMap::new())).map_err(|e| e.into_failure(&self.src))?;
+            // Keep only the inputs: the rest are zeros nobody reads.
+            let inputs = all.into_iter().zip(&c.module.arrays).map(|(t, a)| if a.is_input { t } else { Tensor::zeros(t.dtype(), &[0]).unwrap_or(t) }).collect();
+            let _ = c.generated.set(inputs);
+        }
+        Ok(c.generated.get().map(Vec::as_slice).unwrap_or(&[]))
+    }
+
+    /// Every array of the program, in module order, after one run on
+    /// tensors (`emu`, `interp`).
+    fn execute(&self, c: &Compiled, inputs: BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, Failure> {
+        let opts = self.run_options(inputs);
+        let m = &c.module;
+        match &c.code {
+            Code::Interp => eintup::interp::run(m, &opts).map_err(|e| e.into_failure(&self.src)),
+            Code::Host { .. } => Err(Failure::Internal("host programs run on buffers (run_host)".into())),
+            Code::Emu { program } => {
+                // The inputs as every backend sees them (supplied, or drawn
+                // by the interpreter's generator, as `run --backend emu`).
+                let init = eintup::interp::initial_arrays(m, &opts).map_err(|e| e.into_failure(&self.src))?;
+                let mut p = program.try_borrow_mut().map_err(|_| Failure::Internal("the kernel is already running".into()))?;
+                let run = |p: &mut Program<'static>| -> eintup_runtime::Result<Vec<Tensor>> {
+                    for (a, t) in m.arrays.iter().zip(&init).filter(|(a, _)| a.is_input) {
+                        p.write(&a.name, t)?;
+                    }
+                    p.run()?;
+                    m.arrays.iter().map(|a| p.read(&a.name)).collect()
+                };
+                run(&mut p).map_err(eintup_codegen::gpu::runtime_failure)
+            }
+        }
+    }
+
+    /// Runs the host program on the caller's memory (module docs). Returns
+    /// the number of arrays copied.
+    fn run_host(&self, c: &Compiled, prog: &HostProgram, key: &Key, args: &[(String, View)], results: &[Result_<'_>]) -> PyResult<u64> {
+        let lm = prog.module();
+        let m = &c.module;
+        let mut copies = 0;
+        let needs_generated = m.arrays.iter().any(|a| a.is_input && !args.iter().any(|(n, _)| *n == a.name));
+        let generated = if needs_generated { self.generated(c).map_err(failure)? } else { &[] };
+        // Ranges of the inputs used in place: an `out=` array overlapping
+        // one would be written while read (the code assumes no aliasing).
+        let mut inplace: Vec<(usize, usize)> = Vec::new();
+        let mut bufs: Vec<Buf<'_>> = Vec::with_capacity(lm.buffers.len());
+        for (i, b) in lm.buffers.iter().enumerate() {
+            // The loop module's first buffers are the module's arrays, in order.
+            let array = m.arrays.get(i);
+            if array.is_some_and(|a| a.name != b.name) {
+                return Err(Error::new_err(format!("internal error (please report): buffer {i} is `{}`, array {i} is `{}`", b.name, m.arrays[i].name)));
+            }
+            let buf = match array {
+                Some(a) if a.is_input => match args.iter().find(|(n, _)| *n == a.name) {
+                    Some((_, v)) if v.dtype == b.dtype && v.fits() => {
+                        inplace.push(v.range());
+                        Buf::In(v)
+                    }
+                    Some((name, v)) => {
+                        copies += 1;
+                        let t = v.to_tensor(&format!("array `{name}`"))?;
+                        if t.dtype() == b.dtype {
+                            Buf::Owned(t)
+                        } else if t.dtype().is_float() && b.dtype.is_float() {
+                            // Another float width, converted as `run --input` does.
+                            Buf::Owned(t.with_float_width(b.dtype == DType::F32))
+                        } else {
+                            let t_dtype = t.dtype();
+                            let inputs = BTreeMap::from([(name.clone(), t)]);
+                            // The interpreter's check says why, located.
+                            let located = match eintup::interp::initial_arrays(m, &self.run_options(inputs.clone())) {
+                                Err(e) => self.located(c, key, e.into_failure(&self.src), inputs),
+                                Ok(_) => Failure::Internal(format!("array `{name}`: {} for a {} buffer", dtype_name(t_dtype), dtype_name(b.dtype))),
+                            };
+                            return Err(failure(located));
+                        }
+                    }
+                    None => Buf::Generated(i),
+                },
+                Some(_) => match results.iter().find(|r| r.id == i) {
+                    Some(r) => Buf::Result(r),
+                    None => Buf::Scratch,
+                },
+                None => Buf::Scratch,
+            };
+            bufs.push(buf);
+        }
+        // An `out=` array is written in place if it fits and overlaps no
+        // input used in place, else through a tensor and copied (counted).
+        let overlaps = |inplace: &[(usize, usize)], (a, b): (usize, usize)| inplace.iter().any(|&(c, d)| a < d && c < b);
+        let mut owned_out: Vec<(usize, Tensor)> = Vec::new();
+        for (i, buf) in bufs.iter().enumerate() {
+            if let Buf::Result(r) = buf {
+                if !(r.view.dtype == lm.buffers[i].dtype && r.view.fits() && !overlaps(&inplace, r.view.range())) {
+                    let t = Tensor::zeros(lm.buffers[i].dtype, &r.view.shape).ok_or_else(|| Error::new_err("a result is too large"))?;
+                    owned_out.push((i, t));
+                } else if r.caller_owned {
+                    // SAFETY: a writable, C-contiguous export of exactly
+                    // `bytes` bytes (`fits`, `View::get(.., true)`).
+                    unsafe { std::ptr::write_bytes(r.view.ptr(), 0, r.view.bytes()) };
+                }
+                inplace.push(r.view.range());
+            }
+        }
+        let mut scratch = c.scratch.try_borrow_mut().map_err(|_| Error::new_err("the kernel is already running"))?;
+        if scratch.is_empty() {
+            *scratch = lm.buffers.iter().zip(&bufs).map(|(b, x)| if matches!(x, Buf::Scratch) { vec![0u64; eintup_codegen::host::buffer_bytes(b).unwrap_or(0).div_ceil(8)] } else { Vec::new() }).collect();
+        } else {
+            scratch.iter_mut().for_each(|s| s.fill(0));
+        }
+        let mut refs: Vec<BufferRef<'_>> = Vec::with_capacity(bufs.len());
+        let mut owned_iter = owned_out.iter_mut().peekable();
+        for (i, ((buf, s), b)) in bufs.iter().zip(scratch.iter_mut()).zip(&lm.buffers).enumerate() {
+            let r = match buf {
+                // SAFETY: a live, C-contiguous, aligned export of `bytes`
+                // bytes (`fits`), only read (`run_on` refuses a read-only
+                // buffer the program writes).
+                Buf::In(v) => unsafe { BufferRef::from_raw(v.ptr(), v.bytes(), false) },
+                Buf::Owned(t) => tensor_ref(t),
+                Buf::Generated(j) => tensor_ref(&generated[*j]),
+                Buf::Result(r) => match owned_iter.peek() {
+                    Some((j, _)) if *j == i => tensor_mut(&mut owned_iter.next().expect("peeked").1),
+                    // SAFETY: a live, writable, C-contiguous, aligned export
+                    // of `bytes` bytes, overlapping no other buffer (above).
+                    _ => unsafe { BufferRef::from_raw(r.view.ptr(), r.view.bytes(), true) },
+                },
+                // SAFETY: `s` holds at least the buffer's bytes (sized above
+                // from the same module) and is borrowed for the run.
+                Buf::Scratch => unsafe { BufferRef::from_raw(s.as_mut_ptr() as *mut u8, eintup_codegen::host::buffer_bytes(b).unwrap_or(0), true) },
+            };
+            refs.push(r);
+        }
+        prog.run_on(&mut refs).map_err(|e| Error::new_err(format!("host backend: {e}")))?;
+        drop(refs);
+        // A result that is an input: the input's values, copied.
+        for r in results.iter().filter(|r| m.arrays[r.id].is_input) {
+            let t = match &bufs[r.id] {
+                Buf::In(v) => v.to_tensor("an input")?,
+                Buf::Owned(t) => t.clone(),
+                Buf::Generated(j) => generated[*j].clone(),
+                _ => continue,
+            };
+            r.view.fill_from(t, &format!("out: `{}`", m.arrays[r.id].name))?;
+            copies += 1;
+        }
+        for (i, t) in owned_out {
+            if let Buf::Result(r) = &bufs[i] {
+                r.view.fill_from(t, &format!("out: `{}`", lm.buffers[i].name))?;
+                copies += 1;
+            }
+        }
+        Ok(copies)
+    }
+}
+
+/// A result array of one call: the caller's `out=` array or a new one.
+struct Result_<'v> {
+    id: usize,
+    view: &'v View,
+    caller_owned: bool,
+}
+
+/// Where one buffer of a host run lives.
+enum Buf<'a> {
+    /// The caller's input, in place.
+    In(&'a View),
+    /// A copy of the caller's input (it did not fit).
+    Owned(Tensor),
+    /// Drawn by the program (the caller left it out).
+    Generated(usize),
+    /// A result array.
+    Result(&'a Result_<'a>),
+    /// The program's own temporary.
+    Scratch,
+}
+
+fn tensor_ref(t: &Tensor) -> BufferRef<'_> {
+    match &t.data {
+        Data::I32(v) => BufferRef::of_read_only(v),
+        Data::F32(v) => BufferRef::of_read_only(v),
+        Data::F64(v) => BufferRef::of_read_only(v),
+    }
+}
+
+fn tensor_mut(t: &mut Tensor) -> BufferRef<'_> {
+    match &mut t.data {
+        Data::I32(v) => BufferRef::of_slice(v),
+        Data::F32(v) => BufferRef::of_slice(v),
+        Data::F64(v) => BufferRef::of_slice(v),
+    }
+}
+
+impl Compiled {
+    fn new(module: Module, from_disk: bool, code: Code) -> Compiled {
+        Compiled { module, from_disk, code, generated: OnceCell::new(), scratch: RefCell::default() }
+    }
+}
+
+/// What a cache entry holds besides the `et` module.
+enum CacheFiles {
+    /// `cpu`: the final loop module, printed, and its object code.
+    Host { loops: String, object: Vec<u8> },
+    /// `emu`: the bundle.
+    Bundle(Box<eintup_runtime::Bundle>),
+}
+
+impl CacheFiles {
+    fn write(&self, dir: &Path, module: &Module) -> std::io::Result<()> {
+        std::fs::write(dir.join(MODULE_FILE), eintup::ir::et::print::module(module))?;
+        match self {
+            CacheFiles::Host { loops, object } => {
+                std::fs::write(dir.join(LOOPS_FILE), loops)?;
+                // Without a C compiler to link it, the entry holds the loop
+                // module alone (a hit then JIT-compiles it).
+                let _ = eintup_codegen::hostlib::link_shared(object, &dir.join(LIBRARY_FILE));
+                Ok(())
+            }
+            CacheFiles::Bundle(b) => b.write(dir.join(BUNDLE_DIR)).map_err(|e| std::io::Error::other(e.to_string())),
+        }
+    }
+}
+
+/// The result arrays of `m` (name, dtype, shape), in module order.
+fn result_specs(m: &Module, float: FloatWidth) -> PyResult<Vec<(usize, ResultSpec)>> {
+    m.result_arrays()
+        .into_iter()
+        .map(|id| {
+            let a = &m.arrays[id];
+            let shape = eintup::interp::array_shape(m, id).map_err(|e| Error::new_err(format!("array `{}`: {e:?}", a.name)))?;
+            Ok((id, ResultSpec { name: a.name.clone(), dtype: float.dtype_of(a.dtype), shape }))
+        })
+        .collect()
+}
+
+#[pymethods]
+impl Kernel {
+    /// Runs the program on `arrays` (`{name: array}`, objects with the
+    /// buffer protocol) and returns its result arrays by name: the `out=`
+    /// arrays given, new NumPy arrays for the rest.
+    #[pyo3(signature = (arrays, out=None))]
+    fn call<'py>(&self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+        guarded(|| {
+            let mut args = Vec::with_capacity(arrays.len());
+            for (k, v) in arrays.iter() {
+                let name: String = k.extract()?;
+                let view = View::get(&v, &format!("array `{name}`"), false)?;
+                args.push((name, view));
+            }
+            let mut key: Key = args.iter().map(|(n, v)| (n.clone(), dtype_name(v.dtype), v.shape.clone())).collect();
+            key.sort();
+            let c = self.lookup(&key).map_err(failure)?;
+            let specs = result_specs(&c.module, self.float)?;
+            let views = result_views(py, specs.iter().map(|(_, s)| s), out, &self.src.name)?;
+            let results: Vec<(usize, Bound<'py, PyAny>, View, bool)> = specs.iter().zip(views).map(|((id, _), (obj, v, caller))| (*id, obj, v, caller)).collect();
+            let copies = match &c.code {
+                Code::Host { prog } => {
+                    let rs: Vec<Result_<'_>> = results.iter().map(|(id, _, view, caller)| Result_ { id: *id, view, caller_owned: *caller }).collect();
+                    self.run_host(&c, prog, &key, &args, &rs)?
+                }
+                _ => {
+                    let mut inputs = BTreeMap::new();
+                    for (name, v) in &args {
+                        inputs.insert(name.clone(), v.to_tensor(&format!("array `{name}`"))?);
+                    }
+                    let arrays = self.execute(&c, inputs.clone()).map_err(|e| failure(self.located(&c, &key, e, inputs)))?;
+                    for (id, _, view, _) in &results {
+                        view.fill_from(arrays[*id].clone(), &format!("out: `{}`", c.module.arrays[*id].name))?;
+                    }
+                    (args.len() + results.len()) as u64
+                }
+            };
+            self.copies.set(copies);
+            let dict = PyDict::new(py);
+            for (id, obj, _, _) in results {
+                dict.set_item(&c.module.arrays[id].name, obj)?;
+            }
+            Ok(dict)
+        })
+    }
+
+    /// `(hits, misses, entries)` of the in-memory compiled-code cache.
+    fn cache_info(&self) -> (u64, u64, usize) {
+        let (h, m) = self.counts.get();
+        (h, m, self.cache.borrow().len())
+    }
+
+    /// `(hits, misses)` of the on-disk cache (compilations this kernel
+    /// found on disk, and those it compiled and stored).
+    fn disk_cache_info(&self) -> (u64, u64) {
+        self.disk_counts.get()
+    }
+
+    /// Arrays the last call copied: on `cpu`, inputs and `out=` arrays that
+    /// did not fit (0 when all fit); on `emu` and `interp`, every array.
+    #[getter]
+    fn last_copies(&self) -> u64 {
+        self.copies.get()
+    }
+
+    /// Where the kernel runs: `cpu`, `emu` or `interp`.
+    #[getter]
+    fn target(&self) -> &'static str {
+        self.target.name()
+    }
+
+    /// The on-disk cache directory, or None when disabled.
+    #[getter]
+    fn cache_dir(&self) -> Option<PathBuf> {
+        self.disk.as_ref().map(|(d, _)| d.dir().to_path_buf())
+    }
+}
