@@ -13,66 +13,11 @@ use eintup::tensor::{Data, Tensor};
 
 /// `c[n, i, j] = sum_k a[n, i, k] * b[n, k, j]` over four dim symbols, as
 /// `lower-to-loops` writes a batched matmul (a reset kernel, then the sum).
-const MATMUL: &str = "\
-dim %batch.0
-dim %row.0
-dim %k.0
-dim %col.0
-buffer a : i32[%batch.0, %row.0, %k.0] input
-buffer b : i32[%batch.0, %k.0, %col.0] input
-buffer c : i32[%batch.0, %row.0, %col.0] output
-
-kernel @reset role(reset, stmt 0) {
-  for n in [0, %batch.0) reduce {
-    for i in [0, %row.0) reduce {
-      for j in [0, %col.0) reduce {
-        for k in [0, %k.0) reduce {
-          %0 = const 0 : i32
-          store c[((((n * %row.0) + i) * %col.0) + j)] = %0
-        }
-      }
-    }
-  }
-}
-
-kernel @mm role(main, stmt 0) {
-  for n in [0, %batch.0) reduce {
-    for i in [0, %row.0) reduce {
-      for j in [0, %col.0) reduce {
-        for k in [0, %k.0) reduce {
-          %0 = load a[((((n * %row.0) + i) * %k.0) + k)] : i32
-          %1 = load b[((((n * %k.0) + k) * %col.0) + j)] : i32
-          %2 = mul %0, %1 : i32
-          accumulate c[((((n * %row.0) + i) * %col.0) + j)] += %2
-        }
-      }
-    }
-  }
-}
-";
+const MATMUL: &str = include_str!("Inputs/dynamic_matmul.etir");
 
 /// A valid 1-D convolution `y[o] = sum_w x[o + w] * f[w]`: the output's
 /// extent is an expression of two symbols, and the loads are guarded.
-const CONV: &str = "\
-dim %x.0
-dim %w.0
-buffer x : i32[%x.0] input
-buffer f : i32[%w.0] input
-buffer y : i32[((%x.0 - %w.0) + 1)] output
-
-kernel @conv role(main, stmt 0) {
-  for o in [0, ((%x.0 - %w.0) + 1)) reduce {
-    for w in [0, %w.0) reduce {
-      guard 0 <= (o + w) < %x.0 {
-        %0 = load x[(o + w)] : i32
-        %1 = load f[w] : i32
-        %2 = mul %0, %1 : i32
-        accumulate y[o] += %2
-      }
-    }
-  }
-}
-";
+const CONV: &str = include_str!("Inputs/dynamic_conv.etir");
 
 fn ints(n: usize, salt: i32) -> Vec<i32> {
     (0..n as i32).map(|i| (i.wrapping_mul(7919).wrapping_add(salt * 31)) % 23 - 11).collect()

@@ -94,7 +94,9 @@ pub(crate) enum Action<K> {
     Fill { buffer: usize },
     /// `args`: one manifest buffer per kernel parameter, whose address is
     /// looked up at each launch (a bound buffer may have replaced it).
-    Launch { step: usize, name: String, kernel: K, grid: [u32; 3], block: [u32; 3], args: Vec<usize> },
+    /// `dims`: the values of the kernel's dim parameters, passed after the
+    /// buffers' addresses (format 2).
+    Launch { step: usize, name: String, kernel: K, grid: [u32; 3], block: [u32; 3], args: Vec<usize>, dims: Vec<u64> },
 }
 
 /// A bundle made ready to run on one backend. Field order is drop order:
@@ -243,15 +245,17 @@ fn actions<B: Backend>(
         }
         match s {
             Step::Fill { buffer: name, .. } => out.push(Action::Fill { buffer: buffer(name)? }),
-            Step::Launch { kernel, grid, block, args } => {
+            Step::Launch { kernel, grid, block, args, dims } => {
                 let args = args.iter().map(|a| buffer(a)).collect::<Result<Vec<usize>>>()?;
+                // Validated non-negative (`Manifest::validate`).
+                let dims = dims.iter().map(|&d| d as u64).collect();
                 let k = b.kernel(&p.module, kernel)?;
                 let grid_stride = kernels.iter().any(|m| m.name == *kernel && m.grid_stride);
                 let grid = match grid_stride {
                     true => capped_grid(*grid, b.resident_blocks(&k, *block)?),
                     false => *grid,
                 };
-                out.push(Action::Launch { step, name: kernel.clone(), kernel: k, grid, block: *block, args });
+                out.push(Action::Launch { step, name: kernel.clone(), kernel: k, grid, block: *block, args, dims });
             }
         }
     }
@@ -277,8 +281,8 @@ fn run_actions<B: Backend>(b: &mut B, p: &Prepared<B>, actions: &[Action<B::Kern
     for a in actions {
         match a {
             Action::Fill { buffer } => zero(b, p, *buffer)?,
-            Action::Launch { name, kernel, grid, block, args, .. } => {
-                let args: Vec<u64> = args.iter().map(|&i| p.slots[i].0).collect();
+            Action::Launch { name, kernel, grid, block, args, dims, .. } => {
+                let args: Vec<u64> = args.iter().map(|&i| p.slots[i].0).chain(dims.iter().copied()).collect();
                 b.launch(&Launch { name, kernel, grid: *grid, block: *block, args: &args })?;
             }
         }

@@ -212,11 +212,12 @@ fn check_ptx(manifest: &Manifest, ptx: &str) -> Result<()> {
     for k in &manifest.kernels {
         match entries.remove(k.name.as_str()) {
             None => return bad(format!("no `.entry {}` for manifest kernel `{}`", k.name, k.name)),
-            Some(n) if n != k.params.len() => {
+            // Buffer pointers, then (format 2) dim values.
+            Some(n) if n != k.params.len() + k.dims.len() => {
                 return bad(format!(
                     ".entry {} has {n} parameters but the manifest lists {}",
                     k.name,
-                    k.params.len()
+                    k.params.len() + k.dims.len()
                 ))
             }
             Some(_) => {}

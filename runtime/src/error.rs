@@ -69,7 +69,7 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedVersion { found, supported } => write!(
                 f,
-                "bundle format_version {found} is not supported (this runtime reads version {supported})"
+                "bundle format_version {found} is not supported (this runtime reads versions 1 to {supported})"
             ),
             Error::BadPtx(msg) => write!(f, "bad bundle kernels.ptx: {msg}"),
             Error::Target { bundle, device } => write!(

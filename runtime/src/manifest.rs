@@ -13,8 +13,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::error::{Error, Result};
 use eintup_tensor::tensor::{element_count, DType};
 
-/// The one `format_version` this runtime reads and writes.
+/// The `format_version` of a bundle whose kernels take no dim parameters:
+/// what producers write for static programs.
 pub const FORMAT_VERSION: u64 = 1;
+/// The newest `format_version` this runtime reads: version 2 adds dim
+/// parameters (`Kernel::dims`, `Step::Launch::dims`; docs/bundle.md,
+/// docs/dynamic-shapes.md). A version-1 bundle is a version-2 bundle
+/// without them.
+pub const MAX_FORMAT_VERSION: u64 = 2;
 
 /// Most threads in one block, on every compute capability since 2.0 (CUDA C
 /// Programming Guide, "Technical Specifications per Compute Capability").
@@ -189,6 +195,10 @@ pub struct Kernel {
     /// earlier producers and hand-written ones.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grid_stride: bool,
+    /// Format 2: the dim symbols the kernel takes after its buffers (one
+    /// `.param .u64` each, in this order), by name (`batch.0`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims: Vec<String>,
 }
 
 /// What a kernel parameter points to: a buffer of `dtype` with at least
@@ -205,9 +215,17 @@ pub struct ParamType {
 pub enum Step {
     /// Set every byte of `buffer` to `value` (only 0 in format version 1).
     Fill { buffer: String, value: i64 },
-    /// Launch `kernel` with the device pointers of `args`. Skipped when any
-    /// grid or block component is 0 (an empty iteration space).
-    Launch { kernel: String, grid: [u32; 3], block: [u32; 3], args: Vec<String> },
+    /// Launch `kernel` with the device pointers of `args`, then (format 2)
+    /// the values of its `dims`. Skipped when any grid or block component
+    /// is 0 (an empty iteration space).
+    Launch {
+        kernel: String,
+        grid: [u32; 3],
+        block: [u32; 3],
+        args: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dims: Vec<i64>,
+    },
 }
 
 impl Step {
@@ -244,8 +262,8 @@ impl Manifest {
     /// Parses and validates `manifest.json` text.
     pub fn parse(text: &str) -> Result<Manifest> {
         let probe: VersionProbe = serde_json::from_str(text).map_err(|e| Error::BadManifest(e.to_string()))?;
-        if probe.format_version != FORMAT_VERSION {
-            return Err(Error::UnsupportedVersion { found: probe.format_version, supported: FORMAT_VERSION });
+        if !(FORMAT_VERSION..=MAX_FORMAT_VERSION).contains(&probe.format_version) {
+            return Err(Error::UnsupportedVersion { found: probe.format_version, supported: MAX_FORMAT_VERSION });
         }
         let manifest: Manifest = serde_json::from_str(text).map_err(|e| Error::BadManifest(e.to_string()))?;
         manifest.validate()?;
@@ -293,8 +311,8 @@ impl Manifest {
     /// memory should call it before writing.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::BadManifest(msg));
-        if self.format_version != FORMAT_VERSION {
-            return Err(Error::UnsupportedVersion { found: self.format_version, supported: FORMAT_VERSION });
+        if !(FORMAT_VERSION..=MAX_FORMAT_VERSION).contains(&self.format_version) {
+            return Err(Error::UnsupportedVersion { found: self.format_version, supported: MAX_FORMAT_VERSION });
         }
         self.target_arch()?;
         if parse_ptx_version(&self.target.ptx_version).is_none() {
@@ -349,6 +367,12 @@ impl Manifest {
                     return bad(format!("kernel `{}`: parameter `{p}` is listed twice", k.name));
                 }
             }
+            if !k.dims.is_empty() && self.format_version < 2 {
+                return bad(format!("kernel `{}` takes dims, which need format_version 2", k.name));
+            }
+            if let Some(d) = k.dims.iter().find(|d| !params.insert(d.as_str())) {
+                return bad(format!("kernel `{}`: `{d}` is listed twice among its parameters and dims", k.name));
+            }
             if !k.param_types.is_empty() && k.param_types.len() != k.params.len() {
                 return bad(format!("kernel `{}`: {} parameters but {} param_types", k.name, k.params.len(), k.param_types.len()));
             }
@@ -392,10 +416,16 @@ impl Manifest {
                         ));
                     }
                 }
-                Step::Launch { kernel, grid, block, args } => {
+                Step::Launch { kernel, grid, block, args, dims } => {
                     let Some(k) = self.kernel(kernel) else {
                         return bad(format!("{what} {i}: launch of unknown kernel `{kernel}`"));
                     };
+                    if dims.len() != k.dims.len() {
+                        return bad(format!("{what} {i}: kernel `{kernel}` takes {} dims ({}), the launch passes {}", k.dims.len(), k.dims.join(", "), dims.len()));
+                    }
+                    if let Some((d, v)) = k.dims.iter().zip(dims).find(|(_, &v)| v < 0) {
+                        return bad(format!("{what} {i}: launch of `{kernel}` passes {v} for dim `{d}`; dims are non-negative"));
+                    }
                     if args.len() != k.params.len() {
                         return bad(format!(
                             "{what} {i}: kernel `{kernel}` takes {} arguments ({}), the launch passes {}",

@@ -93,16 +93,40 @@ fn random_may_be_absent() {
 #[test]
 fn other_format_version_is_unsupported() {
     let mut v = common::manifest_value();
-    v["format_version"] = json!(2);
-    // Even with fields a version-2 manifest might not have, the version is
+    v["format_version"] = json!(3);
+    // Even with fields a version-3 manifest might not have, the version is
     // what is reported.
     v.as_object_mut().unwrap().remove("steps");
     match parse(&v) {
-        Err(Error::UnsupportedVersion { found: 2, supported: 1 }) => {}
+        Err(Error::UnsupportedVersion { found: 3, supported: 2 }) => {}
         other => panic!("{other:?}"),
     }
-    let msg = Error::UnsupportedVersion { found: 2, supported: 1 }.to_string();
-    assert_eq!(msg, "bundle format_version 2 is not supported (this runtime reads version 1)");
+    let msg = Error::UnsupportedVersion { found: 3, supported: 2 }.to_string();
+    assert_eq!(msg, "bundle format_version 3 is not supported (this runtime reads versions 1 to 2)");
+    // Version 0 never existed.
+    v["format_version"] = json!(0);
+    assert!(matches!(parse(&v), Err(Error::UnsupportedVersion { found: 0, .. })));
+}
+
+#[test]
+fn dim_parameters_need_format_2_and_a_value_per_dim() {
+    let mut v = common::manifest_value();
+    let kernel = v["kernels"][0]["name"].as_str().unwrap().to_string();
+    v["kernels"][0]["dims"] = json!(["n.0"]);
+    // Version 1 has no dims.
+    let Err(Error::BadManifest(m)) = parse(&v) else { panic!("accepted dims in version 1") };
+    assert!(m.contains("need format_version 2"), "{m}");
+    v["format_version"] = json!(2);
+    // Every launch of the kernel must pass one value per dim.
+    let Err(Error::BadManifest(m)) = parse(&v) else { panic!("accepted a launch without its dims") };
+    assert!(m.contains(&format!("kernel `{kernel}` takes 1 dims (n.0), the launch passes 0")), "{m}");
+    for s in v["steps"].as_array_mut().unwrap() {
+        if s["op"] == "launch" {
+            s["dims"] = json!([-1]);
+        }
+    }
+    let Err(Error::BadManifest(m)) = parse(&v) else { panic!("accepted a negative dim") };
+    assert!(m.contains("dims are non-negative"), "{m}");
 }
 
 #[test]

@@ -82,35 +82,10 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     let mut kernels = Vec::new();
     let mut launches = std::collections::BTreeMap::new();
     for k in &all.kernels {
-        let param_bufs = crate::kernel_params(&all, k);
-        let params: Vec<String> = param_bufs.iter().map(|&b| all.buffers[b].name.clone()).collect();
-        let param_types = param_bufs
-            .iter()
-            .map(|&b| manifest::ParamType { dtype: dtype(all.buffers[b].dtype), elements: all.buffers[b].len().unwrap_or(0).max(0) as u64 })
-            .collect();
-        let r = resources.iter().find(|r| r.name == k.name);
-        kernels.push(Kernel {
-            name: k.name.clone(),
-            params: params.clone(),
-            registers: r.map(|r| r.registers),
-            spill_stores: r.map(|r| u32::try_from(r.spill_stores).unwrap_or(u32::MAX)),
-            spill_loads: r.map(|r| u32::try_from(r.spill_loads).unwrap_or(u32::MAX)),
-            param_types,
-            // Every kernel eintup generates loops grid-stride, over threads
-            // or over blocks (docs/codegen.md).
-            grid_stride: true,
-        });
-        let threads = crate::thread_count(k);
-        if threads <= 0 {
-            continue;
+        kernels.push(manifest_kernel(&all, k, &resources));
+        if let Some(step) = launch_step(&all, k, &gpu, &[]) {
+            launches.insert(k.name.clone(), step);
         }
-        let (grid, block) = match crate::block_size(k) {
-            // A block-tiled kernel: one block per point of its chain (grid-
-            // stride over the rest), its nest's threads in each.
-            Some(size) => ((threads / size).min(gpu.grid_cap) as u32, size as u32),
-            None => gpu.launch_dims(threads),
-        };
-        launches.insert(k.name.clone(), Step::Launch { kernel: k.name.clone(), grid: [grid, 1, 1], block: [block, 1, 1], args: params });
     }
     let steps = lm.kernels.iter().filter_map(|k| launches.get(&k.name).cloned()).collect();
     let generate = if generators_fit {
@@ -144,6 +119,102 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     };
     m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
     Bundle::new(m, ptx).map_err(|e| Failure::Internal(format!("bundle: {e}")))
+}
+
+/// Kernel `k`'s manifest entry: its buffer parameters with the types and
+/// element counts it was compiled for, its dim parameters (format 2), and
+/// ptxas's register and spill counts when there are any.
+fn manifest_kernel(all: &LoopModule, k: &loops::Kernel, resources: &[crate::KernelResources]) -> Kernel {
+    let param_bufs = crate::kernel_params(all, k);
+    let r = resources.iter().find(|r| r.name == k.name);
+    Kernel {
+        name: k.name.clone(),
+        params: param_bufs.iter().map(|&b| all.buffers[b].name.clone()).collect(),
+        registers: r.map(|r| r.registers),
+        spill_stores: r.map(|r| u32::try_from(r.spill_stores).unwrap_or(u32::MAX)),
+        spill_loads: r.map(|r| u32::try_from(r.spill_loads).unwrap_or(u32::MAX)),
+        // A symbolic extent has no element count the kernel was compiled
+        // for: none is listed (the launch's buffers are checked instead).
+        param_types: match param_bufs.iter().map(|&b| all.buffers[b].len()).collect::<Option<Vec<i64>>>() {
+            Some(lens) => param_bufs.iter().zip(lens).map(|(&b, n)| manifest::ParamType { dtype: dtype(all.buffers[b].dtype), elements: n.max(0) as u64 }).collect(),
+            None => Vec::new(),
+        },
+        // Every kernel eintup generates loops grid-stride, over threads
+        // or over blocks (docs/codegen.md).
+        grid_stride: true,
+        dims: k.dims_used().iter().map(|&d| all.dims[d].name.clone()).collect(),
+    }
+}
+
+/// Kernel `k`'s launch at dim values `dims` (one per module symbol; none
+/// for a static module); `None` when it has no threads there.
+fn launch_step(all: &LoopModule, k: &loops::Kernel, gpu: &GpuTarget, dims: &[i64]) -> Option<Step> {
+    let threads = crate::thread_count_expr(k).bind_dims(dims).as_const()?;
+    if threads <= 0 {
+        return None;
+    }
+    let (grid, block) = match crate::block_size(k) {
+        // A block-tiled kernel: one block per point of its chain (grid-
+        // stride over the rest), its nest's threads in each.
+        Some(size) => ((threads / size).min(gpu.grid_cap) as u32, size as u32),
+        None => gpu.launch_dims(threads),
+    };
+    let args = crate::kernel_params(all, k).iter().map(|&b| all.buffers[b].name.clone()).collect();
+    let dims = k.dims_used().iter().map(|&d| dims[d]).collect();
+    Some(Step::Launch { kernel: k.name.clone(), grid: [grid, 1, 1], block: [block, 1, 1], args, dims })
+}
+
+/// A dynamic loop module's bundle at one configuration of its dims
+/// (format 2, docs/dynamic-shapes.md): `ptx` is the module's PTX
+/// ([`crate::emit_ptx`] of the dynamic module), whose kernels take the dims
+/// as parameters, so the same PTX serves every configuration; buffers and
+/// grids are those of the module bound to `dims`, and each launch passes
+/// its kernel's dim values. Inputs are the caller's (no generators). The
+/// manifest's shape program, which will let the runtime do this binding
+/// from input shapes, is step 3 of the note, not built yet.
+pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims: &[i64]) -> Result<Bundle, Failure> {
+    let bound = lm.bind_dims(dims).map_err(Failure::user)?;
+    let buffers = bound
+        .buffers
+        .iter()
+        .filter(|b| !b.role.is_scratch())
+        .map(|b| {
+            Ok(Buffer {
+                name: b.name.clone(),
+                dtype: dtype(b.dtype),
+                shape: crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?,
+                role: match b.role {
+                    loops::Role::Input => Role::Input,
+                    loops::Role::Output => Role::Output,
+                    _ => Role::Temp,
+                },
+                init: match b.init {
+                    loops::Init::Input => Init::Input { random: None },
+                    loops::Init::Zero => Init::Zero,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
+    let gpu = GpuTarget::for_sm(sm);
+    let float = lm.buffers.iter().map(|b| dtype(b.dtype)).find(|d| *d != DType::I32).unwrap_or(DType::F64);
+    let m = Manifest {
+        format_version: if lm.is_dynamic() { manifest::MAX_FORMAT_VERSION } else { manifest::FORMAT_VERSION },
+        producer: format!("eintup {}", env!("CARGO_PKG_VERSION")),
+        source: manifest::SourceInfo { name: "loop module".into(), text: loops::print::module(lm) },
+        config: manifest::Config {
+            seed: 0,
+            float,
+            eintups: lm.dims.iter().zip(dims).map(|(d, &v)| (d.name.clone(), vec![v])).collect(),
+            fp_contract: None,
+        },
+        target: manifest::Target { arch: format!("sm_{sm}"), ptx_version: ptx_version.to_string() },
+        buffers,
+        kernels: lm.kernels.iter().map(|k| manifest_kernel(lm, k, &[])).collect(),
+        steps: lm.kernels.iter().filter_map(|k| launch_step(lm, k, &gpu, dims)).collect(),
+        generate: Vec::new(),
+    };
+    m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
+    Bundle::new(m, ptx.to_string()).map_err(|e| Failure::Internal(format!("bundle: {e}")))
 }
 
 /// Grid and block for `threads` threads (> 0) on the default target

@@ -128,6 +128,11 @@ impl TargetLowering for HostLowering {
     /// no CPU option in LLVM's C API); these attributes make it generate
     /// code for the vector units and FMA of this CPU, as O3 assumed when
     /// it vectorised.
+    /// The JIT compiles a module at known dims.
+    fn dims_as_params(&self) -> bool {
+        false
+    }
+
     fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine) {
         let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
         // A named CPU (HostCpu) has no feature string: its name implies them.

@@ -22,7 +22,7 @@ use inkwell::context::Context;
 use std::fmt;
 
 pub use host::{run_host, with_compiled, BufferRef, HostCpu, HostProgram};
-pub use lower::{block_size, thread_count};
+pub use lower::{block_size, thread_count, thread_count_expr};
 pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 
 /// What to generate code for.

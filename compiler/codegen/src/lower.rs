@@ -38,7 +38,7 @@ use inkwell::types::{ArrayType, BasicMetadataTypeEnum, BasicType, BasicTypeEnum,
 use inkwell::values::{AsValueRef, BasicValue, BasicValueEnum, FastMathFlags, FloatValue, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, FloatPredicate, IntPredicate};
 
-pub use eintup::ir::loops::geometry::{block_size, split_range, thread_count};
+pub use eintup::ir::loops::geometry::{block_size, split_range, thread_count, thread_count_expr};
 
 /// Everything the two targets do differently, as hooks the shared
 /// lowering calls (`host::HostLowering`, `nvptx::NvptxLowering`). The
@@ -79,6 +79,10 @@ pub(crate) trait TargetLowering {
     /// Function attributes for target machine `tm`, set on every defined
     /// function before the optimisation pipeline.
     fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine);
+    /// Whether a dynamic module's dim symbols can be kernel parameters
+    /// (`i64`, after the buffers' pointers): the GPU's bundles are built
+    /// once for many shapes; the host JIT compiles at known dims.
+    fn dims_as_params(&self) -> bool;
 }
 
 /// Builds the (unoptimised) LLVM module of every kernel of `m`. The caller
@@ -90,8 +94,8 @@ pub(crate) fn lower_module<'ctx>(
     target: &dyn TargetLowering,
     fp_contract: FpContract,
 ) -> Result<Module<'ctx>, CodegenError> {
-    if m.is_dynamic() {
-        return Err(CodegenError(format!("the module has {} dim symbols: code generation needs static dims (bind them first)", m.dims.len())));
+    if m.is_dynamic() && !target.dims_as_params() {
+        return Err(CodegenError(format!("the module has {} dim symbols: host code needs static dims (bind them first)", m.dims.len())));
     }
     let module = ctx.create_module("eintup");
     let mut seen = std::collections::HashSet::new();
@@ -147,6 +151,9 @@ pub(crate) struct KernelLowering<'a, 'ctx> {
     bufs: Vec<Option<PointerValue<'ctx>>>,
     /// Current value (`ix`) of each variable in scope.
     env: Vec<Option<IntValue<'ctx>>>,
+    /// Each dim symbol the kernel uses (`Kernel::dims_used`): its `i64`
+    /// parameter.
+    dims: Vec<Option<IntValue<'ctx>>>,
     /// `[begin, end)` that clamps the root loop of a splittable kernel
     /// (`split_bounds`; host only); taken by the first loop lowered.
     split: Option<(IntValue<'ctx>, IntValue<'ctx>)>,
@@ -178,7 +185,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         // in a register across a reduction, vectorise without runtime
         // overlap checks, and (NVPTX) use the read-only data path.
         let ptr = ctx.ptr_type(target.buffer_address_space());
+        let kdims = k.dims_used();
+        if let Some(&bad) = kdims.iter().find(|&&d| d >= m.dims.len()) {
+            return Err(CodegenError(format!("kernel `{}` uses dim symbol {bad}, the module has {}", k.name, m.dims.len())));
+        }
         let mut tys: Vec<_> = params.iter().map(|_| ptr.into()).collect();
+        tys.extend(kdims.iter().map(|_| BasicMetadataTypeEnum::from(ctx.i64_type())));
         tys.extend(target.extra_params(ctx));
         let func = module.add_function(&target.body_symbol(k), ctx.void_type().fn_type(&tys, false), None);
         for i in 0..params.len() {
@@ -197,6 +209,11 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             let p = func.get_nth_param(i as u32).map(|p| p.into_pointer_value());
             bufs[buf] = Some(p.ok_or_else(|| CodegenError("internal error: missing kernel parameter".into()))?);
         }
+        let mut dims = vec![None; m.dims.len()];
+        for (j, &d) in kdims.iter().enumerate() {
+            let p = func.get_nth_param((params.len() + j) as u32).map(|p| p.into_int_value());
+            dims[d] = Some(p.ok_or_else(|| CodegenError("internal error: missing dim parameter".into()))?);
+        }
         let mut kl = KernelLowering {
             ctx,
             module,
@@ -214,7 +231,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             unrolled: k.unroll_vars(),
             bufs,
             env: vec![None; k.vars.len()],
-            split: target.split_bounds(k, func, params.len() as u32),
+            dims,
+            split: target.split_bounds(k, func, (params.len() + kdims.len()) as u32),
             block: None,
             reassoc_sums: target.reassoc_sums(k, fp_contract),
         };
@@ -495,8 +513,10 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         match e {
             IExpr::Const(c) => Ok(self.cix(*c)),
             IExpr::Var(v) => self.env.get(*v).copied().flatten().ok_or_else(|| self.err(format_args!("variable {v} used out of scope"))),
-            // `lower_module` refuses dynamic modules.
-            IExpr::Sym(d) => Err(self.err(format_args!("dim symbol {d} in code generation"))),
+            IExpr::Sym(d) => {
+                let v = self.dims.get(*d).copied().flatten().ok_or_else(|| self.err(format_args!("dim symbol {d} is not a parameter")))?;
+                self.to_index(v)
+            }
             IExpr::Bin(op, a, b) => {
                 let a = self.iexpr(a)?;
                 let b = self.iexpr(b)?;

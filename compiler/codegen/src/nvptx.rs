@@ -9,7 +9,7 @@ use super::lower::{lower_and_optimize, KernelLowering, TargetLowering};
 use super::{CodegenError, FpContract};
 use eintup::ir::loops::chain::Step;
 use eintup::ir::loops::geometry::GridChain;
-use eintup::ir::loops::{BufId, Kernel, LoopModule, Role, VarId, WriteKind};
+use eintup::ir::loops::{BufId, IExpr, Kernel, LoopModule, Role, VarId, WriteKind};
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
@@ -103,6 +103,11 @@ impl TargetLowering for NvptxLowering {
     }
 
     fn annotate<'ctx>(&self, _ctx: &'ctx Context, _module: &Module<'ctx>, _tm: &TargetMachine) {}
+
+    /// `.param .u64` after the buffers: one bundle for many shapes.
+    fn dims_as_params(&self) -> bool {
+        true
+    }
 }
 
 /// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`;
@@ -111,7 +116,7 @@ impl TargetLowering for NvptxLowering {
 fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenError> {
     let k = kl.k;
     let chain = GridChain::of(&k.body);
-    if chain.total == 0 || chain.block == Some(0) {
+    if chain.total.as_const() == Some(0) || chain.block == Some(0) {
         // An empty chain loop: nothing runs (and the digit arithmetic
         // below would divide by a zero trip count).
         return Ok(());
@@ -133,6 +138,15 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
             (kl.b.build_int_add(kl.b.build_int_mul(ctaid, ntid, "")?, tid, "gid")?, kl.b.build_int_mul(nctaid, ntid, "nthreads")?)
         }
     };
+    // A dynamic kernel's total is computed once, from its dim parameters
+    // (i64: symbolic kernels never narrow their indices).
+    let total = match chain.total.as_const() {
+        Some(t) => kl.c64(t),
+        None => {
+            let t = kl.iexpr(&chain.total)?;
+            kl.b.build_int_s_extend_or_bit_cast(t, kl.i64, "total")?
+        }
+    };
     let pre = kl.b.get_insert_block().ok_or_else(|| kl.err("no insert block"))?;
     let header = kl.block("grid.header");
     let body = kl.block("grid.body");
@@ -143,18 +157,18 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
     let lin = kl.b.build_phi(kl.i64, "lin")?;
     lin.add_incoming(&[(&gid, pre)]);
     let lin_v = lin.as_basic_value().into_int_value();
-    let more = kl.b.build_int_compare(IntPredicate::SLT, lin_v, kl.c64(chain.total), "")?;
+    let more = kl.b.build_int_compare(IntPredicate::SLT, lin_v, total, "")?;
     kl.b.build_conditional_branch(more, body, exit)?;
     kl.b.position_at_end(body);
-    let loops: Vec<(VarId, i64, i64)> = chain
+    let loops: Vec<(VarId, IExpr, IExpr)> = chain
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::Loop { var, lo, trip } => Some((*var, *lo, *trip)),
+            Step::Loop { var, lo, trip } => Some((*var, lo.clone(), trip.clone())),
             _ => None,
         })
         .collect();
-    let mut values = digits(kl, lin_v, chain.total, &loops)?.into_iter();
+    let mut values = digits(kl, lin_v, chain.total.as_const(), &loops)?.into_iter();
     for step in &chain.steps {
         match step {
             Step::Loop { var, .. } => {
@@ -174,7 +188,8 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
         }
     }
     if let Some(size) = chain.block {
-        for (&(var, ..), v) in chain.threads.iter().zip(digits(kl, tid, size, &chain.threads)?) {
+        let threads: Vec<(VarId, IExpr, IExpr)> = chain.threads.iter().map(|&(v, lo, trip)| (v, IExpr::c(lo), IExpr::c(trip))).collect();
+        for (&(var, ..), v) in chain.threads.iter().zip(digits(kl, tid, Some(size), &threads)?) {
             kl.bind(var, v)?;
         }
         kl.block = Some((kl.to_index(tid)?, size));
@@ -190,31 +205,42 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
 }
 
 /// The values of `loops` (`(var, lo, trip)`, innermost fastest) at
-/// point `lin` (an i64 below `total`, the product of the trips).
+/// point `lin` (an i64 below the product of the trips, `total` when it is
+/// a constant; a dynamic kernel's bounds are expressions of its dim
+/// parameters, evaluated here).
 fn digits<'ctx>(
     kl: &mut KernelLowering<'_, 'ctx>,
     lin: IntValue<'ctx>,
-    total: i64,
-    loops: &[(VarId, i64, i64)],
+    total: Option<i64>,
+    loops: &[(VarId, IExpr, IExpr)],
 ) -> Result<Vec<IntValue<'ctx>>, CodegenError> {
     // When the point fits in 31 bits the digit arithmetic runs in
     // i32, which is far cheaper on the GPU.
-    let narrow = total <= i32::MAX as i64;
+    let narrow = total.is_some_and(|t| t <= i32::MAX as i64);
     let ity = if narrow { kl.i32 } else { kl.i64 };
     let mut rem = if narrow { kl.b.build_int_truncate(lin, kl.i32, "")? } else { lin };
     let mut values = vec![None; loops.len()];
-    for (i, &(_, lo, trip)) in loops.iter().enumerate().rev() {
+    for (i, (_, lo, trip)) in loops.iter().enumerate().rev() {
         let digit = if i == 0 {
             rem
         } else {
-            let t = ity.const_int(trip as u64, false);
+            let t = match trip.as_const() {
+                Some(t) => ity.const_int(t as u64, false),
+                // Non-zero here: a zero trip makes the total 0 and no
+                // point reaches this code.
+                None => {
+                    let t = kl.iexpr(trip)?;
+                    kl.b.build_int_s_extend_or_bit_cast(t, kl.i64, "")?
+                }
+            };
             let d = kl.b.build_int_unsigned_rem(rem, t, "")?;
             rem = kl.b.build_int_unsigned_div(rem, t, "")?;
             d
         };
         // digit + lo is a value of the loop, so it fits the index type.
         let digit = if narrow { kl.b.build_int_z_extend_or_bit_cast(digit, kl.ix, "")? } else { kl.to_index(digit)? };
-        values[i] = Some(kl.b.build_int_add(digit, kl.cix(lo), "")?);
+        let lo = kl.iexpr(lo)?;
+        values[i] = Some(kl.b.build_int_add(digit, lo, "")?);
     }
     values.into_iter().map(|v| v.ok_or_else(|| kl.err("internal error: chain digits"))).collect()
 }

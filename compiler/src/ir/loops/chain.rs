@@ -61,7 +61,9 @@ impl<'k> Nest<'k> {
 /// per thread.
 pub enum Step<'k> {
     /// A chain loop: `var` takes `lo + digit` where `trip` is its extent.
-    Loop { var: VarId, lo: i64, trip: i64 },
+    /// Constants, except in a dynamic kernel's chain
+    /// (`geometry::GridChain`), where they may use dim symbols.
+    Loop { var: VarId, lo: IExpr, trip: IExpr },
     Guard(&'k [Cond]),
     LoadIndex { var: VarId, buf: BufId, offset: &'k IExpr },
 }
@@ -158,7 +160,7 @@ impl Chain {
             cur = match &cur[i] {
                 Node::For(f) => {
                     let &(var, lo, trip) = loops.next().expect("one recorded loop per loop on the path");
-                    steps.push(Step::Loop { var, lo, trip });
+                    steps.push(Step::Loop { var, lo: IExpr::c(lo), trip: IExpr::c(trip) });
                     &f.body
                 }
                 Node::Guard(g) => {

@@ -13,8 +13,8 @@
 //!
 //! docs/codegen.md describes how the lowering uses each.
 
-use super::chain::{Chain, Step};
-use super::{BufId, Kernel, LoopKind, LoopModule, Node, VarId, WriteKind};
+use super::chain::{Chain, Nest, NestStep, Step};
+use super::{BufId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VarId, WriteKind};
 
 /// The kernel's parallel chain (`ir::loops::chain`) as one grid-stride
 /// loop: its iteration space is flattened into one linear id; the steps
@@ -25,8 +25,9 @@ pub struct GridChain<'k> {
     /// The body of the innermost step, run sequentially in the thread
     /// (with a `thread` nest: the innermost `thread` loop's body).
     pub rest: &'k [Node],
-    /// Product of the chain loops' trip counts.
-    pub total: i64,
+    /// Product of the chain loops' trip counts: a constant, or in a
+    /// dynamic kernel an expression over dim symbols.
+    pub total: IExpr,
     /// The `thread` nest the chain's rest holds: `(var, lo, trip)`,
     /// outermost first.
     pub threads: Vec<(VarId, i64, i64)>,
@@ -36,12 +37,51 @@ pub struct GridChain<'k> {
 
 impl<'k> GridChain<'k> {
     pub fn of(body: &'k [Node]) -> GridChain<'k> {
+        if body.iter().any(|n| n.uses_dims()) {
+            return GridChain::symbolic(body);
+        }
         let c = Chain::of(body);
         let (rest, threads, block) = match c.thread_nest(body) {
             Some(n) => (n.body, n.threads.clone(), Some(n.size())),
             None => (c.rest(body), Vec::new(), None),
         };
-        GridChain { steps: c.steps(body), rest, total: c.cells(), threads, block }
+        GridChain { steps: c.steps(body), rest, total: IExpr::c(c.cells()), threads, block }
+    }
+
+    /// The chain of a dynamic kernel: the nest's leading `parallel` loops
+    /// whose bounds use no variable (constants and dim symbols), so that
+    /// their trips, and the grid-stride loop's total, are known when the
+    /// kernel starts. No `thread` nest: `block-tiles` leaves dynamic
+    /// kernels alone.
+    fn symbolic(body: &'k [Node]) -> GridChain<'k> {
+        let nest = Nest::of(body);
+        let (mut steps, mut pending, mut rest, mut total) = (Vec::new(), Vec::new(), body, IExpr::c(1));
+        for step in &nest.steps {
+            match step {
+                NestStep::LoadIndex { var, buf, offset } => pending.push(Step::LoadIndex { var: *var, buf: *buf, offset }),
+                NestStep::Guard(g) => pending.push(Step::Guard(&g.conds)),
+                NestStep::Loop(f) => {
+                    if f.kind != LoopKind::Parallel || f.lo.uses_any_var() || f.hi.uses_any_var() {
+                        break;
+                    }
+                    let trip = fold(IBin::Max, fold(IBin::Sub, f.hi.clone(), f.lo.clone()), IExpr::c(0));
+                    total = fold(IBin::Mul, total, trip.clone());
+                    steps.append(&mut pending);
+                    steps.push(Step::Loop { var: f.var, lo: f.lo.clone(), trip });
+                    rest = &f.body;
+                }
+            }
+        }
+        GridChain { steps, rest, total, threads: Vec::new(), block: None }
+    }
+}
+
+/// `op(a, b)`, folded when both are constants (and `1 * x` kept as `x`).
+fn fold(op: IBin, a: IExpr, b: IExpr) -> IExpr {
+    match (op, a.as_const(), b.as_const()) {
+        (_, Some(x), Some(y)) => IExpr::c(op.apply(x, y)),
+        (IBin::Mul, Some(1), _) => b,
+        _ => IExpr::bin(op, a, b),
     }
 }
 
@@ -51,7 +91,19 @@ impl<'k> GridChain<'k> {
 /// correct (grid-stride); more idle.
 pub fn thread_count(k: &Kernel) -> i64 {
     let c = GridChain::of(&k.body);
-    c.total.saturating_mul(c.block.unwrap_or(1))
+    // A dynamic kernel's count is known at run time (`thread_count_expr`).
+    c.total.as_const().unwrap_or(i64::MAX).saturating_mul(c.block.unwrap_or(1))
+}
+
+/// [`thread_count`] as an expression over the module's dim symbols: what a
+/// dynamic bundle's launch computes its grid from.
+pub fn thread_count_expr(k: &Kernel) -> IExpr {
+    let c = GridChain::of(&k.body);
+    match c.total.as_const() {
+        // As `thread_count`: saturating, never wrapping.
+        Some(t) => IExpr::c(t.saturating_mul(c.block.unwrap_or(1))),
+        None => fold(IBin::Mul, c.total, IExpr::c(c.block.unwrap_or(1))),
+    }
 }
 
 /// The block size a kernel with a `thread` nest must be launched with
@@ -106,7 +158,7 @@ mod tests {
         let g = Node::Guard(Guard { conds: vec![Cond::NonZero(IExpr::v(0))], body: vec![pfor(1, 2, 5, vec![inner])] });
         let body = vec![pfor(0, 0, 4, vec![g])];
         let c = GridChain::of(&body);
-        assert_eq!(c.total, 12);
+        assert_eq!(c.total, IExpr::c(12));
         assert_eq!(c.steps.len(), 3);
         assert_eq!(c.rest.len(), 1);
         let k = Kernel::new("k", (0..3).map(|i| Var { name: format!("v{i}") }).collect(), body);
@@ -119,14 +171,14 @@ mod tests {
         let g = Node::Guard(Guard { conds: vec![], body: vec![] });
         let body = vec![pfor(0, 0, 3, vec![g])];
         let c = GridChain::of(&body);
-        assert_eq!(c.total, 3);
+        assert_eq!(c.total, IExpr::c(3));
         assert_eq!(c.steps.len(), 1);
         assert!(matches!(c.rest[0], Node::Guard(_)));
         // Two sibling loops are not a single path: nothing is parallel.
         let two = vec![pfor(0, 0, 3, vec![]), pfor(1, 0, 3, vec![])];
-        assert_eq!(GridChain::of(&two).total, 1);
+        assert_eq!(GridChain::of(&two).total, IExpr::c(1));
         // Empty loop: no thread has work.
-        assert_eq!(GridChain::of(&[pfor(0, 5, 2, vec![])]).total, 0);
+        assert_eq!(GridChain::of(&[pfor(0, 5, 2, vec![])]).total, IExpr::c(0));
     }
 
     #[test]

@@ -40,12 +40,37 @@ impl LoopModule {
     }
 }
 
-impl Kernel {
-    /// Does any bound, condition or offset of the kernel use a dim symbol?
-    /// Passes that need constant trip counts leave such a kernel alone.
-    pub fn is_symbolic(&self) -> bool {
+impl Node {
+    /// Does the node, or any node inside it, use a dim symbol?
+    pub fn uses_dims(&self) -> bool {
         let mut any = false;
         self.walk(&mut |n| any |= n.own_exprs().iter().any(|e| e.is_symbolic()));
         any
+    }
+}
+
+impl Kernel {
+    /// Does any bound, condition or offset of the kernel use a dim symbol?
+    /// Passes that need constant trip counts leave such a kernel alone.
+    /// The dim symbols the kernel uses, ascending: on the GPU, its scalar
+    /// parameters after the buffers' pointers, in this order
+    /// (docs/codegen.md, "Kernel ABI").
+    pub fn dims_used(&self) -> Vec<DimId> {
+        let mut out = Vec::new();
+        self.walk(&mut |n| {
+            for e in n.own_exprs() {
+                e.for_each_sym(&mut |d| {
+                    if !out.contains(&d) {
+                        out.push(d);
+                    }
+                });
+            }
+        });
+        out.sort_unstable();
+        out
+    }
+
+    pub fn is_symbolic(&self) -> bool {
+        self.body.iter().any(Node::uses_dims)
     }
 }

@@ -275,6 +275,11 @@ fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnost
         (None, _) | (Some(Emit::Et), Level::Et) | (Some(Emit::Loop), Level::Loop) => Ok(print_ir(&unit)),
         (Some(e @ (Emit::Llvm | Emit::Ptx)), Level::Loop) => {
             let (Ir::Loop(m), Some(sm)) = (&unit.ir, plan.sm) else { unreachable!("a loop module, and --target checked by plan()") };
+            if args.host && m.is_dynamic() {
+                // The host JIT compiles at known dims; only GPU code takes
+                // dim symbols as parameters (docs/dynamic-shapes.md).
+                return Err(PassError::Message(format!("etopt: error: --host needs static dims, and the module declares {} dim symbols (`dim %..`)", m.dims.len())));
+            }
             let target = if args.host { Target::Host { fp_contract: fp_contract(&args), cpu: args.target_cpu } } else { Target::Nvptx { sm, fp_contract: fp_contract(&args) } };
             let t = std::time::Instant::now();
             let (r, what) = match e {
