@@ -98,8 +98,18 @@ fn run_statements(m: &Module, opts: &RunOptions, only_inputs: bool) -> Result<Ve
         let kind = opts.float.dtype_of(a.dtype);
         // Refuse before allocating: an abort on allocation failure would
         // not be a clear error.
-        let t = element_count(&shape).filter(|&n| n <= MAX_ELEMENTS).and_then(|_| Tensor::zeros(kind, &shape)).ok_or_else(|| {
+        let n = element_count(&shape).filter(|&n| n <= MAX_ELEMENTS).ok_or_else(|| {
             RunError::User(Diagnostic::error("E0404", format!("array `{}` of shape {} has too many elements", a.name, shape_text(&shape))).at(a.span, "defined here"))
+        })?;
+        // Refused with its size when this machine cannot hold it (an
+        // abort on allocation failure would be no clear error).
+        let t = Tensor::zeros(kind, &shape).ok_or_else(|| {
+            let bytes = n.saturating_mul(kind.size());
+            RunError::User(
+                Diagnostic::error("E0404", format!("array `{}` of shape {} needs {bytes} bytes, which cannot be allocated", a.name, shape_text(&shape)))
+                    .at(a.span, "defined here")
+                    .note("choose smaller dims (--bind or constraints), or run where more memory is available"),
+            )
         })?;
         arrays.push(t);
     }

@@ -128,6 +128,23 @@ impl Data {
             DType::F64 => Data::F64(vec![0.0; len]),
         }
     }
+
+    /// [`Data::zeros`], or `None` when the memory cannot be allocated
+    /// (rather than aborting the process: a user's large array is a user
+    /// error with its size, not a crash).
+    pub fn try_zeros(dtype: DType, len: usize) -> Option<Data> {
+        fn zeroed<T: Clone>(len: usize, zero: T) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, zero);
+            Some(v)
+        }
+        Some(match dtype {
+            DType::I32 => Data::I32(zeroed(len, 0)?),
+            DType::F32 => Data::F32(zeroed(len, 0.0)?),
+            DType::F64 => Data::F64(zeroed(len, 0.0)?),
+        })
+    }
 }
 
 /// A dense row-major tensor in host memory: the one tensor type of the
@@ -150,10 +167,11 @@ impl Tensor {
         t.check().ok().map(|()| t)
     }
 
-    /// An all-zero tensor; `None` when the element count overflows `usize`.
+    /// An all-zero tensor; `None` when the element count overflows `usize`
+    /// or the memory cannot be allocated.
     pub fn zeros(dtype: DType, shape: &[usize]) -> Option<Tensor> {
         let len = element_count(shape)?;
-        Some(Tensor { shape: shape.to_vec(), data: Data::zeros(dtype, len) })
+        Some(Tensor { shape: shape.to_vec(), data: Data::try_zeros(dtype, len)? })
     }
 
     /// The element type.
