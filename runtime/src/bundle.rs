@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::manifest::{parse_ptx_version, Manifest};
 use crate::ptx;
+use eintup_tensor::tensor::Tensor;
 
 /// File name of the manifest inside a bundle directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -49,6 +50,19 @@ impl Bundle {
         manifest.validate()?;
         check_ptx(&manifest, &ptx)?;
         Ok(Bundle { manifest, ptx })
+    }
+
+    /// The bundle for these inputs: a dynamic bundle (format 2) bound to
+    /// the dims the inputs' shapes give (`Manifest::derive_dims`, then
+    /// `Manifest::bind`); any other bundle as it is.
+    pub fn bind_inputs(&self, inputs: &BTreeMap<String, Tensor>) -> Result<std::borrow::Cow<'_, Bundle>> {
+        if self.manifest.dynamic.is_none() {
+            return Ok(std::borrow::Cow::Borrowed(self));
+        }
+        let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
+        let dims = self.manifest.derive_dims(&shapes, &BTreeMap::new())?;
+        let manifest = self.manifest.bind(&dims)?;
+        Ok(std::borrow::Cow::Owned(Bundle { manifest, ptx: self.ptx.clone() }))
     }
 
     /// Writes the bundle into `dir`, creating the directory if needed and

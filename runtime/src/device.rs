@@ -186,6 +186,8 @@ impl Device {
     ///
     /// [`load`]: Device::load
     pub fn run(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<BTreeMap<String, Tensor>> {
+        // A dynamic bundle runs at the dims its inputs give.
+        let bundle = &*bundle.bind_inputs(inputs)?;
         match &self.imp {
             Imp::Cuda(c) => c.run(bundle, inputs),
             Imp::Emu(e) => e.run(bundle, inputs).map(|(out, _)| out),
@@ -196,6 +198,7 @@ impl Device {
     /// profile of every kernel launched; `InvalidArgument` on a GPU (use
     /// Nsight Compute there).
     pub fn run_profiled(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>) -> Result<(BTreeMap<String, Tensor>, ProfileReport)> {
+        let bundle = &*bundle.bind_inputs(inputs)?;
         match &self.imp {
             Imp::Cuda(_) => Err(Error::InvalidArgument("profiles come from the emulator (device `emu`); on a GPU use Nsight Compute".into())),
             Imp::Emu(e) => e.run(bundle, inputs),

@@ -25,6 +25,7 @@ pub mod bundle;
 pub mod check;
 mod cuda;
 pub mod device;
+mod dynamic;
 pub mod emu;
 pub mod error;
 mod fault;
@@ -33,6 +34,7 @@ pub mod manifest;
 mod module;
 mod profile;
 pub mod program;
+pub mod shape;
 pub mod ptx;
 mod timing;
 

@@ -62,6 +62,35 @@ pub struct Manifest {
     /// reader that ignores it still runs the bundle with every input given).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generate: Vec<Generator>,
+    /// Format 2: how the bundle re-binds to other dims (a dynamic bundle;
+    /// docs/bundle.md, "Dynamic bundles"). Its static fields are the
+    /// bundle at the configuration it was built for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<Dynamic>,
+}
+
+/// What makes a bundle dynamic: its dim symbols, where each one's value
+/// comes from, and every shape and launch size as a shape expression
+/// ([`crate::shape`]) over them. [`Manifest::bind`] evaluates it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Dynamic {
+    /// The dim symbols by name (`x.0`), as kernels' `dims` name them.
+    pub symbols: Vec<String>,
+    /// For each symbol an input array gives: which input and axis, in
+    /// order. A symbol no rule names must be given by the caller.
+    pub derive: Vec<DimSource>,
+    /// Every buffer's shape, by buffer name: one expression per axis.
+    pub shapes: BTreeMap<String, Vec<String>>,
+    /// For each of `steps`: the threads a launch wants (`null` for a fill).
+    pub threads: Vec<Option<String>>,
+}
+
+/// `sym` is the extent of axis `axis` of input `input`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DimSource {
+    pub sym: String,
+    pub input: String,
+    pub axis: usize,
 }
 
 /// Steps that fill one input buffer with the values of its `RANDOM`
@@ -378,6 +407,9 @@ impl Manifest {
             }
         }
 
+        if let Some(d) = &self.dynamic {
+            d.validate(self)?;
+        }
         let steps = self.generate.iter().fold(self.steps.len(), |n, g| n.saturating_add(g.steps.len()));
         if steps > MAX_STEPS {
             return bad(format!("{steps} steps (generators included), more than the limit of {MAX_STEPS}"));

@@ -116,6 +116,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         kernels,
         steps,
         generate,
+        dynamic: None,
     };
     m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
     Bundle::new(m, ptx).map_err(|e| Failure::Internal(format!("bundle: {e}")))
@@ -147,16 +148,18 @@ fn manifest_kernel(all: &LoopModule, k: &loops::Kernel, resources: &[crate::Kern
 }
 
 /// Kernel `k`'s launch at dim values `dims` (one per module symbol; none
-/// for a static module); `None` when it has no threads there.
+/// for a static module); `None` when it has no threads there. A dynamic
+/// module's kernels keep a launch even without threads (the runtime may
+/// bind other dims), and take blocks of `launch_block` threads whatever
+/// their count (a runtime re-binding the bundle recomputes only grids).
 fn launch_step(all: &LoopModule, k: &loops::Kernel, gpu: &GpuTarget, dims: &[i64]) -> Option<Step> {
     let threads = crate::thread_count_expr(k).bind_dims(dims).as_const()?;
-    if threads <= 0 {
-        return None;
-    }
     let (grid, block) = match crate::block_size(k) {
+        _ if threads <= 0 && !all.is_dynamic() => return None,
         // A block-tiled kernel: one block per point of its chain (grid-
         // stride over the rest), its nest's threads in each.
-        Some(size) => ((threads / size).min(gpu.grid_cap) as u32, size as u32),
+        Some(size) => ((threads.max(0) / size).min(gpu.grid_cap) as u32, size as u32),
+        None if all.is_dynamic() => (((threads.max(0) + gpu.launch_block - 1) / gpu.launch_block).min(gpu.grid_cap) as u32, gpu.launch_block as u32),
         None => gpu.launch_dims(threads),
     };
     let args = crate::kernel_params(all, k).iter().map(|&b| all.buffers[b].name.clone()).collect();
@@ -212,9 +215,30 @@ pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims
         kernels: lm.kernels.iter().map(|k| manifest_kernel(lm, k, &[])).collect(),
         steps: lm.kernels.iter().filter_map(|k| launch_step(lm, k, &gpu, dims)).collect(),
         generate: Vec::new(),
+        dynamic: lm.is_dynamic().then(|| dynamic_section(lm)),
     };
     m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
     Bundle::new(m, ptx.to_string()).map_err(|e| Failure::Internal(format!("bundle: {e}")))
+}
+
+/// How a runtime re-binds a dynamic module's bundle (format 2): each
+/// symbol from the first input axis whose extent it is, every buffer's
+/// shape and every launch's thread count as printed shape expressions.
+fn dynamic_section(lm: &LoopModule) -> manifest::Dynamic {
+    let text = |e: &loops::IExpr| loops::print::shape_extent(lm, e);
+    let mut derive = Vec::new();
+    for d in 0..lm.dims.len() {
+        let found = lm.buffers.iter().filter(|b| b.role == loops::Role::Input).find_map(|b| {
+            b.shape.iter().position(|e| *e == loops::IExpr::Sym(d)).map(|axis| manifest::DimSource { sym: lm.dims[d].name.clone(), input: b.name.clone(), axis })
+        });
+        derive.extend(found);
+    }
+    manifest::Dynamic {
+        symbols: lm.dims.iter().map(|d| d.name.clone()).collect(),
+        derive,
+        shapes: lm.buffers.iter().filter(|b| !b.role.is_scratch()).map(|b| (b.name.clone(), b.shape.iter().map(text).collect())).collect(),
+        threads: lm.kernels.iter().map(|k| Some(text(&crate::thread_count_expr(k)))).collect(),
+    }
 }
 
 /// Grid and block for `threads` threads (> 0) on the default target

@@ -95,6 +95,46 @@ fn dims_are_kernel_parameters_after_the_buffers() {
     assert!(bind_dynamic(&lm, &ptx, "7.0", SM, &[2, 4]).is_err());
 }
 
+/// A dynamic bundle written at one configuration and opened again: the
+/// runtime alone derives the dims from the caller's inputs (the manifest's
+/// `dynamic` section: no compiler) and runs the same PTX at each.
+#[test]
+fn a_dynamic_bundle_runs_at_the_dims_its_inputs_give() {
+    let m = parse::parse_verified(MATMUL).unwrap();
+    let lm = gpu_pipeline(&m);
+    let (ptx, info) = eintup_codegen::emit_ptx(&lm, 0, SM, FpContract::Off).unwrap();
+    let dir = std::env::temp_dir().join(format!("eintup-dynamic-{}.etb", std::process::id()));
+    bind_dynamic(&lm, &ptx, &info.ptx_version, SM, &[2, 3, 4, 5]).unwrap().write(&dir).unwrap();
+    let bundle = eintup_runtime::Bundle::open(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(bundle.manifest().dynamic.is_some());
+    for dims in [[2i64, 3, 4, 5], [1, 33, 17, 65], [3, 0, 4, 5], [1, 64, 64, 64]] {
+        let [n, r, k, c] = dims.map(|d| d as usize);
+        let (a, b) = (ints(n * r * k, 1), ints(n * k * c, 2));
+        let inputs: BTreeMap<String, Tensor> =
+            [("a".to_string(), Tensor::new(vec![n, r, k], Data::I32(a.clone())).unwrap()), ("b".to_string(), Tensor::new(vec![n, k, c], Data::I32(b.clone())).unwrap())].into();
+        let mut want = vec![0i32; n * r * c];
+        for (nn, i, j) in (0..n).flat_map(|nn| (0..r).flat_map(move |i| (0..c).map(move |j| (nn, i, j)))) {
+            want[(nn * r + i) * c + j] = (0..k).map(|kk| a[(nn * r + i) * k + kk].wrapping_mul(b[(nn * k + kk) * c + j])).fold(0, i32::wrapping_add);
+        }
+        let got = Device::emulator().run(&bundle, &inputs).unwrap_or_else(|e| panic!("{dims:?}: {e}"));
+        assert_eq!(got["c"].shape, vec![n, r, c]);
+        assert_eq!(got["c"].data, Data::I32(want), "at {dims:?}");
+    }
+    // Inputs that contradict each other, or the bundle, are refused before
+    // anything runs, naming the input and the dim.
+    let t = |shape: Vec<usize>| Tensor::new(shape.clone(), Data::I32(vec![0; shape.iter().product()])).unwrap();
+    let run = |a: Vec<usize>, b: Vec<usize>| Device::emulator().run(&bundle, &[("a".to_string(), t(a)), ("b".to_string(), t(b))].into()).unwrap_err().to_string();
+    let e = run(vec![2, 3, 4], vec![2, 5, 6]);
+    // `k.0` comes from `a` (its first input axis); `b` is then checked
+    // against the shape the bundle binds it to.
+    assert!(e.contains("input `b`: shape [2, 5, 6], expected [2, 4, 6]"), "{e}");
+    let e = run(vec![2, 3, 4], vec![2, 4]);
+    assert!(e.contains("`b`") && e.contains("has rank 2, the bundle's `b` has rank 3"), "{e}");
+    let e = Device::emulator().run(&bundle, &[("a".to_string(), t(vec![2, 3, 4]))].into()).unwrap_err().to_string();
+    assert!(e.contains("col.0") && e.contains("given by no input"), "{e}");
+}
+
 /// Not a test: the emulator profiles of a dynamic module's PTX and of the
 /// same module bound before compiling (so every static pass applies), at
 /// the same dims, for docs/dynamic-shapes.md. It asserts nothing (speed

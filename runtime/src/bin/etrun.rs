@@ -205,7 +205,10 @@ fn open(path: &Path, args: &Args) -> Result<(Bundle, BTreeMap<String, Tensor>), 
             return Err(user(format!("--input {spec}: `{name}` is given twice")));
         }
     }
-    eintup_runtime::check::check_inputs(m, &inputs)?;
+    // A dynamic bundle (format 2) is bound to the dims its inputs give,
+    // here, before any device is touched.
+    let bundle = bundle.bind_inputs(&inputs)?.into_owned();
+    eintup_runtime::check::check_inputs(bundle.manifest(), &inputs)?;
     Ok((bundle, inputs))
 }
 

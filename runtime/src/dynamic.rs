@@ -1,0 +1,159 @@
+//! Dynamic bundles (format 2, docs/bundle.md "Dynamic bundles",
+//! docs/dynamic-shapes.md): a manifest's `dynamic` section checked, the
+//! dims derived from the caller's input arrays, and the manifest bound to
+//! them — shapes, launch sizes and dim arguments evaluated, the result an
+//! ordinary manifest every other part of the runtime runs as it is. No
+//! compiler is involved: this is the shape program's evaluator.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::error::{Error, Result};
+use crate::manifest::{Dynamic, Manifest, Role, Step, MAX_GRID_DIM};
+use crate::shape::ShapeExpr;
+
+impl Dynamic {
+    /// Everything [`Manifest::bind`] relies on: well-formed expressions over
+    /// declared symbols, one shape per buffer of its rank, one size per
+    /// step, rules that name an input's existing axis, kernels' dims
+    /// declared.
+    pub(crate) fn validate(&self, m: &Manifest) -> Result<()> {
+        let bad = |msg: String| Err(Error::BadManifest(format!("dynamic: {msg}")));
+        if m.format_version < 2 {
+            return bad("a dynamic bundle needs format_version 2".into());
+        }
+        if !m.generate.is_empty() {
+            return bad("a dynamic bundle has no generators (its inputs are the caller's)".into());
+        }
+        let mut declared = BTreeSet::new();
+        if let Some(s) = self.symbols.iter().find(|s| !declared.insert(s.as_str())) {
+            return bad(format!("symbol `{s}` is declared twice"));
+        }
+        let known = |e: &ShapeExpr| -> Result<()> {
+            let mut used = Vec::new();
+            e.symbols(&mut used);
+            match used.iter().find(|s| !declared.contains(s.as_str())) {
+                Some(s) => bad(format!("expression uses `%{s}`, which is not among the symbols")),
+                None => Ok(()),
+            }
+        };
+        for b in &m.buffers {
+            let Some(shape) = self.shapes.get(&b.name) else { return bad(format!("no shape for buffer `{}`", b.name)) };
+            if shape.len() != b.shape.len() {
+                return bad(format!("buffer `{}` has rank {} but its shape expression has {} axes", b.name, b.shape.len(), shape.len()));
+            }
+            for e in shape {
+                known(&ShapeExpr::parse(e)?)?;
+            }
+        }
+        if let Some(name) = self.shapes.keys().find(|n| m.buffer(n).is_none()) {
+            return bad(format!("shape of unknown buffer `{name}`"));
+        }
+        if self.threads.len() != m.steps.len() {
+            return bad(format!("{} launch sizes for {} steps", self.threads.len(), m.steps.len()));
+        }
+        for (i, (t, step)) in self.threads.iter().zip(&m.steps).enumerate() {
+            match (t, step) {
+                (Some(e), Step::Launch { .. }) => known(&ShapeExpr::parse(e)?)?,
+                (None, Step::Fill { .. }) => {}
+                _ => return bad(format!("step {i}: a launch size exactly for each launch")),
+            }
+        }
+        for r in &self.derive {
+            if !declared.contains(r.sym.as_str()) {
+                return bad(format!("rule for `{}`, which is not among the symbols", r.sym));
+            }
+            match m.buffer(&r.input) {
+                Some(b) if b.role == Role::Input && r.axis < b.shape.len() => {}
+                _ => return bad(format!("rule for `{}`: `{}` has no input axis {}", r.sym, r.input, r.axis)),
+            }
+        }
+        for k in &m.kernels {
+            if let Some(d) = k.dims.iter().find(|d| !declared.contains(d.as_str())) {
+                return bad(format!("kernel `{}` takes dim `{d}`, which is not among the symbols", k.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Manifest {
+    /// The dims the input arrays of these shapes give (the `derive`
+    /// rules, in order), with `given` for symbols no input gives. Every
+    /// inconsistency is an [`Error::Input`] naming the input and axis, and
+    /// the symbol or shape expression it contradicts, before any device
+    /// is touched.
+    pub fn derive_dims(&self, inputs: &BTreeMap<String, Vec<usize>>, given: &BTreeMap<String, i64>) -> Result<BTreeMap<String, i64>> {
+        let Some(d) = &self.dynamic else { return Ok(BTreeMap::new()) };
+        let mut dims: BTreeMap<String, i64> = given.clone();
+        for r in &self.derive_rules() {
+            let Some(shape) = inputs.get(&r.input) else { continue };
+            let rank = self.buffer(&r.input).map_or(0, |b| b.shape.len());
+            if shape.len() != rank {
+                return Err(Error::Input { name: r.input.clone(), reason: format!("has rank {}, the bundle's `{}` has rank {rank}", shape.len(), r.input) });
+            }
+            let v = i64::try_from(shape[r.axis]).map_err(|_| Error::Input { name: r.input.clone(), reason: "extent beyond i64".into() })?;
+            match dims.insert(r.sym.clone(), v) {
+                Some(old) if old != v => {
+                    return Err(Error::Input { name: r.input.clone(), reason: format!("axis {} is {v}, but dim `{}` is {old} (from an earlier input or a given value)", r.axis, r.sym) });
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = d.symbols.iter().find(|s| !dims.contains_key(*s)) {
+            return Err(Error::Input { name: s.clone(), reason: "this dim is given by no input: pass the input that has it, or its value".into() });
+        }
+        if let Some((s, v)) = dims.iter().find(|(_, &v)| v < 0) {
+            return Err(Error::Input { name: s.clone(), reason: format!("is {v}: dims are non-negative") });
+        }
+        Ok(dims)
+    }
+
+    fn derive_rules(&self) -> Vec<crate::manifest::DimSource> {
+        self.dynamic.as_ref().map_or_else(Vec::new, |d| d.derive.clone())
+    }
+
+    /// The bundle bound to `dims` (every symbol of a dynamic manifest; see
+    /// [`Manifest::derive_dims`]): buffers' shapes, launches' grids and dim
+    /// arguments evaluated, validated as any manifest (the memory limit
+    /// included). A static manifest is returned as it is.
+    pub fn bind(&self, dims: &BTreeMap<String, i64>) -> Result<Manifest> {
+        let Some(d) = &self.dynamic else { return Ok(self.clone()) };
+        let eval = |text: &str, about: &str| -> Result<i64> {
+            ShapeExpr::parse(text)?.eval(dims).map_err(|e| match e {
+                Error::Input { reason, .. } => Error::Input { name: about.to_string(), reason: format!("`{text}`: {reason}") },
+                e => e,
+            })
+        };
+        let mut m = self.clone();
+        m.dynamic = None;
+        m.config.eintups = dims.iter().map(|(s, &v)| (s.clone(), vec![v])).collect();
+        for b in &mut m.buffers {
+            let shape = &d.shapes[&b.name];
+            b.shape = shape
+                .iter()
+                .map(|e| {
+                    let v = eval(e, &b.name)?;
+                    usize::try_from(v).map_err(|_| Error::Input { name: b.name.clone(), reason: format!("extent `{e}` is {v} at these dims") })
+                })
+                .collect::<Result<_>>()?;
+        }
+        for (step, threads) in m.steps.iter_mut().zip(&d.threads) {
+            let (Step::Launch { kernel, grid, block, dims: values, .. }, Some(t)) = (step, threads) else { continue };
+            let n = eval(t, kernel)?.max(0) as u64;
+            let per_block = u64::from(block[0]).max(1) * u64::from(block[1]).max(1) * u64::from(block[2]).max(1);
+            // The kernels are grid-stride: any grid does all the work, so a
+            // large one is capped at CUDA's limit; no thread, no launch.
+            grid[0] = n.div_ceil(per_block).min(u64::from(MAX_GRID_DIM[0])) as u32;
+            grid[1] = 1;
+            grid[2] = 1;
+            let k = self.kernel(kernel).ok_or_else(|| Error::BadManifest(format!("launch of unknown kernel `{kernel}`")))?;
+            *values = k.dims.iter().map(|s| dims[s]).collect();
+        }
+        for k in &mut m.kernels {
+            // Element counts were the build configuration's.
+            k.param_types.clear();
+        }
+        m.validate()?;
+        Ok(m)
+    }
+}
