@@ -80,7 +80,7 @@ impl Scratch {
 fn start_janitor(root: &Path) -> Option<Child> {
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(JANITOR_SCRIPT).arg("eintup-check-janitor").arg(root);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).current_dir("/").env_clear();
+    cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).current_dir("/").env_clear().env("PATH", "/usr/bin:/bin");
     // SAFETY: setsid is async-signal-safe and touches no memory.
     unsafe {
         cmd.pre_exec(|| {
