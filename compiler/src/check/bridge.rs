@@ -308,8 +308,10 @@ impl Bridge {
     }
 
     /// Imports TensorFlow in the current process and learns its version.
+    /// Straight to the process: a process that dies here is not replaced
+    /// (that would retry forever), the caller gives up instead.
     fn ping(&mut self) -> Result<(), BridgeError> {
-        let r = self.exchange("{\"op\":\"ping\"}", Some(START_TIMEOUT))?;
+        let r = self.process.exchange("{\"op\":\"ping\"}", Some(START_TIMEOUT))?;
         if !r.ok {
             let why = r.error.unwrap_or_else(|| format!("TensorFlow is not available; {SETUP_HINT}"));
             return Err(if r.unavailable { BridgeError::Unavailable(why) } else { BridgeError::Call(why) });
@@ -691,6 +693,67 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", out.join("result_0.npy")).unwrap();
         assert!(matches!(expect_result_files(&two[..1], &out), Err(BridgeError::Protocol(m)) if m.contains("not a regular file")));
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A stand-in bridge: `/bin/sh` running `script`, which answers the
+    /// ping and then does what the rest of `script` says.
+    fn sh_bridge(name: &str, after_ping: &str) -> BridgeLocation {
+        let d = scratch(name);
+        let script = d.join("bridge.sh");
+        let ping = r#"read line; echo '{"ok": true, "tf_version": "0", "sandbox": "none (test)"}'"#;
+        std::fs::write(&script, format!("{ping}\n{after_ping}\n")).unwrap();
+        BridgeLocation { python: PathBuf::from("/bin/sh"), script }
+    }
+
+    fn probe(bridge: &Bridge) -> Request {
+        Request { func: "tf.identity".into(), args: vec![], kwargs: vec![], out_dir: bridge.work_dir().join("0") }
+    }
+
+    #[test]
+    fn a_bridge_that_dies_at_start_is_unavailable_not_retried() {
+        let d = scratch("dies-at-start");
+        std::fs::write(d.join("bridge.sh"), "exit 5\n").unwrap();
+        let loc = BridgeLocation { python: PathBuf::from("/bin/sh"), script: d.join("bridge.sh") };
+        match Bridge::start(&loc) {
+            Err(Failure::Unavailable(m)) => assert!(m.contains("exit status: 5"), "{m}"),
+            Err(e) => panic!("expected Unavailable, got {e:?}"),
+            Ok(_) => panic!("a bridge that exits at once started"),
+        }
+    }
+
+    #[test]
+    fn a_dead_bridge_is_replaced_in_a_new_directory() {
+        let loc = sh_bridge("dies-in-call", "read line; exit 7");
+        let mut bridge = Bridge::start(&loc).unwrap();
+        let first = bridge.work_dir().to_path_buf();
+        assert!(first.ends_with("p0") && first.starts_with(bridge.scratch_dir()), "{}", first.display());
+        match bridge.call(&probe(&bridge)) {
+            Err(BridgeError::Protocol(m)) => assert!(m.contains("exit status: 7"), "{m}"),
+            other => panic!("expected the death to be reported, got {other:?}"),
+        }
+        // The next call goes to a new process in a new directory.
+        assert!(bridge.work_dir().ends_with("p1"), "{}", bridge.work_dir().display());
+        assert!(!first.exists(), "the dead process's directory stays");
+        assert!(matches!(bridge.call(&probe(&bridge)), Err(BridgeError::Protocol(m)) if m.contains("exit status: 7")));
+        let scratch_dir = bridge.scratch_dir().to_path_buf();
+        drop(bridge);
+        assert!(!scratch_dir.exists());
+    }
+
+    #[test]
+    fn a_call_past_the_time_limit_is_stopped_and_the_next_one_served() {
+        // `exec`: the process itself sleeps, so killing it ends the sleep.
+        let loc = sh_bridge("sleeps", "read line; exec sleep 100");
+        let limits = CallLimits { time: Some(Duration::from_millis(300)), memory: None };
+        let mut bridge = Bridge::start_with(&loc, limits).unwrap();
+        let t = std::time::Instant::now();
+        match bridge.call(&probe(&bridge)) {
+            Err(e @ BridgeError::Stopped(_)) => assert!(e.to_string().contains("time limit of 0.3 s (--call-timeout)"), "{e}"),
+            other => panic!("expected the call to be stopped, got {other:?}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(bridge.work_dir().ends_with("p1"));
+        assert!(matches!(bridge.call(&probe(&bridge)), Err(BridgeError::Stopped(_))));
     }
 
     #[test]
