@@ -719,6 +719,7 @@ mod tests {
             Err(e) => panic!("expected Unavailable, got {e:?}"),
             Ok(_) => panic!("a bridge that exits at once started"),
         }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -738,6 +739,7 @@ mod tests {
         let scratch_dir = bridge.scratch_dir().to_path_buf();
         drop(bridge);
         assert!(!scratch_dir.exists());
+        let _ = std::fs::remove_dir_all(loc.script.parent().unwrap());
     }
 
     #[test]
@@ -754,6 +756,8 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert!(bridge.work_dir().ends_with("p1"));
         assert!(matches!(bridge.call(&probe(&bridge)), Err(BridgeError::Stopped(_))));
+        drop(bridge);
+        let _ = std::fs::remove_dir_all(loc.script.parent().unwrap());
     }
 
     #[test]
