@@ -38,6 +38,12 @@ ever written to stdout, and nothing but this loop reads stdin.
 Debugging: `framework_call.py --request FILE.json` answers one request
 (FILE `-` reads stdin) and exits 0 if it succeeded, 3 if TensorFlow is
 unavailable, 1 otherwise.
+
+`--memory-limit BYTES` (eintup passes `check --call-memory`): once
+TensorFlow is imported, the process may allocate at most BYTES more
+(framework_sandbox.limit_memory); a call whose allocation fails over it
+answers that it exceeded the limit. The time limit is eintup's: it kills
+a process that does not answer in time.
 """
 
 import json
@@ -51,7 +57,7 @@ import sys
 sys.dont_write_bytecode = True
 
 from framework_policy import Policy, Refused  # noqa: E402 (after the line above)
-from framework_sandbox import confine_stdio, restrict_filesystem  # noqa: E402
+from framework_sandbox import confine_stdio, limit_memory, restrict_filesystem  # noqa: E402
 
 # Must be set before TensorFlow is imported: silences its C++ logging, which
 # would otherwise flood stderr with CPU-feature and oneDNN notices.
@@ -76,13 +82,14 @@ class Frameworks:
     failed import, so every later request answers "unavailable" at once),
     with the rules every request is held to."""
 
-    def __init__(self, policy, workdir, sandbox):
+    def __init__(self, policy, workdir, sandbox, memory_limit=None):
         self.tf = None
         self.np = None
         self.import_error = None
         self.policy = policy
         self.workdir = workdir
         self.sandbox = sandbox
+        self.memory_limit = memory_limit
 
     def load(self):
         if self.tf is None and self.import_error is None:
@@ -97,7 +104,22 @@ class Frameworks:
                 )
             else:
                 self.np, self.tf = np, tf
+                if self.memory_limit is not None:
+                    # After the import and TensorFlow's first operation
+                    # (which starts its thread pools): the limit is what
+                    # calls may add to that.
+                    try:
+                        tf.constant(1.0) + 1
+                    except Exception:
+                        pass
+                    self.sandbox += "; " + limit_memory(self.memory_limit)
         return self.import_error is None
+
+    def over_memory(self, e):
+        """Whether exception `e` is an allocation that failed over the
+        memory limit (NumPy's MemoryError, TensorFlow's ResourceExhausted)."""
+        return self.memory_limit is not None and (
+            isinstance(e, MemoryError) or type(e).__name__ == "ResourceExhaustedError")
 
     def inside(self, path, what):
         """`path` made absolute, when it lies (links resolved) below the
@@ -228,6 +250,9 @@ def serve_call(fw, req):
     try:
         result = tf_func(*py_args, **py_kwargs)
     except BaseException as e:  # also SystemExit and the like: one failed call, not a dead bridge
+        if fw.over_memory(e):
+            raise BridgeError(f"{func} exceeded the memory limit of {mib(fw.memory_limit)} beyond TensorFlow's own "
+                              f"(--call-memory): {type(e).__name__}: {e}")
         raise BridgeError(f"{func} raised {type(e).__name__}: {e}")
     try:
         return write_outputs(fw, result, out_dir)
@@ -263,9 +288,33 @@ def handle(fw, line):
         return {"ok": False, "error": one_line(f"bridge failure: {type(e).__name__}: {e}")}
 
 
+def mib(n):
+    """A byte count as messages print it: `512 MiB`, or bytes."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def parse_args(argv):
+    """-> {"--request": FILE or None, "--memory-limit": int or None}, or
+    None for a bad command line."""
+    opts = {"--request": None, "--memory-limit": None}
+    if len(argv) % 2:
+        return None
+    for flag, value in zip(argv[::2], argv[1::2]):
+        if flag not in opts or opts[flag] is not None:
+            return None
+        if flag == "--memory-limit":
+            if not value.isdigit() or int(value) <= 0:
+                return None
+            value = int(value)
+        opts[flag] = value
+    return opts
+
+
 def main(argv):
-    if argv and not (len(argv) == 2 and argv[0] == "--request"):
-        print("usage: framework_call.py [--request FILE.json]  (no argument: serve stdin)", file=sys.stderr)
+    opts = parse_args(argv)
+    if opts is None:
+        print("usage: framework_call.py [--memory-limit BYTES] [--request FILE.json]  (no --request: serve stdin)",
+              file=sys.stderr)
         return 2
     requests, responses = confine_stdio()
     # The working directory is the only place arrays are read from and
@@ -273,13 +322,13 @@ def main(argv):
     # starts any thread.
     workdir = os.path.realpath(os.getcwd())
     policy = Policy.load()
-    fw = Frameworks(policy, workdir, restrict_filesystem(workdir))
-    if argv:
+    fw = Frameworks(policy, workdir, restrict_filesystem(workdir), opts["--memory-limit"])
+    if opts["--request"] is not None:
         try:
-            if argv[1] == "-":
+            if opts["--request"] == "-":
                 text = requests.read()
             else:
-                with open(argv[1], encoding="utf-8") as f:
+                with open(opts["--request"], encoding="utf-8") as f:
                     text = f.read()
         except OSError as e:
             resp = {"ok": False, "error": f"cannot read request: {e}"}

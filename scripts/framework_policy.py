@@ -59,13 +59,22 @@ class Policy:
         if parts[0] != "tf" or len(parts) < 2:
             raise Refused("only TensorFlow operations (`tf.` names) can be called")
         # The gravest reason wins, the leftmost among equals (as policy.rs).
-        denied = [p for p in parts[1:] if p in self.denied]
+        # Parts of the longest allowed namespace are exempt (policy.rs).
+        denied = [p for p in parts[self.reviewed_parts(parts[:-1]):] if p in self.denied]
         if denied:
             part = min(denied, key=lambda p: self.denied[p][0])
             raise Refused(f"`{part}` {self.denied[part][1]}")
         namespace = ".".join(parts[:-1])
         if namespace not in self.namespaces:
             raise Refused(f"`{namespace}` is not one of the allowed namespaces ({', '.join(self.namespaces)})")
+
+    def reviewed_parts(self, namespace):
+        """How many leading parts of `namespace` form the longest allowed
+        namespace (at least 1): a listed namespace was reviewed as a whole."""
+        for k in range(len(namespace), 0, -1):
+            if ".".join(namespace[:k]) in self.namespaces:
+                return k
+        return 1
 
     def vet_keyword(self, key):
         if not isinstance(key, str) or not 0 < len(key) <= self.max_name_chars:

@@ -14,10 +14,18 @@ than it should:
   no program, may open no TCP connection and may signal no process outside
   itself. It needs no privileges; on a kernel without Landlock the bridge
   runs unconfined and says so in its ping response.
+- `limit_memory` caps the process's data memory (RLIMIT_DATA: heap and
+  private writable mappings, which is where NumPy and TensorFlow put
+  tensors) at what it holds now plus the `check --call-memory` allowance,
+  soft and hard, so a call cannot raise it again. An allocation over it
+  fails (MemoryError, ResourceExhaustedError) instead of the machine
+  running out of memory. Address space (RLIMIT_AS) is not limited:
+  TensorFlow and glibc reserve far more of it than they use.
 """
 
 import ctypes
 import os
+import resource
 import sys
 
 # Landlock system calls: the same numbers on every Linux architecture.
@@ -114,3 +122,26 @@ def restrict_filesystem(workdir):
         for fd in fds:
             os.close(fd)
     return f"landlock ABI {abi}"
+
+
+def data_bytes():
+    """The process's data memory now (VmData of /proc/self/status), or 0."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def limit_memory(allowance):
+    """Caps data memory at its present size plus `allowance` bytes; -> one
+    line describing the result ("memory limit: ..." or "no memory limit (reason)")."""
+    cap = data_bytes() + allowance
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+    except (ValueError, OSError) as e:
+        return f"no memory limit ({e})"
+    return f"memory limit: {allowance >> 20} MiB beyond {data_bytes() >> 20} MiB at start"

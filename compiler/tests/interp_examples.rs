@@ -353,3 +353,26 @@ fn corner_cases_from_source() {
     let r = exec_text("x[i] = RANDOM(0, 9, INT)\nx[i] = x[i+1]\n", &["i=[4]"], vec![("x", ints(&[4], &[1, 2, 3, 4]))]);
     assert_eq!(r["x"], ints(&[4], &[2, 3, 4, 4]));
 }
+
+#[test]
+fn kron() {
+    // NumPy's Kronecker product of two arrays of one rank: position p of
+    // the result (shape i*k, dim by dim) is a[p / k] * b[p % k].
+    for binds in [&["i=[3]", "k=[2]"][..], &["i=[2,3]", "k=[3,1]"], &["i=[1,2]", "k=[2,2]"]] {
+        let r = exec("kron.et", binds, 11);
+        let (i, k) = (r.d("i"), r.d("k"));
+        let ((_, a), (_, b)) = (r.a("a"), r.a("b"));
+        let ys: Vec<usize> = i.iter().zip(&k).map(|(x, y)| x * y).collect();
+        let want: Vec<f64> = (0..prod(&ys))
+            .map(|o| {
+                let p = unravel(o, &ys);
+                let outer: Vec<usize> = p.iter().zip(&k).map(|(p, d)| p / d).collect();
+                let inner: Vec<usize> = p.iter().zip(&k).map(|(p, d)| p % d).collect();
+                a[ravel(&outer, &i)] * b[ravel(&inner, &k)]
+            })
+            .collect();
+        let (shape, y) = r.a("y");
+        assert_eq!(shape, ys, "{binds:?}");
+        assert_close("kron", &y, &want, TOL);
+    }
+}

@@ -9,7 +9,10 @@
 //! The process is untrusted (the call came from a `.et` file): it runs in a
 //! private working directory with a rebuilt environment ([`super::sandbox`]),
 //! every request's paths must lie in that directory, and a response is
-//! accepted only in the exact expected form.
+//! accepted only in the exact expected form. Each call is bounded
+//! ([`super::limits`]): eintup waits for an answer at most the time limit,
+//! then kills the process; the process caps its own memory. A process that
+//! was killed or died is replaced before the next call.
 //!
 //! Where the bridge is found: `EINTUP_FRAMEWORK_BRIDGE` (path to the `.py`)
 //! and `EINTUP_PYTHON` (the interpreter) override; otherwise the repository
@@ -17,7 +20,9 @@
 //! or a test binary in `target/debug/deps/`) to the folder holding
 //! `scripts/framework_call.py`, and its `.venv/bin/python` runs it.
 
-use super::sandbox::{self, WorkDir};
+use super::limits::{seconds_text, CallLimits};
+use super::sandbox;
+use super::scratch::Scratch;
 use crate::driver::Failure;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
@@ -26,8 +31,10 @@ use std::ffi::OsString;
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Component, Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Environment variable: path of `framework_call.py` to run.
 pub const BRIDGE_ENV: &str = "EINTUP_FRAMEWORK_BRIDGE";
@@ -41,6 +48,10 @@ pub const SETUP_HINT: &str = "run `scripts/setup --with-tf` to install TensorFlo
 /// How long (in 10 ms steps) a bridge that closed its output is given to
 /// exit before the reason is written without its exit status.
 const DEATH_WAIT_STEPS: u32 = 100;
+
+/// How long a new bridge process may take to import TensorFlow and answer
+/// its ping (seconds on a quiet machine; minutes on a loaded CI runner).
+const START_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How many of the bridge's last stderr lines are kept to explain a crash.
 /// TensorFlow is chatty; a Python traceback's last lines name the cause.
@@ -152,8 +163,12 @@ pub enum BridgeError {
     /// The request could not be encoded (non-UTF-8 path, non-finite
     /// literal, a path outside the bridge's working directory).
     Encode(String),
-    /// The bridge process died or broke the protocol; it serves no more calls.
+    /// The bridge process died or broke the protocol; it serves no more
+    /// calls (the next call starts a new process).
     Protocol(String),
+    /// The call exceeded its time limit and its process was killed (the
+    /// next call starts a new process).
+    Stopped(String),
 }
 
 impl fmt::Display for BridgeError {
@@ -163,6 +178,7 @@ impl fmt::Display for BridgeError {
             BridgeError::Unavailable(m) => write!(f, "{m}"),
             BridgeError::Encode(m) => write!(f, "cannot encode framework call: {m}"),
             BridgeError::Protocol(m) => write!(f, "framework bridge failed: {m}"),
+            BridgeError::Stopped(m) => write!(f, "framework call stopped: {m}"),
         }
     }
 }
@@ -225,43 +241,185 @@ fn venv_python(root: &Path) -> PathBuf {
     root.join(".venv").join("bin").join("python")
 }
 
-/// A running bridge process. Dropping it kills the process and removes its
-/// working directory.
+/// A framework bridge: one Python process at a time, in a fresh
+/// subdirectory of the run's scratch directory. A process that a call's
+/// limit stopped, or that died, is replaced by a new one before the next
+/// call, so one bad configuration does not fail every later row. Dropping
+/// the bridge kills the process and removes the scratch directory.
 pub struct Bridge {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    process: Process,
+    loc: BridgeLocation,
+    limits: CallLimits,
+    /// How many processes were started (the next one's directory number).
+    started: usize,
     tf_version: String,
     sandbox: String,
-    /// Set once the process has died or broken the protocol; every later
-    /// call fails with this reason instead of writing into a dead pipe.
+    /// Set once a process could not be replaced; every later call fails with
+    /// this reason instead of starting Python again.
     broken: Option<String>,
     /// Declared last: dropped after `Drop::drop` has killed the process.
-    work: WorkDir,
+    scratch: Scratch,
+}
+
+/// One running bridge process and its pipes.
+struct Process {
+    child: Child,
+    stdin: ChildStdin,
+    /// Response lines, read on a thread so that a wait can time out.
+    lines: Receiver<String>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    dir: PathBuf,
+    /// Whether it was killed or died: it serves no more requests.
+    stopped: bool,
 }
 
 impl Bridge {
+    /// Starts the bridge with the default [`CallLimits`].
+    pub fn start(loc: &BridgeLocation) -> Result<Bridge, Failure> {
+        Bridge::start_with(loc, CallLimits::default())
+    }
+
     /// Starts the bridge and pings it, which imports TensorFlow. A missing
     /// interpreter or TensorFlow is `Failure::Unavailable` (exit 3) with a
     /// one-line reason that tells the user how to install it.
-    pub fn start(loc: &BridgeLocation) -> Result<Bridge, Failure> {
-        let work = WorkDir::new()?;
-        // Paths are made absolute: the process starts in `work`. (A bare
+    pub fn start_with(loc: &BridgeLocation, limits: CallLimits) -> Result<Bridge, Failure> {
+        let scratch = Scratch::new()?;
+        let process = Process::spawn(loc, &limits, &scratch, 0)?;
+        let mut bridge = Bridge {
+            process,
+            loc: loc.clone(),
+            limits,
+            started: 1,
+            tf_version: String::new(),
+            sandbox: String::new(),
+            broken: None,
+            scratch,
+        };
+        bridge.ping().map_err(|e| match e {
+            BridgeError::Unavailable(why) => Failure::Unavailable(why),
+            BridgeError::Call(why) => Failure::Internal(format!("framework bridge refused ping: {why}")),
+            BridgeError::Stopped(_) => Failure::Unavailable(format!(
+                "the framework bridge did not finish importing TensorFlow within {}; {SETUP_HINT}",
+                seconds_text(START_TIMEOUT)
+            )),
+            e => Failure::Unavailable(format!("{e}; {SETUP_HINT}")),
+        })?;
+        Ok(bridge)
+    }
+
+    /// Imports TensorFlow in the current process and learns its version.
+    /// Straight to the process: a process that dies here is not replaced
+    /// (that would retry forever), the caller gives up instead.
+    fn ping(&mut self) -> Result<(), BridgeError> {
+        let r = self.process.exchange("{\"op\":\"ping\"}", Some(START_TIMEOUT))?;
+        if !r.ok {
+            let why = r.error.unwrap_or_else(|| format!("TensorFlow is not available; {SETUP_HINT}"));
+            return Err(if r.unavailable { BridgeError::Unavailable(why) } else { BridgeError::Call(why) });
+        }
+        self.tf_version = r.tf_version.unwrap_or_default();
+        self.sandbox = r.sandbox.unwrap_or_else(|| "none (the bridge did not say)".into());
+        Ok(())
+    }
+
+    /// The TensorFlow version the bridge imported.
+    pub fn tf_version(&self) -> &str {
+        &self.tf_version
+    }
+
+    /// How the bridge confined itself: `landlock ABI N`, or `none (why)`.
+    pub fn sandbox(&self) -> &str {
+        &self.sandbox
+    }
+
+    /// The private directory the current bridge process runs in; requests'
+    /// arrays and `out_dir`s must lie below it. It changes when a stopped
+    /// process is replaced, so ask for it per call.
+    pub fn work_dir(&self) -> &Path {
+        &self.process.dir
+    }
+
+    /// The run's scratch directory, which holds every process's directory.
+    pub fn scratch_dir(&self) -> &Path {
+        self.scratch.path()
+    }
+
+    /// Runs one framework call; returns the paths of `result_0.npy`, ... in
+    /// the order of the function's results.
+    pub fn call(&mut self, req: &Request) -> Result<Vec<PathBuf>, BridgeError> {
+        if let Some(p) = req.paths().find(|p| !lies_below(p, &self.process.dir)) {
+            return Err(BridgeError::Encode(format!("{}: {} is outside the bridge's working directory", req.func, p.display())));
+        }
+        let line = req.to_json()?;
+        let outputs = interpret(self.exchange(&line, self.limits.time)?)?;
+        expect_result_files(&outputs, &req.out_dir)?;
+        Ok(outputs)
+    }
+
+    /// Asks whether `func` resolves to a function the bridge would call
+    /// (policy, name lookup, implementation module), without calling it:
+    /// `check` asks once, before the first configuration, so a misspelt
+    /// name fails at once instead of on every row.
+    pub fn resolve(&mut self, func: &str) -> Result<(), BridgeError> {
+        let line = serde_json::json!({"op": "resolve", "func": func}).to_string();
+        interpret(self.exchange(&line, self.limits.time)?).map(|_| ())
+    }
+
+    /// Writes one request line and reads one response line, waiting at
+    /// most `limit`. A process that was stopped is replaced first; one that
+    /// stops now (killed for the limit, or dead) is replaced right after, so
+    /// the next caller's [`work_dir`](Self::work_dir) is the new one.
+    fn exchange(&mut self, line: &str, limit: Option<Duration>) -> Result<Response, BridgeError> {
+        if let Some(why) = &self.broken {
+            return Err(BridgeError::Protocol(why.clone()));
+        }
+        let result = self.process.exchange(line, limit);
+        if self.process.stopped {
+            self.replace();
+        }
+        result
+    }
+
+    /// Starts a new process in a new directory in place of a stopped one;
+    /// on failure the bridge is broken for good.
+    fn replace(&mut self) {
+        let old_dir = self.process.dir.clone();
+        match Process::spawn(&self.loc, &self.limits, &self.scratch, self.started) {
+            Ok(p) => {
+                self.started += 1;
+                self.process = p;
+                if let Err(e) = self.ping() {
+                    self.broken = Some(format!("the restarted bridge failed: {e}"));
+                }
+            }
+            Err(f) => self.broken = Some(format!("cannot restart the bridge: {f}")),
+        }
+        // Its arrays are no use to anyone now.
+        let _ = std::fs::remove_dir_all(old_dir);
+    }
+}
+
+impl Process {
+    fn spawn(loc: &BridgeLocation, limits: &CallLimits, scratch: &Scratch, n: usize) -> Result<Process, Failure> {
+        let dir = scratch.process_dir(n)?;
+        // Paths are made absolute: the process starts in `dir`. (A bare
         // interpreter name is looked up on PATH and stays as it is.)
         let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         let python = if loc.python.components().count() > 1 { absolute(&loc.python) } else { loc.python.clone() };
         let mut cmd = Command::new(python);
-        sandbox::confine(&mut cmd, &work);
+        sandbox::confine(&mut cmd, &dir);
+        sandbox::tie_to_parent(&mut cmd, scratch.janitor_fd());
+        cmd.arg(absolute(&loc.script));
+        if let Some(bytes) = limits.memory {
+            cmd.arg("--memory-limit").arg(bytes.to_string());
+        }
         let mut child = cmd
-            .arg(absolute(&loc.script))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| Failure::Unavailable(format!("cannot run {}: {e}; {SETUP_HINT}", loc.python.display())))?;
         // Take all three pipes before anything can fail, so `child` is owned
-        // by the Bridge (killed on drop) from here on.
+        // by a Process (killed on drop) from here on.
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
             let _ = child.kill();
             let _ = child.wait();
@@ -282,95 +440,55 @@ impl Bridge {
                 }
             }
         });
-        let mut bridge = Bridge {
-            child,
-            stdin,
-            stdout: BufReader::new(stdout),
-            stderr_tail,
-            tf_version: String::new(),
-            sandbox: String::new(),
-            broken: None,
-            work,
-        };
-        match bridge.exchange("{\"op\":\"ping\"}") {
-            Ok(r) if r.ok => {
-                bridge.tf_version = r.tf_version.unwrap_or_default();
-                bridge.sandbox = r.sandbox.unwrap_or_else(|| "none (the bridge did not say)".into());
-                Ok(bridge)
+        // Responses on a thread too: the end of the channel is the end of
+        // the process's output, and a wait for a line can time out.
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
             }
-            Ok(r) if r.unavailable => Err(Failure::Unavailable(r.error.unwrap_or_else(|| format!("TensorFlow is not available; {SETUP_HINT}")))),
-            Ok(r) => Err(Failure::Internal(format!("framework bridge refused ping: {}", r.error.unwrap_or_default()))),
-            Err(e) => Err(Failure::Unavailable(format!("{e}; {SETUP_HINT}"))),
+        });
+        Ok(Process { child, stdin, lines, stderr_tail, dir, stopped: false })
+    }
+
+    fn exchange(&mut self, line: &str, limit: Option<Duration>) -> Result<Response, BridgeError> {
+        if writeln!(self.stdin, "{line}").and_then(|()| self.stdin.flush()).is_err() {
+            return Err(self.died());
         }
-    }
-
-    /// The TensorFlow version the bridge imported.
-    pub fn tf_version(&self) -> &str {
-        &self.tf_version
-    }
-
-    /// How the bridge confined itself: `landlock ABI N`, or `none (why)`.
-    pub fn sandbox(&self) -> &str {
-        &self.sandbox
-    }
-
-    /// The private directory the bridge runs in; requests' arrays and
-    /// `out_dir`s must lie below it.
-    pub fn work_dir(&self) -> &Path {
-        self.work.path()
-    }
-
-    /// Runs one framework call; returns the paths of `result_0.npy`, ... in
-    /// the order of the function's results.
-    pub fn call(&mut self, req: &Request) -> Result<Vec<PathBuf>, BridgeError> {
-        if let Some(p) = req.paths().find(|p| !lies_below(p, self.work.path())) {
-            return Err(BridgeError::Encode(format!("{}: {} is outside the bridge's working directory", req.func, p.display())));
-        }
-        let line = req.to_json()?;
-        let outputs = interpret(self.exchange(&line)?)?;
-        expect_result_files(&outputs, &req.out_dir)?;
-        Ok(outputs)
-    }
-
-    /// Asks whether `func` resolves to a function the bridge would call
-    /// (policy, name lookup, implementation module), without calling it:
-    /// `check` asks once, before the first configuration, so a misspelt
-    /// name fails at once instead of on every row.
-    pub fn resolve(&mut self, func: &str) -> Result<(), BridgeError> {
-        let line = serde_json::json!({"op": "resolve", "func": func}).to_string();
-        interpret(self.exchange(&line)?).map(|_| ())
-    }
-
-    /// Writes one request line and reads one response line.
-    fn exchange(&mut self, line: &str) -> Result<Response, BridgeError> {
-        if let Some(why) = &self.broken {
-            return Err(BridgeError::Protocol(why.clone()));
-        }
-        let result = self.exchange_inner(line);
-        if let Err(BridgeError::Protocol(why)) = &result {
-            self.broken = Some(why.clone());
-        }
-        result
-    }
-
-    fn exchange_inner(&mut self, line: &str) -> Result<Response, BridgeError> {
-        let sent = writeln!(self.stdin, "{line}").and_then(|()| self.stdin.flush());
-        let mut answer = String::new();
-        let read = match sent {
-            Ok(()) => self.stdout.read_line(&mut answer),
-            Err(e) => Err(e),
+        let answer = match limit {
+            Some(d) => self.lines.recv_timeout(d),
+            None => self.lines.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
-        match read {
-            Ok(0) | Err(_) => Err(BridgeError::Protocol(self.death_reason(read.err()))),
-            Ok(_) => serde_json::from_str(answer.trim_end()).map_err(|e| {
+        match answer {
+            Ok(answer) => serde_json::from_str(answer.trim_end()).map_err(|e| {
                 BridgeError::Protocol(format!("unreadable response ({e}): {}", answer.trim_end().chars().take(200).collect::<String>()))
             }),
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                let d = limit.unwrap_or_default();
+                Err(BridgeError::Stopped(format!(
+                    "no answer within the time limit of {} (--call-timeout); the framework's process was stopped",
+                    seconds_text(d)
+                )))
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(self.died()),
         }
     }
 
-    /// Explains why the process stopped answering: its exit status and the
-    /// last line it wrote on stderr (a Python traceback ends with the cause).
-    fn death_reason(&mut self, io: Option<std::io::Error>) -> String {
+    fn kill(&mut self) {
+        self.stopped = true;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The process stopped answering: a Protocol error saying why, from its
+    /// exit status and the last line it wrote on stderr (a Python traceback
+    /// ends with the cause).
+    fn died(&mut self) -> BridgeError {
+        self.stopped = true;
         // Closed pipes come before the exit status: wait a moment for it, so
         // the reason says how the process ended. That moment also lets the
         // stderr thread read the last lines, which name the cause.
@@ -380,19 +498,28 @@ impl Bridge {
                 exited = Some(s);
                 break;
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let status = match (exited, io) {
-            (Some(s), _) => format!("the bridge process exited ({s})"),
-            (None, Some(e)) => format!("lost contact with the bridge process ({e})"),
-            (None, None) => "the bridge process closed its output".to_string(),
+        if exited.is_none() {
+            self.kill();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let status = match exited {
+            Some(s) => format!("the bridge process exited ({s})"),
+            None => "the bridge process closed its output".to_string(),
         };
         let last = self.stderr_tail.lock().ok().and_then(|t| t.iter().rev().find(|l| !l.trim().is_empty()).cloned());
-        match last {
+        BridgeError::Protocol(match last {
             Some(l) => format!("{status}: {}", l.trim()),
             None => status,
-        }
+        })
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -427,12 +554,6 @@ fn expect_result_files(outputs: &[PathBuf], out_dir: &Path) -> Result<(), Bridge
     Ok(())
 }
 
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -572,6 +693,71 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", out.join("result_0.npy")).unwrap();
         assert!(matches!(expect_result_files(&two[..1], &out), Err(BridgeError::Protocol(m)) if m.contains("not a regular file")));
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A stand-in bridge: `/bin/sh` running `script`, which answers the
+    /// ping and then does what the rest of `script` says.
+    fn sh_bridge(name: &str, after_ping: &str) -> BridgeLocation {
+        let d = scratch(name);
+        let script = d.join("bridge.sh");
+        let ping = r#"read line; echo '{"ok": true, "tf_version": "0", "sandbox": "none (test)"}'"#;
+        std::fs::write(&script, format!("{ping}\n{after_ping}\n")).unwrap();
+        BridgeLocation { python: PathBuf::from("/bin/sh"), script }
+    }
+
+    fn probe(bridge: &Bridge) -> Request {
+        Request { func: "tf.identity".into(), args: vec![], kwargs: vec![], out_dir: bridge.work_dir().join("0") }
+    }
+
+    #[test]
+    fn a_bridge_that_dies_at_start_is_unavailable_not_retried() {
+        let d = scratch("dies-at-start");
+        std::fs::write(d.join("bridge.sh"), "exit 5\n").unwrap();
+        let loc = BridgeLocation { python: PathBuf::from("/bin/sh"), script: d.join("bridge.sh") };
+        match Bridge::start(&loc) {
+            Err(Failure::Unavailable(m)) => assert!(m.contains("exit status: 5"), "{m}"),
+            Err(e) => panic!("expected Unavailable, got {e:?}"),
+            Ok(_) => panic!("a bridge that exits at once started"),
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_dead_bridge_is_replaced_in_a_new_directory() {
+        let loc = sh_bridge("dies-in-call", "read line; exit 7");
+        let mut bridge = Bridge::start(&loc).unwrap();
+        let first = bridge.work_dir().to_path_buf();
+        assert!(first.ends_with("p0") && first.starts_with(bridge.scratch_dir()), "{}", first.display());
+        match bridge.call(&probe(&bridge)) {
+            Err(BridgeError::Protocol(m)) => assert!(m.contains("exit status: 7"), "{m}"),
+            other => panic!("expected the death to be reported, got {other:?}"),
+        }
+        // The next call goes to a new process in a new directory.
+        assert!(bridge.work_dir().ends_with("p1"), "{}", bridge.work_dir().display());
+        assert!(!first.exists(), "the dead process's directory stays");
+        assert!(matches!(bridge.call(&probe(&bridge)), Err(BridgeError::Protocol(m)) if m.contains("exit status: 7")));
+        let scratch_dir = bridge.scratch_dir().to_path_buf();
+        drop(bridge);
+        assert!(!scratch_dir.exists());
+        let _ = std::fs::remove_dir_all(loc.script.parent().unwrap());
+    }
+
+    #[test]
+    fn a_call_past_the_time_limit_is_stopped_and_the_next_one_served() {
+        // `exec`: the process itself sleeps, so killing it ends the sleep.
+        let loc = sh_bridge("sleeps", "read line; exec sleep 100");
+        let limits = CallLimits { time: Some(Duration::from_millis(300)), memory: None };
+        let mut bridge = Bridge::start_with(&loc, limits).unwrap();
+        let t = std::time::Instant::now();
+        match bridge.call(&probe(&bridge)) {
+            Err(e @ BridgeError::Stopped(_)) => assert!(e.to_string().contains("time limit of 0.3 s (--call-timeout)"), "{e}"),
+            other => panic!("expected the call to be stopped, got {other:?}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(bridge.work_dir().ends_with("p1"));
+        assert!(matches!(bridge.call(&probe(&bridge)), Err(BridgeError::Stopped(_))));
+        drop(bridge);
+        let _ = std::fs::remove_dir_all(loc.script.parent().unwrap());
     }
 
     #[test]

@@ -11,9 +11,11 @@
 
 pub mod bridge;
 pub mod compare;
+pub mod limits;
 pub mod outcome;
 pub mod policy;
 pub mod sandbox;
+pub mod scratch;
 
 /// Relative tolerance for FLOAT outputs. The framework sums in a different
 /// order than the interpreter, so bit equality is not expected; 1e-6 is the

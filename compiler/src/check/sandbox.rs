@@ -9,13 +9,21 @@
 //! - its environment is rebuilt from a short list instead of inherited, so
 //!   tokens, keys and credentials in the user's environment never reach it;
 //! - stdin carries requests only (the bridge points fd 0 at /dev/null after
-//!   taking the pipe), stdout responses only.
+//!   taking the pipe), stdout responses only;
+//! - it dies with eintup: `PR_SET_PDEATHSIG` sends it SIGKILL when eintup
+//!   ends, however it ends, and it holds the scratch janitor's pipe
+//!   ([`super::scratch`]) so that its own death lets the janitor clean up.
+//!   (The signal follows the *thread* that started the child: `check`
+//!   starts bridges from its main thread.)
 
-use crate::driver::Failure;
 use std::ffi::OsString;
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
+
+/// The descriptor number the bridge process holds the janitor's pipe on.
+pub const JANITOR_FD: RawFd = 3;
 
 /// Variables passed through from the user's environment when set: what
 /// Python needs to find itself and TensorFlow (`PYTHONPATH`, libraries),
@@ -32,39 +40,36 @@ const PASSED_THROUGH: &[&str] = &[
     "TF_ENABLE_ONEDNN_OPTS",
 ];
 
-/// A private scratch directory, removed with everything in it on drop.
-#[derive(Debug)]
-pub struct WorkDir(PathBuf);
-
-impl WorkDir {
-    /// Creates `eintup-check-PID-K` in the system's temporary directory.
-    /// `create` fails on an existing name, so a directory or link planted
-    /// under a predictable name is never reused.
-    pub fn new() -> Result<WorkDir, Failure> {
-        let base = std::env::temp_dir();
-        for k in 0..1000u32 {
-            let p = base.join(format!("eintup-check-{}-{k}", std::process::id()));
-            if std::fs::DirBuilder::new().mode(0o700).create(&p).is_ok() {
-                return Ok(WorkDir(p));
-            }
-        }
-        Err(Failure::Internal(format!("cannot create a private scratch directory in {}", base.display())))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Sets `cmd`'s working directory and environment as described above.
-pub fn confine(cmd: &mut Command, work: &WorkDir) {
-    confine_with(cmd, work.path(), |k| std::env::var_os(k));
+pub fn confine(cmd: &mut Command, dir: &Path) {
+    confine_with(cmd, dir, |k| std::env::var_os(k));
+}
+
+/// Makes the child die with eintup (SIGKILL) and hold `janitor` (the write
+/// end of the scratch janitor's pipe) as descriptor [`JANITOR_FD`].
+pub fn tie_to_parent(cmd: &mut Command, janitor: Option<RawFd>) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec only async-signal-safe calls (prctl,
+    // getppid, dup2, fcntl), no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // eintup died before the prctl: no signal would ever come.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("eintup exited while starting the framework bridge"));
+            }
+            if let Some(fd) = janitor {
+                // dup2 onto itself keeps close-on-exec; clear it instead.
+                let r = if fd == JANITOR_FD { libc::fcntl(fd, libc::F_SETFD, 0) } else { libc::dup2(fd, JANITOR_FD) };
+                if r < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
 }
 
 /// [`confine`] with the environment explicit, for tests.
@@ -87,7 +92,6 @@ fn confine_with(cmd: &mut Command, dir: &Path, env: impl Fn(&str) -> Option<OsSt
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use std::os::unix::fs::PermissionsExt;
 
     fn env_of(cmd: &Command) -> BTreeMap<String, String> {
         cmd.get_envs().filter_map(|(k, v)| Some((k.to_str()?.to_string(), v?.to_str()?.to_string()))).collect()
@@ -122,17 +126,5 @@ mod tests {
         .collect();
         assert_eq!(env, want);
         assert_eq!(cmd.get_current_dir(), Some(Path::new("/w")));
-    }
-
-    #[test]
-    fn the_workdir_is_private_and_removed() {
-        let w = WorkDir::new().unwrap();
-        let p = w.path().to_path_buf();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o700);
-        std::fs::write(p.join("x.npy"), b"x").unwrap();
-        let other = WorkDir::new().unwrap();
-        assert_ne!(other.path(), p);
-        drop(w);
-        assert!(!p.exists());
     }
 }

@@ -9,13 +9,15 @@
 //! that reached it (E0504) or nothing could be run (E0505), 3 when the
 //! framework cannot be imported, 0 otherwise. `--bind` checks one
 //! configuration; `--float`, `--rtol`, `--atol` set the width and the
-//! tolerances; `--json` prints one object per configuration as it
-//! finishes (JSON Lines), then a summary object.
+//! tolerances; `--call-timeout` and `--call-memory` bound each framework
+//! call; `--json` prints one object per configuration as it finishes (JSON
+//! Lines), then a summary object.
 
 use super::{Backend, CheckArgs};
 use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
 use eintup::check::compare::Mismatch;
 use eintup::check::outcome::{judge, Row, Summary, Verdict};
+use eintup::check::limits::CallLimits;
 use eintup::check::Tolerance;
 use eintup::check::policy;
 use crate::cli::shapes::{aligned, dims_text};
@@ -70,7 +72,8 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     };
     let defaults = Tolerance::default_for(args.float);
     let tol = Tolerance { rtol: args.rtol.unwrap_or(defaults.rtol), atol: args.atol.unwrap_or(defaults.atol) };
-    let mut bridge = Bridge::start(&BridgeLocation::find()?)?;
+    let limits = CallLimits { time: args.call_timeout.0, memory: args.call_memory.0 };
+    let mut bridge = Bridge::start_with(&BridgeLocation::find()?, limits)?;
     if bridge.sandbox().starts_with("none") {
         eprintln!("note: the framework bridge runs without a sandbox: {}", bridge.sandbox());
     }
@@ -83,8 +86,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     let progress = Progress::new(configs.len(), args.quiet || args.json);
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
-        let dir = bridge.work_dir().join(k.to_string());
-        let row = check_one(&src, &prog, &space, dims, &args, tol, &mut bridge, &dir)?;
+        let row = check_one(&src, &prog, &space, dims, &args, tol, &mut bridge, k)?;
         if args.json {
             print_line(&json_row(k, &names, &outputs, &row).to_string());
         }
@@ -119,10 +121,16 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     }
     if summary.call_always_failed() {
         let first = rows.iter().flat_map(|r| r.problems.first()).next().cloned().unwrap_or_default();
+        // A call over a limit is not a wrong call: say which flag to raise.
+        let why = if first.contains("(--call-timeout)") || first.contains("(--call-memory)") {
+            "the call went over a limit of `check` on every configuration: raise --call-timeout or --call-memory, or narrow the DIMS ranges (docs/check.md#limits)"
+        } else {
+            "the call is wrong (a misspelt function, wrong arguments) or unsupported by the framework; the rows above give each reason"
+        };
         return Err(src.failure(vec![Diagnostic::error("E0504", "the framework call failed on every configuration")
             .at(call.span, "no configuration got a comparable result from this call")
             .note(format!("the first reason: {first}"))
-            .note("the call is wrong (a misspelt function, wrong arguments) or unsupported by the framework; the rows above give each reason")]));
+            .note(why)]));
     }
     Ok(())
 }
@@ -179,7 +187,7 @@ fn name_span(ast: Option<&et_grammar::ast::Call>, call: &FrameworkCall) -> et_gr
 /// which report it as they always have.
 fn resolve_call(src: &Source, call: &FrameworkCall, bridge: &mut Bridge) -> Result<(), Failure> {
     match bridge.resolve(&call.func) {
-        Ok(()) | Err(BridgeError::Protocol(_)) => Ok(()),
+        Ok(()) | Err(BridgeError::Protocol(_) | BridgeError::Stopped(_)) => Ok(()),
         Err(BridgeError::Unavailable(why)) => Err(Failure::Unavailable(why)),
         Err(BridgeError::Call(why)) => {
             let ast = et_grammar::parse_file(&src.text).ok().and_then(|f| f.call);
@@ -211,7 +219,7 @@ fn check_one(
     args: &CheckArgs,
     tol: Tolerance,
     bridge: &mut Bridge,
-    dir: &Path,
+    row: usize,
 ) -> Result<Row, Failure> {
     let n_out = prog.module.outputs.len();
     let cfg = space.config(&dims);
@@ -230,15 +238,19 @@ fn check_one(
         Err(f @ Failure::User(_)) => return Ok(Row::all(dims, n_out, Verdict::Skipped, format!("skipped: {}", first_line(&f.to_string())))),
         Err(f) => return Err(f),
     };
+    // Asked now: the bridge's directory changes when a stopped process
+    // was replaced.
+    let dir = &bridge.work_dir().join(row.to_string());
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let request = build_request(m, &arrays, dir)?;
     let results = match bridge.call(&request) {
         Ok(r) => r,
         Err(BridgeError::Unavailable(why)) => return Err(Failure::Unavailable(why)),
-        // The call raised, or the bridge died or broke the protocol (it then
-        // fails every later row the same way): the framework gave nothing.
+        // The call raised or went over a limit, or the bridge died or broke
+        // the protocol (a new process serves the next row): the framework
+        // gave nothing.
         Err(BridgeError::Call(why)) => return Ok(Row::all(dims, n_out, Verdict::FrameworkError, format!("framework error: {why}"))),
-        Err(e @ BridgeError::Protocol(_)) => {
+        Err(e @ (BridgeError::Protocol(_) | BridgeError::Stopped(_))) => {
             return Ok(Row::all(dims, n_out, Verdict::FrameworkError, format!("framework error: {e}")));
         }
         Err(e @ BridgeError::Encode(_)) => return Err(Failure::Internal(e.to_string())),

@@ -57,6 +57,11 @@ fn tolerance_parser(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A `check --call-*` limit; `Limit(None)` is `none`. (A newtype: clap
+/// takes a bare `Option` field for an optional flag.)
+#[derive(Clone, Copy, Debug)]
+pub struct Limit<T>(pub Option<T>);
+
 /// The help text of `--max-work`.
 const MAX_WORK_HELP: &str = "Refuse to run a configuration that needs more than N loop iterations (interpreter: instantiations) in all, estimated before running (default 2^40 = 1099511627776; `none`: no limit; docs/limits.md)";
 
@@ -125,6 +130,16 @@ pub struct CheckArgs {
     /// finished row on stderr (errors, the table and the summary still print).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Stop a framework call that has not answered after SECONDS (its
+    /// process is killed and replaced; the row is a framework error).
+    /// Default 60; `none`: no limit (docs/check.md#limits).
+    #[arg(long = "call-timeout", value_name = "SECONDS|none", value_parser = |s: &str| eintup::check::limits::parse_seconds(s).map(Limit), default_value = "60")]
+    pub call_timeout: Limit<std::time::Duration>,
+    /// Memory a framework call may allocate beyond what TensorFlow holds
+    /// after importing (e.g. 512MiB, 8GiB); an allocation over it fails the
+    /// call. Default 8GiB; `none`: no limit (docs/check.md#limits).
+    #[arg(long = "call-memory", value_name = "SIZE|none", value_parser = |s: &str| eintup::check::limits::parse_size(s).map(Limit), default_value = "8GiB")]
+    pub call_memory: Limit<u64>,
 }
 
 #[derive(Args, Debug)]

@@ -6,7 +6,11 @@ every way the bridge must survive or contain: at import time and in `tile`
 it tries to escape (write, delete, run a program, connect, signal its
 parent), `reshape` raises SystemExit, `identity` reads stdin and prints to
 stdout, `squeeze` kills the process, `fill` returns strings, `pad` raises
-with terminal control characters in its message. Each attempt is
+with terminal control characters in its message, `transpose` never returns
+(it writes its pid to `bridge.pid` in its working directory, then sleeps),
+`zeros` reserves 2 GiB with NumPy (untouched, so cheap without a limit) and
+returns zeros shaped like its argument, `ones` fills its working directory with
+files, then never returns. Each attempt is
 reported in the function's exception message. HOSTILE_DIR names the
 directory whose `pwned` must never appear and whose `keep/file` must never
 disappear.
@@ -15,6 +19,7 @@ disappear.
 import os
 import socket
 import sys
+import time
 
 import numpy as np
 
@@ -108,3 +113,26 @@ def fill(*args, **kwargs):
 @pure
 def pad(*args, **kwargs):
     raise ValueError("\x1b[2Jcleared\x07")
+
+
+@pure
+def transpose(*args, **kwargs):
+    with open("bridge.pid", "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        time.sleep(1)
+
+
+@pure
+def zeros(x, *args, **kwargs):
+    big = np.empty(1 << 28)
+    del big
+    return np.zeros(x.shape, dtype=x.dtype)
+
+
+@pure
+def ones(*args, **kwargs):
+    os.makedirs("litter", exist_ok=True)
+    for k in range(200):
+        open(os.path.join("litter", str(k)), "w").close()
+    return transpose()
