@@ -153,8 +153,8 @@ def test_load_runs_an_ahead_of_time_bundle(tmp_path):
     np.testing.assert_allclose(bk()["c"], want, rtol=1e-5)
     with pytest.raises(eintup.ShapeError, match="input `a`: shape \\[3, 4\\], expected \\[2, 3, 4\\]"):
         bk(a=rand((3, 4)), b=bb)
-    with pytest.raises(eintup.Error, match="device `cuda`"):
-        eintup.load(b, device="cuda")
+    with pytest.raises(eintup.Error, match="device `tpu`: expected emu, cuda or cuda:N"):
+        eintup.load(b, device="tpu")
     with pytest.raises(eintup.Error, match="no/such.etb"):
         eintup.load("no/such.etb")
 
