@@ -376,11 +376,13 @@ impl CudaArray {
         (KDL_CUDA, self.program.ordinal as i32)
     }
 
+    /// The array's shape.
     #[getter]
     fn shape(&self) -> Vec<usize> {
         self.buffer.shape().to_vec()
     }
 
+    /// `int32`, `float32` or `float64`.
     #[getter]
     fn dtype(&self) -> &'static str {
         dtype_name(self.buffer.dtype())
