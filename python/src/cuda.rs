@@ -8,7 +8,8 @@
 //! counted). The caller's memory stays alive while the program may use it:
 //! the imported tensors of a call are held (their deleters not called)
 //! until the next call has released them from the program, which waits for
-//! the work that used them (`Program::bind`'s rule).
+//! the work that used them (`Program::bind`'s rule), or until a
+//! `synchronize`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -162,7 +163,9 @@ impl CudaProgram {
         p.manifest().buffers.iter().filter(|b| b.role == Role::Output).map(|b| (b.name.clone(), b.dtype, b.shape.clone())).collect()
     }
 
-    /// Waits for the work enqueued so far (the GIL released meanwhile).
+    /// Waits for the work enqueued so far (the GIL released meanwhile),
+    /// then lets the caller's tensors of the last call go: no launch uses
+    /// them before the next call binds its own in their place.
     pub fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let mut p = self.program.try_borrow_mut().map_err(|_| Error::new_err("the program is running"))?;
         let p = SameThread(&mut *p);
@@ -170,7 +173,9 @@ impl CudaProgram {
             let p = p;
             p.0.synchronize()
         })
-        .map_err(|e| Error::new_err(format!("CUDA: {e}")))
+        .map_err(|e| Error::new_err(format!("CUDA: {e}")))?;
+        self.held.borrow_mut().clear();
+        Ok(())
     }
 
     /// Runs the program on `args` (names checked against the program's
