@@ -199,6 +199,33 @@ impl CudaProgram {
 
     #[allow(clippy::too_many_arguments)]
     fn bind_and_run<'py>(self: &Rc<Self>, py: Python<'py>, what: &str, args: Vec<(String, Arg)>, results: &[ResultSpec], out: Option<&Bound<'py, PyDict>>, stream: u64, fresh: &mut Vec<Imported>) -> PyResult<(Bound<'py, PyDict>, u64)> {
+        // out= arrays (taken first: exporting one of this program's own
+        // results may wait for the program): results, CUDA arrays of this device, of the
+        // result's dtype and shape, writable and contiguous.
+        let mut outs: BTreeMap<String, (Bound<'py, PyAny>, Imported)> = BTreeMap::new();
+        if let Some(out) = out {
+            for (k, v) in out.iter() {
+                let name: String = k.extract()?;
+                let w = format!("out: `{name}`");
+                let Some(s) = results.iter().find(|s| s.name == name) else {
+                    let names: Vec<&str> = results.iter().map(|s| s.name.as_str()).collect();
+                    return Err(Error::new_err(format!("{w} is not a result of {what} (results: {})", names.join(", "))));
+                };
+                let d = dlpack::device_of(&v, &w)?;
+                let Some(d) = d.filter(|d| *d == DLDevice { device_type: KDL_CUDA, device_id: self.ordinal as i32 }) else {
+                    let on = d.map_or("host memory".to_string(), device_name);
+                    return Err(ShapeError::new_err(format!("{w}: it is on {on}; the call runs on CUDA device {}, where out= arrays must be", self.ordinal)));
+                };
+                let i = dlpack::import(&v, d, Some(stream), &w)?;
+                if i.read_only {
+                    return Err(ShapeError::new_err(format!("{w}: its producer exports it read-only")));
+                }
+                if i.dtype != s.dtype || i.shape != s.shape {
+                    return Err(ShapeError::new_err(format!("{w} is {}{:?}, the result is {}{:?}", dtype_name(i.dtype), i.shape, dtype_name(s.dtype), s.shape)));
+                }
+                outs.insert(name, (v, i));
+            }
+        }
         let mut p = self.program.try_borrow_mut().map_err(|_| Error::new_err("the program is already running"))?;
         let rt = |e: eintup_runtime::Error| match e {
             eintup_runtime::Error::Input { .. } => ShapeError::new_err(format!("{what}: {e}")),
@@ -224,32 +251,6 @@ impl CudaProgram {
         }
         if let Some(b) = m.inputs().find(|b| !given.contains_key(&b.name) && m.generator(&b.name).is_none()) {
             return Err(ShapeError::new_err(format!("{what}: input `{}` is not given (expected {} of shape {:?}) and the program cannot generate it", b.name, dtype_name(b.dtype), b.shape)));
-        }
-        // out= arrays: results, CUDA arrays of this device, of the
-        // result's dtype and shape, writable and contiguous.
-        let mut outs: BTreeMap<String, (Bound<'py, PyAny>, Imported)> = BTreeMap::new();
-        if let Some(out) = out {
-            for (k, v) in out.iter() {
-                let name: String = k.extract()?;
-                let w = format!("out: `{name}`");
-                let Some(s) = results.iter().find(|s| s.name == name) else {
-                    let names: Vec<&str> = results.iter().map(|s| s.name.as_str()).collect();
-                    return Err(Error::new_err(format!("{w} is not a result of {what} (results: {})", names.join(", "))));
-                };
-                let d = dlpack::device_of(&v, &w)?;
-                let Some(d) = d.filter(|d| *d == DLDevice { device_type: KDL_CUDA, device_id: self.ordinal as i32 }) else {
-                    let on = d.map_or("host memory".to_string(), device_name);
-                    return Err(ShapeError::new_err(format!("{w}: it is on {on}; the call runs on CUDA device {}, where out= arrays must be", self.ordinal)));
-                };
-                let i = dlpack::import(&v, d, Some(stream), &w)?;
-                if i.read_only {
-                    return Err(ShapeError::new_err(format!("{w}: its producer exports it read-only")));
-                }
-                if i.dtype != s.dtype || i.shape != s.shape {
-                    return Err(ShapeError::new_err(format!("{w} is {}{:?}, the result is {}{:?}", dtype_name(i.dtype), i.shape, dtype_name(s.dtype), s.shape)));
-                }
-                outs.insert(name, (v, i));
-            }
         }
         // Everything is checked: now the device.
         if self.stream.get() != stream {

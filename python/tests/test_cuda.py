@@ -350,7 +350,7 @@ def test_gpu_results_feed_later_calls_with_no_copy_and_out_writes_in_place():
     got = k(a=c, b=c, out={"c": d})["c"]
     assert got is d and d.data_ptr == ptr and k.last_copies == 0
     np.testing.assert_allclose(d.numpy(), (a @ b) @ (a @ b), rtol=1e-5)
-    with pytest.raises(eintup.ShapeError, match="out: `c`: it is on host memory"):
+    with pytest.raises(eintup.ShapeError, match="out: `c`: it is on the CPU; the call runs on CUDA device 0, where out= arrays must be"):
         k(a=c, b=c, out={"c": np.zeros((4, 4), np.float32)})
     with pytest.raises(eintup.ShapeError, match="float32\\[4, 4\\], the program's input is float64"):
         eintup.compile(MATMUL, target="cuda", float="f64")(a=c, b=c)
