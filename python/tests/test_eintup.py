@@ -142,6 +142,9 @@ def test_load_runs_an_ahead_of_time_bundle(tmp_path):
     binds = ["--bind", "batch=[2]", "--bind", "row=[3]", "--bind", "k=[4]", "--bind", "col=[5]"]
     subprocess.run([str(eintup_bin), "build", str(MATMUL), *binds, "--float", "f32", "-o", str(b)], check=True, capture_output=True)
     bk = eintup.load(b)
+    assert bk.device == "emu"
+    with pytest.raises(eintup.Error, match="stream: .* is loaded on the emulator, which runs on no stream"):
+        bk(a=rand((2, 3, 4)), b=rand((2, 4, 5)), stream=1)
     assert [(n, d, s) for n, d, s, _ in bk.inputs] == [("a", "float32", [2, 3, 4]), ("b", "float32", [2, 4, 5])]
     a, bb = rand((2, 3, 4), seed=3), rand((2, 4, 5), seed=4)
     for _ in range(2):  # loaded once, run twice: outputs start from zero each time
