@@ -316,7 +316,7 @@ impl CudaProgram {
             match bound_results.iter().position(|(n, _)| *n == s.name) {
                 Some(k) => match &bound_results[k].1 {
                     Ok(obj) => dict.set_item(&s.name, obj)?,
-                    Err(buf) => dict.set_item(&s.name, CudaArray { buffer: buf.clone(), program: self.clone(), stream })?,
+                    Err(buf) => dict.set_item(&s.name, CudaArray { buffer: buf.clone(), ordinal: self.ordinal, program: Some(self.clone()), stream })?,
                 },
                 // A result that is not an output buffer (an input, say):
                 // read back and uploaded again, a copy.
@@ -331,7 +331,7 @@ impl CudaProgram {
                         dst.write(&t).map_err(rt)?;
                         dict.set_item(&s.name, obj)?;
                     } else {
-                        dict.set_item(&s.name, CudaArray { buffer: buf, program: self.clone(), stream })?;
+                        dict.set_item(&s.name, CudaArray { buffer: buf, ordinal: self.ordinal, program: Some(self.clone()), stream })?;
                     }
                 }
             }
@@ -347,9 +347,36 @@ impl CudaProgram {
 #[pyclass(unsendable, module = "eintup._eintup")]
 pub struct CudaArray {
     buffer: DeviceBuffer,
-    program: Rc<CudaProgram>,
+    ordinal: usize,
+    /// The program whose call produced it (waited for before a consumer on
+    /// another stream reads it); None for `_testing_cuda_array`'s.
+    program: Option<Rc<CudaProgram>>,
     /// The stream the producing call ran on.
     stream: u64,
+}
+
+impl CudaArray {
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        self.program.as_ref().map_or(Ok(()), |p| p.synchronize(py))
+    }
+}
+
+/// A `CudaArray` over zeroed memory of the PTX emulator that says it is on
+/// CUDA device 0: it exists so that the DLPack export (capsules, structs,
+/// deleters) and the import of the package's own results are tested on
+/// machines without a GPU (python/tests/test_cuda.py). Its address is the
+/// emulator's, so only the package itself (which fails without a driver
+/// before using it) and tests that read the capsule's fields may take it.
+#[pyfunction]
+pub fn _testing_cuda_array(dtype: &str, shape: Vec<usize>) -> PyResult<CudaArray> {
+    let dtype = match dtype {
+        "int32" => DType::I32,
+        "float32" => DType::F32,
+        "float64" => DType::F64,
+        _ => return Err(Error::new_err(format!("dtype `{dtype}`: expected int32, float32 or float64"))),
+    };
+    let buffer = crate::kernel::emulator().alloc(dtype, &shape).map_err(|e| Error::new_err(e.to_string()))?;
+    Ok(CudaArray { buffer, ordinal: 0, program: None, stream: 1 })
 }
 
 #[pymethods]
@@ -361,8 +388,8 @@ impl CudaArray {
     /// skips that. `max_version` (1, x) gives a versioned capsule.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__<'py>(&self, py: Python<'py>, stream: Option<i64>, max_version: Option<(u32, u32)>, dl_device: Option<(i32, i32)>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(d) = dl_device.filter(|&d| d != (KDL_CUDA, self.program.ordinal as i32)) {
-            return Err(PyBufferError::new_err(format!("the array is on CUDA device {}; it exports only there, not to device {d:?}", self.program.ordinal)));
+        if let Some(d) = dl_device.filter(|&d| d != (KDL_CUDA, self.ordinal as i32)) {
+            return Err(PyBufferError::new_err(format!("the array is on CUDA device {}; it exports only there, not to device {d:?}", self.ordinal)));
         }
         if copy == Some(true) {
             return Err(PyBufferError::new_err("the array exports its own memory only (copy=True is not supported)"));
@@ -372,14 +399,14 @@ impl CudaArray {
             Some(s) => s,
         };
         if consumer != -1 && u64::try_from(consumer).ok() != Some(self.stream) {
-            self.program.synchronize(py)?;
+            self.synchronize(py)?;
         }
-        dlpack::export(py, &self.buffer, self.program.ordinal, max_version.is_some_and(|(major, _)| major >= 1))
+        dlpack::export(py, &self.buffer, self.ordinal, max_version.is_some_and(|(major, _)| major >= 1))
     }
 
     /// `(kDLCUDA, device ordinal)`.
     fn __dlpack_device__(&self) -> (i32, i32) {
-        (KDL_CUDA, self.program.ordinal as i32)
+        (KDL_CUDA, self.ordinal as i32)
     }
 
     /// The array's shape.
@@ -402,7 +429,7 @@ impl CudaArray {
 
     /// A copy on the host, as a NumPy array (after the producing work).
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.program.synchronize(py)?;
+        self.synchronize(py)?;
         let t: Tensor = self.buffer.read().map_err(|e| Error::new_err(format!("CUDA: {e}")))?;
         let a = zeros(py, t.dtype(), &t.shape)?;
         View::get(&a, "a result", true)?.fill_from(t, "a result")?;
@@ -410,6 +437,6 @@ impl CudaArray {
     }
 
     fn __repr__(&self) -> String {
-        format!("<eintup.CudaArray {}{:?} on cuda:{}>", dtype_name(self.buffer.dtype()), self.buffer.shape(), self.program.ordinal)
+        format!("<eintup.CudaArray {}{:?} on cuda:{}>", dtype_name(self.buffer.dtype()), self.buffer.shape(), self.ordinal)
     }
 }

@@ -202,6 +202,7 @@ fn _eintup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::_testing_cuda_array, m)?)?;
     m.add_class::<Bundle>()?;
     m.add_class::<cuda::CudaArray>()?;
     m.add("Error", m.py().get_type::<Error>())?;

@@ -319,6 +319,92 @@ def test_host_targets_refuse_cuda_arrays(target):
     assert a.calls == []
 
 
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def emulated_cuda_array(dtype, shape):
+    """A CudaArray over the emulator's memory that says it is on CUDA
+    device 0 (python/src/cuda.rs): the export, without a GPU."""
+    return eintup._eintup._testing_cuda_array(dtype, shape)
+
+
+@pytest.mark.parametrize("dtype, code", [("float32", (2, 32, 1)), ("float64", (2, 64, 1)), ("int32", (0, 32, 1))])
+@pytest.mark.parametrize("kw, versioned", [({}, False), ({"max_version": (1, 0)}, True), ({"max_version": (0, 8)}, False),
+                                           ({"stream": -1, "max_version": (1, 2), "dl_device": (2, 0), "copy": False}, True)])
+def test_results_export_themselves_through_dlpack(dtype, code, kw, versioned):
+    x = emulated_cuda_array(dtype, [2, 3, 5])
+    assert isinstance(x, eintup.CudaArray) and x.__dlpack_device__() == (2, 0)
+    assert x.shape == [2, 3, 5] and x.dtype == dtype
+    np.testing.assert_array_equal(x.numpy(), np.zeros((2, 3, 5), dtype))
+    cap = x.__dlpack__(**kw)
+    name = "dltensor_versioned" if versioned else "dltensor"
+    assert capsule_name(cap) == name
+    ptr = _api.PyCapsule_GetPointer(cap, name.encode())
+    if versioned:
+        m = DLManagedTensorVersioned.from_address(ptr)
+        assert (m.version.major, m.version.minor, m.flags) == (1, 0, 0)
+    else:
+        m = DLManagedTensor.from_address(ptr)
+    t = m.dl_tensor
+    assert t.data == x.data_ptr and x.data_ptr != 0
+    assert (t.device.device_type, t.device.device_id, t.ndim, t.byte_offset) == (2, 0, 3, 0)
+    assert [t.shape[i] for i in range(3)] == [2, 3, 5] and not t.strides
+    assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == code
+    # Consumed as a consumer does: renamed, then its deleter called once.
+    assert _api.PyCapsule_SetName(cap, b"used_" + name.encode()) == 0
+    m.deleter(ptr)
+    del cap  # a consumed capsule's destructor frees nothing more
+
+
+def test_exported_memory_lives_until_the_last_consumer():
+    """The emulator bounds its live memory at 4 GiB: 1 GiB arrays exported
+    six times over, each consumed or dropped, fit only if every capsule's
+    deleter (or destructor) lets its handle go, and the memory stays
+    allocated while a capsule holds it after the array is gone."""
+    for i in range(6):
+        x = emulated_cuda_array("float32", [256 << 20])
+        cap = x.__dlpack__(max_version=(1, 0) if i % 2 else None)
+        addr = x.data_ptr
+        del x
+        if i % 3 == 0:
+            del cap  # never consumed: the capsule's destructor frees it
+            continue
+        name = capsule_name(cap)
+        ptr = _api.PyCapsule_GetPointer(cap, name.encode())
+        m = (DLManagedTensorVersioned if i % 2 else DLManagedTensor).from_address(ptr)
+        assert m.dl_tensor.data == addr
+        _api.PyCapsule_SetName(cap, b"used_" + name.encode())
+        m.deleter(ptr)
+    # None of the six is alive: four fit again, and a fifth is over the bound.
+    keep = [emulated_cuda_array("float32", [256 << 20]) for _ in range(4)]
+    with pytest.raises(eintup.Error, match="memory"):
+        emulated_cuda_array("float32", [256 << 20])
+    del keep
+
+
+def test_export_refuses_another_device_and_copies():
+    x = emulated_cuda_array("float32", [4])
+    with pytest.raises(BufferError, match="the array is on CUDA device 0; it exports only there, not to device \\(1, 0\\)"):
+        x.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(BufferError, match="copy=True is not supported"):
+        x.__dlpack__(copy=True)
+    assert repr(x) == "<eintup.CudaArray float32[4] on cuda:0>"
+
+
+@no_gpu
+def test_the_packages_own_results_are_taken_back():
+    """Our export, imported by our own call: it reaches the device (the
+    no-driver error), the capsules are consumed, nothing crashes."""
+    a, b = emulated_cuda_array("float32", [2, 3]), emulated_cuda_array("float32", [3, 4])
+    with pytest.raises(eintup.Error, match=NO_DRIVER):
+        call_matmul(a=a, b=b)
+    with pytest.raises(eintup.ShapeError, match="array `a`: it is in device memory"):
+        eintup.compile(MATMUL, target="cpu")(a=a, b=b)
+
+
 # ---- On a GPU ----------------------------------------------------------------
 
 
