@@ -633,7 +633,8 @@ impl Kernel {
     }
 
     /// Arrays the last call copied: on `cpu`, inputs and `out=` arrays that
-    /// did not fit (0 when all fit); on `emu` and `interp`, every array.
+    /// did not fit (0 when all fit); on `cuda`, host arrays uploaded (0 when
+    /// all are CUDA arrays); on `emu` and `interp`, every array.
     #[getter]
     fn last_copies(&self) -> u64 {
         self.copies.get()

@@ -298,6 +298,10 @@ def test_devices_are_checked_before_anything_is_taken():
     with pytest.raises(eintup.ShapeError, match="array `b` is on CUDA device 1, array `a` on CUDA device 0: one call runs on one device"):
         call_matmul(a=a, b=b)
     assert a.deleted == 1 and b.deleted == 1
+    out = FakeCuda((2, 4), device=(2, 1))
+    with pytest.raises(eintup.ShapeError, match="out: `c` is on CUDA device 1, array `a` on CUDA device 0: one call runs on one device"):
+        call_matmul(a=FakeCuda((2, 3)), b=FakeCuda((3, 4)), out={"c": out})
+    assert out.calls == []  # never exported
     rocm = FakeCuda((2, 3), device=(10, 0))
     with pytest.raises(eintup.ShapeError, match="array `a`: it is on DLPack device type 10; the cuda target takes CUDA device arrays"):
         call_matmul(a=rocm, b=FakeCuda((3, 4)))
