@@ -88,7 +88,7 @@ def _as_array(name: str, a: Any, device_ok: bool) -> Any:
         try:
             return np.from_dlpack(a)
         except (TypeError, RuntimeError, BufferError, ValueError) as e:
-            raise ShapeError(f"array `{name}`: cannot read it through DLPack ({e}); the package runs on the CPU") from None
+            raise ShapeError(f"array `{name}`: cannot read it through DLPack ({e})") from None
     if isinstance(a, (np.ndarray, memoryview, bytes, bytearray)):
         return a
     try:
