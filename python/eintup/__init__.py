@@ -8,7 +8,10 @@ A kernel compiles once per set of input shapes and dtypes and keeps the
 compiled code in memory (`cache_info()`) and on disk (`cache_dir()`), so
 that another process gets it without compiling; its dims come from the
 arrays, as `eintup run --input` takes them. On `cpu` it runs on the
-arrays' own memory where their dtype and layout fit (`last_copies`).
+arrays' own memory where their dtype and layout fit (`last_copies`); on
+`cuda` it runs on CUDA arrays (PyTorch, CuPy: anything with `__dlpack__`)
+in place, on their device and the caller's stream, and returns
+`CudaArray`s (`torch.from_dlpack(r)`).
 Errors are `eintup.Error` (input shapes and dtypes: `eintup.ShapeError`)
 with the message the CLI prints. docs/python.md.
 """
@@ -23,7 +26,12 @@ import numpy as np
 from . import _eintup
 from ._eintup import Error, ShapeError
 
-__all__ = ["compile", "load", "cache_dir", "Kernel", "Bundle", "Error", "ShapeError"]
+from ._eintup import CudaArray, cuda_device_count
+
+__all__ = ["compile", "load", "cache_dir", "cuda_device_count", "Kernel", "Bundle", "CudaArray", "Error", "ShapeError"]
+
+# DLPack's device type of host memory.
+_KDL_CPU = 1
 
 
 def _build_id() -> str:
@@ -50,16 +58,37 @@ def cache_dir() -> Optional[str]:
     return os.path.join(base, "eintup")
 
 
-def _as_array(name: str, a: Any) -> Any:
+def _device(a: Any) -> Optional[tuple[int, int]]:
+    """The DLPack device `a` reports, or None (no `__dlpack_device__`, or
+    one that fails: the extension reports it where it matters)."""
+    f = getattr(a, "__dlpack_device__", None)
+    if f is None:
+        return None
+    try:
+        d = f()
+        return (int(d[0]), int(d[1]))
+    except Exception:
+        return None
+
+
+def _as_array(name: str, a: Any, device_ok: bool) -> Any:
     """`a` as an object with the buffer protocol: a NumPy array as it is,
     anything with `__dlpack__` (CPU tensors of PyTorch, JAX, CuPy's host
     arrays) through DLPack without a copy, anything else through
-    `np.asarray`."""
+    `np.asarray`. Device arrays (not host memory) are passed on unchanged
+    where `device_ok` (a `cuda` kernel takes them through DLPack itself)
+    and refused elsewhere."""
+    dev = _device(a)
+    if device_ok and dev != (_KDL_CPU, 0) and hasattr(a, "__dlpack_device__"):
+        # Device memory, or a device the extension reports as unreadable.
+        return a
+    if dev is not None and dev[0] != _KDL_CPU and not isinstance(a, np.ndarray):
+        raise ShapeError(f"array `{name}`: it is in device memory (DLPack device {dev}); compile with target=\"cuda\" to run on CUDA arrays, or copy it to the host")
     if hasattr(a, "__dlpack__") and not isinstance(a, np.ndarray):
         try:
             return np.from_dlpack(a)
         except (TypeError, RuntimeError, BufferError, ValueError) as e:
-            raise ShapeError(f"array `{name}`: cannot read it through DLPack ({e}); the package runs on the CPU") from None
+            raise ShapeError(f"array `{name}`: cannot read it through DLPack ({e})") from None
     if isinstance(a, (np.ndarray, memoryview, bytes, bytearray)):
         return a
     try:
@@ -68,11 +97,12 @@ def _as_array(name: str, a: Any) -> Any:
         raise ShapeError(f"array `{name}`: not an array ({e})") from None
 
 
-def _arguments(arrays: dict[str, Any]) -> dict[str, Any]:
-    """The arrays as the extension borrows them (NumPy arrays unchanged)."""
+def _arguments(arrays: dict[str, Any], device_ok: bool = False) -> dict[str, Any]:
+    """The arrays as the extension borrows them (NumPy arrays unchanged;
+    CUDA arrays unchanged where `device_ok`)."""
     for name, a in arrays.items():
         if type(a) is not np.ndarray:
-            arrays[name] = _as_array(name, a)
+            arrays[name] = _as_array(name, a, device_ok)
     return arrays
 
 
@@ -88,14 +118,15 @@ class Kernel:
 
     @property
     def target(self) -> str:
-        """Where it runs: `cpu`, `emu` or `interp`."""
+        """Where it runs: `cpu`, `cuda`, `emu` or `interp`."""
         return self._inner.target
 
     @property
     def last_copies(self) -> int:
         """How many arrays the last call copied: on `cpu`, the inputs and
         `out=` arrays whose dtype or layout did not fit (0 when all are
-        C-contiguous, aligned and of the buffer's dtype); on `emu` and
+        C-contiguous, aligned and of the buffer's dtype); on `cuda`, the host
+        arrays uploaded (0 when every array is a CUDA array); on `emu` and
         `interp`, every input and result."""
         return self._inner.last_copies
 
@@ -105,11 +136,24 @@ class Kernel:
         d = self._inner.cache_dir
         return None if d is None else os.fspath(d)
 
-    def __call__(self, out: Optional[Mapping[str, Any]] = None, **arrays: Any) -> dict[str, np.ndarray]:
+    def __call__(self, out: Optional[Mapping[str, Any]] = None, stream: Any = None, **arrays: Any) -> dict[str, Any]:
         """Runs the program on `arrays` and returns its results by name.
         `out={"name": array}` writes a result into the caller's array (of
-        its exact dtype and shape), which is returned in its place."""
-        return self._inner.call(_arguments(arrays), None if out is None else dict(out))
+        its exact dtype and shape), which is returned in its place.
+
+        `cuda` only: `stream` is the CUDA stream the call is enqueued on (an
+        int `CUstream`, or an object with `.cuda_stream` such as
+        `torch.cuda.current_stream()`); None, the default, is the legacy
+        default stream (DLPack's `stream=1`). The call returns once the work
+        is enqueued: results (`CudaArray`s, or the `out=` CUDA arrays) are
+        ready in that stream's order; `synchronize()` waits for them."""
+        cuda = self.target == "cuda"
+        return self._inner.call(_arguments(arrays, cuda), None if out is None else dict(out), stream)
+
+    def synchronize(self) -> None:
+        """Waits for the work this kernel enqueued on CUDA devices (a no-op
+        on other targets, whose calls finish before they return)."""
+        self._inner.synchronize()
 
     def cache_info(self) -> tuple[int, int, int]:
         """`(hits, misses, entries)` of the in-memory compiled-code cache."""
@@ -135,8 +179,11 @@ def compile(
     cache: bool = True,
 ) -> Kernel:
     """Compiles an `.et` program: a path to a `.et` file, or the program's
-    text. `target`: `cpu` (host code), `emu` (the GPU code on the PTX
-    emulator) or `interp` (the reference interpreter); `float`: the width
+    text. `target`: `cpu` (host code), `cuda` (a CUDA GPU: each call runs
+    on its CUDA arrays' device, compiled for that device's compute
+    capability; the driver is needed from the first call, not here), `emu`
+    (the GPU code on the PTX emulator) or `interp` (the reference
+    interpreter); `float`: the width
     of FLOAT (`f32`, `f64`); `binds`: dims fixed as `--bind` does
     (`{"batch": [2]}`); `fp_contract`: `off`/`fast` (compiled targets);
     `seed`: the seed of drawn dims and of inputs left out; `cache`: False
@@ -151,7 +198,9 @@ def compile(
 class Bundle:
     """An ahead-of-time bundle (`eintup build`) loaded once; call it with its
     input buffers (those left out are generated by the bundle); it returns
-    its output buffers by name. Shapes are the bundle's own."""
+    its output buffers by name. Shapes are the bundle's own. Loaded on
+    `cuda`, it runs on CUDA arrays in place and returns `CudaArray`s, as a
+    `cuda` kernel does."""
 
     def __init__(self, inner: _eintup.Bundle, path: str) -> None:
         self._inner = inner
@@ -162,18 +211,30 @@ class Bundle:
         """`[(name, dtype, shape, generated_if_left_out)]`."""
         return self._inner.inputs()
 
-    def __call__(self, out: Optional[Mapping[str, Any]] = None, **arrays: Any) -> dict[str, np.ndarray]:
+    @property
+    def device(self) -> str:
+        """`emu` or `cuda:N`."""
+        return self._inner.device
+
+    def __call__(self, out: Optional[Mapping[str, Any]] = None, stream: Any = None, **arrays: Any) -> dict[str, Any]:
         """Runs the bundle on `arrays` and returns its outputs by name
-        (written into the `out=` arrays where given)."""
-        return self._inner.call(_arguments(arrays), None if out is None else dict(out))
+        (written into the `out=` arrays where given). `stream`: as for
+        `Kernel.__call__` (CUDA only)."""
+        cuda = self.device.startswith("cuda")
+        return self._inner.call(_arguments(arrays, cuda), None if out is None else dict(out), stream)
+
+    def synchronize(self) -> None:
+        """Waits for the work enqueued on a CUDA device (a no-op on `emu`)."""
+        self._inner.synchronize()
 
     def __repr__(self) -> str:
         return f"<eintup.Bundle {self.path}>"
 
 
 def load(path: str | os.PathLike, *, device: str = "emu") -> Bundle:
-    """Loads a bundle directory made by `eintup build` on `device` (`emu`,
-    the PTX emulator), once."""
+    """Loads a bundle directory made by `eintup build` on `device`, once:
+    `emu` (the PTX emulator), or `cuda` / `cuda:N` (CUDA device N; the
+    bundle must target its compute capability or an older one)."""
     p = os.fspath(path)
     return Bundle(_eintup.load(p, device), p)
 

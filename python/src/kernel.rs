@@ -8,6 +8,9 @@
 //!   not fit is copied once, and counted (`last_copies`).
 //! - `emu`: the bundle loaded on the PTX emulator as a runtime [`Program`]
 //!   (decoded and allocated once); arrays cross by copy, as to a device.
+//! - `cuda`: the bundle built for the arrays' device's compute capability
+//!   and loaded there (`cuda::CudaProgram`), run on the caller's CUDA
+//!   arrays in place, on the caller's stream.
 //! - `interp`: the specialised module, run by the reference interpreter.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -31,6 +34,7 @@ use pyo3::types::PyDict;
 
 use crate::arrays::{dtype_name, result_views, ResultSpec, View};
 use crate::cache::DiskCache;
+use crate::cuda::{self, Arg, CudaProgram};
 use crate::errors::{failure, guarded, Error};
 
 /// Where a kernel runs.
@@ -38,6 +42,7 @@ use crate::errors::{failure, guarded, Error};
 pub enum Target {
     Cpu,
     Emu,
+    Cuda,
     Interp,
 }
 
@@ -47,8 +52,8 @@ impl Target {
             "cpu" => Ok(Target::Cpu),
             "emu" => Ok(Target::Emu),
             "interp" => Ok(Target::Interp),
-            "cuda" | "gpu" => Err(Error::new_err("target `cuda`: the package does not run on a GPU yet (issue #29); use `cpu` or `emu`")),
-            _ => Err(Error::new_err(format!("unknown target `{s}` (expected cpu, emu or interp)"))),
+            "cuda" | "gpu" => Ok(Target::Cuda),
+            _ => Err(Error::new_err(format!("unknown target `{s}` (expected cpu, cuda, emu or interp)"))),
         }
     }
 
@@ -56,6 +61,7 @@ impl Target {
         match self {
             Target::Cpu => "cpu",
             Target::Emu => "emu",
+            Target::Cuda => "cuda",
             Target::Interp => "interp",
         }
     }
@@ -82,6 +88,7 @@ struct Compiled {
 enum Code {
     Host { prog: HostProgram },
     Emu { program: RefCell<Program<'static>> },
+    Cuda { program: Rc<CudaProgram> },
     Interp,
 }
 
@@ -113,7 +120,8 @@ pub struct Kernel {
     /// The on-disk cache, unless disabled, and the build identity that
     /// keys its entries with the compiler version.
     pub disk: Option<(DiskCache, String)>,
-    cache: RefCell<BTreeMap<Key, Rc<Compiled>>>,
+    /// By CUDA device ordinal (0 off `cuda`) and key.
+    cache: RefCell<BTreeMap<(usize, Key), Rc<Compiled>>>,
     /// (hits, misses) of `cache`, and of the disk cache.
     counts: Cell<(u64, u64)>,
     disk_counts: Cell<(u64, u64)>,
@@ -135,7 +143,7 @@ impl Kernel {
         pipeline::specialized_for(&self.src, &self.binds, &Self::shapes(key), self.seed, self.float)
     }
 
-    fn compile_for(&self, key: &Key) -> Result<(Compiled, Option<CacheFiles>), Failure> {
+    fn compile_for(&self, key: &Key, dev: Option<(usize, &'static Device)>) -> Result<(Compiled, Option<CacheFiles>), Failure> {
         let (module, config) = self.specialized(key)?;
         let (code, files) = match self.target {
             Target::Interp => (Code::Interp, None),
@@ -159,15 +167,26 @@ impl Kernel {
                 let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
                 (Code::Emu { program: RefCell::new(program) }, Some(CacheFiles::Bundle(Box::new(b))))
             }
+            Target::Cuda => {
+                let (ordinal, dev) = dev.ok_or_else(|| Failure::Internal("a cuda kernel compiled without a device".into()))?;
+                let sm = eintup_codegen::gpu::device_sm(dev);
+                let lm = pipeline::lower_gpu(&self.src, &module, &GpuOptions::new(self.float, self.fp_contract, sm))?;
+                pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
+                let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
+                let program = dev.load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
+                (Code::Cuda { program: Rc::new(CudaProgram::new(program, ordinal, dev)) }, Some(CacheFiles::Bundle(Box::new(b))))
+            }
         };
         Ok((Compiled::new(module, false, code), files))
     }
 
     /// The disk cache's key text of `key`: everything that selects the
     /// compiled code.
-    fn disk_key(&self, build: &str, key: &Key) -> String {
+    fn disk_key(&self, build: &str, key: &Key, dev: Option<(usize, &'static Device)>) -> String {
+        // A CUDA bundle is built for its device's compute capability.
+        let sm = dev.map_or(String::new(), |(_, d)| format!(" sm_{}", eintup_codegen::gpu::device_sm(d)));
         format!(
-            "eintup {} build {build}\ncpu {}\ntarget {}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
+            "eintup {} build {build}\ncpu {}\ntarget {}{sm}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
             env!("CARGO_PKG_VERSION"),
             eintup_codegen::hostlib::native_cpu_id(),
             self.target.name(),
@@ -182,7 +201,7 @@ impl Kernel {
     /// The entry at `dir`, loaded: the front end, every pass and LLVM
     /// skipped (`cpu` loads the shared library, or JIT-compiles the loop
     /// module where none could be linked; `emu` loads the bundle).
-    fn load_entry(&self, dir: &Path) -> Option<Compiled> {
+    fn load_entry(&self, dir: &Path, dev: Option<(usize, &'static Device)>) -> Option<Compiled> {
         let text = std::fs::read_to_string(dir.join(MODULE_FILE)).ok()?;
         let module = eintup::ir::et::parse::parse_verified(&text).ok()?;
         let code = match self.target {
@@ -204,6 +223,11 @@ impl Kernel {
                 let b = eintup_runtime::Bundle::open(dir.join(BUNDLE_DIR)).ok()?;
                 Code::Emu { program: RefCell::new(emulator().load(&b).ok()?) }
             }
+            Target::Cuda => {
+                let (ordinal, d) = dev?;
+                let b = eintup_runtime::Bundle::open(dir.join(BUNDLE_DIR)).ok()?;
+                Code::Cuda { program: Rc::new(CudaProgram::new(d.load(&b).ok()?, ordinal, d)) }
+            }
             Target::Interp => return None,
         };
         Some(Compiled::new(module, true, code))
@@ -211,17 +235,18 @@ impl Kernel {
 
     /// `key`'s compiled program: from memory, from disk, or compiled now
     /// (and stored on disk, best effort).
-    fn lookup(&self, key: &Key) -> Result<Rc<Compiled>, Failure> {
+    fn lookup(&self, key: &Key, dev: Option<(usize, &'static Device)>) -> Result<Rc<Compiled>, Failure> {
         let (hits, misses) = self.counts.get();
-        if let Some(c) = self.cache.borrow().get(key).cloned() {
+        let ckey = (dev.map_or(0, |(o, _)| o), key.clone());
+        if let Some(c) = self.cache.borrow().get(&ckey).cloned() {
             self.counts.set((hits + 1, misses));
             return Ok(c);
         }
         let disk = self.disk.as_ref().filter(|_| self.target != Target::Interp);
-        let dkey = disk.map(|(_, build)| self.disk_key(build, key));
+        let dkey = disk.map(|(_, build)| self.disk_key(build, key, dev));
         let found = disk.zip(dkey.as_ref()).and_then(|((cache, _), k)| {
             let (dir, intact) = cache.find(k)?;
-            let c = if intact { self.load_entry(&dir) } else { None };
+            let c = if intact { self.load_entry(&dir, dev) } else { None };
             if c.is_none() {
                 cache.discard(k);
             }
@@ -234,7 +259,7 @@ impl Kernel {
                 c
             }
             None => {
-                let (c, files) = self.compile_for(key)?;
+                let (c, files) = self.compile_for(key, dev)?;
                 if let (Some((cache, _)), Some(k), Some(files)) = (disk, &dkey, files) {
                     self.disk_counts.set((dh, dm + 1));
                     // Best effort: a failed write costs a later process a compile.
@@ -245,7 +270,7 @@ impl Kernel {
         };
         let c = Rc::new(c);
         self.counts.set((hits, misses + 1));
-        self.cache.borrow_mut().insert(key.clone(), c.clone());
+        self.cache.borrow_mut().insert(ckey, c.clone());
         Ok(c)
     }
 
@@ -288,6 +313,7 @@ impl Kernel {
         match &c.code {
             Code::Interp => eintup::interp::run(m, &opts).map_err(|e| e.into_failure(&self.src)),
             Code::Host { .. } => Err(Failure::Internal("host programs run on buffers (run_host)".into())),
+            Code::Cuda { .. } => Err(Failure::Internal("CUDA programs run on device arrays (call_cuda)".into())),
             Code::Emu { program } => {
                 // The inputs as every backend sees them (supplied, or drawn
                 // by the interpreter's generator, as `run --backend emu`).
@@ -426,6 +452,32 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// A `cuda` call (module `cuda`): the arrays are checked and taken
+    /// first, then the device opened (the driver is needed from here), the
+    /// program compiled for it (or found), bound and enqueued.
+    fn call_cuda<'py>(&self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let stream = cuda::stream_of(stream)?;
+        let args = cuda::arguments(arrays, stream)?;
+        let ordinal = cuda::ordinal_of(&args, out)?;
+        let dev = cuda::device(ordinal)?;
+        let mut key: Key = args
+            .iter()
+            .map(|(n, a)| match a {
+                Arg::Cuda(i) => (n.clone(), dtype_name(i.dtype), i.shape.clone()),
+                Arg::Host(v) => (n.clone(), dtype_name(v.dtype), v.shape.clone()),
+            })
+            .collect();
+        key.sort();
+        let c = self.lookup(&key, Some((ordinal, dev))).map_err(failure)?;
+        let Code::Cuda { program } = &c.code else { return Err(Error::new_err("internal error (please report): a cuda kernel's entry is not a CUDA program")) };
+        let specs: Vec<ResultSpec> = result_specs(&c.module, self.float)?.into_iter().map(|(_, s)| s).collect();
+        let (dict, copies) = program.call(py, &self.src.name, args, &specs, out, stream)?;
+        self.copies.set(copies);
+        Ok(dict)
+    }
+}
+
 /// A result array of one call: the caller's `out=` array or a new one.
 struct Result_<'v> {
     id: usize,
@@ -510,9 +562,15 @@ impl Kernel {
     /// Runs the program on `arrays` (`{name: array}`, objects with the
     /// buffer protocol) and returns its result arrays by name: the `out=`
     /// arrays given, new NumPy arrays for the rest.
-    #[pyo3(signature = (arrays, out=None))]
-    fn call<'py>(&self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+    #[pyo3(signature = (arrays, out=None, stream=None))]
+    fn call<'py>(&self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
+            if self.target == Target::Cuda {
+                return self.call_cuda(py, arrays, out, stream);
+            }
+            if stream.is_some_and(|s| !s.is_none()) {
+                return Err(Error::new_err(format!("stream: only `cuda` kernels run on a stream; this one's target is `{}`", self.target.name())));
+            }
             let mut args = Vec::with_capacity(arrays.len());
             for (k, v) in arrays.iter() {
                 let name: String = k.extract()?;
@@ -521,7 +579,7 @@ impl Kernel {
             }
             let mut key: Key = args.iter().map(|(n, v)| (n.clone(), dtype_name(v.dtype), v.shape.clone())).collect();
             key.sort();
-            let c = self.lookup(&key).map_err(failure)?;
+            let c = self.lookup(&key, None).map_err(failure)?;
             let specs = result_specs(&c.module, self.float)?;
             let views = result_views(py, specs.iter().map(|(_, s)| s), out, &self.src.name)?;
             let results: Vec<(usize, Bound<'py, PyAny>, View, bool)> = specs.iter().zip(views).map(|((id, _), (obj, v, caller))| (*id, obj, v, caller)).collect();
@@ -551,6 +609,17 @@ impl Kernel {
         })
     }
 
+    /// Waits for the work this kernel enqueued on CUDA devices (a no-op on
+    /// other targets, whose calls finish before they return).
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        for c in self.cache.borrow().values() {
+            if let Code::Cuda { program } = &c.code {
+                program.synchronize(py)?;
+            }
+        }
+        Ok(())
+    }
+
     /// `(hits, misses, entries)` of the in-memory compiled-code cache.
     fn cache_info(&self) -> (u64, u64, usize) {
         let (h, m) = self.counts.get();
@@ -564,13 +633,14 @@ impl Kernel {
     }
 
     /// Arrays the last call copied: on `cpu`, inputs and `out=` arrays that
-    /// did not fit (0 when all fit); on `emu` and `interp`, every array.
+    /// did not fit (0 when all fit); on `cuda`, host arrays uploaded (0 when
+    /// all are CUDA arrays); on `emu` and `interp`, every array.
     #[getter]
     fn last_copies(&self) -> u64 {
         self.copies.get()
     }
 
-    /// Where the kernel runs: `cpu`, `emu` or `interp`.
+    /// Where the kernel runs: `cpu`, `cuda`, `emu` or `interp`.
     #[getter]
     fn target(&self) -> &'static str {
         self.target.name()

@@ -249,6 +249,24 @@ pub(crate) struct CudaMem {
     _owned: Option<CudaSlice<u8>>,
 }
 
+impl Drop for CudaMem {
+    /// An owned allocation is freed after all work of the context finished
+    /// (as `cudaFree` does): its last handle may be dropped while kernels
+    /// on another stream than the device's (the caller's, or a DLPack
+    /// consumer's) still use it, and cudarc would free it ordered on the
+    /// device's stream alone.
+    fn drop(&mut self) {
+        if let Some(owned) = self._owned.take() {
+            let _ = guarded("freeing a buffer", || {
+                self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
+                self.ctx.synchronize().map_err(|e| driver("cuCtxSynchronize", e))?;
+                drop(owned);
+                Ok(())
+            });
+        }
+    }
+}
+
 impl DeviceMemory for CudaMem {
     fn device(&self) -> DeviceId {
         DeviceId::Cuda(self.ctx.cu_ctx() as usize)

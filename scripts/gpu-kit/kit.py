@@ -9,7 +9,10 @@
 4. compute-sanitizer memcheck and racecheck on one case per example;
 5. benchmark bundles timed by `etrun --time` (CUDA events), checked and
    timed against PyTorch by peers.py, against a device-to-device copy;
-6. with `--tune`: the tuner's variants (DIR/bench/tune, docs/tuning.md),
+6. the Python package's CUDA tests (python/tests/test_cuda.py under
+   pytest), where the kit has the package and its extension imports here
+   (it links libLLVM 19): skipped, with the reason, elsewhere;
+7. with `--tune`: the tuner's variants (DIR/bench/tune, docs/tuning.md),
    each timed the same way and its output compared with the heuristic
    variant's, within `--tune-budget` seconds; writes OUT/tuning.json,
    which `scripts/gpu-check import OUT` turns into the tuning table.
@@ -135,6 +138,26 @@ def sanitize(san, etrun, kit, cases):
             res.append({"case": c["name"], "tool": tool, "ok": code == 0, "summary": errors[-1] if errors else tail(text, 2),
                         "log": "" if code == 0 else tail(text, 20)})
     return res
+
+
+def python_tests(kit, python, work):
+    """pytest on the kit's copy of python/tests/test_cuda.py, with the
+    kit's copy of the package first on the path. Skipped (with the reason)
+    when the kit has no package, pytest is missing, or the extension does
+    not import here (it needs libLLVM 19)."""
+    pkg = kit / "python"
+    if not (pkg / "eintup").exists():
+        return {"skipped": "the kit has no Python package (scripts/python-package had not built it)"}
+    env = dict(os.environ, PYTHONPATH=str(pkg), EINTUP_CACHE_DIR=str(work / "eintup-cache"))
+    code, out, err = sh([python, "-c", "import eintup"], timeout=120, env=env)
+    if code != 0:
+        return {"skipped": f"the extension does not import here: {tail(err, 1)}"}
+    code, out, err = sh([python, "-c", "import pytest"], timeout=60, env=env)
+    if code != 0:
+        return {"skipped": "pytest is not installed"}
+    code, out, err = sh([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(pkg / "tests" / "test_cuda.py")], timeout=600, env=env)
+    summary = [l for l in out.splitlines() if " passed" in l or " failed" in l or " error" in l]
+    return {"ok": code == 0, "summary": summary[-1] if summary else tail(out + err, 2), "log": "" if code == 0 else tail(out + err, 40)}
 
 
 def bench(etrun, kit, work, python):
@@ -293,6 +316,14 @@ def report_md(r):
     else:
         for s in r["sanitizer"]:
             L.append(f"- {s['case']} {s['tool']}: {'ok' if s['ok'] else 'FAILED'} — {s['summary']}")
+    L += ["", "## Python package, CUDA (python/tests/test_cuda.py)", ""]
+    py = r.get("python", {})
+    if "skipped" in py:
+        L.append(f"skipped: {py['skipped']}")
+    else:
+        L.append(f"{'ok' if py['ok'] else 'FAILED'} — {py['summary']}")
+        if py.get("log"):
+            L += ["", "```", py["log"], "```"]
     L += ["", "## Benchmarks (ms, CUDA events, median)", ""]
     b = r["bench"]
     if "skipped" in b:
@@ -376,6 +407,11 @@ def main():
     else:
         r["sanitizer"] = sanitize(san, etrun, kit, cases)
     if a.device == "emu":
+        r["python"] = {"skipped": "the package's CUDA tests need a GPU (the no-GPU ones run in the test suite)"}
+    else:
+        r["python"] = python_tests(kit, sys.executable, work)
+        print(f"gpu-check: python: {r['python'].get('summary') or r['python'].get('skipped')}", file=sys.stderr)
+    if a.device == "emu":
         r["bench"] = {"skipped": "the emulator models no time (its memory profile: etrun --device emu --profile)"}
     else:
         r["bench"] = {"skipped": "--no-bench"} if a.no_bench else bench(etrun, kit, work, sys.executable)
@@ -384,6 +420,8 @@ def main():
         t = dict(r["tuning"], commit=r["commit"], device_name=r["device"])
         (out / "tuning.json").write_text(json.dumps(t, indent=1) + "\n")
     failed = [t["binary"] for t in r["runtime_tests"] if not t["ok"]] + [c["name"] for c in r["cases"] if not c["ok"]]
+    if r["python"].get("ok") is False:
+        failed.append("python tests")
     if isinstance(r["sanitizer"], list):
         failed += [f"{s['case']}:{s['tool']}" for s in r["sanitizer"] if not s["ok"]]
     if "results" in r["bench"]:

@@ -25,6 +25,12 @@ pub fn device(kind: DeviceKind) -> Result<Device, Failure> {
     })
 }
 
+/// The compute capability eintup builds for on `dev` (`sm_XX` as XX): the
+/// device's own, within the range the project supports.
+pub fn device_sm(dev: &Device) -> u32 {
+    (dev.arch().0 * 10 + dev.arch().1).clamp(DEFAULT_SM, 90)
+}
+
 /// A runtime error of a bundle eintup built: the compiler's bug, with the
 /// device's words (a kernel fault names kernel, block, thread and line).
 pub fn runtime_failure(e: eintup_runtime::Error) -> Failure {
@@ -48,7 +54,7 @@ pub fn bundle_failure(path: &std::path::Path, e: eintup_runtime::Error) -> Failu
 /// `run --backend gpu|emu`: build the bundle in memory and run it.
 pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
     let dev = device(kind)?;
-    let sm = (dev.arch().0 * 10 + dev.arch().1).clamp(DEFAULT_SM, 90);
+    let sm = device_sm(&dev);
     let lm = eintup::pipeline::lower_gpu(src, module, &eintup::pipeline::GpuOptions::new(opts.float, fp_contract, sm))?;
     eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
     let config = eintup::sema::Config::fixed(module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect());
