@@ -145,6 +145,17 @@ pub fn lower_gpu(src: &Source, module: &Module, opts: &GpuOptions) -> Result<Loo
     loops_of(run(et_unit(src, module), &opts.passes(None), &opts.driver())?)
 }
 
+/// A loop module (printed IR, static or with dim symbols) through the
+/// loop passes of the middle end and the GPU's, as [`lower_gpu`] takes an
+/// `et` module through them: what `eintup build` does with a `.etir` loop
+/// module (docs/dynamic-shapes.md).
+pub fn optimize_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions) -> Result<LoopModule, Failure> {
+    let mut unit = Unit::from_source(src.clone());
+    unit.ir = Ir::Loop(lm);
+    let names: Vec<String> = opts.passes(None).into_iter().filter(|p| p != "lower-to-loops").collect();
+    loops_of(run(unit, &names, &opts.driver())?)
+}
+
 /// [`lower_gpu`] stopped before the GPU pass `stop`: the module that pass
 /// would choose for (the tuner lists its candidates on it).
 pub fn lower_gpu_before(src: &Source, module: &Module, opts: &GpuOptions, stop: &str) -> Result<LoopModule, Failure> {

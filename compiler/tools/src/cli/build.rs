@@ -8,6 +8,12 @@ use eintup::driver::{count, Failure, Source};
 pub fn main(args: BuildArgs) -> Result<(), Failure> {
     let sm = parse_target(&args.target)?;
     let src = Source::load(&args.file)?;
+    if eintup::ir::text::kind_of(&src.text) == eintup::ir::text::TextKind::LoopIr {
+        return build_loop_module(&args, &src, sm);
+    }
+    if !args.dim.is_empty() {
+        return Err(Failure::user("eintup: error: --dim gives the dims of a loop module's symbols; a program's dims are --bind's".to_string()));
+    }
     let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &[], args.seed, args.float)?;
     super::run::print_warnings(&src, &config.warnings);
     let lm = eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm))?;
@@ -20,6 +26,40 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
         count(m.kernels.len(), "kernel", "kernels"),
         count(m.steps.len(), "launch", "launches"),
         count(m.generate.len(), "input", "inputs"),
+        m.target.ptx_version
+    );
+    Ok(())
+}
+
+/// A loop module (`.etir`, printed IR) into a bundle: through the GPU's
+/// loop passes, to PTX once. A module with dim symbols gives a dynamic
+/// bundle (format 2, docs/bundle.md#dynamic-bundles) recorded at the
+/// configuration `--dim NAME=V` gives (every symbol 1 when not given), which
+/// `etrun` re-binds to its inputs' shapes. Inputs are the caller's.
+fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure> {
+    let lm = eintup::ir::loops::parse::parse_verified(&src.text).map_err(|d| src.failure(d))?;
+    let mut dims = vec![1i64; lm.dims.len()];
+    for spec in &args.dim {
+        let parsed = spec.split_once('=').and_then(|(n, v)| Some((n.trim_start_matches('%'), v.parse::<i64>().ok().filter(|v| *v >= 0)?)));
+        let Some((name, v)) = parsed else { return Err(Failure::user(format!("eintup: error: --dim {spec}: expected NAME=N with N >= 0"))) };
+        let Some(d) = lm.dims.iter().position(|d| d.name == name) else {
+            let names: Vec<&str> = lm.dims.iter().map(|d| d.name.as_str()).collect();
+            return Err(Failure::user(format!("eintup: error: --dim {spec}: the module has no dim `%{name}` (its dims: {})", if names.is_empty() { "none".to_string() } else { names.join(", ") })));
+        };
+        dims[d] = v;
+    }
+    let opts = eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm);
+    let lm = eintup::pipeline::optimize_gpu(src, lm, &opts)?;
+    let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    let b = bundle::bind_dynamic(&lm, &ptx, &info.ptx_version, sm, &dims)?;
+    b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
+    let m = b.manifest();
+    eprintln!(
+        "wrote {} ({}, {}, {}, sm_{sm}, PTX {})",
+        args.output.display(),
+        count(m.kernels.len(), "kernel", "kernels"),
+        count(m.steps.len(), "launch", "launches"),
+        if lm.is_dynamic() { count(lm.dims.len(), "dim symbol", "dim symbols") } else { "static".to_string() },
         m.target.ptx_version
     );
     Ok(())

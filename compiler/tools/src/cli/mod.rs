@@ -203,6 +203,11 @@ pub struct BuildArgs {
     /// The bundle directory to write (conventionally NAME.etb).
     #[arg(short = 'o', value_name = "OUT.etb")]
     pub output: PathBuf,
+    /// For a loop module with dim symbols (`.etir`): the value of `%NAME`
+    /// at the configuration the dynamic bundle records (default 1; `etrun`
+    /// re-binds it to its inputs' shapes). Repeatable.
+    #[arg(long = "dim", value_name = "NAME=N")]
+    pub dim: Vec<String>,
 }
 
 /// `--fp-contract off|fast` (the codegen crate's `FpContract`).
