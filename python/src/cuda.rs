@@ -72,6 +72,16 @@ pub enum Arg {
     Host(View),
 }
 
+impl Arg {
+    /// The array's shape, wherever it lives.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Arg::Cuda(i) => &i.shape,
+            Arg::Host(v) => &v.shape,
+        }
+    }
+}
+
 /// The call's arrays: CUDA arrays imported (checked, consumed) for
 /// `stream`, host arrays borrowed; arrays elsewhere (another device type)
 /// refused.

@@ -38,6 +38,34 @@ use kernel::{Kernel, Target};
 struct Bundle {
     path: String,
     on: Loaded,
+    /// A dynamic bundle (format 2) as opened, and the input shapes the
+    /// loaded program is bound to: a call with other shapes re-binds it
+    /// (`Bundle::bind_inputs`) and loads the bound bundle.
+    dynamic: Option<(eintup_runtime::Bundle, BTreeMap<String, Vec<usize>>)>,
+}
+
+impl Bundle {
+    /// For a dynamic bundle, the program bound to these input shapes
+    /// (reloaded when they differ from the last call's); nothing to do for
+    /// a static one.
+    fn bind_to(&mut self, shapes: BTreeMap<String, Vec<usize>>) -> PyResult<()> {
+        let Some((source, bound)) = &mut self.dynamic else { return Ok(()) };
+        if *bound == shapes {
+            return Ok(());
+        }
+        let dims = source.manifest().derive_dims(&shapes, &BTreeMap::new()).map_err(|e| runtime_error(&self.path, e))?;
+        let manifest = source.manifest().bind(&dims).map_err(|e| runtime_error(&self.path, e))?;
+        let b = eintup_runtime::Bundle::new(manifest, source.ptx().to_string()).map_err(|e| runtime_error(&self.path, e))?;
+        self.on = match &self.on {
+            Loaded::Emu { .. } => Loaded::Emu { program: kernel::emulator().load(&b).map_err(|e| runtime_error(&self.path, e))?, written: Vec::new() },
+            Loaded::Cuda(p) => {
+                let dev = cuda::device(p.ordinal)?;
+                Loaded::Cuda(Rc::new(cuda::CudaProgram::new(dev.load(&b).map_err(|e| runtime_error(&self.path, e))?, p.ordinal, dev)))
+            }
+        };
+        *bound = shapes;
+        Ok(())
+    }
 }
 
 enum Loaded {
@@ -60,15 +88,14 @@ impl Bundle {
     #[pyo3(signature = (arrays, out=None, stream=None))]
     fn call<'py>(&mut self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
-            let (program, written) = match &mut self.on {
-                Loaded::Cuda(p) => {
-                    let stream = cuda::stream_of(stream)?;
-                    let args = cuda::arguments(arrays, stream)?;
-                    let specs: Vec<ResultSpec> = p.manifest_outputs().into_iter().map(|(name, dtype, shape)| ResultSpec { name, dtype, shape }).collect();
-                    return p.call(py, &self.path, args, &specs, out, stream).map(|(d, _)| d);
-                }
-                Loaded::Emu { program, written } => (program, written),
-            };
+            if matches!(self.on, Loaded::Cuda(_)) {
+                let stream = cuda::stream_of(stream)?;
+                let args = cuda::arguments(arrays, stream)?;
+                self.bind_to(args.iter().map(|(n, a)| (n.clone(), a.shape().to_vec())).collect())?;
+                let Loaded::Cuda(p) = &self.on else { unreachable!("a CUDA bundle re-binds on CUDA") };
+                let specs: Vec<ResultSpec> = p.manifest_outputs().into_iter().map(|(name, dtype, shape)| ResultSpec { name, dtype, shape }).collect();
+                return p.call(py, &self.path, args, &specs, out, stream).map(|(d, _)| d);
+            }
             if stream.is_some_and(|s| !s.is_none()) {
                 return Err(Error::new_err(format!("stream: {} is loaded on the emulator, which runs on no stream", self.path)));
             }
@@ -78,6 +105,8 @@ impl Bundle {
                 let what = format!("array `{name}`");
                 given.insert(name, View::get(&v, &what, false)?.to_tensor(&what)?);
             }
+            self.bind_to(given.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect())?;
+            let Loaded::Emu { program, written } = &mut self.on else { unreachable!("an emulator bundle re-binds on the emulator") };
             let m = program.manifest();
             if let Some(b) = m.inputs().find(|b| m.generator(&b.name).is_none() && !given.contains_key(&b.name)) {
                 return Err(ShapeError::new_err(format!("{}: input `{}` is not given (expected {} of shape {:?}) and the bundle cannot generate it", self.path, b.name, dtype_name(b.dtype), b.shape)));
@@ -148,6 +177,9 @@ fn load(path: String, device: &str) -> PyResult<Bundle> {
             },
         };
         let b = eintup_runtime::Bundle::open(&path).map_err(|e| Error::new_err(format!("{path}: {e}")))?;
+        // A dynamic bundle loads at its recorded configuration, and calls
+        // re-bind it to their inputs' shapes.
+        let dynamic = b.manifest().dynamic.is_some().then(|| (b.clone(), BTreeMap::new()));
         let on = match ordinal {
             None => Loaded::Emu { program: kernel::emulator().load(&b).map_err(|e| runtime_error(&path, e))?, written: Vec::new() },
             Some(n) => {
@@ -156,7 +188,7 @@ fn load(path: String, device: &str) -> PyResult<Bundle> {
                 Loaded::Cuda(Rc::new(cuda::CudaProgram::new(program, n, dev)))
             }
         };
-        Ok(Bundle { path, on })
+        Ok(Bundle { path, on, dynamic })
     })
 }
 
