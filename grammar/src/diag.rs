@@ -316,6 +316,63 @@ fn visible_text(text: &str) -> String {
 /// `-ferror-limit`); the rest are counted in a final note.
 pub const MAX_RENDERED: usize = 20;
 
+/// Rendered diagnostics as they go to stderr: coloured when it is a
+/// terminal (not with `NO_COLOR` set, nor `TERM=dumb`), as they are
+/// otherwise. Files, pipes and tests get the plain text.
+pub fn for_stderr(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::io::IsTerminal;
+    let wanted = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
+    if wanted {
+        std::borrow::Cow::Owned(colourize(text))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// ANSI colours for rendered diagnostics (rustc's scheme): the severity
+/// and code of each header (`error[E0001]` bold red, `warning` bold
+/// yellow, `note` bold cyan), caret and underline lines (the primary's
+/// `^` bold red, secondary `-` bold blue) and the `-->`/`|` gutter in
+/// blue. The text is otherwise unchanged.
+pub fn colourize(text: &str) -> String {
+    const RESET: &str = "\x1b[0m";
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+        let header = [("error", "\x1b[1;31m"), ("warning", "\x1b[1;33m"), ("note", "\x1b[1;36m")].iter().find_map(|(word, colour)| {
+            // `file:line:col: error[CODE]: message` or `error: message`.
+            let at = body.find(&format!("{word}["))
+                .or_else(|| body.find(&format!("{word}:")))
+                .filter(|&i| i == 0 || body[..i].ends_with(": "))?;
+            let end = body[at..].find(':').map(|e| at + e)?;
+            Some((at, end, *colour))
+        });
+        if let Some((at, end, colour)) = header {
+            out.push_str(&format!("{}{colour}{}{RESET}{}{nl}", &body[..at], &body[at..end], &body[end..]));
+            continue;
+        }
+        let trimmed = body.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("--> ") {
+            out.push_str(&format!("{}\x1b[1;34m-->{RESET} {rest}{nl}", &body[..body.len() - trimmed.len()]));
+        } else if let Some(bar) = body.find(" | ").or_else(|| body.strip_suffix(" |").map(|b| b.len())).filter(|&i| body[..i].trim().chars().all(|c| c.is_ascii_digit())) {
+            let (gutter, rest) = body.split_at(bar + 2);
+            let marks = rest.trim_start();
+            let rest = if marks.starts_with(['^', '-']) {
+                let colour = if marks.starts_with('^') { "\x1b[1;31m" } else { "\x1b[1;34m" };
+                format!("{}{colour}{marks}{RESET}", &rest[..rest.len() - marks.len()])
+            } else {
+                rest.to_string()
+            };
+            out.push_str(&format!("\x1b[1;34m{gutter}{RESET}{rest}{nl}"));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
 /// Renders a list of diagnostics, one after another: the first
 /// [`MAX_RENDERED`], then how many more there were.
 pub fn render_all(diags: &[Diagnostic], file_name: &str, source: &str) -> String {
@@ -346,6 +403,20 @@ mod tests {
         let w = |m: &str| Diagnostic::warning("W0301", m).at(Span::new(12, 28), "a label").note("a note").brief();
         let text = render_all(&[w("one"), w("two")], "f.et", src);
         assert_eq!(text, "f.et:2:1: warning[W0301]: one\nf.et:2:1: warning[W0301]: two\n");
+    }
+
+    #[test]
+    fn colours_mark_severity_gutter_and_carets_and_nothing_else() {
+        let src = "x[i] = 1\ny[j] = 2\n";
+        let text = Diagnostic::error("E0001", "bad").at(Span::new(9, 13), "here").render("f.et", src);
+        let c = colourize(&text);
+        assert!(c.starts_with("f.et:2:1: \x1b[1;31merror[E0001]\x1b[0m: bad\n"), "{c:?}");
+        assert!(c.contains("\x1b[1;34m-->\x1b[0m f.et:2:1"), "{c:?}");
+        assert!(c.contains("\x1b[1;31m^^^^ here\x1b[0m"), "{c:?}");
+        // Without the escapes, the text is the plain rendering.
+        let plain: String = c.split("\x1b[").enumerate().map(|(i, part)| if i == 0 { part } else { part.split_once('m').map_or(part, |(_, r)| r) }).collect();
+        assert_eq!(plain, text);
+        assert!(colourize("warning[W0301]: w").starts_with("\x1b[1;33mwarning[W0301]\x1b[0m: w"));
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub fn run_main_status(body: impl FnOnce() -> Result<i32, Failure> + std::panic:
         Ok(Ok(code)) => code,
         Ok(Err(f)) => {
             if !matches!(f, Failure::CheckFailed) {
-                eprintln!("{f}");
+                eprintln!("{}", et_grammar::diag::for_stderr(&f.to_string()));
             }
             f.exit_code()
         }

@@ -159,7 +159,7 @@ fn run(args: Args) -> Result<i32, Failure> {
         let mut warnings = Vec::new();
         let result = process(&args, &plan, chunk.clone(), &mut warnings, &mut warned);
         if !args.verify_diagnostics && !warnings.is_empty() {
-            eprintln!("{}", render_all(&warnings, &chunk.name, &chunk.text).trim_end());
+            eprintln!("{}", et_grammar::diag::for_stderr(render_all(&warnings, &chunk.name, &chunk.text).trim_end()));
         }
         let code = match &result {
             _ if args.verify_diagnostics => verify_chunk(&chunk, lang, &result, &warnings),

@@ -63,7 +63,7 @@ pub fn report_config(src: &Source, config: &Config) {
 /// The warnings choosing a configuration gave (W0301, W0302), on stderr.
 pub fn print_warnings(src: &Source, warnings: &[et_grammar::Diagnostic]) {
     if !warnings.is_empty() {
-        eprintln!("{}", render_all(warnings, &src.name, &src.text).trim_end());
+        eprintln!("{}", et_grammar::diag::for_stderr(render_all(warnings, &src.name, &src.text).trim_end()));
     }
 }
 
