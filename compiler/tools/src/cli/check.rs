@@ -219,7 +219,7 @@ fn check_one(
     args: &CheckArgs,
     tol: Tolerance,
     bridge: &mut Bridge,
-    row: usize,
+    row_index: usize,
 ) -> Result<Row, Failure> {
     let n_out = prog.module.outputs.len();
     let cfg = space.config(&dims);
@@ -240,7 +240,7 @@ fn check_one(
     };
     // Asked now: the bridge's directory changes when a stopped process
     // was replaced.
-    let dir = &bridge.work_dir().join(row.to_string());
+    let dir = &bridge.work_dir().join(row_index.to_string());
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
     let request = build_request(m, &arrays, dir)?;
     let results = match bridge.call(&request) {
@@ -266,7 +266,45 @@ fn check_one(
         row.problems.extend(report.reason.as_ref().map(|r| format!("output `{name}`: {r}")));
         row.outputs.push(report);
     }
+    if let Some(keep) = &args.keep {
+        if row.verdicts().contains(&Verdict::Mismatch) {
+            let kept = keep_row(keep, row_index, m, &arrays, &results, &row.dims)?;
+            row.problems.push(format!("arrays kept in {}", kept.display()));
+        }
+    }
     Ok(row)
+}
+
+/// `--keep DIR`: a mismatching row's arrays, for a closer look, in
+/// `DIR/row-K/`: `eintup/NAME.npy` for every array of the program,
+/// `framework/NAME.npy` for each result of the call (named by the outputs
+/// section), and `config.json` (every eintup's dims). A file already there
+/// is replaced, never written through (a planted link stays untouched).
+fn keep_row(keep: &Path, k: usize, m: &Module, arrays: &[Tensor], results: &[std::path::PathBuf], dims: &[Vec<i64>]) -> Result<std::path::PathBuf, Failure> {
+    let dir = keep.join(format!("row-{k}"));
+    let io = |what: &Path, e: std::io::Error| Failure::user(format!("eintup: error: --keep: cannot write {}: {e}", what.display()));
+    for sub in ["eintup", "framework"] {
+        std::fs::create_dir_all(dir.join(sub)).map_err(|e| io(&dir.join(sub), e))?;
+    }
+    let fresh = |path: &Path| match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(path, e)),
+        _ => Ok(()),
+    };
+    for (a, t) in m.arrays.iter().zip(arrays) {
+        let path = dir.join("eintup").join(format!("{}.npy", a.name));
+        fresh(&path)?;
+        eintup::tensor::npy::write(&path, t).map_err(|e| Failure::user(format!("eintup: error: --keep: cannot write {}: {e}", path.display())))?;
+    }
+    for (&out, from) in m.outputs.iter().zip(results) {
+        let path = dir.join("framework").join(format!("{}.npy", m.arrays[out].name));
+        fresh(&path)?;
+        std::fs::copy(from, &path).map_err(|e| io(&path, e))?;
+    }
+    let config: serde_json::Map<String, serde_json::Value> = m.eintups.iter().zip(dims).map(|(e, d)| (e.name.clone(), serde_json::json!(d))).collect();
+    let path = dir.join("config.json");
+    fresh(&path)?;
+    std::fs::write(&path, serde_json::Value::Object(config).to_string() + "\n").map_err(|e| io(&path, e))?;
+    Ok(dir)
 }
 
 /// Evaluates the call section against one specialised module.

@@ -140,6 +140,10 @@ pub struct CheckArgs {
     /// call. Default 8GiB; `none`: no limit (docs/check.md#limits).
     #[arg(long = "call-memory", value_name = "SIZE|none", value_parser = |s: &str| eintup::check::limits::parse_size(s).map(Limit), default_value = "8GiB")]
     pub call_memory: Limit<u64>,
+    /// Keep each mismatching row's arrays in DIR/row-K/ (eintup's every
+    /// array, the framework's results, the configuration) for a closer look.
+    #[arg(long = "keep", value_name = "DIR")]
+    pub keep: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
