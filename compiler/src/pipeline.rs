@@ -34,13 +34,30 @@ pub fn resolved(src: &Source) -> Result<Program, Failure> {
     }
 }
 
-/// `resolve`, `infer-ranks`: the program and its rank system.
+/// `resolve`, `infer-ranks`: the program and its rank system. `src` may
+/// also be a printed `et` module (as for [`specialized_for`]: `check`
+/// reads one as `run` does).
 pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
-    let unit = run(Unit::from_source(src.clone()), &FRONT_END[..2], &DriverOptions::default())?;
+    let mut unit = read_et(src)?;
+    let pm = PassManager::from_names(&FRONT_END[..2], Instrument::default())?.skip_to(unit.ir.level());
+    pm.run(&mut unit, &DriverOptions::default(), &mut std::io::sink())?;
     match (unit.ir, unit.ranks) {
         (Ir::Et(p), Some(r)) => Ok((p, r)),
         _ => Err(level_bug("infer-ranks", "et")),
     }
+}
+
+/// A program, or a printed `et` module (told by its content); a printed
+/// `loop` module is a user error: the front end starts from `et`.
+fn read_et(src: &Source) -> Result<Unit, Failure> {
+    let unit = Unit::read(src.clone()).map_err(|e| e.into_failure(src))?;
+    if unit.ir.level() == Level::Loop {
+        return Err(Failure::user(format!(
+            "{}: error: this is a printed loop module; a program runs from its source or a printed et module (`etopt --emit et`); etopt reads loop modules",
+            src.name
+        )));
+    }
+    Ok(unit)
 }
 
 /// The whole front end (`resolve`, `infer-ranks`, `specialize`): the
@@ -54,13 +71,7 @@ pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
 /// printed `loop` module is a user error: backends start from `et`.
 pub fn specialized_for(src: &Source, binds: &[String], inputs: &[InputShape], seed: u64, float: FloatWidth) -> Result<(Module, Config), Failure> {
     let opts = DriverOptions { binds: binds.to_vec(), inputs: inputs.to_vec(), seed, float, ..DriverOptions::default() };
-    let mut unit = Unit::read(src.clone()).map_err(|e| e.into_failure(src))?;
-    if unit.ir.level() == Level::Loop {
-        return Err(Failure::user(format!(
-            "{}: error: this is a printed loop module; a program runs from its source or a printed et module (`etopt --emit et`); etopt reads loop modules",
-            src.name
-        )));
-    }
+    let mut unit = read_et(src)?;
     let pm = PassManager::from_names(FRONT_END, Instrument::default())?.skip_to(unit.ir.level());
     pm.run(&mut unit, &opts, &mut std::io::sink())?;
     match (unit.ir, unit.config) {
