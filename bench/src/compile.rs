@@ -25,6 +25,21 @@ pub struct CompileResult {
     pub codegen_ptx_ms: f64,
 }
 
+/// A dependency chain of `n` small statements (`a_k[i] = a_{k-1}[i] * 1.5
+/// + 1.0`, four iterations each): the long program of issue #26 item 6,
+/// whose compile time was super-linear in `n` (7.6 s for 1,000) until
+/// small kernels of large modules skipped O3. Written to `dir`.
+pub fn long_chain(dir: &Path, n: usize) -> Result<std::path::PathBuf, String> {
+    let mut text = String::from("a0[i] = RANDOM(0, 1, FLOAT)\n");
+    for k in 1..n {
+        text.push_str(&format!("a{k}[i] = a{}[i] * 1.5 + 1.0\n", k - 1));
+    }
+    text.push_str(&format!("\na{}\n\nDIMS(i) IN [4,4]\n", n - 1));
+    let path = dir.join(format!("chain_{n}.et"));
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// One `etopt` run: wall time and the timing lines of stderr.
 fn etopt_once(etopt: &Path, example: &Path, emit: &[&str]) -> Result<(f64, Vec<(String, f64)>), String> {
     let t = Instant::now();

@@ -119,6 +119,11 @@ fn run(args: &Args) -> Result<(), String> {
             .filter(|p| p.extension().is_some_and(|x| x == "et") && keep(&p.to_string_lossy()))
             .collect();
         examples.sort();
+        // Beside the examples, a long program (1,000 statements).
+        let chain = compile::long_chain(&std::env::temp_dir(), 1000)?;
+        if keep(&chain.to_string_lossy()) {
+            examples.push(chain);
+        }
         let runs = if args.quick { 1 } else { args.compile_runs.max(1) };
         eprintln!("bench: compile time of {} examples, {runs} runs each", examples.len());
         let r = compile::run(&args.etopt, &examples, runs)?;

@@ -27,6 +27,22 @@ pub fn host_symbol(name: &str) -> String {
     format!("et.{name}")
 }
 
+/// Kernels beyond this many in one module compile cheaply when they are
+/// small (`cheap_to_compile`): a program of a few statements keeps O3
+/// everywhere.
+pub const MANY_KERNELS: usize = 64;
+/// At most this many iterations make a kernel small.
+pub const SMALL_KERNEL_ITERATIONS: u128 = 1 << 12;
+
+/// Whether kernel `k` skips LLVM's optimisation pipeline (`optnone`): only
+/// in a module of more than [`MANY_KERNELS`] kernels, and only when it runs
+/// at most [`SMALL_KERNEL_ITERATIONS`] iterations. A long chain of small
+/// statements compiled in 7.6 s for 1,000 statements, nearly all of it O3
+/// (issue #26 item 6); unoptimised code costs such a kernel microseconds.
+fn cheap_to_compile(m: &LoopModule, k: &Kernel) -> bool {
+    m.kernels.len() > MANY_KERNELS && k.iteration_count().is_some_and(|n| n <= SMALL_KERNEL_ITERATIONS)
+}
+
 /// The host's side of the lowering: every loop runs sequentially, in
 /// order (the semantics of `parallel`, `reduce`, `thread` and `spread`
 /// loops allow it), except that a splittable kernel's root loop runs only
@@ -50,8 +66,17 @@ impl TargetLowering for HostLowering {
         vec![i64, i64]
     }
 
-    fn declare_body<'ctx>(&self, ctx: &'ctx Context, func: FunctionValue<'ctx>) {
+    fn declare_body<'ctx>(&self, ctx: &'ctx Context, m: &LoopModule, k: &Kernel, func: FunctionValue<'ctx>) {
         func.set_linkage(inkwell::module::Linkage::Internal);
+        if cheap_to_compile(m, k) {
+            // The body is left as lowered (and called, not inlined): O3's
+            // per-function pipeline is most of a long program's compile
+            // time, and buys a few cycles over a few iterations.
+            for attr in ["optnone", "noinline"] {
+                func.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), 0));
+            }
+            return;
+        }
         let inline = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0);
         func.add_attribute(AttributeLoc::Function, inline);
     }
@@ -93,6 +118,12 @@ impl TargetLowering for HostLowering {
         let ptr = kl.ctx.ptr_type(AddressSpace::default());
         let fty = kl.ctx.void_type().fn_type(&[ptr.into(), kl.i64.into(), kl.i64.into()], false);
         let f = kl.module.add_function(&host_symbol(&kl.k.name), fty, None);
+        if kl.func.get_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("optnone")).is_some() {
+            // As its body (`declare_body`): optnone needs noinline.
+            for attr in ["optnone", "noinline"] {
+                f.add_attribute(AttributeLoc::Function, kl.ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), 0));
+            }
+        }
         let b = &kl.b;
         b.position_at_end(kl.ctx.append_basic_block(f, "entry"));
         let param = |i| f.get_nth_param(i).ok_or_else(|| kl.err("internal error: host entry parameter missing"));

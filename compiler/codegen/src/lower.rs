@@ -54,7 +54,7 @@ pub(crate) trait TargetLowering {
     fn extra_params<'ctx>(&self, ctx: &'ctx Context) -> Vec<BasicMetadataTypeEnum<'ctx>>;
     /// Calling convention, linkage and attributes of the body function
     /// beyond `noalias` parameters and `nounwind`.
-    fn declare_body<'ctx>(&self, ctx: &'ctx Context, func: FunctionValue<'ctx>);
+    fn declare_body<'ctx>(&self, ctx: &'ctx Context, m: &LoopModule, k: &Kernel, func: FunctionValue<'ctx>);
     /// The storage of scratch buffer `buf` (of array type `ty`), made in
     /// the body's entry block.
     fn scratch<'ctx>(&self, kl: &KernelLowering<'_, 'ctx>, buf: BufId, ty: ArrayType<'ctx>) -> Result<PointerValue<'ctx>, CodegenError>;
@@ -196,7 +196,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         for i in 0..params.len() {
             func.add_attribute(AttributeLoc::Param(i as u32), noalias);
         }
-        target.declare_body(ctx, func);
+        target.declare_body(ctx, m, k, func);
         func.add_attribute(AttributeLoc::Function, nounwind);
         let narrow = target.narrow_index(k);
         // Visible in `--emit llvm`: which width the kernel's indices use.

@@ -48,7 +48,7 @@ impl TargetLowering for NvptxLowering {
         Vec::new()
     }
 
-    fn declare_body<'ctx>(&self, _ctx: &'ctx Context, func: FunctionValue<'ctx>) {
+    fn declare_body<'ctx>(&self, _ctx: &'ctx Context, _m: &LoopModule, _k: &Kernel, func: FunctionValue<'ctx>) {
         func.set_call_conventions(PTX_KERNEL_CC);
     }
 
