@@ -27,22 +27,6 @@ pub fn host_symbol(name: &str) -> String {
     format!("et.{name}")
 }
 
-/// Kernels beyond this many in one module compile cheaply when they are
-/// small (`cheap_to_compile`): a program of a few statements keeps O3
-/// everywhere.
-pub const MANY_KERNELS: usize = 64;
-/// At most this many iterations make a kernel small.
-pub const SMALL_KERNEL_ITERATIONS: u128 = 1 << 12;
-
-/// Whether kernel `k` skips LLVM's optimisation pipeline (`optnone`): only
-/// in a module of more than [`MANY_KERNELS`] kernels, and only when it runs
-/// at most [`SMALL_KERNEL_ITERATIONS`] iterations. A long chain of small
-/// statements compiled in 7.6 s for 1,000 statements, nearly all of it O3
-/// (issue #26 item 6); unoptimised code costs such a kernel microseconds.
-fn cheap_to_compile(m: &LoopModule, k: &Kernel) -> bool {
-    m.kernels.len() > MANY_KERNELS && k.iteration_count().is_some_and(|n| n <= SMALL_KERNEL_ITERATIONS)
-}
-
 /// The host's side of the lowering: every loop runs sequentially, in
 /// order (the semantics of `parallel`, `reduce`, `thread` and `spread`
 /// loops allow it), except that a splittable kernel's root loop runs only
@@ -68,7 +52,7 @@ impl TargetLowering for HostLowering {
 
     fn declare_body<'ctx>(&self, ctx: &'ctx Context, m: &LoopModule, k: &Kernel, func: FunctionValue<'ctx>) {
         func.set_linkage(inkwell::module::Linkage::Internal);
-        if cheap_to_compile(m, k) {
+        if super::lower::cheap_to_compile(m, k) {
             // The body is left as lowered (and called, not inlined): O3's
             // per-function pipeline is most of a long program's compile
             // time, and buys a few cycles over a few iterations.

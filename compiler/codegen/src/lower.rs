@@ -85,6 +85,23 @@ pub(crate) trait TargetLowering {
     fn dims_as_params(&self) -> bool;
 }
 
+/// Kernels beyond this many in one module compile cheaply when they are
+/// small (`cheap_to_compile`): a program of a few statements keeps O3
+/// everywhere.
+pub const MANY_KERNELS: usize = 64;
+/// At most this many iterations make a kernel small.
+pub const SMALL_KERNEL_ITERATIONS: u128 = 1 << 12;
+
+/// Whether kernel `k` skips LLVM's optimisation pipeline (`optnone`): only
+/// in a module of more than [`MANY_KERNELS`] kernels, and only when it runs
+/// at most [`SMALL_KERNEL_ITERATIONS`] iterations. A long chain of small
+/// statements compiled in 7.6 s for 1,000 statements, nearly all of it O3
+/// (issue #26 item 6), and a GPU bundle's NVPTX code generation was as
+/// slow; unoptimised code costs such a kernel microseconds on either.
+pub(crate) fn cheap_to_compile(m: &LoopModule, k: &Kernel) -> bool {
+    m.kernels.len() > MANY_KERNELS && k.iteration_count().is_some_and(|n| n <= SMALL_KERNEL_ITERATIONS)
+}
+
 /// Builds the (unoptimised) LLVM module of every kernel of `m`. The caller
 /// sets triple and data layout and runs the optimisation pipeline.
 pub(crate) fn lower_module<'ctx>(
