@@ -20,6 +20,14 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     // (exit 2): the program re-specialised to the recorded configuration,
     // its arrays against the bundle's buffers, and the inputs.
     let src = Source::from_string(&m.source.name, &m.source.text);
+    if eintup::ir::text::kind_of(&src.text) == eintup::ir::text::TextKind::LoopIr {
+        // Built from a loop module (`eintup build M.etir`): there is no
+        // program to re-check it against.
+        return Err(Failure::user(format!(
+            "eintup: error: {}: this bundle was built from a loop module, and `exec` checks a bundle against its source program; run it with `etrun` (the runtime alone: dims from the inputs)",
+            args.bundle.display()
+        )));
+    }
     let binds: Vec<String> = m.config.eintups.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
     let seed = args.seed.unwrap_or(m.config.seed);
     let float = match m.config.float {
