@@ -116,6 +116,36 @@ def run_case(etrun, device, kit, case, work):
     return {"name": case["name"], "ok": not problems, "problems": problems}
 
 
+# Input shapes (batch, row, k, col) the dynamic bundle runs at: tile
+# non-multiples, a zero dim, and one large enough to fill a GPU.
+DYNAMIC_SHAPES = [(2, 3, 4, 5), (1, 33, 17, 65), (3, 0, 4, 5), (4, 128, 64, 96)]
+
+
+def dynamic(etrun, device, kit, work):
+    """One dynamic bundle (a batched INT matmul with dim symbols) run by
+    etrun at each of DYNAMIC_SHAPES, equal to NumPy's matmul bit for bit:
+    the runtime binds the same PTX to each input's shapes."""
+    b = kit / "dynamic" / "mm.etb"
+    if not b.exists():
+        return {"skipped": "the kit has no dynamic bundle"}
+    rows, rng = [], np.random.default_rng(7)
+    for (n, r, k, c) in DYNAMIC_SHAPES:
+        d = work / "dynamic" / f"{n}x{r}x{k}x{c}"
+        d.mkdir(parents=True, exist_ok=True)
+        a = rng.integers(-9, 9, (n, r, k)).astype(np.int32)
+        bb = rng.integers(-9, 9, (n, k, c)).astype(np.int32)
+        np.save(d / "a.npy", a)
+        np.save(d / "b.npy", bb)
+        code, out, err = sh([etrun, str(b), "--device", device, "--input", f"a={d / 'a.npy'}", "--input", f"b={d / 'b.npy'}", "--out", str(d / "out")])
+        if code != 0:
+            rows.append({"shape": [n, r, k, c], "ok": False, "problem": f"etrun exit {code}: {tail(err)}"})
+            continue
+        got = np.load(d / "out" / "c.npy")
+        ok = got.shape == (n, r, c) and np.array_equal(got, a @ bb)
+        rows.append({"shape": [n, r, k, c], "ok": bool(ok), "problem": None if ok else "differs from NumPy's matmul"})
+    return {"ok": all(x["ok"] for x in rows), "rows": rows}
+
+
 def find_sanitizer():
     for p in [shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer"]:
         if p and os.path.exists(p):
@@ -310,6 +340,12 @@ def report_md(r):
     for c in cs:
         if not c["ok"]:
             L.append(f"- **{c['name']}**: " + "; ".join(c["problems"]))
+    dy = r.get("dynamic", {})
+    L += ["", "## Dynamic bundle (one PTX, several input shapes; docs/bundle.md#dynamic-bundles)", ""]
+    if "skipped" in dy:
+        L.append(f"skipped: {dy['skipped']}")
+    for x in dy.get("rows", []):
+        L.append(f"- {'x'.join(map(str, x['shape']))}: {'ok' if x['ok'] else 'FAILED — ' + str(x['problem'])}")
     L += ["", "## compute-sanitizer", ""]
     if isinstance(r["sanitizer"], str):
         L.append(f"skipped: {r['sanitizer']}")
@@ -397,6 +433,8 @@ def main():
     cases = json.loads((kit / "cases" / "cases.json").read_text())
     r["cases"] = [run_case(etrun, a.device, kit, c, work) for c in cases]
     print(f"gpu-check: {sum(c['ok'] for c in r['cases'])}/{len(cases)} cases agree", file=sys.stderr)
+    r["dynamic"] = dynamic(etrun, a.device, kit, work)
+    print(f"gpu-check: dynamic bundle: {r['dynamic'].get('skipped') or ('agrees at every shape' if r['dynamic']['ok'] else 'DIFFERS')}", file=sys.stderr)
     san = find_sanitizer()
     if a.device == "emu":
         r["sanitizer"] = "the emulator checks every access for bounds and races itself"
@@ -422,6 +460,8 @@ def main():
     failed = [t["binary"] for t in r["runtime_tests"] if not t["ok"]] + [c["name"] for c in r["cases"] if not c["ok"]]
     if r["python"].get("ok") is False:
         failed.append("python tests")
+    if r["dynamic"].get("ok") is False:
+        failed.append("dynamic bundle")
     if isinstance(r["sanitizer"], list):
         failed += [f"{s['case']}:{s['tool']}" for s in r["sanitizer"] if not s["ok"]]
     if "results" in r["bench"]:
