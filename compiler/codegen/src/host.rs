@@ -360,8 +360,13 @@ impl HostProgram {
         let (module, _tm) = optimized_module(ctx_ref, &m, seed, fp_contract, HostCpu::Native)?;
         // Emitted from a clone: code generation may rewrite the IR it runs on.
         let obj = if object { Some(super::hostlib::emit_object(&module.clone())?) } else { None };
+        // Machine code generation at `Aggressive` costs a long program of
+        // small kernels most of its compile time even where the IR was
+        // left unoptimised (`cheap_to_compile`): when every kernel is such,
+        // the fast instruction selector and register allocator do.
+        let level = if m.kernels.iter().all(|k| super::lower::cheap_to_compile(&m, k)) { OptimizationLevel::None } else { OptimizationLevel::Aggressive };
         let ee = module
-            .create_jit_execution_engine(OptimizationLevel::Aggressive)
+            .create_jit_execution_engine(level)
             .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
         let code = Code::Jit(Jit { ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) });
         let prog = Self::with_code(m, code, |code, name| match code {
