@@ -53,9 +53,7 @@ impl Bundle {
         if *bound == shapes {
             return Ok(());
         }
-        let dims = source.manifest().derive_dims(&shapes, &BTreeMap::new()).map_err(|e| runtime_error(&self.path, e))?;
-        let manifest = source.manifest().bind(&dims).map_err(|e| runtime_error(&self.path, e))?;
-        let b = eintup_runtime::Bundle::new(manifest, source.ptx().to_string()).map_err(|e| runtime_error(&self.path, e))?;
+        let b = source.bind_shapes(&shapes).map_err(|e| runtime_error(&self.path, e))?;
         self.on = match &self.on {
             Loaded::Emu { .. } => Loaded::Emu { program: kernel::emulator().load(&b).map_err(|e| runtime_error(&self.path, e))?, written: Vec::new() },
             Loaded::Cuda(p) => {

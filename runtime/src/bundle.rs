@@ -60,9 +60,16 @@ impl Bundle {
             return Ok(std::borrow::Cow::Borrowed(self));
         }
         let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
-        let dims = self.manifest.derive_dims(&shapes, &BTreeMap::new())?;
+        self.bind_shapes(&shapes).map(std::borrow::Cow::Owned)
+    }
+
+    /// The bundle bound to the dims that inputs of these shapes (by name)
+    /// give: [`Bundle::bind_inputs`] for callers that hold no tensors (a
+    /// Python caller's device arrays); a static bundle as it is.
+    pub fn bind_shapes(&self, shapes: &BTreeMap<String, Vec<usize>>) -> Result<Bundle> {
+        let dims = self.manifest.derive_dims(shapes, &BTreeMap::new())?;
         let manifest = self.manifest.bind(&dims)?;
-        Ok(std::borrow::Cow::Owned(Bundle { manifest, ptx: self.ptx.clone() }))
+        Ok(Bundle { manifest, ptx: self.ptx.clone() })
     }
 
     /// Writes the bundle into `dir`, creating the directory if needed and

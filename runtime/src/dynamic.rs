@@ -85,7 +85,7 @@ impl Manifest {
     pub fn derive_dims(&self, inputs: &BTreeMap<String, Vec<usize>>, given: &BTreeMap<String, i64>) -> Result<BTreeMap<String, i64>> {
         let Some(d) = &self.dynamic else { return Ok(BTreeMap::new()) };
         let mut dims: BTreeMap<String, i64> = given.clone();
-        for r in &self.derive_rules() {
+        for r in &d.derive {
             let Some(shape) = inputs.get(&r.input) else { continue };
             let rank = self.buffer(&r.input).map_or(0, |b| b.shape.len());
             if shape.len() != rank {
@@ -106,10 +106,6 @@ impl Manifest {
             return Err(Error::Input { name: s.clone(), reason: format!("is {v}: dims are non-negative") });
         }
         Ok(dims)
-    }
-
-    fn derive_rules(&self) -> Vec<crate::manifest::DimSource> {
-        self.dynamic.as_ref().map_or_else(Vec::new, |d| d.derive.clone())
     }
 
     /// The bundle bound to `dims` (every symbol of a dynamic manifest; see

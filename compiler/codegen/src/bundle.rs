@@ -64,20 +64,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         .enumerate()
         // Shared and local buffers live inside their kernel.
         .filter(|(_, b)| !b.role.is_scratch())
-        .map(|(id, b)| Ok(Buffer {
-            name: b.name.clone(),
-            dtype: dtype(b.dtype),
-            shape: crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?,
-            role: match b.role {
-                loops::Role::Input => Role::Input,
-                loops::Role::Output => Role::Output,
-                loops::Role::Temp | loops::Role::Shared | loops::Role::Local => Role::Temp,
-            },
-            init: match b.init {
-                loops::Init::Input => Init::Input { random: random_spec(src, module, id) },
-                loops::Init::Zero => Init::Zero,
-            },
-        }))
+        .map(|(id, b)| manifest_buffer(b, random_spec(src, module, id)))
         .collect::<Result<Vec<_>, Failure>>()?;
     let mut kernels = Vec::new();
     let mut launches = std::collections::BTreeMap::new();
@@ -120,6 +107,25 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
     };
     m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
     Bundle::new(m, ptx).map_err(|e| Failure::Internal(format!("bundle: {e}")))
+}
+
+/// A (non-scratch, static) loop buffer as the manifest lists it; `random`
+/// is how an input is generated, if the bundle says.
+fn manifest_buffer(b: &loops::Buffer, random: Option<RandomSpec>) -> Result<Buffer, Failure> {
+    Ok(Buffer {
+        name: b.name.clone(),
+        dtype: dtype(b.dtype),
+        shape: crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?,
+        role: match b.role {
+            loops::Role::Input => Role::Input,
+            loops::Role::Output => Role::Output,
+            loops::Role::Temp | loops::Role::Shared | loops::Role::Local => Role::Temp,
+        },
+        init: match b.init {
+            loops::Init::Input => Init::Input { random },
+            loops::Init::Zero => Init::Zero,
+        },
+    })
 }
 
 /// Kernel `k`'s manifest entry: its buffer parameters with the types and
@@ -181,22 +187,7 @@ pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims
         .buffers
         .iter()
         .filter(|b| !b.role.is_scratch())
-        .map(|b| {
-            Ok(Buffer {
-                name: b.name.clone(),
-                dtype: dtype(b.dtype),
-                shape: crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?,
-                role: match b.role {
-                    loops::Role::Input => Role::Input,
-                    loops::Role::Output => Role::Output,
-                    _ => Role::Temp,
-                },
-                init: match b.init {
-                    loops::Init::Input => Init::Input { random: None },
-                    loops::Init::Zero => Init::Zero,
-                },
-            })
-        })
+        .map(|b| manifest_buffer(b, None))
         .collect::<Result<Vec<_>, Failure>>()?;
     let gpu = GpuTarget::for_sm(sm);
     let float = lm.buffers.iter().map(|b| dtype(b.dtype)).find(|d| *d != DType::I32).unwrap_or(DType::F64);

@@ -56,9 +56,7 @@ impl TargetLowering for HostLowering {
             // The body is left as lowered (and called, not inlined): O3's
             // per-function pipeline is most of a long program's compile
             // time, and buys a few cycles over a few iterations.
-            for attr in ["optnone", "noinline"] {
-                func.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), 0));
-            }
+            super::lower::skip_optimisation(ctx, func);
             return;
         }
         let inline = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("alwaysinline"), 0);
@@ -102,11 +100,9 @@ impl TargetLowering for HostLowering {
         let ptr = kl.ctx.ptr_type(AddressSpace::default());
         let fty = kl.ctx.void_type().fn_type(&[ptr.into(), kl.i64.into(), kl.i64.into()], false);
         let f = kl.module.add_function(&host_symbol(&kl.k.name), fty, None);
-        if kl.func.get_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("optnone")).is_some() {
-            // As its body (`declare_body`): optnone needs noinline.
-            for attr in ["optnone", "noinline"] {
-                f.add_attribute(AttributeLoc::Function, kl.ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), 0));
-            }
+        if super::lower::cheap_to_compile(kl.m, kl.k) {
+            // As its body (`declare_body`).
+            super::lower::skip_optimisation(kl.ctx, f);
         }
         let b = &kl.b;
         b.position_at_end(kl.ctx.append_basic_block(f, "entry"));

@@ -102,6 +102,14 @@ pub(crate) fn cheap_to_compile(m: &LoopModule, k: &Kernel) -> bool {
     m.kernels.len() > MANY_KERNELS && k.iteration_count().is_some_and(|n| n <= SMALL_KERNEL_ITERATIONS)
 }
 
+/// Leaves `func` out of LLVM's optimisation pipeline (`optnone`, which
+/// needs `noinline`): a kernel that is [`cheap_to_compile`].
+pub(crate) fn skip_optimisation(ctx: &Context, func: FunctionValue<'_>) {
+    for attr in ["optnone", "noinline"] {
+        func.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), 0));
+    }
+}
+
 /// Builds the (unoptimised) LLVM module of every kernel of `m`. The caller
 /// sets triple and data layout and runs the optimisation pipeline.
 pub(crate) fn lower_module<'ctx>(
@@ -148,7 +156,7 @@ pub(crate) struct KernelLowering<'a, 'ctx> {
     pub(crate) ctx: &'ctx Context,
     pub(crate) module: &'a Module<'ctx>,
     pub(crate) b: Builder<'ctx>,
-    m: &'a LoopModule,
+    pub(crate) m: &'a LoopModule,
     pub(crate) k: &'a Kernel,
     seed: u64,
     target: &'a dyn TargetLowering,

@@ -51,9 +51,7 @@ impl TargetLowering for NvptxLowering {
     fn declare_body<'ctx>(&self, ctx: &'ctx Context, m: &LoopModule, k: &Kernel, func: FunctionValue<'ctx>) {
         func.set_call_conventions(PTX_KERNEL_CC);
         if super::lower::cheap_to_compile(m, k) {
-            for attr in ["optnone", "noinline"] {
-                func.add_attribute(inkwell::attributes::AttributeLoc::Function, ctx.create_enum_attribute(inkwell::attributes::Attribute::get_named_enum_kind_id(attr), 0));
-            }
+            super::lower::skip_optimisation(ctx, func);
         }
     }
 

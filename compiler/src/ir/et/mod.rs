@@ -342,23 +342,9 @@ impl Stmt {
     /// index)? Such a statement reads `a` through a snapshot when it also
     /// writes `a` (LANGUAGE.md s.3).
     pub fn reads(&self, a: ArrayId) -> bool {
-        fn expr(e: &IndexExpr, a: ArrayId) -> bool {
-            match &e.kind {
-                IndexKind::Slice { array, indices } => *array == a || slots(indices, a),
-                IndexKind::Flat(x) => x.iter().any(|e| expr(e, a)),
-                IndexKind::Bin(_, x, y) => expr(x, a) || expr(y, a),
-                _ => false,
-            }
-        }
-        fn slots(s: &[IndexSlot], a: ArrayId) -> bool {
-            s.iter().any(|s| matches!(s, IndexSlot::Expr(e) if expr(e, a)))
-        }
-        slots(&self.indices, a)
-            || self.ops.iter().any(|op| match &op.kind {
-                OpKind::Read { array, indices } => *array == a || slots(indices, a),
-                OpKind::DimsAt(_, t) => expr(t, a),
-                _ => false,
-            })
+        let mut sliced = false;
+        self.for_each_index_expr(&mut |e| sliced |= matches!(e.kind, IndexKind::Slice { array, .. } if array == a));
+        sliced || self.ops.iter().any(|op| matches!(op.kind, OpKind::Read { array, .. } if array == a))
     }
 }
 

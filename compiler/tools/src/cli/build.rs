@@ -18,14 +18,20 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     super::run::print_warnings(&src, &config.warnings);
     let lm = eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm))?;
     let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
+    let generated = format!("{} generated on the device", count(b.manifest().generate.len(), "input", "inputs"));
+    write(&b, &args, sm, &generated)
+}
+
+/// Writes bundle `b` where `-o` says and reports it: kernels, launches,
+/// `what` (how its inputs or shapes come), target and PTX version.
+fn write(b: &eintup_runtime::Bundle, args: &BuildArgs, sm: u32, what: &str) -> Result<(), Failure> {
     b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
     let m = b.manifest();
     eprintln!(
-        "wrote {} ({}, {}, {} generated on the device, sm_{sm}, PTX {})",
+        "wrote {} ({}, {}, {what}, sm_{sm}, PTX {})",
         args.output.display(),
         count(m.kernels.len(), "kernel", "kernels"),
         count(m.steps.len(), "launch", "launches"),
-        count(m.generate.len(), "input", "inputs"),
         m.target.ptx_version
     );
     Ok(())
@@ -52,17 +58,8 @@ fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Fail
     let lm = eintup::pipeline::optimize_gpu(src, lm, &opts)?;
     let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
     let b = bundle::bind_dynamic(&lm, &ptx, &info.ptx_version, sm, &dims)?;
-    b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
-    let m = b.manifest();
-    eprintln!(
-        "wrote {} ({}, {}, {}, sm_{sm}, PTX {})",
-        args.output.display(),
-        count(m.kernels.len(), "kernel", "kernels"),
-        count(m.steps.len(), "launch", "launches"),
-        if lm.is_dynamic() { count(lm.dims.len(), "dim symbol", "dim symbols") } else { "static".to_string() },
-        m.target.ptx_version
-    );
-    Ok(())
+    let what = if lm.is_dynamic() { count(lm.dims.len(), "dim symbol", "dim symbols") } else { "static".to_string() };
+    write(&b, args, sm, &what)
 }
 
 /// `sm_80` -> 80; the architectures LLVM 19's NVPTX backend and the
