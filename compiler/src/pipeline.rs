@@ -5,7 +5,8 @@
 //! verifies the IR after every pass.
 //!
 //! - front end: `.et` text -> [`resolved`] -> [`ranked`] -> [`specialized_for`]
-//!   (a static `et` module and the configuration it was specialised to);
+//!   (a static `et` module and the configuration it was specialised to), or
+//!   [`symbolic_for`] (ranks fixed, dims symbolic: a dynamic build);
 //! - middle end: [`lower`] (the loop module every target starts from),
 //!   [`lower_host`] (plus the host-only loop passes), [`lower_generators`]
 //!   (the kernels that make `RANDOM` inputs on a device).
@@ -20,6 +21,7 @@ use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{DriverOptions, Ir, Level, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
+use crate::sema::symbolic::SymbolicConfig;
 use crate::sema::{Config, InputShape, Program, RankSystem};
 
 /// The work counter is the loop dialect's (`ir/loops/work.rs`).
@@ -93,6 +95,27 @@ pub fn specialized_to(src: &Source, prog: &Program, ranks: &RankSystem, config: 
         Ir::Et(p) => Ok(p.module),
         _ => Err(level_bug("specialize", "et")),
     }
+}
+
+/// The front end of a dynamic build (`specialize{dynamic}`): the program
+/// with its ranks fixed by `ranks` (`--rank NAME=R`), `binds` and the
+/// constraints, and every eintup's dims, symbolic where not bound
+/// (docs/dynamic-shapes.md).
+pub fn symbolic_for(src: &Source, binds: &[String], ranks: &[(String, usize)]) -> Result<(Program, SymbolicConfig), Failure> {
+    let opts = DriverOptions { binds: binds.to_vec(), dynamic: true, ranks: ranks.to_vec(), ..DriverOptions::default() };
+    let unit = run(Unit::from_source(src.clone()), FRONT_END, &opts)?;
+    match (unit.ir, unit.symbolic) {
+        (Ir::Et(p), Some(sym)) => Ok((p, sym)),
+        _ => Err(level_bug("specialize{dynamic}", "et")),
+    }
+}
+
+/// [`lower_gpu`] for a dynamic build: the loop module with dim symbols
+/// that one bundle for many shapes runs.
+pub fn lower_gpu_symbolic(src: &Source, prog: &Program, sym: &SymbolicConfig, opts: &GpuOptions) -> Result<LoopModule, Failure> {
+    let mut unit = et_unit(src, &prog.module);
+    unit.symbolic = Some(sym.clone());
+    loops_of(run(unit, &opts.passes(None), &opts.driver())?)
 }
 
 /// [`specialized_for`] with FLOAT counted as f64 (what the interpreter

@@ -67,9 +67,16 @@ impl Bundle {
     /// give: [`Bundle::bind_inputs`] for callers that hold no tensors (a
     /// Python caller's device arrays); a static bundle as it is.
     pub fn bind_shapes(&self, shapes: &BTreeMap<String, Vec<usize>>) -> Result<Bundle> {
-        let dims = self.manifest.derive_dims(shapes, &BTreeMap::new())?;
+        Ok(self.bind_given(shapes, &BTreeMap::new())?.0)
+    }
+
+    /// [`Bundle::bind_shapes`] with dims `given` by the caller (see
+    /// [`Manifest::given_dims`]) for symbols no input gives; also returns
+    /// every symbol's value.
+    pub fn bind_given(&self, shapes: &BTreeMap<String, Vec<usize>>, given: &BTreeMap<String, i64>) -> Result<(Bundle, BTreeMap<String, i64>)> {
+        let dims = self.manifest.derive_dims(shapes, given)?;
         let manifest = self.manifest.bind(&dims)?;
-        Ok(Bundle { manifest, ptx: self.ptx.clone() })
+        Ok((Bundle { manifest, ptx: self.ptx.clone() }, dims))
     }
 
     /// Writes the bundle into `dir`, creating the directory if needed and

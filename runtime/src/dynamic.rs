@@ -67,12 +67,34 @@ impl Dynamic {
                 _ => return bad(format!("rule for `{}`: `{}` has no input axis {}", r.sym, r.input, r.axis)),
             }
         }
+        for c in &self.checks {
+            known(&ShapeExpr::parse(&c.expr)?)?;
+        }
+        for e in self.eintups.values().flatten() {
+            known(&ShapeExpr::parse(e)?)?;
+        }
         for k in &m.kernels {
             if let Some(d) = k.dims.iter().find(|d| !declared.contains(d.as_str())) {
                 return bad(format!("kernel `{}` takes dim `{d}`, which is not among the symbols", k.name));
             }
         }
         Ok(())
+    }
+}
+
+/// `NAME=[d1,d2,..]` (a run-time `--bind`; `NAME=[]` is rank 0).
+pub fn parse_bind(spec: &str) -> Result<(String, Vec<i64>)> {
+    let bad = || Error::Input { name: spec.to_string(), reason: "expected NAME=[d1,d2,..] with dims >= 0".into() };
+    let (name, list) = spec.split_once('=').ok_or_else(bad)?;
+    let inner = list.trim().strip_prefix('[').and_then(|l| l.strip_suffix(']')).ok_or_else(bad)?;
+    let dims = if inner.trim().is_empty() {
+        Vec::new()
+    } else {
+        inner.split(',').map(|d| d.trim().parse::<i64>().ok().filter(|d| *d >= 0).ok_or_else(bad)).collect::<Result<_>>()?
+    };
+    match name.trim() {
+        "" => Err(bad()),
+        n => Ok((n.to_string(), dims)),
     }
 }
 
@@ -105,7 +127,61 @@ impl Manifest {
         if let Some((s, v)) = dims.iter().find(|(_, &v)| v < 0) {
             return Err(Error::Input { name: s.clone(), reason: format!("is {v}: dims are non-negative") });
         }
+        for c in &d.checks {
+            let v = ShapeExpr::parse(&c.expr)?.eval(&dims)?;
+            if v < c.min {
+                let want = if c.min == 0 { "non-negative".to_string() } else { format!("at least {}", c.min) };
+                return Err(Error::Input { name: c.about.clone(), reason: format!("`{}` gives {v} at these dims, but must be {want}", c.rule) });
+            }
+        }
         Ok(dims)
+    }
+
+    /// The symbol values that eintup dims given by a caller (`--bind
+    /// NAME=[..]`) fix, through [`Dynamic::eintups`]: a component that is
+    /// a symbol gives it; one the build fixed must agree; a derived one
+    /// cannot be given.
+    pub fn given_dims(&self, binds: &[(String, Vec<i64>)]) -> Result<BTreeMap<String, i64>> {
+        let mut given = BTreeMap::new();
+        let Some(d) = &self.dynamic else {
+            return match binds.first() {
+                Some((name, _)) => Err(Error::Input { name: name.clone(), reason: "this bundle is static: its dims are fixed".into() }),
+                None => Ok(given),
+            };
+        };
+        for (name, dims) in binds {
+            let Some(exprs) = d.eintups.get(name) else {
+                let known: Vec<&str> = d.eintups.keys().map(String::as_str).collect();
+                return Err(Error::Input { name: name.clone(), reason: format!("is not an eintup the caller gives (those are: {})", known.join(", ")) });
+            };
+            if exprs.len() != dims.len() {
+                return Err(Error::Input { name: name.clone(), reason: format!("has rank {} in this bundle, not {}", exprs.len(), dims.len()) });
+            }
+            for (e, &v) in exprs.iter().zip(dims) {
+                match ShapeExpr::parse(e)? {
+                    ShapeExpr::Sym(s) => {
+                        given.insert(s, v);
+                    }
+                    ShapeExpr::Const(c) if c == v => {}
+                    ShapeExpr::Const(c) => return Err(Error::Input { name: name.clone(), reason: format!("is built into this bundle as {c}, not {v}") }),
+                    _ => return Err(Error::Input { name: name.clone(), reason: format!("follows from other dims (`{e}`)") }),
+                }
+            }
+        }
+        Ok(given)
+    }
+
+    /// The dims of the program's eintups at `dims` (a dynamic bundle
+    /// built from a program; see [`Dynamic::eintups`]), as `--bind`
+    /// values: `NAME=[d, ..]`.
+    pub fn eintup_binds(&self, dims: &BTreeMap<String, i64>) -> Result<Vec<String>> {
+        let Some(d) = &self.dynamic else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for (name, exprs) in &d.eintups {
+            let v = exprs.iter().map(|e| ShapeExpr::parse(e)?.eval(dims)).collect::<Result<Vec<i64>>>()?;
+            out.push(format!("{name}={v:?}"));
+        }
+        Ok(out)
     }
 
     /// The bundle bound to `dims` (every symbol of a dynamic manifest; see

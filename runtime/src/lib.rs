@@ -25,7 +25,7 @@ pub mod bundle;
 pub mod check;
 mod cuda;
 pub mod device;
-mod dynamic;
+pub mod dynamic;
 pub mod emu;
 pub mod error;
 mod fault;

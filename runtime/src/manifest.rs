@@ -83,6 +83,26 @@ pub struct Dynamic {
     pub shapes: BTreeMap<String, Vec<String>>,
     /// For each of `steps`: the threads a launch wants (`null` for a fill).
     pub threads: Vec<Option<String>>,
+    /// What must hold of the dims before anything runs (a derived dim is
+    /// not negative, a divisor not zero), each about an eintup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<DimCheck>,
+    /// A bundle built from a program (`eintup build --dynamic`): each
+    /// eintup the caller determines (by inputs or `--bind`) or the build
+    /// bound, as one shape expression per component; `exec` re-specialises
+    /// the program with them. Empty for a loop module's bundle.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eintups: BTreeMap<String, Vec<String>>,
+}
+
+/// `expr` must be at least `min` at the bound dims; `about` names the
+/// eintup, `rule` the program's rule it comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DimCheck {
+    pub expr: String,
+    pub min: i64,
+    pub about: String,
+    pub rule: String,
 }
 
 /// `sym` is the extent of axis `axis` of input `input`.

@@ -182,6 +182,59 @@ fn launch_step(all: &LoopModule, k: &loops::Kernel, gpu: &GpuTarget, dims: &[i64
 /// manifest's shape program, which will let the runtime do this binding
 /// from input shapes, is step 3 of the note, not built yet.
 pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims: &[i64]) -> Result<Bundle, Failure> {
+    let m = dynamic_manifest(lm, ptx_version, sm, dims)?;
+    m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
+    Bundle::new(m, ptx.to_string()).map_err(|e| Failure::Internal(format!("bundle: {e}")))
+}
+
+/// A dynamic build of a program (`eintup build FILE.et --dynamic`): the
+/// loop module `lm` lowered at `sym`'s symbolic dims, to one bundle whose
+/// manifest also says how each eintup's dims follow from the symbols (so
+/// `exec` re-specialises the program to the dims its inputs give) and the
+/// checks the dims must pass. Recorded at the first small configuration
+/// the checks accept: every symbol `v`, or (a slice's `e - lo - hi`) the
+/// symbols inputs give `4v` and the others `v`.
+pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::sema::symbolic::SymbolicConfig, lm: &LoopModule, o: &BuildOptions) -> Result<Bundle, Failure> {
+    let (ptx, info) = crate::emit_ptx(lm, o.seed, o.sm, o.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    if crate::ptxas_path().is_some() {
+        crate::ptxas_check(&ptx, o.sm).map_err(|e| Failure::Internal(format!("ptxas rejected the generated PTX: {e}")))?;
+    }
+    let m = &prog.module;
+    let text = |e: &loops::IExpr| loops::print::shape_extent(lm, e);
+    let checks: Vec<manifest::DimCheck> =
+        sym.checks.iter().map(|c| manifest::DimCheck { expr: text(&c.expr), min: c.min, about: m.eintups[c.about].name.clone(), rule: c.rule.clone() }).collect();
+    let holds = |dims: &[i64]| {
+        sym.checks.iter().all(|c| c.expr.bind_dims(dims).as_const().is_some_and(|x| x >= c.min))
+            && lm.buffers.iter().all(|b| b.shape.iter().all(|e| e.bind_dims(dims).as_const().is_some_and(|x| x >= 0)))
+    };
+    let from_input: Vec<bool> = (0..lm.dims.len()).map(|d| lm.buffers.iter().any(|b| b.role == loops::Role::Input && b.shape.contains(&loops::IExpr::Sym(d)))).collect();
+    let candidates = (1..=16i64).flat_map(|v| [vec![v; from_input.len()], from_input.iter().map(|&i| if i { 4 * v } else { v }).collect()]);
+    let Some(at) = candidates.into_iter().find(|d| holds(d)) else {
+        return Err(Failure::user(format!("eintup: error: {}: no small configuration passes the program's dims checks; bind some eintups (--bind)", src.name)));
+    };
+    let mut man = dynamic_manifest(lm, &info.ptx_version, o.sm, &at)?;
+    man.source = manifest::SourceInfo { name: src.name.clone(), text: src.text.clone() };
+    man.config.seed = o.seed;
+    man.config.fp_contract = Some(o.fp_contract.name().to_string());
+    if let Some(d) = &mut man.dynamic {
+        d.checks = checks;
+        // Every eintup but the derived ones (the program's equations give
+        // those again when `exec` re-specialises it).
+        d.eintups = m
+            .eintups
+            .iter()
+            .enumerate()
+            .filter(|(e, _)| sym.sources[*e] != eintup::sema::DimsSource::Constrained)
+            .map(|(e, t)| (t.name.clone(), sym.eintups[e].iter().map(text).collect()))
+            .collect();
+    }
+    man.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
+    Bundle::new(man, ptx).map_err(|e| Failure::Internal(format!("bundle: {e}")))
+}
+
+/// The manifest of loop module `lm` (static, or dynamic with its symbols
+/// recorded at `dims`), its source the printed module.
+fn dynamic_manifest(lm: &LoopModule, ptx_version: &str, sm: u32, dims: &[i64]) -> Result<Manifest, Failure> {
     let bound = lm.bind_dims(dims).map_err(Failure::user)?;
     let buffers = bound
         .buffers
@@ -208,8 +261,7 @@ pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims
         generate: Vec::new(),
         dynamic: lm.is_dynamic().then(|| dynamic_section(lm)),
     };
-    m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
-    Bundle::new(m, ptx.to_string()).map_err(|e| Failure::Internal(format!("bundle: {e}")))
+    Ok(m)
 }
 
 /// How a runtime re-binds a dynamic module's bundle (format 2): each
@@ -229,6 +281,8 @@ fn dynamic_section(lm: &LoopModule) -> manifest::Dynamic {
         derive,
         shapes: lm.buffers.iter().filter(|b| !b.role.is_scratch()).map(|b| (b.name.clone(), b.shape.iter().map(text).collect())).collect(),
         threads: lm.kernels.iter().map(|k| Some(text(&crate::thread_count_expr(k)))).collect(),
+        checks: Vec::new(),
+        eintups: Default::default(),
     }
 }
 

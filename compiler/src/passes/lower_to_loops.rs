@@ -22,22 +22,67 @@
 
 use super::PassError;
 use crate::ir::loops::FloatWidth;
-use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind};
+use crate::sema::symbolic::{self, SymbolicConfig};
+use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexSlot, Module, OpKind};
 use crate::ir::loops::*;
 use crate::ir::et::dims;
 use et_grammar::ast::{AssignOp, BinOp, ElemType};
 use et_grammar::Diagnostic;
 
+/// The extents lowering reads: every eintup's dims and every signature
+/// position's, as index expressions. Constants for a specialised module;
+/// expressions over the module's dim symbols for a dynamic build
+/// (`bind-dims{dynamic}`, docs/dynamic-shapes.md), where the same code
+/// gives loop bounds, guards and strides that mention symbols.
+pub struct Extents {
+    pub symbols: Vec<Dim>,
+    pub eintups: Vec<Vec<IExpr>>,
+    /// Per array, per signature position.
+    pub positions: Vec<Vec<Vec<IExpr>>>,
+}
+
+impl Extents {
+    /// A specialised module's static extents.
+    pub fn of_specialized(m: &Module) -> Result<Extents, PassError> {
+        if !m.is_specialized() {
+            return Err(PassError::Internal("lower-to-loops needs a specialised module (run `specialize` first)".into()));
+        }
+        let consts = |d: &Option<Vec<i64>>| d.as_deref().map(static_shape).unwrap_or_default();
+        Ok(Extents {
+            symbols: Vec::new(),
+            eintups: m.eintups.iter().map(|e| consts(&e.dims)).collect(),
+            positions: m.arrays.iter().map(|a| a.positions.iter().map(|p| consts(&p.dims)).collect()).collect(),
+        })
+    }
+
+    /// A dynamic build's extents (ranks fixed, dims over symbols).
+    pub fn of_symbolic(m: &Module, sym: &SymbolicConfig) -> Result<Extents, PassError> {
+        let positions = (0..m.arrays.len()).map(|a| sym.array_positions(m, a)).collect::<Result<_, _>>().map_err(|d| PassError::User(vec![d]))?;
+        Ok(Extents { symbols: sym.symbols.clone(), eintups: sym.eintups.clone(), positions })
+    }
+
+    /// The dims of every eintup when all are constants.
+    fn statics(&self) -> Option<Vec<Vec<i64>>> {
+        self.eintups.iter().map(|d| d.iter().map(IExpr::as_const).collect()).collect()
+    }
+}
+
 /// Lowers a specialised module. `float` is the width of FLOAT.
 pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
-    let fty = float_type(m, float)?;
-    let mut out = LoopModule { buffers: buffers(m, fty)?, ..LoopModule::default() };
+    lower_with(m, &Extents::of_specialized(m)?, float)
+}
+
+/// Lowers a module at `ext` (static or symbolic): every statement but
+/// the inputs' definitions.
+pub fn lower_with(m: &Module, ext: &Extents, float: FloatWidth) -> Result<LoopModule, PassError> {
+    let fty = float.dtype();
+    let mut out = LoopModule { dims: ext.symbols.clone(), buffers: buffers(m, ext, fty), ..LoopModule::default() };
     for (si, s) in m.stmts.iter().enumerate() {
         let arr = &m.arrays[s.array];
         if arr.is_input && arr.def_stmt == si {
             continue;
         }
-        lower_stmt(m, si, s, fty, &mut out)?;
+        lower_stmt(m, ext, si, s, fty, &mut out)?;
     }
     Ok(out)
 }
@@ -48,36 +93,28 @@ pub fn lower(m: &Module, float: FloatWidth) -> Result<LoopModule, PassError> {
 /// each input buffer with the statement that writes it (the `stmt` of its
 /// kernels), in module order.
 pub fn lower_inputs(m: &Module, float: FloatWidth) -> Result<(LoopModule, Vec<(BufId, usize)>), PassError> {
-    let fty = float_type(m, float)?;
-    let mut out = LoopModule { buffers: buffers(m, fty)?, ..LoopModule::default() };
+    let ext = Extents::of_specialized(m)?;
+    let fty = float.dtype();
+    let mut out = LoopModule { buffers: buffers(m, &ext, fty), ..LoopModule::default() };
     let mut writers = Vec::new();
     for (si, s) in m.stmts.iter().enumerate() {
         let arr = &m.arrays[s.array];
         if !(arr.is_input && arr.def_stmt == si) {
             continue;
         }
-        lower_stmt(m, si, s, fty, &mut out)?;
+        lower_stmt(m, &ext, si, s, fty, &mut out)?;
         writers.push((s.array, si));
     }
     Ok((out, writers))
 }
 
-/// The element type of FLOAT, once the module is known to be specialised.
-fn float_type(m: &Module, float: FloatWidth) -> Result<DType, PassError> {
-    if !m.is_specialized() {
-        return Err(PassError::Internal("lower-to-loops needs a specialised module (run `specialize` first)".into()));
-    }
-    Ok(float.dtype())
-}
-
 /// One buffer per array, in module order: inputs, outputs (the program's
 /// results: its outputs section, or without one the arrays nothing reads
 /// after their last write, as `run` prints), temporaries.
-fn buffers(m: &Module, fty: DType) -> Result<Vec<Buffer>, PassError> {
+fn buffers(m: &Module, ext: &Extents, fty: DType) -> Vec<Buffer> {
     let results = m.result_arrays();
     let mut out = Vec::new();
     for (id, a) in m.arrays.iter().enumerate() {
-        let shape = m.array_shape(id).ok_or_else(|| PassError::Internal(format!("array `{}` has no static shape", a.name)))?;
         let role = if a.is_input {
             Role::Input
         } else if results.contains(&id) {
@@ -88,12 +125,12 @@ fn buffers(m: &Module, fty: DType) -> Result<Vec<Buffer>, PassError> {
         out.push(Buffer {
             name: a.name.clone(),
             dtype: dtype_of(a.dtype, fty),
-            shape: static_shape(&shape),
+            shape: ext.positions[id].concat(),
             role,
             init: if a.is_input { Init::Input } else { Init::Zero },
         });
     }
-    Ok(out)
+    out
 }
 
 fn dtype_of(t: ElemType, fty: DType) -> DType {
@@ -132,6 +169,7 @@ struct Item {
 
 struct StmtLowering<'m> {
     m: &'m Module,
+    ext: &'m Extents,
     buffers: &'m [Buffer],
     vars: Vec<Var>,
     /// Level of each variable: loop `i` binds level `i + 1`; a loaded
@@ -153,21 +191,10 @@ fn add(a: IExpr, b: IExpr) -> IExpr {
     }
 }
 
-fn mul(a: IExpr, c: i64) -> IExpr {
+fn mul(a: IExpr, c: IExpr) -> IExpr {
     match c {
-        1 => a,
-        _ => IExpr::mul(a, IExpr::Const(c)),
-    }
-}
-
-fn index_bin(op: IndexOp) -> IBin {
-    match op {
-        IndexOp::Add => IBin::Add,
-        IndexOp::Sub => IBin::Sub,
-        IndexOp::Mul => IBin::Mul,
-        IndexOp::FloorDiv => IBin::FloorDiv,
-        IndexOp::CeilDiv => IBin::CeilDiv,
-        IndexOp::Mod => IBin::Mod,
+        IExpr::Const(1) => a,
+        _ => IExpr::mul(a, c),
     }
 }
 
@@ -190,20 +217,33 @@ impl<'m> StmtLowering<'m> {
         self.items.push(Item { level, kind: ItemKind::Cond(c) });
     }
 
-    fn in_range(&mut self, e: IExpr, hi: i64) {
-        self.cond(Cond::InRange { e, lo: IExpr::Const(0), hi: IExpr::Const(hi) });
+    fn in_range(&mut self, e: IExpr, hi: IExpr) {
+        self.cond(Cond::InRange { e, lo: IExpr::Const(0), hi });
     }
 
-    fn dims(&self, t: EintupId) -> Result<&'m [i64], PassError> {
-        self.m.eintups.get(t).and_then(|e| e.dims.as_deref()).ok_or_else(|| internal("eintup without static dims"))
+    fn dims(&self, t: EintupId) -> Result<&'m [IExpr], PassError> {
+        self.ext.eintups.get(t).map(Vec::as_slice).ok_or_else(|| internal("eintup without dims"))
     }
 
-    /// The static vector of a `DIMS(..)` list.
-    fn dims_list(&self, l: &DimsList) -> Result<Vec<i64>, PassError> {
-        for t in l.eintups() {
-            self.dims(t)?;
+    /// The vector of a `DIMS(..)` list.
+    fn dims_list(&self, l: &DimsList) -> Result<Vec<IExpr>, PassError> {
+        let known: Vec<Option<Vec<IExpr>>> = self.ext.eintups.iter().cloned().map(Some).collect();
+        symbolic::dims_list(l, &known).ok_or_else(|| internal("a DIMS(..) literal overflows i64"))
+    }
+
+    /// The dims of a `FLAT` argument: its own range (LANGUAGE.md s.4).
+    fn flat_dims(&self, a: &IndexExpr) -> Result<Vec<IExpr>, PassError> {
+        if let Some(st) = self.ext.statics() {
+            let d = dims::flat_arg_dims_with(self.m, &st, a).map_err(|err| match err {
+                dims::FlatDimsError::User(d) => PassError::User(vec![d]),
+                dims::FlatDimsError::Internal(s) => internal(s),
+            })?;
+            return Ok(static_shape(&d));
         }
-        l.value(|t| self.dims(t).ok().map(<[i64]>::to_vec)).ok_or_else(|| internal("a DIMS(..) literal overflows i64"))
+        symbolic::position_dims(a, &self.ext.eintups).map_err(|err| match err {
+            symbolic::PositionError::NotSymbolic(sp) => PassError::User(vec![symbolic::not_symbolic(sp)]),
+            symbolic::PositionError::Static(err) => internal(format!("bounds of a FLAT argument: {err:?}")),
+        })
     }
 
     fn read_buf(&self, a: ArrayId) -> BufId {
@@ -227,18 +267,15 @@ impl<'m> StmtLowering<'m> {
                 }
                 Tup::Scalar(IExpr::Const(r))
             }
-            IndexKind::Dims(l) => Tup::Tuple(self.dims_list(l)?.into_iter().map(IExpr::Const).collect()),
+            IndexKind::Dims(l) => Tup::Tuple(self.dims_list(l)?),
             IndexKind::Flat(args) => {
                 let mut pos: Option<IExpr> = None;
                 for a in args {
                     let x = self.expr(a)?;
-                    let d = dims::flat_arg_dims(self.m, a).map_err(|err| match err {
-                        dims::FlatDimsError::User(d) => PassError::User(vec![d]),
-                        dims::FlatDimsError::Internal(s) => internal(s),
-                    })?;
-                    for (k, &dk) in d.iter().enumerate() {
+                    let d = self.flat_dims(a)?;
+                    for (k, dk) in d.into_iter().enumerate() {
                         let c = x.at(k);
-                        self.in_range(c.clone(), dk);
+                        self.in_range(c.clone(), dk.clone());
                         pos = Some(match pos {
                             None => c,
                             Some(p) => add(mul(p, dk), c),
@@ -259,7 +296,7 @@ impl<'m> StmtLowering<'m> {
                     (Tup::Tuple(p), _) | (_, Tup::Tuple(p)) => Some(p.len()),
                     _ => None,
                 };
-                let op = index_bin(*op);
+                let op = symbolic::index_bin(*op);
                 let comp = |k: usize, me: &mut Self| {
                     let (p, q) = (x.at(k), y.at(k));
                     if matches!(op, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) && q.as_const().map_or(true, |c| c == 0) {
@@ -288,16 +325,22 @@ impl<'m> StmtLowering<'m> {
             .at(e.span, "index values must be INT")]));
         }
         let colon = indices.iter().position(|s| matches!(s, IndexSlot::Colon(_))).ok_or_else(|| internal("slice without `:`"))?;
-        let len = match arr.positions.get(colon).and_then(|p| p.dims.as_deref()) {
-            Some([l]) => *l,
+        let len = match self.ext.positions[array].get(colon).map(Vec::as_slice) {
+            Some([IExpr::Const(l)]) => *l,
+            Some([_]) => {
+                // One `load_index` per element: the count is code.
+                return Err(PassError::User(vec![Diagnostic::error("E0321", format!("the slice of `{}` has a symbolic length", arr.name))
+                    .at(e.span, "a slice's length decides the code, so it must be static")
+                    .note("bind the eintup of its `:` position at build time (--bind NAME=[..])")]));
+            }
             _ => return Err(internal("the `:` position of a slice is not rank 1")),
         };
         let buf = self.read_buf(array);
         let (base, strides) = self.access(array, indices, Some(colon))?;
-        let colon_stride = strides[colon].first().copied().unwrap_or(1);
+        let colon_stride = strides[colon].first().cloned().unwrap_or(IExpr::Const(1));
         let mut out = Vec::new();
         for k in 0..len.max(0) {
-            let offset = add(base.clone(), IExpr::Const(k * colon_stride));
+            let offset = add(base.clone(), symbolic::fold(IBin::Mul, colon_stride.clone(), IExpr::Const(k)));
             let var = self.vars.len();
             self.vars.push(Var { name: format!("ld{}", self.loaded) });
             self.loaded += 1;
@@ -311,19 +354,16 @@ impl<'m> StmtLowering<'m> {
 
     /// Offset of an access (guards emitted for every component) and the
     /// per-position strides; `skip` is the `:` slot of a slice.
-    fn access(&mut self, array: ArrayId, indices: &[IndexSlot], skip: Option<usize>) -> Result<(IExpr, Vec<Vec<i64>>), PassError> {
+    fn access(&mut self, array: ArrayId, indices: &[IndexSlot], skip: Option<usize>) -> Result<(IExpr, Vec<Vec<IExpr>>), PassError> {
         let arr = &self.m.arrays[array];
-        let pdims: Vec<Vec<i64>> =
-            arr.positions.iter().map(|p| p.dims.clone().ok_or_else(|| internal("position without static dims"))).collect::<Result<_, _>>()?;
+        let pdims = &self.ext.positions[array];
         if pdims.len() != indices.len() {
             return Err(internal(format!("`{}` accessed with {} indices, signature has {}", arr.name, indices.len(), pdims.len())));
         }
-        // `specialize` gave every array static dims (symbolic ones come
-        // with `bind-dims{dynamic}`, docs/dynamic-shapes.md).
-        let flat: Vec<i64> = self.buffers[array].strides().iter().map(IExpr::as_const).collect::<Option<_>>().ok_or_else(|| internal("array with a symbolic shape"))?;
+        let flat = self.buffers[array].strides();
         let mut strides = Vec::new();
         let mut i = 0;
-        for p in &pdims {
+        for p in pdims {
             strides.push(flat[i..i + p.len()].to_vec());
             i += p.len();
         }
@@ -339,10 +379,10 @@ impl<'m> StmtLowering<'m> {
                     return Err(internal(format!("index of rank {} at a position of rank {}", v.len(), pdims[k].len())));
                 }
             }
-            for (j, &d) in pdims[k].iter().enumerate() {
+            for (j, d) in pdims[k].iter().enumerate() {
                 let c = x.at(j);
-                self.in_range(c.clone(), d);
-                off = add(off, mul(c, strides[k][j]));
+                self.in_range(c.clone(), d.clone());
+                off = add(off, mul(c, strides[k][j].clone()));
             }
         }
         Ok((off, strides))
@@ -365,7 +405,7 @@ fn loop_order(s: &et::Stmt) -> Vec<EintupId> {
 }
 
 
-fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopModule) -> Result<(), PassError> {
+fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopModule) -> Result<(), PassError> {
     let lhs = s.array;
     let lhs_name = m.arrays[lhs].name.clone();
     let lhs_ty = out.buffers[lhs].dtype;
@@ -374,7 +414,7 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
     let redirect = if s.reads(lhs) {
         let name = out.unique_buffer_name(format!("{lhs_name}_snap{si}"));
         let b = Buffer { name, role: Role::Temp, init: Init::Zero, ..out.buffers[lhs].clone() };
-        let len = b.len().ok_or_else(|| PassError::Internal(format!("array `{}` has no static shape", b.name)))?;
+        let len = b.len_expr();
         out.buffers.push(b);
         let snap = out.buffers.len() - 1;
         let i = IExpr::Var(0);
@@ -386,7 +426,7 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
             body: vec![Node::For(For {
                 var: 0,
                 lo: IExpr::Const(0),
-                hi: IExpr::Const(len),
+                hi: len,
                 kind: LoopKind::Reduce,
                 body: vec![Node::Compute(Compute {
                     values: vec![Value { op: VOp::Load { buf: lhs, offset: i.clone() }, dtype: lhs_ty }],
@@ -403,6 +443,7 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
     let order = loop_order(s);
     let mut lw = StmtLowering {
         m,
+        ext,
         buffers: &out.buffers,
         vars: Vec::new(),
         level: Vec::new(),
@@ -411,12 +452,12 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
         redirect,
         loaded: 0,
     };
-    let mut loops: Vec<(VarId, i64)> = Vec::new();
+    let mut loops: Vec<(VarId, IExpr)> = Vec::new();
     for &t in &order {
         let e = &m.eintups[t];
-        let dims = e.dims.as_ref().ok_or_else(|| internal("eintup without static dims"))?;
+        let dims = ext.eintups.get(t).ok_or_else(|| internal("eintup without dims"))?;
         let mut c = Vec::new();
-        for (k, &d) in dims.iter().enumerate() {
+        for (k, d) in dims.iter().cloned().enumerate() {
             let v = lw.vars.len();
             lw.vars.push(Var { name: format!("{}_{k}", e.name) });
             loops.push((v, d));
@@ -458,9 +499,13 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
                 push(&mut values, VOp::Const(r as f64), DType::I32)
             }
             OpKind::DimsAt(l, t) => {
-                let table = lw.dims_list(l)?;
+                let Some(table) = lw.dims_list(l)?.iter().map(IExpr::as_const).collect::<Option<Vec<i64>>>() else {
+                    return Err(PassError::User(vec![Diagnostic::error("E0321", "`DIMS(..)[k]` of symbolic dims is not supported in a dynamic build")
+                        .at(s.span, "in this statement")
+                        .note("bind the eintups it reads at build time (--bind NAME=[..])")]));
+                };
                 let idx = lw.expr(t)?.at(0);
-                lw.in_range(idx.clone(), table.len() as i64);
+                lw.in_range(idx.clone(), IExpr::Const(table.len() as i64));
                 push(&mut values, VOp::Lookup { table, index: idx }, DType::I32)
             }
             OpKind::Read { array, indices } => {
@@ -541,16 +586,16 @@ fn lower_stmt(m: &Module, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopMod
 /// Builds the loop nest: at each level, the items of that level (in the
 /// order they were emitted, so a load follows the guards of its offset and
 /// precedes the guards that use it), then the next loop.
-fn build_nest(loops: &[(VarId, i64)], items: &[Item], inner: Node) -> Vec<Node> {
-    fn level(loops: &[(VarId, i64)], items: &[Item], l: usize, inner: &Node) -> Vec<Node> {
+fn build_nest(loops: &[(VarId, IExpr)], items: &[Item], inner: Node) -> Vec<Node> {
+    fn level(loops: &[(VarId, IExpr)], items: &[Item], l: usize, inner: &Node) -> Vec<Node> {
         let mut body = if l == loops.len() {
             vec![inner.clone()]
         } else {
-            let (var, hi) = loops[l];
+            let (var, hi) = loops[l].clone();
             vec![Node::For(For {
                 var,
                 lo: IExpr::Const(0),
-                hi: IExpr::Const(hi),
+                hi,
                 kind: LoopKind::Reduce,
                 body: level(loops, items, l + 1, inner),
             })]
@@ -600,7 +645,10 @@ impl super::PassOptions for LowerToLoopsOptions {
 /// The pass: et (specialised) -> loop.
 pub fn run(unit: &mut super::Unit, opts: &LowerToLoopsOptions) -> Result<Option<String>, PassError> {
     let super::Ir::Et(prog) = &unit.ir else { return Err(PassError::Internal("lower-to-loops runs on the et level".into())) };
-    let m = lower(&prog.module, opts.float)?;
+    let m = match &unit.symbolic {
+        Some(sym) => lower_with(&prog.module, &Extents::of_symbolic(&prog.module, sym)?, opts.float)?,
+        None => lower(&prog.module, opts.float)?,
+    };
     let guards = m.kernels.iter().map(|k| k.guard_count());
     let stats = format!("{} buffers, {} kernels, {} guard conditions", m.buffers.len(), m.kernels.len(), guards.sum::<usize>());
     unit.ir = super::Ir::Loop(m);

@@ -86,7 +86,7 @@ pub static PASSES: &[PassInfo] = &[
     },
     PassInfo {
         name: "specialize",
-        summary: "choose a configuration (--bind, --seed) and make every type static",
+        summary: "choose a configuration (--bind, --seed) and make every type static; with `dynamic`, fix the ranks and leave unbound dims symbolic",
         input: Level::Et,
         output: Level::Et,
         needs: &[],
@@ -627,7 +627,7 @@ mod tests {
         let input = crate::ir::loops::print::module(&module);
         let source = crate::driver::Source { path: "m.etir".into(), name: "m.etir".into(), text: input.clone() };
         let run = |after_failure| {
-            let mut unit = Unit { source: source.clone(), ir: Ir::Loop(module.clone()), ranks: None, config: None };
+            let mut unit = Unit { source: source.clone(), ir: Ir::Loop(module.clone()), ranks: None, config: None, symbolic: None };
             let pm = PassManager { passes: vec![Scheduled { info: &BREAKS, options: vec![], label: "breaks".into() }], instrument: Instrument { after_failure, ..Instrument::default() } };
             let mut err = Vec::new();
             let r = pm.run_passes(&mut unit, &DriverOptions::default(), &mut err);

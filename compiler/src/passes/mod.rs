@@ -32,6 +32,7 @@ use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::{FloatWidth, FpContract};
 use crate::driver::{Failure, Source};
 use crate::ir::loops::LoopModule;
+use crate::sema::symbolic::SymbolicConfig;
 use crate::sema::{Config, InputShape, Program, RankSystem};
 use et_grammar::Diagnostic;
 
@@ -85,12 +86,16 @@ pub struct Unit {
     pub ranks: Option<RankSystem>,
     /// Set by `specialize`: the configuration the module was specialised to.
     pub config: Option<Config>,
+    /// Set by `specialize{dynamic}` instead of `config`: the ranks fixed
+    /// and the dims as expressions over dim symbols, which
+    /// `lower-to-loops` lowers with (docs/dynamic-shapes.md).
+    pub symbolic: Option<SymbolicConfig>,
 }
 
 impl Unit {
     /// A `.et` program, before `resolve`.
     pub fn from_source(source: Source) -> Unit {
-        Unit { source, ir: Ir::Source, ranks: None, config: None }
+        Unit { source, ir: Ir::Source, ranks: None, config: None, symbolic: None }
     }
 
     /// Any input, its kind told by its content ([`crate::ir::text::kind_of`],
@@ -134,11 +139,16 @@ pub struct DriverOptions {
     /// Whether the GPU passes consult `gpu`'s tuning table (`--no-tuning`:
     /// their heuristics alone): docs/tuning.md.
     pub tuning: bool,
+    /// `eintup build --dynamic`: `specialize` fixes ranks only and leaves
+    /// the dims of eintups not bound symbolic.
+    pub dynamic: bool,
+    /// `--rank NAME=R`: ranks a dynamic build fixes.
+    pub ranks: Vec<(String, usize)>,
 }
 
 impl Default for DriverOptions {
     fn default() -> Self {
-        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default(), tuning: true }
+        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default(), tuning: true, dynamic: false, ranks: Vec::new() }
     }
 }
 

@@ -56,6 +56,10 @@ impl PassOptions for NoOptions {
 pub const SEED: (&str, &str) = ("seed", "N: the seed of drawn dims (as --seed)");
 /// `bind=NAME=[..]`, as `--bind`.
 pub const BIND: (&str, &str) = ("bind", "NAME=[d1,..]: fix an eintup's dims, repeatable (as --bind)");
+/// `dynamic=true|false`, as `build --dynamic`.
+pub const DYNAMIC: (&str, &str) = ("dynamic", "true|false: fix ranks only, leaving unbound dims symbolic (as build --dynamic)");
+/// `rank=NAME=R`, as `--rank`.
+pub const RANK: (&str, &str) = ("rank", "NAME=R: fix an eintup's rank in a dynamic build, repeatable (as --rank)");
 /// `float=f64|f32`, as `--float`.
 pub const FLOAT: (&str, &str) = ("float", "f64|f32: the width of FLOAT (as --float)");
 /// `fp-contract=off|fast`, as `--fp-contract`.
@@ -74,6 +78,19 @@ pub fn parse_fp_contract(v: &str) -> Result<FpContract, String> {
 }
 
 /// Adds `bind=v` to `binds`: it replaces the binding of the same eintup.
+/// `NAME=R` (`--rank`, the `rank` option).
+pub fn parse_rank(v: &str) -> Result<(String, usize), String> {
+    let parsed = v.split_once('=').and_then(|(n, r)| Some((n.trim(), r.trim().parse::<usize>().ok()?)));
+    match parsed {
+        Some((n, r)) if !n.is_empty() && r <= crate::ir::et::MAX_RANK => Ok((n.to_string(), r)),
+        _ => Err(format!("`{v}`: expected NAME=R with 0 <= R <= {}", crate::ir::et::MAX_RANK)),
+    }
+}
+
+pub fn parse_bool(v: &str) -> Result<bool, String> {
+    v.parse().map_err(|_| "expected true or false".to_string())
+}
+
 pub fn add_binding(binds: &mut Vec<String>, v: &str) -> Result<(), String> {
     let b = crate::sema::parse_binding(v).map_err(|e| format!("{e}"))?;
     binds.retain(|d| crate::sema::parse_binding(d).map_or(true, |d| d.name != b.name));

@@ -1,12 +1,16 @@
 //! `specialize`: choose one configuration (`--bind`, then the shapes of
 //! supplied inputs, then constraints and range inference, then draws,
 //! deterministic in `--seed`) and substitute it: every eintup and array
-//! position gets static dims (`sema::specialize`).
+//! position gets static dims (`sema::specialize`). With `dynamic` it fixes
+//! the ranks alone (`--rank`, bindings, constraints, inference) and gives
+//! unbound eintups symbolic dims (`sema::symbolic`), for `lower-to-loops`;
+//! the module itself stays rank-polymorphic text.
 
 use super::spec::{self, PassOptions};
 use super::{DriverOptions, Ir, PassError, Unit};
 use crate::ir::loops::FloatWidth;
-use crate::sema::config::{choose_config, parse_bindings};
+use crate::sema::config::{choose_config, parse_bindings, Space};
+use crate::sema::symbolic::symbolic_config;
 use crate::sema::specialize::{specialize, MemoryLimit};
 use crate::sema::InputShape;
 
@@ -19,18 +23,22 @@ pub struct SpecializeOptions {
     pub inputs: Vec<InputShape>,
     pub seed: u64,
     pub float: FloatWidth,
+    pub dynamic: bool,
+    pub ranks: Vec<(String, usize)>,
 }
 
 impl PassOptions for SpecializeOptions {
-    const KEYS: &'static [(&'static str, &'static str)] = &[spec::SEED, spec::BIND, spec::FLOAT];
+    const KEYS: &'static [(&'static str, &'static str)] = &[spec::SEED, spec::BIND, spec::FLOAT, spec::DYNAMIC, spec::RANK];
     fn from_driver(d: &DriverOptions) -> Self {
-        SpecializeOptions { binds: d.binds.clone(), inputs: d.inputs.clone(), seed: d.seed, float: d.float }
+        SpecializeOptions { binds: d.binds.clone(), inputs: d.inputs.clone(), seed: d.seed, float: d.float, dynamic: d.dynamic, ranks: d.ranks.clone() }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
             "seed" => self.seed = spec::parse_seed(value)?,
             "bind" => spec::add_binding(&mut self.binds, value)?,
             "float" => self.float = spec::parse_float(value)?,
+            "dynamic" => self.dynamic = spec::parse_bool(value)?,
+            "rank" => self.ranks.push(spec::parse_rank(value)?),
             _ => return Err(format!("option `{key}` is not declared")),
         }
         Ok(())
@@ -61,6 +69,17 @@ pub fn run(unit: &mut Unit, opts: &SpecializeOptions) -> Result<Option<String>, 
         None => crate::sema::ranks::infer(prog).map_err(PassError::User)?,
     };
     let binds = parse_bindings(&opts.binds).map_err(PassError::Message)?;
+    if opts.dynamic {
+        let space = Space::new(prog, &ranks, &binds, &[]).map_err(PassError::User)?;
+        let sym = symbolic_config(prog, &space, &opts.ranks).map_err(PassError::User)?;
+        let stats = prog.module.eintups.iter().zip(&sym.ranks).map(|(e, r)| format!("{}:{r}", e.name)).collect::<Vec<_>>().join(" ");
+        unit.ranks = Some(ranks);
+        unit.symbolic = Some(sym);
+        return Ok(Some(format!("dynamic, ranks {stats}")));
+    }
+    if !opts.ranks.is_empty() {
+        return Err(PassError::Message("error: --rank fixes ranks of a dynamic build (with --dynamic); a static one is fixed by --bind".into()));
+    }
     let cfg = choose_config(prog, &ranks, &binds, &opts.inputs, opts.seed).map_err(PassError::User)?;
     specialize(prog, &cfg, MemoryLimit::with_float_bytes(opts.float.bytes())).map_err(PassError::User)?;
     let stats = cfg.dims.iter().map(|(n, d)| format!("{n}={d:?}")).collect::<Vec<_>>().join(" ");

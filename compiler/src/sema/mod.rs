@@ -13,7 +13,9 @@
 //!   submodule per job;
 //! - [`inputs`]: dims from the shapes of supplied input arrays;
 //! - [`infer_dims`]: range inference of dims from right-hand-side accesses;
-//! - [`specialize`]: substitute one configuration into the module.
+//! - [`specialize`]: substitute one configuration into the module;
+//! - [`symbolic`]: or, for a dynamic build, fix the ranks and give dims as
+//!   expressions over dim symbols.
 
 pub mod config;
 pub mod constraints;
@@ -23,6 +25,7 @@ pub mod rank_limit;
 pub mod ranks;
 pub mod resolve;
 pub mod specialize;
+pub mod symbolic;
 
 use crate::ir::et::{EintupId, IndexExpr, Module};
 use et_grammar::ast::ConstraintSubject;

@@ -28,6 +28,20 @@ impl MemoryLimit {
     }
 }
 
+/// Why the extent of position `k` of array `name` (the expression at
+/// `position`) cannot be had in this configuration.
+pub fn bound_diagnostic(err: BoundError, name: &str, k: usize, position: et_grammar::Span) -> Diagnostic {
+    match err {
+        BoundError::DivZero(sp) => Diagnostic::error("E0305", format!("static divisor is zero in the first mention of `{name}`"))
+            .at(sp, "zero in this configuration")
+            .also(position, format!("position {} of the signature", k + 1))
+            .note("a zero static divisor in a first mention rejects the configuration (LANGUAGE.md s.4)"),
+        BoundError::Overflow(sp) => Diagnostic::error("E0307", format!("the shape of `{name}` overflows a 64-bit index")).at(sp, "bound too large"),
+        BoundError::RankMismatch(sp) => Diagnostic::error("E0205", "operands of different ranks in this configuration").at(sp, "ranks differ"),
+        BoundError::DataDependent(sp) => Diagnostic::error("E0109", "a slice may not appear in the first mention of an array").at(sp, "slice"),
+    }
+}
+
 /// Specialises `prog.module` in place under `cfg` (dims per eintup, in
 /// module order).
 pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Result<(), Vec<Diagnostic>> {
@@ -49,21 +63,7 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
                     p.rank = Some(d.len());
                     p.dims = Some(d);
                 }
-                Err(BoundError::DivZero(sp)) => diags.push(
-                    Diagnostic::error("E0305", format!("static divisor is zero in the first mention of `{}`", a.name))
-                        .at(sp, "zero in this configuration")
-                        .also(p.expr.span, format!("position {} of the signature", k + 1))
-                        .note("a zero static divisor in a first mention rejects the configuration (LANGUAGE.md s.4)"),
-                ),
-                Err(BoundError::Overflow(sp)) => diags.push(
-                    Diagnostic::error("E0307", format!("the shape of `{}` overflows a 64-bit index", a.name)).at(sp, "bound too large"),
-                ),
-                Err(BoundError::RankMismatch(sp)) => diags.push(
-                    Diagnostic::error("E0205", "operands of different ranks in this configuration").at(sp, "ranks differ"),
-                ),
-                Err(BoundError::DataDependent(sp)) => diags.push(
-                    Diagnostic::error("E0109", "a slice may not appear in the first mention of an array").at(sp, "slice"),
-                ),
+                Err(err) => diags.push(bound_diagnostic(err, &a.name, k, p.expr.span)),
             }
         }
     }

@@ -27,6 +27,10 @@ struct Args {
     /// generated on the device with the bundle's seed.
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
     inputs: Vec<String>,
+    /// For a dynamic bundle: the dims of an eintup no input gives
+    /// (repeatable).
+    #[arg(long = "bind", value_name = "NAME=[..]")]
+    binds: Vec<String>,
     /// Must equal the seed the bundle was built with (its generators have it
     /// compiled in); another seed needs `eintup build --seed S`.
     #[arg(long)]
@@ -207,7 +211,13 @@ fn open(path: &Path, args: &Args) -> Result<(Bundle, BTreeMap<String, Tensor>), 
     }
     // A dynamic bundle (format 2) is bound to the dims its inputs give,
     // here, before any device is touched.
-    let bundle = bundle.bind_inputs(&inputs)?.into_owned();
+    let bundle = if args.binds.is_empty() {
+        bundle.bind_inputs(&inputs)?.into_owned()
+    } else {
+        let binds = args.binds.iter().map(|b| eintup_runtime::dynamic::parse_bind(b)).collect::<Result<Vec<_>, _>>()?;
+        let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
+        bundle.bind_given(&shapes, &bundle.manifest().given_dims(&binds)?)?.0
+    };
     eintup_runtime::check::check_inputs(bundle.manifest(), &inputs)?;
     Ok((bundle, inputs))
 }

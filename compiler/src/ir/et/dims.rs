@@ -529,17 +529,23 @@ pub enum FlatDimsError {
 /// array it reads. Used by the interpreter and by `lower-to-loops`.
 pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsError> {
     let dims: Vec<Vec<i64>> = m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
+    flat_arg_dims_with(m, &dims, e)
+}
+
+/// [`flat_arg_dims`] with every eintup's dims given (a module not
+/// specialised: a dynamic build's static eintups).
+pub fn flat_arg_dims_with(m: &Module, dims: &[Vec<i64>], e: &IndexExpr) -> Result<Vec<i64>, FlatDimsError> {
     // The array whose range was missing, for the user's message.
     let unknown: Cell<Option<ArrayId>> = Cell::new(None);
     let ranges = |array: ArrayId, span: Span| -> Result<Vec<(i64, i64)>, BoundError> {
-        attr_ranges(m, &dims, array).ok_or_else(|| {
+        attr_ranges(m, dims, array).ok_or_else(|| {
             unknown.set(Some(array));
             BoundError::DataDependent(span)
         })
     };
     // A zero static divisor inside makes the components it feeds empty:
     // every instantiation that uses it is out of bounds (LANGUAGE.md s.4).
-    bound_of(e, &dims, &ranges, ZeroDivisor::Empty).map_err(|err| match (err, unknown.get()) {
+    bound_of(e, dims, &ranges, ZeroDivisor::Empty).map_err(|err| match (err, unknown.get()) {
         (BoundError::DataDependent(span), Some(a)) => {
             let arr = &m.arrays[a];
             let d = Diagnostic::error("E0406", format!("`FLAT` needs the value range of `{}`, which is not known", arr.name))

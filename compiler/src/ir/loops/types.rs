@@ -149,6 +149,15 @@ impl Buffer {
         self.dims().map(|d| d.iter().product())
     }
 
+    /// Number of elements as an expression (a constant for a static
+    /// shape).
+    pub fn len_expr(&self) -> IExpr {
+        match self.len() {
+            Some(n) => IExpr::Const(n),
+            None => self.shape.iter().cloned().reduce(IExpr::mul).unwrap_or(IExpr::Const(1)),
+        }
+    }
+
     /// Is the buffer known to hold no element?
     pub fn is_empty(&self) -> bool {
         self.len() == Some(0)
@@ -161,6 +170,7 @@ impl Buffer {
         for i in (0..self.shape.len().saturating_sub(1)).rev() {
             st[i] = match (st[i + 1].as_const(), self.shape[i + 1].as_const()) {
                 (Some(s), Some(d)) => IExpr::Const(s * d.max(0)),
+                (Some(1), None) => self.shape[i + 1].clone(),
                 // Symbolic extents are non-negative (the shape program checks
                 // them before anything runs), so no clamp.
                 _ => IExpr::mul(st[i + 1].clone(), self.shape[i + 1].clone()),

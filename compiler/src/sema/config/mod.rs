@@ -152,7 +152,7 @@ pub struct Space<'a> {
 }
 
 /// Eintups mentioned (as variables or in `DIMS(..)`) by an expression.
-fn mentioned(e: &crate::ir::et::IndexExpr, out: &mut Vec<EintupId>) {
+pub(crate) fn mentioned(e: &crate::ir::et::IndexExpr, out: &mut Vec<EintupId>) {
     use crate::ir::et::{IndexKind, IndexSlot};
     match &e.kind {
         IndexKind::Var(t) => out.push(*t),
@@ -241,6 +241,16 @@ impl<'a> Space<'a> {
     /// How each eintup's dims are determined (module order).
     pub fn sources(&self) -> &[DimsSource] {
         &self.sources
+    }
+
+    /// Eintups in the order their dims are determined.
+    pub fn order(&self) -> &[EintupId] {
+        &self.order
+    }
+
+    /// The `--bind` dims of eintup `e`, if bound.
+    pub fn bound(&self, e: EintupId) -> Option<Vec<i64>> {
+        self.bound.get(e).cloned().flatten()
     }
 
     /// Warnings: bindings outside draw ranges (W0301), default draws (W0302).

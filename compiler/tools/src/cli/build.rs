@@ -14,6 +14,9 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     if !args.dim.is_empty() {
         return Err(Failure::user("eintup: error: --dim gives the dims of a loop module's symbols; a program's dims are --bind's".to_string()));
     }
+    if args.dynamic {
+        return build_dynamic(&args, &src, sm);
+    }
     let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &[], args.seed, args.float)?;
     super::run::print_warnings(&src, &config.warnings);
     let lm = eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm))?;
@@ -59,6 +62,23 @@ fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Fail
     let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
     let b = bundle::bind_dynamic(&lm, &ptx, &info.ptx_version, sm, &dims)?;
     let what = if lm.is_dynamic() { count(lm.dims.len(), "dim symbol", "dim symbols") } else { "static".to_string() };
+    write(&b, args, sm, &what)
+}
+
+/// `build --dynamic`: ranks fixed, dims of unbound eintups symbolic, one
+/// bundle whose inputs are the caller's (docs/dynamic-shapes.md).
+fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure> {
+    let ranks = args
+        .rank
+        .iter()
+        .map(|r| eintup::passes::spec::parse_rank(r).map_err(|e| Failure::user(format!("eintup: error: --rank {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (prog, sym) = eintup::pipeline::symbolic_for(src, &args.bind, &ranks)?;
+    let opts = eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm);
+    let lm = eintup::pipeline::lower_gpu_symbolic(src, &prog, &sym, &opts)?;
+    let b = bundle::build_dynamic(src, &prog, &sym, &lm, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
+    let symbolic: Vec<&str> = prog.module.eintups.iter().enumerate().filter(|(e, _)| sym.is_symbolic(*e)).map(|(_, t)| t.name.as_str()).collect();
+    let what = format!("{}; symbolic eintups: {}", count(sym.symbols.len(), "dim symbol", "dim symbols"), if symbolic.is_empty() { "none".to_string() } else { symbolic.join(", ") });
     write(&b, args, sm, &what)
 }
 

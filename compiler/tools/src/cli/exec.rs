@@ -28,14 +28,30 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
             args.bundle.display()
         )));
     }
-    let binds: Vec<String> = m.config.eintups.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
+    let inputs = super::run::read_inputs(&args.input)?;
+    let bad = |e: eintup_runtime::Error| Failure::user(format!("eintup: error: {}: {e}", args.bundle.display()));
+    // A dynamic bundle is bound to the dims its inputs and --binds give,
+    // and the program re-specialised to them; a static one keeps its own.
+    let (b, binds) = if m.dynamic.is_some() {
+        let given = args.bind.iter().map(|b| eintup_runtime::dynamic::parse_bind(b)).collect::<Result<Vec<_>, _>>().map_err(bad)?;
+        let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
+        let (bound, dims) = b.bind_given(&shapes, &m.given_dims(&given).map_err(bad)?).map_err(bad)?;
+        let binds = m.eintup_binds(&dims).map_err(bad)?;
+        eintup_runtime::check::check_inputs(bound.manifest(), &inputs).map_err(bad)?;
+        (bound, binds)
+    } else if !args.bind.is_empty() {
+        return Err(Failure::user(format!("eintup: error: {}: --bind gives dims to a dynamic bundle; this one is static (rebuild it with `eintup build --bind`)", args.bundle.display())));
+    } else {
+        let binds = m.config.eintups.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
+        (b, binds)
+    };
+    let m = b.manifest();
     let seed = args.seed.unwrap_or(m.config.seed);
     let float = match m.config.float {
         DType::F32 => super::FloatWidth::F32,
         _ => super::FloatWidth::F64,
     };
     let (module, config) = eintup::pipeline::specialized_for(&src, &binds, &[], seed, float)?;
-    let inputs = super::run::read_inputs(&args.input)?;
     let opts = RunOptions { seed, float, inputs, max_work: args.max_work };
     check_buffers(&module, m, float).map_err(|why| Failure::user(format!("eintup: error: {}: the bundle does not match its own program: {why}", args.bundle.display())))?;
     // The work the bundle's kernels do, estimated from the same lowering

@@ -212,6 +212,15 @@ pub struct BuildArgs {
     /// re-binds it to its inputs' shapes). Repeatable.
     #[arg(long = "dim", value_name = "NAME=N")]
     pub dim: Vec<String>,
+    /// One bundle for many shapes: fix every eintup's rank (`--rank`,
+    /// `--bind`, constraints) and leave the dims of eintups not bound
+    /// symbolic, taken at run time from the inputs' shapes or `--bind`
+    /// (docs/dynamic-shapes.md).
+    #[arg(long)]
+    pub dynamic: bool,
+    /// With --dynamic: fix an eintup's rank, NAME=R. Repeatable.
+    #[arg(long = "rank", value_name = "NAME=R", requires = "dynamic")]
+    pub rank: Vec<String>,
 }
 
 /// `--fp-contract off|fast` (the codegen crate's `FpContract`).
@@ -242,6 +251,10 @@ pub struct ExecArgs {
     /// Supply an input array: NAME=PATH.npy.
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
     pub input: Vec<String>,
+    /// For a dynamic bundle: the dims of an eintup no input gives,
+    /// NAME=[d1,..]. Repeatable.
+    #[arg(long = "bind", value_name = "NAME=[..]")]
+    pub bind: Vec<String>,
     /// Seed for RANDOM inputs not supplied (default: the bundle's).
     #[arg(long)]
     pub seed: Option<u64>,

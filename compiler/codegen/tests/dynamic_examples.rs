@@ -1,0 +1,125 @@
+//! One dynamic bundle per example (`eintup build FILE.et --dynamic`,
+//! docs/dynamic-shapes.md): built once at fixed ranks, then bound to many
+//! configurations of those ranks (drawn ones, tile non-multiples,
+//! zero-sized dims) and run on the PTX emulator against the interpreter at
+//! the same dims. The bundle gets the inputs' arrays and, for eintups no
+//! input gives (a stride, a tile count), their dims as a caller's
+//! `--bind`. Under `--fp-contract off` the emulator computes every product
+//! as the interpreter does; only summation order may differ, so FLOAT
+//! outputs are compared within `1e-12 * max(1, max |want|)`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use eintup::driver::Source;
+use eintup::interp::{self, RunOptions};
+use eintup::ir::loops::FloatWidth;
+use eintup::tensor::Data;
+use eintup_codegen::bundle::{build_dynamic, BuildOptions};
+use eintup_codegen::FpContract;
+use eintup_runtime::{Bundle, Device};
+use eintup_testkit::{assert_close, Tol};
+
+/// An example, the ranks its dynamic build fixes, and static `--bind`
+/// sets (beyond drawn configurations) it is also run at.
+struct Example {
+    file: &'static str,
+    ranks: &'static [(&'static str, usize)],
+    at: &'static [&'static [&'static str]],
+}
+
+const EXAMPLES: &[Example] = &[
+    Example { file: "matmul", ranks: &[("batch", 1)], at: &[&["batch=[2]", "row=[33]", "k=[17]", "col=[65]"], &["batch=[3]", "row=[0]", "k=[4]", "col=[5]"], &["batch=[1]", "row=[64]", "k=[64]", "col=[64]"]] },
+    Example { file: "bias_add", ranks: &[("pos", 2)], at: &[&["batch=[2]", "pos=[3,0]", "chan=[5]"]] },
+    Example { file: "conv_valid", ranks: &[("ipos", 2)], at: &[&["ipos=[17,9]", "fpos=[3,2]", "stride=[2,1]"]] },
+    Example { file: "conv_valid_alt", ranks: &[("ipos", 1)], at: &[&["ipos=[40]", "fpos=[5]", "stride=[3]", "ichan=[3]", "ochan=[2]"]] },
+    Example { file: "conv_same", ranks: &[("ipos", 1)], at: &[&["ipos=[23]", "fpos=[5]"]] },
+    Example { file: "conv_transpose", ranks: &[("ipos", 1)], at: &[&["ipos=[13]", "fpos=[3]", "stride=[2]"]] },
+    Example { file: "gather_nd", ranks: &[("batch", 1), ("loc", 2), ("w", 1), ("item", 1)], at: &[&["batch=[2]", "loc=[5,7]", "w=[9]", "item=[3]"], &["batch=[1]", "loc=[33,2]", "w=[0]", "item=[4]"], &["batch=[3]", "loc=[1,1]", "w=[70]", "item=[0]"]] },
+    Example { file: "scatter_nd", ranks: &[("upd", 1), ("item", 1), ("dest", 2)], at: &[&["upd=[0]", "dest=[3,4]", "item=[2]"]] },
+    Example { file: "reduce_sum", ranks: &[("keep", 2)], at: &[&["keep=[5,33]", "drop=[130]"], &["keep=[2,3]", "drop=[0]"]] },
+    Example { file: "flatten", ranks: &[("a", 1), ("b", 2), ("c", 0)], at: &[&["a=[0]", "b=[2,3]", "c=[]"]] },
+    Example { file: "kron", ranks: &[("i", 2)], at: &[&["i=[3,4]", "k=[5,2]"]] },
+    Example { file: "meshgrid", ranks: &[], at: &[&["i=[7]", "j=[0]", "k=[3]"]] },
+    Example { file: "slice", ranks: &[("e", 2)], at: &[&["e=[20,9]", "lo=[2,1]", "hi=[3,4]"]] },
+    Example { file: "space_to_depth", ranks: &[], at: &[&["batch=[2]", "pos=[6,4]", "chan=[3]", "blk=[2,2]"]] },
+    Example { file: "tile", ranks: &[("e", 2)], at: &[&["e=[3,5]", "rep=[2,3]"]] },
+];
+
+fn example(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples").join(format!("{file}.et"))
+}
+
+/// The example's dynamic bundle and the ranks it was built for.
+fn dynamic_bundle(ex: &Example) -> (Source, Bundle, Vec<usize>) {
+    let src = Source::load(&example(ex.file)).unwrap();
+    let ranks: Vec<(String, usize)> = ex.ranks.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &ranks).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
+    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
+    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
+    assert!(lm.is_dynamic(), "{}: no dim symbols", ex.file);
+    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
+    (src, b, sym.ranks)
+}
+
+/// Runs `bundle` at the configuration `binds` and `seed` give, if it has
+/// the bundle's ranks; `false` when it does not (or is not valid).
+fn run_at(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], seed: u64) -> bool {
+    let Ok((m, _)) = eintup::pipeline::specialized_module(src, binds, seed) else { return false };
+    if m.eintups.iter().zip(ranks).any(|(e, r)| e.dims.as_ref().map(Vec::len) != Some(*r)) || m.largest_extent() > 1 << 18 {
+        return false;
+    }
+    let what = format!("{} {binds:?} seed {seed}", src.name);
+    let want = interp::run(&m, &RunOptions { seed, ..RunOptions::default() }).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let man = bundle.manifest();
+    let inputs: BTreeMap<_, _> = m.arrays.iter().zip(&want).filter(|(a, _)| a.is_input).map(|(a, t)| (a.name.clone(), t.clone())).collect();
+    // A caller's --bind for each eintup whose symbols no input gives.
+    let derived: Vec<String> = man.dynamic.as_ref().unwrap().derive.iter().map(|r| format!("%{}", r.sym)).collect();
+    let given: Vec<(String, Vec<i64>)> = man.dynamic.as_ref().unwrap().eintups.iter()
+        .filter(|(_, exprs)| exprs.iter().any(|e| e.starts_with('%') && !derived.contains(e)))
+        .map(|(name, _)| (name.clone(), m.eintups[m.eintup_by_name(name).unwrap()].dims.clone().unwrap()))
+        .collect();
+    let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
+    let given = man.given_dims(&given).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (bound, _) = bundle.bind_given(&shapes, &given).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let out = Device::emulator().run(&bound, &inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for a in m.result_arrays() {
+        let (name, want) = (&m.arrays[a].name, &want[a]);
+        let got = &out[name];
+        assert_eq!(got.shape, want.shape, "{what}: `{name}` shape");
+        match (&got.data, &want.data) {
+            (Data::I32(g), Data::I32(w)) => assert_eq!(g, w, "{what}: `{name}`"),
+            _ => {
+                let w = want.to_f64_vec();
+                let scale = w.iter().fold(1.0f64, |s, x| s.max(x.abs()));
+                assert_close(&format!("{what}: `{name}`"), &got.to_f64_vec(), &w, Tol { rel: 0.0, abs: 1e-12 * scale });
+            }
+        }
+    }
+    true
+}
+
+#[test]
+fn one_dynamic_bundle_per_example_runs_at_many_configurations() {
+    for ex in EXAMPLES {
+        let (src, bundle, ranks) = dynamic_bundle(ex);
+        let mut ran = 0;
+        for seed in 0..64 {
+            ran += run_at(&src, &bundle, &ranks, &[], seed) as usize;
+        }
+        for binds in ex.at {
+            let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
+            assert!(run_at(&src, &bundle, &ranks, &binds, 0), "{}: {binds:?} is not a configuration of the bundle's ranks", ex.file);
+            ran += 1;
+        }
+        assert!(ran >= 3, "{}: only {ran} configurations had the bundle's ranks", ex.file);
+    }
+}
+
+#[test]
+fn every_example_is_covered() {
+    let names: Vec<String> = eintup_testkit::examples().iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    for n in &names {
+        assert!(EXAMPLES.iter().any(|e| e.file == n), "example {n} has no dynamic-bundle case");
+    }
+}

@@ -1,0 +1,435 @@
+//! Symbolic dims for a dynamic build (`eintup build --dynamic`,
+//! docs/dynamic-shapes.md sections 1-2): the ranks fixed, and every
+//! eintup's dims as index expressions over dim symbols instead of numbers.
+//!
+//! The same schedule as a static configuration ([`Space`]) decides where
+//! each eintup's dims come from; only the values differ:
+//! - bound (`--bind`): constants;
+//! - drawn or of an input's signature: one fresh symbol per component
+//!   (`batch.0`), given at run time by the input arrays' shapes or a
+//!   run-time `--bind`;
+//! - constrained (`DIMS(t) = expr`): the expression over the symbols, so
+//!   that the compiler sees `opos.0 = ipos.0 - fpos.0 + 1`, not a number;
+//! - inferred (range inference): refused (E0321): the bound it would take is
+//!   a data-independent maximum over accesses, which a bundle does not carry
+//!   yet; a `--bind` or a `DIMS(t) = ..` constraint gives it.
+//!
+//! Array shapes follow from the signatures' index expressions
+//! ([`position_dims`]): exact for the monotone expressions first mentions
+//! use (sums, products with non-negative factors, division and modulo by
+//! run-time constants, `FLAT`), E0321 otherwise.
+
+use super::config::{DimsSource, Space};
+use super::Program;
+use crate::ir::et::{dims as et_dims, ArrayId, DimsItem, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, Module};
+use crate::ir::loops::{Dim, IBin, IExpr};
+use et_grammar::ast::ConstraintSubject;
+use et_grammar::{Diagnostic, Span};
+
+/// One rank combination with symbolic dims.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SymbolicConfig {
+    /// Every eintup's rank (module order).
+    pub ranks: Vec<usize>,
+    /// The dim symbols, in the order the eintups declare them.
+    pub symbols: Vec<Dim>,
+    /// Every eintup's dims over [`symbols`](Self::symbols) (module order).
+    pub eintups: Vec<Vec<IExpr>>,
+    /// How each eintup's dims are determined (module order).
+    pub sources: Vec<DimsSource>,
+    /// What must hold at run time for the dims to be a configuration the
+    /// static rules accept: a derived dim not negative, a divisor in a
+    /// dims equation not zero.
+    pub checks: Vec<SymCheck>,
+}
+
+/// `expr >= min` must hold; `about` is the eintup, `rule` the equation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SymCheck {
+    pub expr: IExpr,
+    pub min: i64,
+    pub about: EintupId,
+    pub rule: String,
+}
+
+impl SymbolicConfig {
+    /// The dims of every signature position of array `a`.
+    pub fn array_positions(&self, m: &Module, a: ArrayId) -> Result<Vec<Vec<IExpr>>, Diagnostic> {
+        let arr = &m.arrays[a];
+        let at = |(k, p): (usize, &crate::ir::et::Position)| {
+            position_dims(&p.expr, &self.eintups).map_err(|err| match err {
+                PositionError::Static(err) => super::specialize::bound_diagnostic(err, &arr.name, k, p.expr.span),
+                PositionError::NotSymbolic(sp) => not_symbolic(sp),
+            })
+        };
+        arr.positions.iter().enumerate().map(at).collect()
+    }
+
+    /// Array `a`'s shape (its positions' dims, concatenated).
+    pub fn array_shape(&self, m: &Module, a: ArrayId) -> Result<Vec<IExpr>, Diagnostic> {
+        Ok(self.array_positions(m, a)?.concat())
+    }
+
+    /// The eintups whose dims mention a symbol: what a run-time caller
+    /// gives (by input shapes or `--bind`).
+    pub fn is_symbolic(&self, e: EintupId) -> bool {
+        self.eintups.get(e).is_some_and(|d| d.iter().any(IExpr::is_symbolic))
+    }
+}
+
+/// Fixes the ranks (`rank_args`: `NAME=R` from `--rank`, else bindings,
+/// constraints and rank inference must leave one combination) and gives
+/// every eintup symbolic dims.
+pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usize)]) -> Result<SymbolicConfig, Vec<Diagnostic>> {
+    let m = &prog.module;
+    let mut diags = Vec::new();
+    let mut want: Vec<Option<usize>> = vec![None; m.eintups.len()];
+    for (name, r) in rank_args {
+        match m.eintup_by_name(name) {
+            Some(e) => want[e] = Some(*r),
+            None => diags.push(Diagnostic::error("E0302", format!("--rank names `{name}`, which is not an eintup of this program"))),
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let all = space.rank_combos()?;
+    let combos: Vec<&Vec<usize>> = all.iter().filter(|c| want.iter().zip(c.iter()).all(|(w, r)| w.map_or(true, |w| w == *r))).collect();
+    let ranks = match combos.as_slice() {
+        [one] => (*one).clone(),
+        [] => {
+            let asked: Vec<String> = rank_args.iter().map(|(n, r)| format!("{n}={r}")).collect();
+            return Err(vec![Diagnostic::error("E0320", format!("no rank combination of the program has --rank {}", asked.join(" --rank ")))
+                .note("the constraints and --bind values allow other ranks; `eintup shapes FILE` lists them")]);
+        }
+        several => {
+            // Name the first eintup whose rank is still open.
+            let open = (0..m.eintups.len()).find(|&e| several.iter().any(|c| c[e] != several[0][e])).unwrap_or(0);
+            let mut rs: Vec<usize> = several.iter().map(|c| c[open]).collect();
+            rs.sort_unstable();
+            rs.dedup();
+            let e = &m.eintups[open];
+            let list = rs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+            return Err(vec![Diagnostic::error("E0320", format!("the rank of `{}` is open (it may be {list}): a dynamic bundle has one rank per eintup", e.name))
+                .at(e.span, "rank not fixed")
+                .note(format!("fix it with --rank {}=R (or --bind, or a RANK({}) = .. constraint)", e.name, e.name))]);
+        }
+    };
+    let n = m.eintups.len();
+    let mut dims: Vec<Option<Vec<IExpr>>> = vec![None; n];
+    let mut symbols = Vec::new();
+    let mut checks = Vec::new();
+    for &e in space.order() {
+        let t = &m.eintups[e];
+        let d = match &space.sources()[e] {
+            DimsSource::Bound => space.bound(e).unwrap_or_default().iter().map(|&v| IExpr::Const(v)).collect(),
+            DimsSource::Input(_) | DimsSource::Drawn => (0..ranks[e])
+                .map(|k| {
+                    symbols.push(Dim { name: format!("{}.{k}", t.name) });
+                    IExpr::Sym(symbols.len() - 1)
+                })
+                .collect(),
+            DimsSource::Constrained => {
+                let c = prog
+                    .constraints
+                    .iter()
+                    .find(|c| c.subject == ConstraintSubject::Dims && c.target == e && matches!(c.rel, super::Rel::Eq(_)))
+                    .ok_or_else(|| vec![Diagnostic::error("E0321", format!("`{}` is constrained, but no equation gives it", t.name))])?;
+                let super::Rel::Eq(x) = &c.rel else { unreachable_eq()? };
+                let rule = c.describe(m);
+                let mut divisors = Vec::new();
+                let v = eval(x, &dims, &ranks, &mut divisors).map_err(|sp| {
+                    vec![Diagnostic::error("E0321", format!("`{rule}` cannot be computed from symbolic dims")).at(sp, "here").note(BIND_HINT)]
+                })?;
+                let d = broadcast(v, ranks[e]).ok_or_else(|| {
+                    vec![Diagnostic::error("E0321", format!("`{rule}` gives a tuple of another rank than {}", ranks[e])).at(c.span, "this equation")]
+                })?;
+                // The static rules discard a negative derived dim and a
+                // zero divisor; at run time these checks refuse them.
+                for q in divisors {
+                    checks.push(SymCheck { expr: q, min: 1, about: e, rule: rule.clone() });
+                }
+                for x in d.iter().filter(|x| !non_negative(x)) {
+                    checks.push(SymCheck { expr: x.clone(), min: 0, about: e, rule: rule.clone() });
+                }
+                d
+            }
+            DimsSource::Inferred => {
+                return Err(vec![Diagnostic::error("E0321", format!("the dims of `{}` would be inferred from the accesses, which a dynamic bundle does not do", t.name))
+                    .at(t.span, "inferred")
+                    .note(format!("give them: --bind {}=[..] at build time, or a `DIMS({}) = ..` constraint", t.name, t.name))])
+            }
+        };
+        dims[e] = Some(d);
+    }
+    let eintups: Vec<Vec<IExpr>> = dims.into_iter().map(Option::unwrap_or_default).collect();
+    Ok(SymbolicConfig { ranks, symbols, eintups, sources: space.sources().to_vec(), checks })
+}
+
+const BIND_HINT: &str = "bind the eintups it reads at build time (--bind NAME=[..])";
+
+/// `Rel::Eq` was matched by the search above; spelled as an error, not a
+/// panic.
+fn unreachable_eq<T>() -> Result<T, Vec<Diagnostic>> {
+    Err(vec![Diagnostic::error("E0321", "internal: a dims equation changed kind")])
+}
+
+/// `a op b`, folded where both are constants and where an operand is the
+/// identity (so static dims stay constants and derived dims stay short).
+pub fn fold(op: IBin, a: IExpr, b: IExpr) -> IExpr {
+    match (op, &a, &b) {
+        (_, IExpr::Const(x), IExpr::Const(y)) if !(matches!(op, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) && *y == 0) => IExpr::Const(op.apply(*x, *y)),
+        (IBin::Add, IExpr::Const(0), _) => b,
+        (IBin::Add | IBin::Sub, _, IExpr::Const(0)) => a,
+        (IBin::Mul, IExpr::Const(1), _) => b,
+        (IBin::Mul | IBin::FloorDiv | IBin::CeilDiv, _, IExpr::Const(1)) => a,
+        // (x - c) + c and (x + c) - c: the `d - 1 + 1` of every bound.
+        (IBin::Add, IExpr::Bin(IBin::Sub, x, c), _) if **c == b => (**x).clone(),
+        (IBin::Sub, IExpr::Bin(IBin::Add, x, c), _) if **c == b => (**x).clone(),
+        (IBin::Max, _, IExpr::Const(0)) if non_negative(&a) => a,
+        _ => IExpr::bin(op, a, b),
+    }
+}
+
+/// Is `e` provably `>= 0` for every value of its symbols (which are)?
+pub fn non_negative(e: &IExpr) -> bool {
+    match e {
+        IExpr::Const(c) => *c >= 0,
+        IExpr::Sym(_) => true,
+        IExpr::Var(_) => false,
+        IExpr::Bin(op, a, b) => match op {
+            IBin::Add | IBin::Mul | IBin::FloorDiv | IBin::CeilDiv | IBin::Min => non_negative(a) && non_negative(b),
+            IBin::Max => non_negative(a) || non_negative(b),
+            IBin::Mod => non_negative(b),
+            IBin::Sub => false,
+        },
+    }
+}
+
+pub fn index_bin(op: IndexOp) -> IBin {
+    match op {
+        IndexOp::Add => IBin::Add,
+        IndexOp::Sub => IBin::Sub,
+        IndexOp::Mul => IBin::Mul,
+        IndexOp::FloorDiv => IBin::FloorDiv,
+        IndexOp::CeilDiv => IBin::CeilDiv,
+        IndexOp::Mod => IBin::Mod,
+    }
+}
+
+/// A symbolic value: a scalar broadcasts against a tuple.
+#[derive(Clone, Debug)]
+enum SymVal {
+    Scalar(IExpr),
+    Tuple(Vec<IExpr>),
+}
+
+fn broadcast(v: SymVal, rank: usize) -> Option<Vec<IExpr>> {
+    match v {
+        SymVal::Scalar(s) => Some(vec![s; rank]),
+        SymVal::Tuple(t) if t.len() == rank => Some(t),
+        SymVal::Tuple(_) => None,
+    }
+}
+
+/// `DIMS(l)` over symbolic dims (`None` where an eintup's are not known).
+pub fn dims_list(l: &DimsList, dims: &[Option<Vec<IExpr>>]) -> Option<Vec<IExpr>> {
+    let mut v = Vec::new();
+    for i in &l.0 {
+        match i {
+            DimsItem::Eintup(t) => v.extend(dims.get(*t)?.clone()?),
+            DimsItem::Lit(n) => v.push(IExpr::Const(n.checked_add(1)?)),
+        }
+    }
+    Some(v)
+}
+
+/// A constraint's right side (`Lit`, `Dims`, `Rank`, `Bin`) over the dims
+/// known so far, collecting the symbolic non-negative divisors (which
+/// must not be zero); the span of what cannot be computed.
+fn eval(e: &IndexExpr, dims: &[Option<Vec<IExpr>>], ranks: &[usize], divisors: &mut Vec<IExpr>) -> Result<SymVal, Span> {
+    Ok(match &e.kind {
+        IndexKind::Lit(n) => SymVal::Scalar(IExpr::Const(*n)),
+        IndexKind::Rank(l) => SymVal::Scalar(IExpr::Const(l.iter().map(|t| ranks.get(*t).copied().unwrap_or(0) as i64).sum())),
+        IndexKind::Dims(l) => SymVal::Tuple(dims_list(l, dims).ok_or(e.span)?),
+        IndexKind::Bin(op, a, b) => {
+            let (x, y) = (eval(a, dims, ranks, divisors)?, eval(b, dims, ranks, divisors)?);
+            if matches!(op, IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod) {
+                let qs = match &y {
+                    SymVal::Scalar(q) => std::slice::from_ref(q),
+                    SymVal::Tuple(v) => v.as_slice(),
+                };
+                divisors.extend(qs.iter().filter(|q| q.is_symbolic() && non_negative(q) && !divisors.contains(q)).cloned().collect::<Vec<_>>());
+            }
+            let op = index_bin(*op);
+            match (x, y) {
+                (SymVal::Scalar(p), SymVal::Scalar(q)) => SymVal::Scalar(fold(op, p, q)),
+                (SymVal::Scalar(p), SymVal::Tuple(v)) => SymVal::Tuple(v.into_iter().map(|q| fold(op, p.clone(), q)).collect()),
+                (SymVal::Tuple(v), SymVal::Scalar(q)) => SymVal::Tuple(v.into_iter().map(|p| fold(op, p, q.clone())).collect()),
+                (SymVal::Tuple(v), SymVal::Tuple(w)) if v.len() == w.len() => SymVal::Tuple(v.into_iter().zip(w).map(|(p, q)| fold(op, p, q)).collect()),
+                _ => return Err(e.span),
+            }
+        }
+        _ => return Err(e.span),
+    })
+}
+
+/// The values one component of an index expression takes, symbolically:
+/// exactly one value, or an interval `[lo, hi]` that holds when every
+/// extent in `lives` is positive (a zero extent leaves no value at all).
+#[derive(Clone, Debug)]
+enum Comp {
+    Exact(IExpr),
+    Range { lo: IExpr, hi: IExpr, lives: Vec<IExpr> },
+}
+
+impl Comp {
+    fn parts(self) -> (IExpr, IExpr, Vec<IExpr>) {
+        match self {
+            Comp::Exact(v) => (v.clone(), v, Vec::new()),
+            Comp::Range { lo, hi, lives } => (lo, hi, lives),
+        }
+    }
+
+    /// The extent: `hi + 1` (at least 0) where every live extent is
+    /// positive, else 0 (the rule of `et::dims::bound`).
+    fn extent(self) -> IExpr {
+        if let Comp::Range { lo: IExpr::Const(0), hi, lives } = &self {
+            // A variable's own range: its dim (never negative: derived dims
+            // are checked).
+            if let [l] = lives.as_slice() {
+                if *hi == fold(IBin::Sub, l.clone(), IExpr::Const(1)) {
+                    return l.clone();
+                }
+            }
+        }
+        let (_, hi, lives) = self.parts();
+        let mut x = fold(IBin::Max, fold(IBin::Add, hi, IExpr::Const(1)), IExpr::Const(0));
+        for l in lives {
+            if l != x {
+                x = fold(IBin::Mul, x, fold(IBin::Min, l, IExpr::Const(1)));
+            }
+        }
+        x
+    }
+}
+
+/// `op` on two components, where the interval rule is exact for the
+/// monotone forms first mentions use; `None` otherwise.
+fn comp_op(op: IndexOp, x: Comp, y: Comp) -> Option<Comp> {
+    if let (Comp::Exact(p), Comp::Exact(q)) = (&x, &y) {
+        return Some(Comp::Exact(fold(index_bin(op), p.clone(), q.clone())));
+    }
+    let exact_y = match &y {
+        Comp::Exact(c) => Some(c.clone()),
+        Comp::Range { .. } => None,
+    };
+    let (xl, xh, mut lives) = x.parts();
+    let (yl, yh, ly) = y.parts();
+    lives.extend(ly);
+    let (lo, hi) = match op {
+        IndexOp::Add => (fold(IBin::Add, xl, yl), fold(IBin::Add, xh, yh)),
+        IndexOp::Sub => (fold(IBin::Sub, xl, yh), fold(IBin::Sub, xh, yl)),
+        IndexOp::Mul => match (&exact_y, non_negative(&xl) && non_negative(&yl)) {
+            (Some(IExpr::Const(c)), _) if *c < 0 => (fold(IBin::Mul, xh, yh), fold(IBin::Mul, xl, yl)),
+            (_, true) => (fold(IBin::Mul, xl, yl), fold(IBin::Mul, xh, yh)),
+            _ => return None,
+        },
+        IndexOp::FloorDiv | IndexOp::CeilDiv => {
+            let c = exact_y.filter(non_negative)?;
+            let b = index_bin(op);
+            (fold(b, xl, c.clone()), fold(b, xh, c))
+        }
+        IndexOp::Mod => {
+            // x % c with x from 0: [0, min(hi, c - 1)].
+            let c = exact_y.filter(non_negative)?;
+            if xl != IExpr::Const(0) {
+                return None;
+            }
+            (xl, fold(IBin::Min, xh, fold(IBin::Sub, c, IExpr::Const(1))))
+        }
+    };
+    Some(Comp::Range { lo, hi, lives })
+}
+
+/// The components of `e` (a scalar broadcasts).
+fn comps(e: &IndexExpr, dims: &[Vec<IExpr>]) -> Result<SymComps, Span> {
+    let known = |t: &EintupId| dims.get(*t).cloned().ok_or(e.span);
+    Ok(match &e.kind {
+        IndexKind::Lit(n) => SymComps::Scalar(Comp::Exact(IExpr::Const(*n))),
+        IndexKind::Rank(l) => SymComps::Scalar(Comp::Exact(IExpr::Const(l.iter().map(|t| dims.get(*t).map_or(0, Vec::len) as i64).sum()))),
+        IndexKind::Dims(l) => {
+            let some: Vec<Option<Vec<IExpr>>> = dims.iter().cloned().map(Some).collect();
+            SymComps::Tuple(dims_list(l, &some).ok_or(e.span)?.into_iter().map(Comp::Exact).collect())
+        }
+        IndexKind::Var(t) => SymComps::Tuple(
+            known(t)?
+                .into_iter()
+                .map(|d| Comp::Range { lo: IExpr::Const(0), hi: fold(IBin::Sub, d.clone(), IExpr::Const(1)), lives: vec![d] })
+                .collect(),
+        ),
+        IndexKind::Flat(args) => {
+            let mut prod = IExpr::Const(1);
+            for a in args {
+                for d in position_dims_at(a, dims)? {
+                    prod = fold(IBin::Mul, prod, d);
+                }
+            }
+            SymComps::Tuple(vec![Comp::Range { lo: IExpr::Const(0), hi: fold(IBin::Sub, prod.clone(), IExpr::Const(1)), lives: vec![prod] }])
+        }
+        IndexKind::Slice { .. } => return Err(e.span),
+        IndexKind::Bin(op, a, b) => {
+            let (x, y) = (comps(a, dims)?, comps(b, dims)?);
+            let f = |p: Comp, q: Comp| comp_op(*op, p, q).ok_or(e.span);
+            match (x, y) {
+                (SymComps::Scalar(p), SymComps::Scalar(q)) => SymComps::Scalar(f(p, q)?),
+                (SymComps::Scalar(p), SymComps::Tuple(v)) => SymComps::Tuple(v.into_iter().map(|q| f(p.clone(), q)).collect::<Result<_, _>>()?),
+                (SymComps::Tuple(v), SymComps::Scalar(q)) => SymComps::Tuple(v.into_iter().map(|p| f(p, q.clone())).collect::<Result<_, _>>()?),
+                (SymComps::Tuple(v), SymComps::Tuple(w)) if v.len() == w.len() => SymComps::Tuple(v.into_iter().zip(w).map(|(p, q)| f(p, q)).collect::<Result<_, _>>()?),
+                _ => return Err(e.span),
+            }
+        }
+    })
+}
+
+#[derive(Clone, Debug)]
+enum SymComps {
+    Scalar(Comp),
+    Tuple(Vec<Comp>),
+}
+
+fn position_dims_at(e: &IndexExpr, dims: &[Vec<IExpr>]) -> Result<Vec<IExpr>, Span> {
+    Ok(match comps(e, dims)? {
+        SymComps::Scalar(c) => vec![c.extent()],
+        SymComps::Tuple(v) => v.into_iter().map(Comp::extent).collect(),
+    })
+}
+
+/// Why a position has no symbolic extent.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PositionError {
+    /// The static rule's error (every eintup it mentions is static).
+    Static(et_dims::BoundError),
+    /// Not a form whose extent follows from symbolic dims.
+    NotSymbolic(Span),
+}
+
+/// `DIMS(e)` of a signature position (or a `FLAT` argument) over symbolic
+/// eintup dims. Where every eintup it mentions is static this is
+/// [`et_dims::bound`] itself, as constants.
+pub fn position_dims(e: &IndexExpr, dims: &[Vec<IExpr>]) -> Result<Vec<IExpr>, PositionError> {
+    let mut used = Vec::new();
+    super::config::mentioned(e, &mut used);
+    if used.iter().all(|t| dims.get(*t).is_some_and(|d| d.iter().all(|x| x.as_const().is_some()))) {
+        let st: Vec<Vec<i64>> = dims.iter().map(|d| d.iter().map(|x| x.as_const().unwrap_or(0)).collect()).collect();
+        return et_dims::bound(e, &st).map(|v| v.into_iter().map(IExpr::Const).collect()).map_err(PositionError::Static);
+    }
+    position_dims_at(e, dims).map_err(PositionError::NotSymbolic)
+}
+
+/// The refusal of a position without a symbolic extent.
+pub fn not_symbolic(span: Span) -> Diagnostic {
+    Diagnostic::error("E0321", "this index expression has no extent over symbolic dims")
+        .at(span, "its extent must follow from the dims alone")
+        .note(BIND_HINT)
+}
