@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import builtins
 import os
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -231,12 +231,16 @@ class Bundle:
         return f"<eintup.Bundle {self.path}>"
 
 
-def load(path: str | os.PathLike, *, device: str = "emu") -> Bundle:
+def load(path: str | os.PathLike, *, device: str = "emu", binds: Optional[Mapping[str, Sequence[int]]] = None) -> Bundle:
     """Loads a bundle directory made by `eintup build` on `device`, once:
     `emu` (the PTX emulator), or `cuda` / `cuda:N` (CUDA device N; the
-    bundle must target its compute capability or an older one)."""
+    bundle must target its compute capability or an older one). A dynamic
+    bundle (`eintup build --dynamic`) runs at the dims each call's arrays
+    give; `binds` gives the dims of eintups no input gives (a stride:
+    `binds={"stride": [2, 1]}`), as `exec --bind` does."""
     p = os.fspath(path)
-    return Bundle(_eintup.load(p, device), p)
+    pairs = [(str(k), [int(d) for d in v]) for k, v in (binds or {}).items()]
+    return Bundle(_eintup.load(p, device, pairs), p)
 
 
 def _read(source: Union[str, os.PathLike]) -> tuple[str, str]:

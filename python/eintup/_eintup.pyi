@@ -63,9 +63,10 @@ class Bundle:
     def inputs(self) -> list[tuple[str, str, list[int], bool]]:
         """`[(name, dtype, shape, generated_if_left_out)]`."""
 
-def load(path: str, device: str) -> Bundle:
+def load(path: str, device: str, binds: list[tuple[str, list[int]]]) -> Bundle:
     """Opens and loads bundle directory `path` on `device` (`emu`, `cuda`,
-    `cuda:N`)."""
+    `cuda:N`); `binds` give a dynamic bundle the dims of eintups no input
+    gives."""
 
 def cuda_device_count() -> int:
     """CUDA devices this process can use: 0 without a driver or a device."""

@@ -42,6 +42,8 @@ struct Bundle {
     /// loaded program is bound to: a call with other shapes re-binds it
     /// (`Bundle::bind_inputs`) and loads the bound bundle.
     dynamic: Option<(eintup_runtime::Bundle, BTreeMap<String, Vec<usize>>)>,
+    /// Symbol values the caller's `binds` give (eintups no input gives).
+    given: BTreeMap<String, i64>,
 }
 
 impl Bundle {
@@ -53,7 +55,7 @@ impl Bundle {
         if *bound == shapes {
             return Ok(());
         }
-        let b = source.bind_shapes(&shapes).map_err(|e| runtime_error(&self.path, e))?;
+        let (b, _) = source.bind_given(&shapes, &self.given).map_err(|e| runtime_error(&self.path, e))?;
         self.on = match &self.on {
             Loaded::Emu { .. } => Loaded::Emu { program: kernel::emulator().load(&b).map_err(|e| runtime_error(&self.path, e))?, written: Vec::new() },
             Loaded::Cuda(p) => {
@@ -162,9 +164,11 @@ impl Bundle {
 }
 
 /// Opens bundle directory `path` and loads it on `device`: `emu`, or
-/// `cuda` / `cuda:N` (CUDA device N, default 0).
+/// `cuda` / `cuda:N` (CUDA device N, default 0). `binds`: for a dynamic
+/// bundle, the dims of eintups no input gives (`NAME` -> dims).
 #[pyfunction]
-fn load(path: String, device: &str) -> PyResult<Bundle> {
+#[pyo3(signature = (path, device, binds))]
+fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<Bundle> {
     guarded(|| {
         let ordinal = match device {
             "emu" => None,
@@ -178,6 +182,7 @@ fn load(path: String, device: &str) -> PyResult<Bundle> {
         // A dynamic bundle loads at its recorded configuration, and calls
         // re-bind it to their inputs' shapes.
         let dynamic = b.manifest().dynamic.is_some().then(|| (b.clone(), BTreeMap::new()));
+        let given = b.manifest().given_dims(&binds).map_err(|e| runtime_error(&path, e))?;
         let on = match ordinal {
             None => Loaded::Emu { program: kernel::emulator().load(&b).map_err(|e| runtime_error(&path, e))?, written: Vec::new() },
             Some(n) => {
@@ -186,7 +191,7 @@ fn load(path: String, device: &str) -> PyResult<Bundle> {
                 Loaded::Cuda(Rc::new(cuda::CudaProgram::new(program, n, dev)))
             }
         };
-        Ok(Bundle { path, on, dynamic })
+        Ok(Bundle { path, on, dynamic, given })
     })
 }
 

@@ -375,3 +375,38 @@ def test_an_unwritable_cache_only_costs_compiles(tmp_path, monkeypatch):
         k = eintup.compile(MATMUL, target="cpu")
         np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
         assert k.disk_cache_info() == (0, 1)
+
+
+def test_load_runs_a_program_s_dynamic_bundle_with_binds(tmp_path):
+    """`eintup build conv_valid.et --dynamic`: one bundle for every
+    convolution of its ranks; the stride no input gives comes from
+    `binds`, the output's extent from the program's equation. Equal to
+    NumPy at several shapes; a missing stride and a contradicting bind
+    raise eintup.Error before anything runs."""
+    import subprocess
+
+    eintup_bin = ROOT / "target" / "debug" / "eintup"
+    if not eintup_bin.exists():
+        pytest.skip("target/debug/eintup is not built")
+    b = tmp_path / "conv.etb"
+    conv = ROOT / "docs" / "examples" / "conv_valid.et"
+    subprocess.run([str(eintup_bin), "build", str(conv), "--dynamic", "--rank", "ipos=1", "-o", str(b)], check=True, capture_output=True)
+    rng = np.random.default_rng(7)
+
+    def reference(x, w, s):
+        n, p, _ = x.shape
+        f, _, o = w.shape
+        q = (p - f + 1 + s - 1) // s
+        y = np.zeros((n, q, o))
+        for j in range(q):
+            y[:, j, :] = np.einsum("npc,pco->no", x[:, j * s:j * s + f, :], w)
+        return y
+
+    for (n, p, c, f, o, s) in [(2, 37, 3, 5, 4, 3), (1, 8, 1, 8, 2, 1), (3, 20, 2, 3, 5, 2)]:
+        bk = eintup.load(b, binds={"stride": [s]})
+        x, w = rng.uniform(0, 10, (n, p, c)), rng.uniform(0, 1, (f, c, o))
+        np.testing.assert_allclose(bk(x=x, w=w)["y"], reference(x, w, s), rtol=1e-12)
+    with pytest.raises(eintup.Error, match="stride.0.*given by no input"):
+        eintup.load(b)(x=rng.uniform(0, 1, (1, 9, 1)), w=rng.uniform(0, 1, (3, 1, 1)))
+    with pytest.raises(eintup.Error, match="`stride`: has rank 1 in this bundle, not 2"):
+        eintup.load(b, binds={"stride": [1, 1]})
