@@ -281,13 +281,22 @@ impl Chain {
 
     /// Sets the trip of chain loop `var` (its lower bound stays).
     pub fn set_trip(&mut self, body: &mut [Node], var: VarId, trip: i64) {
+        let lo = self.loops.iter().find(|l| l.0 == var).map_or(0, |l| l.1);
+        self.set_hi(body, var, IExpr::c(lo + trip));
+        if let Some(l) = self.loops.iter_mut().find(|l| l.0 == var) {
+            l.2 = trip;
+        }
+    }
+
+    /// Sets the upper bound of chain loop `var` (a dynamic chain's may be
+    /// symbolic; [`Chain::loops`] then keeps its placeholder).
+    pub fn set_hi(&mut self, body: &mut [Node], var: VarId, hi: IExpr) {
         let mut cur = body;
         for &i in &self.path {
             let next = match &mut cur[i] {
                 Node::For(f) => {
                     if f.var == var {
-                        let lo = f.lo.as_const().unwrap_or(0);
-                        f.hi = IExpr::c(lo + trip);
+                        f.hi = hi.clone();
                     }
                     &mut f.body
                 }
@@ -296,8 +305,8 @@ impl Chain {
             };
             cur = next;
         }
-        if let Some(l) = self.loops.iter_mut().find(|l| l.0 == var) {
-            l.2 = trip;
+        if let Some(at) = self.loops.iter().position(|l| l.0 == var) {
+            self.bounds[at].1 = hi;
         }
     }
 }
