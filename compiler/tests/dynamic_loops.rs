@@ -144,7 +144,9 @@ fn the_dynamic_matmul_is_fused_and_block_tiled_with_guarded_edges() {
     assert_eq!(gpu.kernels.len(), 1, "{text}");
     assert!(!text.contains("atomic_accumulate"), "{text}");
     assert!(text.contains("for i in [0, (%row.0 //^ 16)) parallel") && text.contains("for i_thread in [0, 16) thread"), "{text}");
-    // The last step stops at the reduction's end; the store stops at the edges.
-    assert!(text.contains("for k_i in [0, min(16, (%k.0 - (k_o * 16)))) reduce"), "{text}");
+    // Whole steps of 16, then the last K % 16 terms apart; the store stops
+    // at the edges.
+    assert!(text.contains("for k_o in [0, (%k.0 // 16)) reduce") && text.contains("for k_i in [0, 16) reduce"), "{text}");
+    assert!(text.contains("for k_o_last in [(%k.0 // 16), (%k.0 //^ 16)) reduce") && text.contains("for k_i_last in [0, (%k.0 - (k_o_last * 16))) reduce"), "{text}");
     assert!(text.contains("guard 0 <= ((i * 16) + i_thread) < %row.0, 0 <= ((j * 16) + j_thread) < %col.0, 0 <= 0 < %k.0 {"), "{text}");
 }

@@ -433,6 +433,9 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     let mut body = subst_all(sum);
     let mut scratch: Vec<Buffer> = Vec::new();
     let mut stages: Vec<Node> = Vec::new();
+    // A symbolic reduction's last step, when short, runs apart (below):
+    // its copies also stop at the reduction's end.
+    let mut last_stages: Vec<Node> = Vec::new();
     let mut shared_bytes = 0i64;
     for j in 0..body.values.len() {
         let VOp::Load { buf, offset } = body.values[j].op.clone() else { continue };
@@ -515,8 +518,10 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         // shortened last step does not reach.
         let original = &sum.values[j].op;
         let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
-        let conds = edge(&deps, &|e| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo))));
-        stages.push(Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len), kind: LoopKind::Spread, body: vec![guarded(conds, copy)] }));
+        let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
+        let spread = |conds| Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len), kind: LoopKind::Spread, body: vec![guarded(conds, copy.clone())] });
+        stages.push(spread(edge(&|v| v != kl.var && deps(v), &at_copy)));
+        last_stages.push(spread(edge(&deps, &at_copy)));
     }
     if stages.is_empty() {
         return None;
@@ -578,25 +583,36 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     // The step: stage, sync, the original unroll nest over k_i, sync.
     let leaf = Node::Compute(body);
     let unrolled = c.unrolls.iter().rev().fold(leaf, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Unroll, body: vec![inner] }));
-    let mut step = stages;
-    step.push(Node::Sync);
-    // A symbolic reduction's last step stops at its end: `min(BK, K -
-    // k_o*BK)` terms, the same for every thread (no guard around `sync`).
-    let (ki_hi, ko_hi) = match k_trip {
-        Some(t) => (IExpr::c(bk), IExpr::c(t / bk)),
+    let step = |stages: Vec<Node>, ki_hi: IExpr| {
+        let mut step = stages;
+        step.push(Node::Sync);
+        step.push(Node::For(For { var: ki_v, lo: IExpr::c(0), hi: ki_hi, kind: LoopKind::Reduce, body: vec![unrolled.clone()] }));
+        step.push(Node::Sync);
+        step
+    };
+    let steps = match k_trip {
+        Some(t) => vec![Node::For(For { var: ko_v, lo: IExpr::c(0), hi: IExpr::c(t / bk), kind: LoopKind::Reduce, body: step(stages, IExpr::c(bk)) })],
+        // A symbolic reduction: its whole steps, then its last `K % BK`
+        // terms in a loop of zero or one step (bounds the same for every
+        // thread: no guard around `sync`). Whole steps keep a constant
+        // `k_i` trip, which code generation unrolls.
         None => {
             let len = offset_from(&kl.hi, k_lo);
-            (IExpr::bin(IBin::Min, IExpr::c(bk), IExpr::sub(len.clone(), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk)))), IExpr::bin(IBin::CeilDiv, len, IExpr::c(bk)))
+            let whole = IExpr::bin(IBin::FloorDiv, len.clone(), IExpr::c(bk));
+            let short = IExpr::sub(len.clone(), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk)));
+            let last = Node::For(For { var: ko_v, lo: whole.clone(), hi: IExpr::bin(IBin::CeilDiv, len, IExpr::c(bk)), kind: LoopKind::Reduce, body: step(last_stages, short) });
+            let mut nodes = vec![Node::For(For { var: ko_v, lo: IExpr::c(0), hi: whole, kind: LoopKind::Reduce, body: step(stages, IExpr::c(bk)) })];
+            nodes.extend(fresh_copy(&[last], &mut t.vars, "last"));
+            nodes
         }
     };
-    step.push(Node::For(For { var: ki_v, lo: IExpr::c(0), hi: ki_hi, kind: LoopKind::Reduce, body: vec![unrolled] }));
-    step.push(Node::Sync);
-    let steps = Node::For(For { var: ko_v, lo: IExpr::c(0), hi: ko_hi, kind: LoopKind::Reduce, body: step });
     let reduction = c.reduces[..c.reduces.len() - 1]
         .iter()
         .rev()
-        .fold(steps, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: vec![inner] }));
-    let program = vec![init, reduction, flush];
+        .fold(steps, |inner, l| vec![Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: inner })]);
+    let mut program = vec![init];
+    program.extend(reduction);
+    program.push(flush);
     let nest = threads
         .iter()
         .rev()
