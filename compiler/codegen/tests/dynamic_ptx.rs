@@ -67,7 +67,8 @@ fn one_ptx_many_shapes(text: &str, configs: &[Vec<i64>]) {
 
 #[test]
 fn a_dynamic_matmul_compiles_once_and_runs_at_every_configuration() {
-    let configs = [vec![2, 3, 4, 5], vec![1, 33, 17, 65], vec![3, 0, 4, 5], vec![2, 3, 0, 5], vec![1, 1, 1, 1], vec![2, 64, 8, 64]];
+    // Block-tiled: edge blocks (33, 65, 17 rows), short last steps (k 17, 33).
+    let configs = [vec![2, 3, 4, 5], vec![1, 33, 17, 65], vec![2, 17, 33, 16], vec![3, 0, 4, 5], vec![2, 3, 0, 5], vec![1, 1, 1, 1], vec![2, 64, 8, 64]];
     one_ptx_many_shapes(MATMUL, &configs);
 }
 

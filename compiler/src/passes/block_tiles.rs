@@ -80,13 +80,7 @@ impl PassOptions for BlockTilesOptions {
 pub fn run(unit: &mut Unit, opts: &BlockTilesOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("block-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
-    let mut symbolic = Vec::new();
     for ki in 0..m.kernels.len() {
-        // Predicated edge tiles are not built yet (docs/dynamic-shapes.md).
-        if m.kernels[ki].is_symbolic() {
-            symbolic.push(m.kernels[ki].name.clone());
-            continue;
-        }
         if let Some((what, k, scratch)) = choose(m, &m.kernels[ki], opts) {
             // Scratch buffer ids were numbered from here by `tile_kernel`.
             for mut b in scratch {
@@ -97,14 +91,19 @@ pub fn run(unit: &mut Unit, opts: &BlockTilesOptions) -> Result<Option<String>, 
             m.kernels[ki] = k;
         }
     }
-    let left = super::left_symbolic(&symbolic.iter().map(String::as_str).collect::<Vec<_>>());
-    Ok(Some(if tiled.is_empty() { format!("0 kernels tiled{left}") } else { format!("{} kernels tiled ({}){left}", tiled.len(), tiled.join(", ")) }))
+    Ok(Some(if tiled.is_empty() { "0 kernels tiled".to_string() } else { format!("{} kernels tiled ({})", tiled.len(), tiled.join(", ")) }))
 }
 
 /// The pieces of a kernel's rest `block-tiles` recognises.
 struct Contraction<'k> {
     /// The clear before the sum: its unroll nest's leaf.
     clear: Option<&'k Compute>,
+    /// The clear's unroll nest, outermost first.
+    clear_loops: Vec<&'k For>,
+    /// The guard around the clear, in a dynamic kernel: that a reduction
+    /// loop runs (`lo <= lo < hi`, `drop-unused-loops`), so where it fails
+    /// the sum adds nothing either and the cell is left alone.
+    clear_guard: Option<&'k [Cond]>,
     /// The perfect `reduce` nest, outermost first.
     reduces: Vec<&'k For>,
     /// The `unroll` nest inside the innermost reduction, outermost first.
@@ -115,24 +114,44 @@ struct Contraction<'k> {
 fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
     let (clear, main) = match rest {
         [main] => (None, main),
-        [clear, main] => {
-            let (_, leaf) = perfect_nest(std::slice::from_ref(clear), LoopKind::Unroll);
-            let [Node::Compute(c)] = leaf else { return None };
-            (Some(c), main)
-        }
+        [clear, main] => (Some(clear), main),
         _ => return None,
     };
     let (reduces, inner) = perfect_nest(std::slice::from_ref(main), LoopKind::Reduce);
     let (unrolls, leaf) = perfect_nest(inner, LoopKind::Unroll);
     let [Node::Compute(sum)] = leaf else { return None };
-    if reduces.is_empty() || reduces.iter().any(|r| r.lo.as_const().is_none() || r.hi.as_const().is_none()) {
+    // Bounds the whole block shares: constants, or dim symbols.
+    if reduces.is_empty() || reduces.iter().any(|r| r.lo.uses_any_var() || r.hi.uses_any_var()) {
         return None;
     }
-    Some(Contraction { clear, reduces, unrolls, sum })
+    let (clear_guard, clear_node) = match clear {
+        Some(Node::Guard(g)) if g.body.len() == 1 => {
+            let runs = |c: &Cond| reduces.iter().any(|r| *c == Cond::InRange { e: r.lo.clone(), lo: r.lo.clone(), hi: r.hi.clone() });
+            if !g.conds.iter().all(runs) {
+                return None;
+            }
+            (Some(&g.conds[..]), Some(&g.body[0]))
+        }
+        other => (None, other),
+    };
+    let (clear, clear_loops) = match clear_node {
+        Some(n) => {
+            let (loops, leaf) = perfect_nest(std::slice::from_ref(n), LoopKind::Unroll);
+            let [Node::Compute(c)] = leaf else { return None };
+            (Some(c), loops)
+        }
+        None => (None, Vec::new()),
+    };
+    Some(Contraction { clear, clear_loops, clear_guard, reduces, unrolls, sum })
 }
 
 fn trip(l: &For) -> i64 {
     l.hi.as_const().unwrap_or(0) - l.lo.as_const().unwrap_or(0)
+}
+
+/// A loop's trip, `None` when it is symbolic (a dynamic kernel's).
+fn known_trip(lo: &IExpr, hi: &IExpr) -> Option<i64> {
+    Some(hi.as_const()? - lo.as_const()?)
 }
 
 /// Largest power of two up to `cap` dividing `n` (n > 0).
@@ -215,6 +234,9 @@ pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoic
 fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     let mut out: Vec<BlockChoice> = Vec::new();
     let Some((free, k_trip)) = frame(k) else { return out };
+    // A symbolic trip (a dynamic kernel's) takes the largest block and
+    // step; the edge blocks and the last step are guarded (`apply`).
+    const ANY: i64 = 1 << 62;
     // From the innermost: `(var, trip, threads)`, up to
     // `block_tile_max_dim` threads along each of the first two and a block
     // of `block_tile_max_threads`, a third only where the first two leave
@@ -222,7 +244,8 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     let max_block = gpu.block_tile_max_threads;
     let mut dims: Vec<(VarId, i64)> = Vec::new();
     let mut size = 1;
-    for &(v, _, trip) in free.iter().rev().take(3) {
+    for &(v, trip) in free.iter().rev().take(3) {
+        let trip = trip.unwrap_or(ANY);
         if trip <= 0 {
             return out;
         }
@@ -239,6 +262,7 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
         return out;
     }
     let steps = gpu.block_tile_steps;
+    let k_trip = k_trip.unwrap_or(ANY);
     let Some(bk) = (if k_trip <= steps[0] { Some(k_trip) } else { steps.iter().copied().find(|&s| k_trip % s == 0) }) else { return out };
     if bk <= 0 {
         return out;
@@ -268,15 +292,22 @@ fn shared_bytes(scratch: &[Buffer]) -> i64 {
 /// The chain loops `k`'s write depends on that no chain guard or index
 /// load uses (`(var, lo, trip)`, outermost first) and the innermost
 /// reduction's trip, when `k` has the shape the pass needs.
-fn frame(k: &Kernel) -> Option<(Vec<(VarId, i64, i64)>, i64)> {
-    let chain = Chain::of(&k.body);
+fn frame(k: &Kernel) -> Option<(Vec<(VarId, Option<i64>)>, Option<i64>)> {
+    let chain = Chain::of_dynamic(&k.body);
     if chain.thread_nest(&k.body).is_some() {
         return None;
     }
     let c = contraction(chain.rest(&k.body))?;
     let w = &c.sum.write.offset;
-    let free = chain.loops.iter().copied().filter(|&(v, ..)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v))).collect();
-    Some((free, trip(c.reduces.last()?)))
+    let free = chain
+        .loops
+        .iter()
+        .zip(&chain.bounds)
+        .filter(|(&(v, ..), _)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v)))
+        .map(|(&(v, ..), (lo, hi))| (v, known_trip(lo, hi)))
+        .collect();
+    let kl = c.reduces.last()?;
+    Some((free, known_trip(&kl.lo, &kl.hi)))
 }
 
 /// `k` tiled as `choice` says, when the kernel has the shape the pass
@@ -287,7 +318,7 @@ fn frame(k: &Kernel) -> Option<(Vec<(VarId, i64, i64)>, i64)> {
 /// choice computes the same cells; [`candidates`] adds the target's
 /// thresholds). Returns what [`tile_kernel`] returns.
 pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String, Kernel, Vec<Buffer>)> {
-    let mut chain = Chain::of(&k.body);
+    let mut chain = Chain::of_dynamic(&k.body);
     if chain.thread_nest(&k.body).is_some() {
         return None;
     }
@@ -306,10 +337,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     }
     // The clear stores into the same cells, by an unroll nest of the same
     // trips.
-    let clear_nest = c.clear.map(|cl| {
-        let (loops, _) = perfect_nest(&rest[..1], LoopKind::Unroll);
-        (cl, loops)
-    });
+    let clear_nest = c.clear.map(|cl| (cl, &c.clear_loops));
     if let Some((cl, loops)) = &clear_nest {
         let same_trips = loops.len() == c.unrolls.len() && loops.iter().zip(&c.unrolls).all(|(a, b)| a.lo == b.lo && a.hi == b.hi);
         let renamed = loops.iter().zip(&c.unrolls).fold(cl.write.offset.clone(), |e, (a, b)| e.substitute(a.var, &IExpr::v(b.var)));
@@ -319,15 +347,26 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     }
     // The thread dimensions: the two innermost chain loops the write
     // depends on, free of the chain's guards and index loads.
-    let free: Vec<(VarId, i64, i64)> =
-        chain.loops.iter().copied().filter(|&(v, ..)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v))).collect();
-    // `(var, lo, trip, threads)`, outermost first, in chain order.
-    let mut dims: Vec<(VarId, i64, i64, i64)> = Vec::new();
+    // `(var, lo, trip, hi)`: a dynamic chain loop has trip `None`, a
+    // constant `lo` and its symbolic `hi`.
+    let free: Vec<(VarId, i64, Option<i64>, IExpr)> = chain
+        .loops
+        .iter()
+        .zip(&chain.bounds)
+        .filter(|(&(v, ..), _)| w.depends_on(v) && !chain.exprs.iter().any(|e| e.uses(v)))
+        .map(|(&(v, lo, _), (elo, ehi))| (v, elo.as_const().unwrap_or(lo), known_trip(elo, ehi), ehi.clone()))
+        .collect();
+    if chain.bounds.iter().any(|(lo, _)| lo.as_const().is_none()) {
+        return None;
+    }
+    // `(var, lo, trip, threads)`, outermost first, in chain order; a
+    // symbolic trip is `None`: its last block is guarded (`edge` below).
+    let mut dims: Vec<(VarId, i64, Option<i64>, i64)> = Vec::new();
     let mut next = 0;
     for &(v, f) in &choice.threads {
         let at = free[next..].iter().position(|l| l.0 == v)? + next;
-        let (_, lo, trip) = free[at];
-        if f < 1 || trip <= 0 || trip % f != 0 {
+        let (_, lo, trip, _) = free[at];
+        if f < 1 || trip.is_some_and(|trip| trip <= 0 || trip % f != 0) {
             return None;
         }
         dims.push((v, lo, trip, f));
@@ -338,16 +377,18 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         return None;
     }
     let kl = *c.reduces.last()?;
-    let k_trip = trip(kl);
+    // A symbolic reduction runs `K //^ BK` steps, the last one short.
+    let k_trip = known_trip(&kl.lo, &kl.hi);
     let bk = choice.step;
-    if bk <= 0 || k_trip % bk != 0 {
+    if bk <= 0 || k_trip.is_some_and(|t| t % bk != 0) {
         return None;
     }
 
     let mut t = k.clone();
     let mut vars = t.vars.clone();
     // `(chain var, lo, trip, threads, thread var)`, outermost first.
-    let threads: Vec<(VarId, i64, i64, i64, VarId)> = dims.iter().map(|&(v, lo, trip, f)| (v, lo, trip, f, add_var(&mut vars, &format!("{}_thread", &k.vars[v].name)))).collect();
+    let threads: Vec<(VarId, i64, Option<i64>, i64, VarId)> =
+        dims.iter().map(|&(v, lo, trip, f)| (v, lo, trip, f, add_var(&mut vars, &format!("{}_thread", &k.vars[v].name)))).collect();
     let is_thread = |v: VarId| threads.iter().any(|t| t.4 == v);
     let ko_v = add_var(&mut vars, &format!("{}_o", &k.vars[kl.var].name));
     let ki_v = add_var(&mut vars, &format!("{}_i", &k.vars[kl.var].name));
@@ -357,6 +398,22 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     let k_lo = kl.lo.as_const()?;
     let k_at = IExpr::add(IExpr::add(IExpr::c(k_lo), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk))), IExpr::v(ki_v));
     let subst = |e: &IExpr| at.iter().fold(e.clone(), |e, (v, by)| e.substitute(*v, by)).substitute(kl.var, &k_at);
+    // A dynamic kernel's edges: the last block along a chain loop of
+    // symbolic trip and the last step of a symbolic reduction reach past
+    // the ends. `edge(deps, point)` is `lo <= index < hi` for each such
+    // loop whose variable `deps` says is used, the index as the tiling
+    // writes it (`subst`) at `point` (the copy's element, the tile's cell).
+    let edge = |deps: &dyn Fn(VarId) -> bool, point: &dyn Fn(&IExpr) -> IExpr| -> Vec<Cond> {
+        let mut conds: Vec<Cond> = dims
+            .iter()
+            .filter(|d| d.2.is_none() && deps(d.0))
+            .filter_map(|&(v, lo, ..)| Some(Cond::InRange { e: point(&subst(&IExpr::v(v))), lo: IExpr::c(lo), hi: free.iter().find(|f| f.0 == v)?.3.clone() }))
+            .collect();
+        if k_trip.is_none() && deps(kl.var) {
+            conds.push(Cond::InRange { e: point(&k_at), lo: kl.lo.clone(), hi: kl.hi.clone() });
+        }
+        conds
+    };
     let subst_all = |c: &Compute| {
         let mut n = vec![Node::Compute(c.clone())];
         for_each_expr_mut(&mut n, &mut |e| *e = subst(e));
@@ -376,6 +433,9 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     let mut body = subst_all(sum);
     let mut scratch: Vec<Buffer> = Vec::new();
     let mut stages: Vec<Node> = Vec::new();
+    // A symbolic reduction's last step, when short, runs apart (below):
+    // its copies also stop at the reduction's end.
+    let mut last_stages: Vec<Node> = Vec::new();
     let mut shared_bytes = 0i64;
     for j in 0..body.values.len() {
         let VOp::Load { buf, offset } = body.values[j].op.clone() else { continue };
@@ -453,7 +513,15 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
             values: vec![Value { op: VOp::Load { buf, offset: source }, dtype }],
             write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(&at_e), value: 0 },
         };
-        stages.push(Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len), kind: LoopKind::Spread, body: vec![Node::Compute(copy)] }));
+        // Past an edge the copy loads nothing: the slots it leaves are read
+        // only by cells past the edge (never stored) or by `k_i` the
+        // shortened last step does not reach.
+        let original = &sum.values[j].op;
+        let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
+        let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
+        let spread = |conds| Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len), kind: LoopKind::Spread, body: vec![guarded(conds, copy.clone())] });
+        stages.push(spread(edge(&|v| v != kl.var && deps(v), &at_copy)));
+        last_stages.push(spread(edge(&deps, &at_copy)));
     }
     if stages.is_empty() {
         return None;
@@ -475,51 +543,112 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     };
     body.write = Write { kind: WriteKind::Accumulate, buf: acc, offset: acc_at(&unroll_vars), value: body.write.value };
     // `unroll` loops over fresh copies of the tile variables around `leaf`.
-    let mut tile_nest = |what: &str, make: &dyn Fn(&[VarId]) -> Compute| {
+    let mut tile_nest = |what: &str, make: &dyn Fn(&[VarId]) -> Node| {
         let fresh: Vec<VarId> = tile.iter().map(|&(v, ..)| add_var(&mut vars, &format!("{}_{what}", &k.vars[v].name))).collect();
-        let leaf = Node::Compute(make(&fresh));
+        let leaf = make(&fresh);
         tile.iter().zip(&fresh).rev().fold(leaf, |inner, (&(_, lo, tr), &v)| {
             Node::For(For { var: v, lo: IExpr::c(lo), hi: IExpr::c(lo + tr), kind: LoopKind::Unroll, body: vec![inner] })
         })
     };
     let rename = |e: &IExpr, to: &[VarId]| unroll_vars.iter().zip(to).fold(subst(e), |e, (&u, &f)| e.substitute(u, &IExpr::v(f)));
+    // The cell's own edges (the write depends on every thread dimension),
+    // and, with a guarded clear, that the reduction runs at all: where it
+    // does not, the kernel leaves the cell alone.
+    let cell_edges = |f: &[VarId]| {
+        let mut conds = edge(&|v| dims.iter().any(|d| d.0 == v), &|e| unroll_vars.iter().zip(f).fold(e.clone(), |e, (&u, &f)| e.substitute(u, &IExpr::v(f))));
+        conds.extend(c.clear_guard.unwrap_or_default().iter().cloned());
+        conds
+    };
     let init = tile_nest("init", &|f| match c.clear {
-        Some(cl) => Compute { values: vec![cl.values[cl.write.value].clone()], write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 } },
-        None => Compute {
-            values: vec![Value { op: VOp::Load { buf: sum.write.buf, offset: rename(w, f) }, dtype }],
-            write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 },
-        },
+        Some(cl) => Node::Compute(Compute { values: vec![cl.values[cl.write.value].clone()], write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 } }),
+        None => guarded(
+            cell_edges(f),
+            Compute {
+                values: vec![Value { op: VOp::Load { buf: sum.write.buf, offset: rename(w, f) }, dtype }],
+                write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 },
+            },
+        ),
     });
-    let flush = tile_nest("out", &|f| Compute {
-        values: vec![Value { op: VOp::Load { buf: acc, offset: acc_at(f) }, dtype }],
-        write: Write { kind: WriteKind::Store, buf: sum.write.buf, offset: rename(w, f), value: 0 },
+    let flush = tile_nest("out", &|f| {
+        guarded(
+            cell_edges(f),
+            Compute {
+                values: vec![Value { op: VOp::Load { buf: acc, offset: acc_at(f) }, dtype }],
+                write: Write { kind: WriteKind::Store, buf: sum.write.buf, offset: rename(w, f), value: 0 },
+            },
+        )
     });
     t.vars = vars;
 
     // The step: stage, sync, the original unroll nest over k_i, sync.
     let leaf = Node::Compute(body);
     let unrolled = c.unrolls.iter().rev().fold(leaf, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Unroll, body: vec![inner] }));
-    let mut step = stages;
-    step.push(Node::Sync);
-    step.push(Node::For(For { var: ki_v, lo: IExpr::c(0), hi: IExpr::c(bk), kind: LoopKind::Reduce, body: vec![unrolled] }));
-    step.push(Node::Sync);
-    let steps = Node::For(For { var: ko_v, lo: IExpr::c(0), hi: IExpr::c(k_trip / bk), kind: LoopKind::Reduce, body: step });
+    let step = |stages: Vec<Node>, ki_hi: IExpr| {
+        let mut step = stages;
+        step.push(Node::Sync);
+        step.push(Node::For(For { var: ki_v, lo: IExpr::c(0), hi: ki_hi, kind: LoopKind::Reduce, body: vec![unrolled.clone()] }));
+        step.push(Node::Sync);
+        step
+    };
+    let steps = match k_trip {
+        Some(t) => vec![Node::For(For { var: ko_v, lo: IExpr::c(0), hi: IExpr::c(t / bk), kind: LoopKind::Reduce, body: step(stages, IExpr::c(bk)) })],
+        // A symbolic reduction: its whole steps, then its last `K % BK`
+        // terms in a loop of zero or one step (bounds the same for every
+        // thread: no guard around `sync`). Whole steps keep a constant
+        // `k_i` trip, which code generation unrolls.
+        None => {
+            let len = offset_from(&kl.hi, k_lo);
+            let whole = IExpr::bin(IBin::FloorDiv, len.clone(), IExpr::c(bk));
+            let short = IExpr::sub(len.clone(), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk)));
+            let last = Node::For(For { var: ko_v, lo: whole.clone(), hi: IExpr::bin(IBin::CeilDiv, len, IExpr::c(bk)), kind: LoopKind::Reduce, body: step(last_stages, short) });
+            let mut nodes = vec![Node::For(For { var: ko_v, lo: IExpr::c(0), hi: whole, kind: LoopKind::Reduce, body: step(stages, IExpr::c(bk)) })];
+            nodes.extend(fresh_copy(&[last], &mut t.vars, "last"));
+            nodes
+        }
+    };
     let reduction = c.reduces[..c.reduces.len() - 1]
         .iter()
         .rev()
-        .fold(steps, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: vec![inner] }));
-    let program = vec![init, reduction, flush];
+        .fold(steps, |inner, l| vec![Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: inner })]);
+    let mut program = vec![init];
+    program.extend(reduction);
+    program.push(flush);
     let nest = threads
         .iter()
         .rev()
         .fold(program, |body, &(.., f, t)| vec![Node::For(For { var: t, lo: IExpr::c(0), hi: IExpr::c(f), kind: LoopKind::Thread, body })]);
-    for &(v, _, trip, f, _) in &threads {
-        chain.set_trip(&mut t.body, v, trip / f);
+    for &(v, lo, trip, f, _) in &threads {
+        match trip {
+            Some(trip) => chain.set_trip(&mut t.body, v, trip / f),
+            // `(hi - lo) //^ f` blocks, the last one guarded.
+            None => {
+                let blocks = IExpr::bin(IBin::CeilDiv, offset_from(&free.iter().find(|x| x.0 == v)?.3, lo), IExpr::c(f));
+                chain.set_hi(&mut t.body, v, if lo == 0 { blocks } else { IExpr::add(IExpr::c(lo), blocks) })
+            }
+        }
     }
     *chain.rest_mut(&mut t.body) = nest;
     let shape: Vec<String> = threads.iter().map(|t| t.3.to_string()).collect();
     let what = format!("{} threads, k step {bk}, {} shared bytes", shape.join("x"), shared_bytes);
     Some((what, t, scratch))
+}
+
+/// `e - lo`, written as `e` when `lo` is 0.
+fn offset_from(e: &IExpr, lo: i64) -> IExpr {
+    if lo == 0 {
+        e.clone()
+    } else {
+        IExpr::sub(e.clone(), IExpr::c(lo))
+    }
+}
+
+/// `c` under a guard of `conds` (none: `c` itself).
+fn guarded(conds: Vec<Cond>, c: Compute) -> Node {
+    if conds.is_empty() {
+        Node::Compute(c)
+    } else {
+        Node::Guard(Guard { conds, body: vec![Node::Compute(c)] })
+    }
 }
 
 /// Does the write offset `w` give each point of the unroll nest its own

@@ -11,7 +11,9 @@
 //! mention `k`, the `k` loop of the reset is unused and goes: the reset
 //! costs one store per cell instead of `|k|`. A loop that may run zero
 //! times stays (dropping it would reset cells that no instantiation
-//! reaches).
+//! reaches), except that one whose bounds use dim symbols (a dynamic
+//! module's `for k in [0, %k.0)`) becomes a guard that it runs, `guard 0
+//! <= 0 < %k.0`: the body once exactly when the loop would run it at all.
 
 use super::{Ir, NoOptions, Unit};
 use super::PassError;
@@ -45,6 +47,14 @@ pub fn drop_in(nodes: &mut Vec<Node>) -> usize {
                 continue;
             }
         }
+        if let Node::For(l) = &mut nodes[i] {
+            if once_if_runs(l) {
+                let body = std::mem::take(&mut l.body);
+                let runs = Cond::InRange { e: l.lo.clone(), lo: l.lo.clone(), hi: l.hi.clone() };
+                nodes[i] = Node::Guard(Guard { conds: vec![runs], body });
+                dropped += 1;
+            }
+        }
         i += 1;
     }
     dropped
@@ -53,6 +63,12 @@ pub fn drop_in(nodes: &mut Vec<Node>) -> usize {
 fn droppable(l: &For) -> bool {
     let runs = matches!((l.lo.as_const(), l.hi.as_const()), (Some(lo), Some(hi)) if lo < hi);
     runs && !nodes_use(&l.body, l.var) && idempotent(&l.body)
+}
+
+/// A loop [`droppable`] but for a symbolic trip that may be 0: it becomes
+/// a guard `lo <= lo < hi` around its body.
+fn once_if_runs(l: &For) -> bool {
+    (l.lo.is_symbolic() || l.hi.is_symbolic()) && !nodes_use(&l.body, l.var) && idempotent(&l.body)
 }
 
 /// Only `store` writes, and no read of a buffer stored to: running the
@@ -101,6 +117,18 @@ mod tests {
         let mut body = vec![for_(0, 0, 4, vec![for_(1, 0, 8, vec![store(0, IExpr::v(0))])])];
         assert_eq!(drop_in(&mut body), 1);
         assert_eq!(body, vec![for_(0, 0, 4, vec![store(0, IExpr::v(0))])]);
+    }
+
+    #[test]
+    fn an_unused_loop_of_symbolic_trip_becomes_a_guard_that_it_runs() {
+        let sym = |lo: i64, hi: IExpr, body| Node::For(For { var: 1, lo: IExpr::c(lo), hi, kind: LoopKind::Reduce, body });
+        let mut body = vec![for_(0, 0, 4, vec![sym(0, IExpr::Sym(0), vec![store(0, IExpr::v(0))])])];
+        assert_eq!(drop_in(&mut body), 1);
+        let runs = Cond::InRange { e: IExpr::c(0), lo: IExpr::c(0), hi: IExpr::Sym(0) };
+        assert_eq!(body, vec![for_(0, 0, 4, vec![Node::Guard(Guard { conds: vec![runs], body: vec![store(0, IExpr::v(0))] })])]);
+        // Used, or accumulating: stays a loop.
+        let mut b = vec![sym(0, IExpr::Sym(0), vec![store(0, IExpr::v(1))])];
+        assert_eq!(drop_in(&mut b), 0);
     }
 
     #[test]

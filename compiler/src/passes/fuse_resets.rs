@@ -26,7 +26,9 @@
 //!
 //! The same cells get the same value first, so results do not change; LLVM
 //! forwards the stored constant into the sum it keeps in a register, so
-//! the main kernel no longer reads `c` at all. GPU only: the host's
+//! the main kernel no longer reads `c` at all. A dynamic reset's clear sits
+//! under a guard that its reduction runs (`drop-unused-loops`); the guard
+//! moves with it. GPU only: the host's
 //! `interchange` wants kernels with one computation.
 
 use super::{Ir, NoOptions, PassError, Unit};
@@ -105,20 +107,34 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
     }
     // The same cells: the same chain, except that `main` may keep loops
     // of one iteration that `drop-unused-loops` removed from the reset.
-    let (rc, mc) = (Chain::of(&reset.body), Chain::of(&main.body));
-    let extra = |v: VarId| mc.loops.iter().any(|l| l.0 == v && l.2 == 1) && !rc.bound.contains(&v);
-    let main_loops: Vec<_> = mc.loops.iter().filter(|l| !extra(l.0)).copied().collect();
+    // A dynamic kernel's chain loops have symbolic bounds: compared as written.
+    let (rc, mc) = (Chain::of_dynamic(&reset.body), Chain::of_dynamic(&main.body));
+    let extra = |v: VarId| mc.loops.iter().zip(&mc.bounds).any(|(l, b)| l.0 == v && l.2 == 1 && !b.1.is_symbolic()) && !rc.bound.contains(&v);
+    let main_loops: Vec<_> = mc.loops.iter().zip(&mc.bounds).filter(|(l, _)| !extra(l.0)).map(|(l, b)| (*l, b.clone())).collect();
+    let reset_loops: Vec<_> = rc.loops.iter().zip(&rc.bounds).map(|(l, b)| (*l, b.clone())).collect();
     let main_bound: Vec<_> = mc.bound.iter().filter(|v| !extra(**v)).copied().collect();
-    if rc.loops != main_loops || rc.bound != main_bound || rc.exprs != mc.exprs {
+    if reset_loops != main_loops || rc.bound != main_bound || rc.exprs != mc.exprs {
         return None;
     }
-    let [Node::Compute(clear)] = rc.rest(&reset.body) else { return None };
-    let KernelSum { sum, clear: None } = main.sum()? else { return None };
+    // The clear, or the clear under a guard (a dynamic reset's `guard 0 <=
+    // 0 < %k.0`, what `drop-unused-loops` leaves of a reduction loop that
+    // may be empty): it moves with its guard, so the same cells are
+    // cleared.
+    let node = match rc.rest(&reset.body) {
+        [n @ Node::Compute(_)] => n,
+        [n @ Node::Guard(g)] if matches!(g.body[..], [Node::Compute(_)]) => n,
+        _ => return None,
+    };
+    let clear = match node {
+        Node::Guard(g) => &g.body[0],
+        n => n,
+    };
+    let (Node::Compute(clear), KernelSum { sum, clear: None }) = (clear, main.sum()?) else { return None };
     if !clear.clears_cell_of(sum) {
         return None;
     }
     let mut fused = main.clone();
-    mc.rest_mut(&mut fused.body).insert(0, Node::Compute(clear.clone()));
+    mc.rest_mut(&mut fused.body).insert(0, node.clone());
     Some(fused)
 }
 

@@ -16,9 +16,16 @@
 //! `v % c` are. Injective: candidates `parallel`, write unchanged.
 //! Otherwise: candidates `parallel` with `atomic_accumulate` (a `store` of
 //! a constant, as reset kernels do, races harmlessly and stays a store).
+//!
+//! A dynamic kernel's strides are dim symbols (`((n * %row.0 + i) *
+//! %col.0) + j`): the same mixed radix then has polynomial coefficients
+//! and widths (`ir::loops::poly`), the widths from the loop bounds
+//! (`j < %col.0`), and each coefficient must exceed the reach below it
+//! provably (`%col.0 > %col.0 - 1`), whatever the dims.
 
 use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use crate::ir::loops::poly::Poly;
 use crate::ir::loops::*;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
@@ -47,6 +54,8 @@ struct Spine {
     facts: Vec<(IExpr, i64, i64)>,
     /// Every variable's interval where known (loops anywhere above the write).
     ranges: Vec<Option<(i64, i64)>>,
+    /// Every loop variable's bounds `[lo, hi)` as written (the symbolic proof).
+    bounds: Vec<Option<(IExpr, IExpr)>>,
     write: Option<Write>,
     write_value_const: bool,
     /// Variables each `load_index` offset uses (the loaded value depends
@@ -57,7 +66,7 @@ struct Spine {
 }
 
 pub fn parallelize_kernel(k: &mut Kernel) -> Outcome {
-    let mut sp = Spine { ranges: vec![None; k.vars.len()], ..Default::default() };
+    let mut sp = Spine { ranges: vec![None; k.vars.len()], bounds: vec![None; k.vars.len()], ..Default::default() };
     collect(&k.body, &mut sp, true);
     let Some(write) = sp.write.clone() else { return Outcome::default() };
     if sp.computes != 1 {
@@ -87,8 +96,8 @@ pub fn parallelize_kernel(k: &mut Kernel) -> Outcome {
     if cands.is_empty() {
         return Outcome::default();
     }
-    let injective = determined(&write.offset, &sp)
-        .map_or(false, |d| cands.iter().all(|v| d.contains(v) || sp.loops.iter().any(|l| l.0 == *v && single(l.1))));
+    let covers = |d: Option<Vec<VarId>>| d.map_or(false, |d| cands.iter().all(|v| d.contains(v) || sp.loops.iter().any(|l| l.0 == *v && single(l.1))));
+    let injective = covers(determined(&write.offset, &sp)) || covers(determined_symbolic(&write.offset, &sp));
     // Racing stores of one constant are harmless; other racing stores are
     // not, and have no atomic form: leave such a kernel sequential.
     let harmless_store = write.kind == WriteKind::Store && sp.write_value_const;
@@ -111,6 +120,9 @@ fn collect(ns: &[Node], sp: &mut Spine, on_spine: bool) {
                 let r = (lo, hi.saturating_sub(1));
                 if let Some(slot) = sp.ranges.get_mut(l.var) {
                     *slot = Some(r);
+                }
+                if let Some(slot) = sp.bounds.get_mut(l.var) {
+                    *slot = Some((l.lo.clone(), l.hi.clone()));
                 }
                 if spine_here {
                     sp.loops.push((l.var, r));
@@ -186,6 +198,77 @@ fn determined(offset: &IExpr, sp: &Spine) -> Option<Vec<VarId>> {
         }
     }
     Some(out)
+}
+
+/// [`determined`] for symbolic strides: the offset as `sum(coef * v)`
+/// over loop variables with coefficients that are polynomials over dim
+/// symbols (terms without a variable are the same at every point and do
+/// not matter), each `v` of width `hi - 1 - lo` from its loop's bounds (a
+/// polynomial bound through `min`/`max`, else its interval). Taking the
+/// atoms smallest coefficient first, each coefficient must provably exceed
+/// the reach of the ones before (`Poly::le`). Every variable is then
+/// determined; `None` when the offset has another form or a step fails.
+/// A loop that does not run makes its widths negative, but then the
+/// write never runs: the relations are needed only where every loop runs,
+/// and there the polynomial bounds hold.
+fn determined_symbolic(offset: &IExpr, sp: &Spine) -> Option<Vec<VarId>> {
+    let mut terms: Vec<(VarId, Poly)> = Vec::new();
+    expand(offset, &Poly::constant(1), &mut terms)?;
+    let mut atoms = Vec::new();
+    for (v, coef) in terms {
+        if coef.as_const() == Some(0) {
+            continue;
+        }
+        // |coef|, when its sign is known.
+        let coef = if coef.is_nonneg() { coef } else { Some(coef.neg()?).filter(Poly::is_nonneg)? };
+        let poly_width = || {
+            let (lo, hi) = sp.bounds.get(v)?.as_ref()?;
+            Poly::upper(hi)?.sub(&Poly::lower(lo)?)?.sub(&Poly::constant(1))
+        };
+        let width = poly_width().or_else(|| sp.ranges.get(v).copied().flatten().map(|(lo, hi)| Poly::constant(hi as i128 - lo as i128)))?;
+        atoms.push((v, coef, width));
+    }
+    let mut reach = Poly::constant(0);
+    let mut out = Vec::new();
+    while !atoms.is_empty() {
+        let next = reach.add(&Poly::constant(1))?;
+        let i = atoms.iter().position(|(_, c, _)| next.le(c))?;
+        let (v, c, w) = atoms.remove(i);
+        reach = reach.add(&c.mul(&w)?)?;
+        out.push(v);
+    }
+    Some(out)
+}
+
+/// Adds `scale * e` to `terms` as `(variable, coefficient)` pairs; `None`
+/// when `e` is not such a sum (a product of variables, a division of one,
+/// a coefficient that is not a polynomial).
+fn expand(e: &IExpr, scale: &Poly, terms: &mut Vec<(VarId, Poly)>) -> Option<()> {
+    if !e.uses_any_var() {
+        return Some(());
+    }
+    match e {
+        IExpr::Var(v) => {
+            match terms.iter_mut().find(|t| t.0 == *v) {
+                Some(t) => t.1 = t.1.add(scale)?,
+                None => terms.push((*v, scale.clone())),
+            }
+            Some(())
+        }
+        IExpr::Bin(IBin::Add, a, b) => {
+            expand(a, scale, terms)?;
+            expand(b, scale, terms)
+        }
+        IExpr::Bin(IBin::Sub, a, b) => {
+            expand(a, scale, terms)?;
+            expand(b, &scale.neg()?, terms)
+        }
+        IExpr::Bin(IBin::Mul, a, b) => {
+            let (x, c) = if a.uses_any_var() { (a, b) } else { (b, a) };
+            expand(x, &scale.mul(&Poly::of(c)?)?, terms)
+        }
+        _ => None,
+    }
 }
 
 fn mark(ns: &mut [Node], cands: &[VarId], atomic: bool) {
@@ -280,5 +363,32 @@ mod tests {
         let main = ks.last().unwrap();
         assert_eq!(main.1, ["batch_0", "row_0", "col_0"]);
         assert_eq!(main.2, WriteKind::Accumulate);
+    }
+
+    /// The write of `body` over `c : i32[%r.0, %c.0]` after the pass.
+    fn dynamic_write(body: &str) -> (usize, WriteKind) {
+        let text = format!("dim %r.0\ndim %c.0\nbuffer a : i32[%r.0, %c.0] input\nbuffer c : i32[%r.0, %c.0] output\n\nkernel @k {{\n{body}\n}}\n");
+        let mut m = crate::ir::loops::parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}"));
+        let out = parallelize_kernel(&mut m.kernels[0]);
+        (out.parallel_loops, m.kernels[0].computes()[0].write.kind)
+    }
+
+    #[test]
+    fn symbolic_strides_equal_to_the_inner_bounds_are_injective() {
+        // c[i * %c.0 + j], j < %c.0: a mixed radix whatever the dims.
+        let w = dynamic_write("for i in [0, %r.0) reduce { for j in [0, %c.0) reduce { %0 = load a[((i * %c.0) + j)] : i32\n accumulate c[((i * %c.0) + j)] += %0 } }");
+        assert_eq!(w, (2, WriteKind::Accumulate));
+        // The dynamic matmul's write over three symbols.
+        let m = crate::ir::loops::parse::parse_verified(include_str!("../../tests/Inputs/dynamic_matmul.etir")).unwrap();
+        let mut mm = m.kernels[1].clone();
+        assert_eq!(parallelize_kernel(&mut mm), Outcome { parallel_loops: 3, atomic: false });
+        // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide (the
+        // guard, never true, keeps the module in bounds).
+        // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide.
+        let w = dynamic_write("for i in [0, %r.0) reduce { for j in [0, (%c.0 + 1)) reduce { guard 0 <= ((i * %c.0) + j) < 0 { %0 = const 1 : i32\n accumulate c[((i * %c.0) + j)] += %0 } } }");
+        assert_eq!(w.1, WriteKind::AtomicAccumulate);
+        // A stride that is another symbol proves nothing.
+        let w = dynamic_write("for i in [0, %r.0) reduce { for j in [0, %c.0) reduce { guard 0 <= ((i * %r.0) + j) < 0 { %0 = const 1 : i32\n accumulate c[((i * %r.0) + j)] += %0 } } }");
+        assert_eq!(w.1, WriteKind::AtomicAccumulate);
     }
 }

@@ -6,7 +6,7 @@
 //! GPU loop passes reshape kernels around it; the host's `interchange`
 //! reorders the whole nest.
 
-use super::{BufId, Cond, For, Guard, IExpr, LoopKind, Node, VarId};
+use super::{BufId, Cond, For, Guard, IBin, IExpr, LoopKind, Node, VarId};
 
 /// One node of a kernel's [`Nest`], borrowed from the body.
 pub enum NestStep<'k> {
@@ -86,8 +86,12 @@ impl ThreadNest<'_> {
 }
 
 pub struct Chain {
-    /// `(var, lo, trip)`, outermost first.
+    /// `(var, lo, trip)`, outermost first. In a chain of
+    /// [`Chain::of_dynamic`], a loop with symbolic bounds is `(var, 0, 0)`
+    /// here: read [`Chain::bounds`].
     pub loops: Vec<(VarId, i64, i64)>,
+    /// Each loop's bounds `[lo, hi)` as written, outermost first.
+    pub bounds: Vec<(IExpr, IExpr)>,
     /// Variables bound on the chain (its loops and index loads).
     pub bound: Vec<VarId>,
     /// Index expressions the chain's guards and index loads evaluate.
@@ -101,7 +105,19 @@ impl Chain {
     /// The chain stops before a loop whose trip count, or the product of
     /// the trips so far, does not fit in i64.
     pub fn of(body: &[Node]) -> Chain {
-        let mut chain = Chain { loops: Vec::new(), bound: Vec::new(), exprs: Vec::new(), path: Vec::new() };
+        Chain::take(body, false)
+    }
+
+    /// The chain of a dynamic kernel: [`Chain::of`] that also takes
+    /// `parallel` loops whose bounds use dim symbols but no variable (their
+    /// trips are known when the kernel starts: `geometry::GridChain`), so
+    /// `fuse-resets` and `register-tiles` see the cells of a dynamic kernel.
+    pub fn of_dynamic(body: &[Node]) -> Chain {
+        Chain::take(body, true)
+    }
+
+    fn take(body: &[Node], symbolic: bool) -> Chain {
+        let mut chain = Chain { loops: Vec::new(), bounds: Vec::new(), bound: Vec::new(), exprs: Vec::new(), path: Vec::new() };
         let nest = Nest::of(body);
         let mut total: i64 = 1;
         // Steps since the last chain loop count only if a loop follows.
@@ -124,11 +140,17 @@ impl Chain {
                     if f.kind != LoopKind::Parallel {
                         break;
                     }
-                    let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) else { break };
-                    let Some(trip) = hi.checked_sub(lo).map(|t| t.max(0)) else { break };
-                    let Some(product) = total.checked_mul(trip) else { break };
-                    total = product;
-                    chain.loops.push((f.var, lo, trip));
+                    if let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) {
+                        let Some(trip) = hi.checked_sub(lo).map(|t| t.max(0)) else { break };
+                        let Some(product) = total.checked_mul(trip) else { break };
+                        total = product;
+                        chain.loops.push((f.var, lo, trip));
+                    } else if symbolic && !f.lo.uses_any_var() && !f.hi.uses_any_var() {
+                        chain.loops.push((f.var, 0, 0));
+                    } else {
+                        break;
+                    }
+                    chain.bounds.push((f.lo.clone(), f.hi.clone()));
                     chain.bound.append(&mut pending_bound);
                     chain.bound.push(f.var);
                     chain.exprs.append(&mut pending_exprs);
@@ -149,7 +171,7 @@ impl Chain {
     /// (the kernel body the chain was taken from).
     pub fn steps<'k>(&self, body: &'k [Node]) -> Vec<Step<'k>> {
         let mut steps = Vec::new();
-        let mut loops = self.loops.iter();
+        let mut loops = self.loops.iter().zip(&self.bounds);
         let mut cur = body;
         for &i in &self.path {
             for n in &cur[..i] {
@@ -159,8 +181,13 @@ impl Chain {
             }
             cur = match &cur[i] {
                 Node::For(f) => {
-                    let &(var, lo, trip) = loops.next().expect("one recorded loop per loop on the path");
-                    steps.push(Step::Loop { var, lo: IExpr::c(lo), trip: IExpr::c(trip) });
+                    let (&(var, lo, trip), (elo, ehi)) = loops.next().expect("one recorded loop per loop on the path");
+                    let step = if elo.is_symbolic() || ehi.is_symbolic() {
+                        Step::Loop { var, lo: elo.clone(), trip: symbolic_trip(elo, ehi) }
+                    } else {
+                        Step::Loop { var, lo: IExpr::c(lo), trip: IExpr::c(trip) }
+                    };
+                    steps.push(step);
                     &f.body
                 }
                 Node::Guard(g) => {
@@ -171,6 +198,15 @@ impl Chain {
             };
         }
         steps
+    }
+
+    /// The product of the trips: [`Chain::cells`], or in a dynamic chain
+    /// an expression over dim symbols.
+    pub fn cells_expr(&self) -> IExpr {
+        self.bounds.iter().zip(&self.loops).fold(IExpr::c(1), |total, ((lo, hi), &(_, _, trip))| {
+            let trip = if lo.is_symbolic() || hi.is_symbolic() { symbolic_trip(lo, hi) } else { IExpr::c(trip) };
+            fold(IBin::Mul, total, trip)
+        })
     }
 
     /// The row-major index of the current point, innermost loop fastest.
@@ -245,13 +281,22 @@ impl Chain {
 
     /// Sets the trip of chain loop `var` (its lower bound stays).
     pub fn set_trip(&mut self, body: &mut [Node], var: VarId, trip: i64) {
+        let lo = self.loops.iter().find(|l| l.0 == var).map_or(0, |l| l.1);
+        self.set_hi(body, var, IExpr::c(lo + trip));
+        if let Some(l) = self.loops.iter_mut().find(|l| l.0 == var) {
+            l.2 = trip;
+        }
+    }
+
+    /// Sets the upper bound of chain loop `var` (a dynamic chain's may be
+    /// symbolic; [`Chain::loops`] then keeps its placeholder).
+    pub fn set_hi(&mut self, body: &mut [Node], var: VarId, hi: IExpr) {
         let mut cur = body;
         for &i in &self.path {
             let next = match &mut cur[i] {
                 Node::For(f) => {
                     if f.var == var {
-                        let lo = f.lo.as_const().unwrap_or(0);
-                        f.hi = IExpr::c(lo + trip);
+                        f.hi = hi.clone();
                     }
                     &mut f.body
                 }
@@ -260,9 +305,23 @@ impl Chain {
             };
             cur = next;
         }
-        if let Some(l) = self.loops.iter_mut().find(|l| l.0 == var) {
-            l.2 = trip;
+        if let Some(at) = self.loops.iter().position(|l| l.0 == var) {
+            self.bounds[at].1 = hi;
         }
+    }
+}
+
+/// `max(hi - lo, 0)`, folded where constant.
+pub fn symbolic_trip(lo: &IExpr, hi: &IExpr) -> IExpr {
+    fold(IBin::Max, fold(IBin::Sub, hi.clone(), lo.clone()), IExpr::c(0))
+}
+
+/// `op(a, b)`, folded when both are constants (and `1 * x` kept as `x`).
+pub fn fold(op: IBin, a: IExpr, b: IExpr) -> IExpr {
+    match (op, a.as_const(), b.as_const()) {
+        (_, Some(x), Some(y)) => IExpr::c(op.apply(x, y)),
+        (IBin::Mul, Some(1), _) => b,
+        _ => IExpr::bin(op, a, b),
     }
 }
 

@@ -13,7 +13,7 @@
 //!
 //! docs/codegen.md describes how the lowering uses each.
 
-use super::chain::{Chain, Nest, NestStep, Step};
+use super::chain::{fold, Chain, Step};
 use super::{BufId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VarId, WriteKind};
 
 /// The kernel's parallel chain (`ir::loops::chain`) as one grid-stride
@@ -36,52 +36,17 @@ pub struct GridChain<'k> {
 }
 
 impl<'k> GridChain<'k> {
+    /// The chain of a dynamic kernel is [`Chain::of_dynamic`]'s: its
+    /// leading `parallel` loops whose bounds use no variable (constants and
+    /// dim symbols), so that their trips, and the grid-stride loop's total,
+    /// are known when the kernel starts.
     pub fn of(body: &'k [Node]) -> GridChain<'k> {
-        if body.iter().any(|n| n.uses_dims()) {
-            return GridChain::symbolic(body);
-        }
-        let c = Chain::of(body);
+        let c = if body.iter().any(|n| n.uses_dims()) { Chain::of_dynamic(body) } else { Chain::of(body) };
         let (rest, threads, block) = match c.thread_nest(body) {
             Some(n) => (n.body, n.threads.clone(), Some(n.size())),
             None => (c.rest(body), Vec::new(), None),
         };
-        GridChain { steps: c.steps(body), rest, total: IExpr::c(c.cells()), threads, block }
-    }
-
-    /// The chain of a dynamic kernel: the nest's leading `parallel` loops
-    /// whose bounds use no variable (constants and dim symbols), so that
-    /// their trips, and the grid-stride loop's total, are known when the
-    /// kernel starts. No `thread` nest: `block-tiles` leaves dynamic
-    /// kernels alone.
-    fn symbolic(body: &'k [Node]) -> GridChain<'k> {
-        let nest = Nest::of(body);
-        let (mut steps, mut pending, mut rest, mut total) = (Vec::new(), Vec::new(), body, IExpr::c(1));
-        for step in &nest.steps {
-            match step {
-                NestStep::LoadIndex { var, buf, offset } => pending.push(Step::LoadIndex { var: *var, buf: *buf, offset }),
-                NestStep::Guard(g) => pending.push(Step::Guard(&g.conds)),
-                NestStep::Loop(f) => {
-                    if f.kind != LoopKind::Parallel || f.lo.uses_any_var() || f.hi.uses_any_var() {
-                        break;
-                    }
-                    let trip = fold(IBin::Max, fold(IBin::Sub, f.hi.clone(), f.lo.clone()), IExpr::c(0));
-                    total = fold(IBin::Mul, total, trip.clone());
-                    steps.append(&mut pending);
-                    steps.push(Step::Loop { var: f.var, lo: f.lo.clone(), trip });
-                    rest = &f.body;
-                }
-            }
-        }
-        GridChain { steps, rest, total, threads: Vec::new(), block: None }
-    }
-}
-
-/// `op(a, b)`, folded when both are constants (and `1 * x` kept as `x`).
-fn fold(op: IBin, a: IExpr, b: IExpr) -> IExpr {
-    match (op, a.as_const(), b.as_const()) {
-        (_, Some(x), Some(y)) => IExpr::c(op.apply(x, y)),
-        (IBin::Mul, Some(1), _) => b,
-        _ => IExpr::bin(op, a, b),
+        GridChain { steps: c.steps(body), rest, total: c.cells_expr(), threads, block }
     }
 }
 

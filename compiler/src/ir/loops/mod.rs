@@ -25,6 +25,7 @@ pub mod geometry;
 pub mod iexpr;
 pub mod interval;
 pub mod parse;
+pub mod poly;
 pub mod print;
 pub mod site;
 pub mod symbols;

@@ -184,6 +184,43 @@ pub fn add_var(vars: &mut Vec<Var>, base: &str) -> VarId {
     vars.len() - 1
 }
 
+/// A copy of `nodes` in which every variable they bind (loops, index
+/// loads) is a new one, named after it with `suffix` (a variable is bound
+/// once per kernel: a second copy of a loop needs its own).
+pub fn fresh_copy(nodes: &[Node], vars: &mut Vec<Var>, suffix: &str) -> Vec<Node> {
+    let mut out = nodes.to_vec();
+    let mut bound = Vec::new();
+    for n in &out {
+        n.walk(&mut |n| match n {
+            Node::For(l) => bound.push(l.var),
+            Node::LoadIndex { var, .. } => bound.push(*var),
+            _ => {}
+        });
+    }
+    for old in bound {
+        let new = add_var(vars, &format!("{}_{suffix}", vars[old].name));
+        rebind(&mut out, old, new);
+    }
+    out
+}
+
+/// `old` renamed `new` in `nodes`: bindings and uses.
+fn rebind(nodes: &mut [Node], old: VarId, new: VarId) {
+    for n in nodes.iter_mut() {
+        match n {
+            Node::For(l) if l.var == old => l.var = new,
+            Node::LoadIndex { var, .. } if *var == old => *var = new,
+            _ => {}
+        }
+        match n {
+            Node::For(l) => rebind(&mut l.body, old, new),
+            Node::Guard(g) => rebind(&mut g.body, old, new),
+            _ => {}
+        }
+    }
+    for_each_expr_mut(nodes, &mut |e| *e = e.substitute(old, &IExpr::v(new)));
+}
+
 /// Replaces each `Compute` node of `nodes` (at any depth) by `f(node)`.
 pub fn wrap_computes(nodes: &mut [Node], f: &mut impl FnMut(Node) -> Node) {
     for n in nodes {

@@ -49,7 +49,8 @@ pub(super) fn kernel(m: &LoopModule, ki: usize, k: &Kernel) -> Result<(), Verify
     if threads == 0 {
         return b.nodes(&k.body, Place::Outside);
     }
-    let chain = Chain::of(&k.body);
+    // A dynamic kernel's blocks sit in a chain of symbolic trips.
+    let chain = Chain::of_dynamic(&k.body);
     let Some(nest) = chain.thread_nest(&k.body).filter(|n| n.threads.len() == threads) else {
         return Err(err(
             "`thread` loops must form one perfect nest with constant bounds, directly inside the kernel's parallel chain".into(),

@@ -1,0 +1,193 @@
+//! Polynomials over dim symbols: the first form of the *lower-bound
+//! relation* of docs/dynamic-shapes.md section 3. Symbols are
+//! non-negative, so a polynomial whose coefficients are all non-negative
+//! is non-negative at every configuration: `a <= b` is proved when `b - a`
+//! is such a polynomial (`%col.0 - 1 <= %col.0 - 1`, `%row.0 * %col.0 - 1
+//! >= (%row.0 - 1) * %col.0 + (%col.0 - 1)`). What this cannot prove (a
+//! relation that needs `%k.0 >= 1`) stays unproved: the caller then keeps
+//! its guard or its atomic write, which costs time, never correctness.
+//!
+//! Arithmetic is exact (`i128`, `None` on overflow). An index expression
+//! wraps in `i64`; using the exact value is sound where the expression is
+//! a shape, a loop bound or an in-bounds offset of a module whose dims the
+//! shape program admitted (buffers fit in memory), which is where the
+//! passes use it.
+
+use super::{DimId, IBin, IExpr};
+use std::collections::BTreeMap;
+
+/// `sum(coef * product of symbols)`; a monomial is its symbols, sorted,
+/// with repetition (`[]` is the constant term).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Poly {
+    terms: BTreeMap<Vec<DimId>, i128>,
+}
+
+impl Poly {
+    pub fn constant(c: i128) -> Poly {
+        let mut p = Poly::default();
+        if c != 0 {
+            p.terms.insert(Vec::new(), c);
+        }
+        p
+    }
+
+    /// The polynomial an index expression of constants and symbols with
+    /// `+ - *` is; `None` for anything else (a variable, a division, a
+    /// `min`).
+    pub fn of(e: &IExpr) -> Option<Poly> {
+        match e {
+            IExpr::Const(c) => Some(Poly::constant(*c as i128)),
+            IExpr::Sym(d) => Some(Poly { terms: [(vec![*d], 1)].into() }),
+            IExpr::Var(_) => None,
+            IExpr::Bin(op, a, b) => {
+                let (a, b) = (Poly::of(a)?, Poly::of(b)?);
+                match op {
+                    IBin::Add => a.add(&b),
+                    IBin::Sub => a.sub(&b),
+                    IBin::Mul => a.mul(&b),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// A polynomial `p` with `e <= p` at every configuration, for an `e`
+    /// without variables: `e` itself, or through `min` (either side),
+    /// `max` (the side proved larger), sums and constant multiples.
+    pub fn upper(e: &IExpr) -> Option<Poly> {
+        Poly::bound(e, true)
+    }
+
+    /// A polynomial `p` with `p <= e` at every configuration ([`Poly::upper`]
+    /// mirrored).
+    pub fn lower(e: &IExpr) -> Option<Poly> {
+        Poly::bound(e, false)
+    }
+
+    fn bound(e: &IExpr, up: bool) -> Option<Poly> {
+        if let Some(p) = Poly::of(e) {
+            return Some(p);
+        }
+        let IExpr::Bin(op, a, b) = e else { return None };
+        // Either side bounds `min` from above (`max` from below); the
+        // other way, the side proved beyond the other does.
+        let either = |a: Option<Poly>, b: Option<Poly>| a.or(b);
+        let beyond = |a: Option<Poly>, b: Option<Poly>| {
+            let (a, b) = (a?, b?);
+            let (small, big) = if a.le(&b) { (a, b) } else if b.le(&a) { (b, a) } else { return None };
+            Some(if up { big } else { small })
+        };
+        match (op, up) {
+            (IBin::Min, true) | (IBin::Max, false) => either(Poly::bound(a, up), Poly::bound(b, up)),
+            (IBin::Min, false) | (IBin::Max, true) => beyond(Poly::bound(a, up), Poly::bound(b, up)),
+            (IBin::Add, _) => Poly::bound(a, up)?.add(&Poly::bound(b, up)?),
+            (IBin::Sub, _) => Poly::bound(a, up)?.sub(&Poly::bound(b, !up)?),
+            (IBin::Mul, _) => {
+                let (c, x) = match (a.as_const(), b.as_const()) {
+                    (Some(c), _) => (c, b),
+                    (_, Some(c)) => (c, a),
+                    _ => return None,
+                };
+                Poly::bound(x, up == (c >= 0))?.mul(&Poly::constant(c as i128))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn add(&self, o: &Poly) -> Option<Poly> {
+        let mut p = self.clone();
+        for (m, c) in &o.terms {
+            let slot = p.terms.entry(m.clone()).or_insert(0);
+            *slot = slot.checked_add(*c)?;
+        }
+        p.terms.retain(|_, c| *c != 0);
+        Some(p)
+    }
+
+    pub fn neg(&self) -> Option<Poly> {
+        let mut p = self.clone();
+        for c in p.terms.values_mut() {
+            *c = c.checked_neg()?;
+        }
+        Some(p)
+    }
+
+    pub fn sub(&self, o: &Poly) -> Option<Poly> {
+        self.add(&o.neg()?)
+    }
+
+    pub fn mul(&self, o: &Poly) -> Option<Poly> {
+        let mut p = Poly::default();
+        for (ma, ca) in &self.terms {
+            for (mb, cb) in &o.terms {
+                let mut m: Vec<DimId> = ma.iter().chain(mb).copied().collect();
+                m.sort_unstable();
+                p = p.add(&Poly { terms: [(m, ca.checked_mul(*cb)?)].into() })?;
+            }
+        }
+        Some(p)
+    }
+
+    /// Every coefficient non-negative: the value is `>= 0` whatever the
+    /// (non-negative) symbols are.
+    pub fn is_nonneg(&self) -> bool {
+        self.terms.values().all(|c| *c >= 0)
+    }
+
+    pub fn as_const(&self) -> Option<i128> {
+        match self.terms.iter().next() {
+            None => Some(0),
+            Some((m, c)) if m.is_empty() && self.terms.len() == 1 => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// Is `self <= o` at every configuration (provably)?
+    pub fn le(&self, o: &Poly) -> bool {
+        o.sub(self).is_some_and(|d| d.is_nonneg())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(d: DimId) -> IExpr {
+        IExpr::Sym(d)
+    }
+
+    #[test]
+    fn mixed_radix_relations_of_a_matmul_hold() {
+        let (row, col) = (Poly::of(&s(0)).unwrap(), Poly::of(&s(1)).unwrap());
+        let one = Poly::constant(1);
+        // (row - 1) * col + (col - 1) <= row * col - 1
+        let reach = row.sub(&one).unwrap().mul(&col).unwrap().add(&col.sub(&one).unwrap()).unwrap();
+        assert!(reach.le(&row.mul(&col).unwrap().sub(&one).unwrap()));
+        // col - 1 < col, but not col <= col - 1, nor 1 <= col (col may be 0).
+        assert!(col.sub(&one).unwrap().le(&col));
+        assert!(!col.le(&col.sub(&one).unwrap()));
+        assert!(!one.le(&col));
+        assert_eq!(Poly::of(&IExpr::sub(s(0), s(0))).unwrap().as_const(), Some(0));
+    }
+
+    #[test]
+    fn bounds_go_through_min_and_max() {
+        // min(%0, o + 1) <= %0; max(0, %0 - 3) >= %0 - 3.
+        let e = IExpr::bin(IBin::Min, s(0), IExpr::add(IExpr::v(0), IExpr::c(1)));
+        assert_eq!(Poly::upper(&e), Poly::of(&s(0)));
+        assert_eq!(Poly::lower(&e), None);
+        let e = IExpr::bin(IBin::Max, IExpr::c(0), IExpr::sub(s(0), IExpr::c(3)));
+        assert_eq!(Poly::lower(&e), Some(Poly::constant(0)));
+        // max(%0, %0 + 2) <= %0 + 2: the larger side is proved.
+        let e = IExpr::bin(IBin::Max, s(0), IExpr::add(s(0), IExpr::c(2)));
+        assert_eq!(Poly::upper(&e), Poly::of(&IExpr::add(s(0), IExpr::c(2))));
+        // max(%0, %1): neither is proved larger.
+        assert_eq!(Poly::upper(&IExpr::bin(IBin::Max, s(0), s(1))), None);
+        // 10 - 2 * min(%0, 4) >= 10 - 2 * %0... a lower bound needs min's
+        // upper bound: either side.
+        let e = IExpr::sub(IExpr::c(10), IExpr::mul(IExpr::c(2), IExpr::bin(IBin::Min, s(0), IExpr::c(4))));
+        assert!(Poly::lower(&e).is_some());
+        assert_eq!(Poly::upper(&e), None);
+    }
+}
