@@ -205,7 +205,9 @@ pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Res
 }
 
 /// Refuses (E0318, at the statement doing the most) to run `lm`, the
-/// loop module of `module`, when its kernels visit more than `max_work`
+/// loop module of `module` (the [`planned`] module the backend lowered:
+/// its statements number the kernels, and a temporary's statement is
+/// located at the statement it was planned from), when its kernels visit more than `max_work`
 /// points in all ([`loop_work`]), counting each kernel's work to its
 /// statement (`Kernel::stmt`), plus the instantiations of the statements
 /// generating the RANDOM inputs: every compiled backend generates them on

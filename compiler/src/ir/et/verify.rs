@@ -379,10 +379,11 @@ pub fn verify_refines(before: &Module, after: &Module) -> Result<(), String> {
                 continue;
             }
             // The result's type always corresponds; the other ops only
-            // while the pass kept the op list's shape. A rewritten right
-            // side may vary over fewer eintups: those a temporary summed
-            // (never one of the left side's).
-            let reshaped = sb.ops.len() != sa.ops.len();
+            // while the pass kept the op list's shape. A right side that
+            // reads temporaries may vary over fewer eintups: those a
+            // temporary summed (never one of the left side's).
+            let reads_temporary = sa.ops.iter().any(|o| matches!(o.kind, OpKind::Read { array, .. } if !before_arrays.contains(array_name(after, array))));
+            let reshaped = sb.ops.len() != sa.ops.len() || reads_temporary;
             let mut lhs = Vec::new();
             sb.indices.iter().for_each(|x| x.for_each(&mut |e| if let IndexKind::Var(t) = e.kind { lhs.push(t) }));
             let lhs = eintup_names(before, &lhs);
