@@ -65,6 +65,8 @@ NUMPY = {
     "scatter_nd": np_scatter_nd,
     "space_to_depth": np_space_to_depth,
     "reduce_sum": lambda i, p, s: i["x"].sum(axis=-1),
+    # The contraction order NumPy finds (greedy), through BLAS.
+    "einsum": lambda i, p, s: np.einsum(p["spec"], *[i[n] for n in p["operands"]], optimize=True),
 }
 
 
@@ -78,6 +80,7 @@ def tf_ops(tf):
         "scatter_nd": lambda i, p, s: tf.scatter_nd(indices=i["idx"], updates=i["vals"], shape=s),
         "space_to_depth": lambda i, p, s: tf.nn.space_to_depth(i["x"], block_size=p["block"]),
         "reduce_sum": lambda i, p, s: tf.math.reduce_sum(i["x"], axis=-1),
+        "einsum": lambda i, p, s: tf.einsum(p["spec"], *[i[n] for n in p["operands"]]),
     }
 
 
@@ -110,6 +113,7 @@ def torch_ops(torch):
         "scatter_nd": scatter_nd,
         "space_to_depth": space_to_depth,
         "reduce_sum": lambda i, p, s: i["x"].sum(dim=-1),
+        "einsum": lambda i, p, s: torch.einsum(p["spec"], *[i[n] for n in p["operands"]]),
     }
 
 

@@ -42,13 +42,14 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<HostResult>, BTreeMap<String, S
     let mut jobs = Vec::new();
     for op in ops {
         eprintln!("bench: host {}", op.name);
-        let mut p = prepare(s.ops_dir, op, true, s.fp_contract)?;
+        let fp_contract = op.fp_contract.unwrap_or(s.fp_contract);
+        let mut p = prepare(s.ops_dir, op, true, fp_contract)?;
         let dir = s.work_dir.join(&op.name);
         let inputs = p.write_inputs(&dir)?;
         let out_id = p.output()?;
         let t = Instant::now();
         let mut compile_ms = 0.0;
-        let timed = eintup_codegen::with_compiled(&p.loops, 0, s.fp_contract, |prog| {
+        let timed = eintup_codegen::with_compiled(&p.loops, 0, fp_contract, |prog| {
             compile_ms = t.elapsed().as_secs_f64() * 1e3;
             time_median(s.budget, || prog.run(&mut p.buffers))
         })

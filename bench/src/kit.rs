@@ -70,7 +70,8 @@ pub fn write_bundle(s: &Specialized, choices: &[(String, String)], path: &Path) 
     let (src, module, config, float) = (&s.src, &s.module, &s.config, s.float);
     let fp_contract = eintup_codegen::FpContract::default();
     let opts = GpuOptions { choices: choices.to_vec(), ..GpuOptions::new(float, fp_contract, KIT_SM) };
-    let loops = eintup::pipeline::lower_gpu(src, module, &opts).map_err(|e| e.to_string())?;
+    let (planned, _) = eintup::pipeline::planned(src, module, float, fp_contract).map_err(|e| e.to_string())?;
+    let loops = eintup::pipeline::lower_gpu(src, &planned, &opts).map_err(|e| e.to_string())?;
     let b = build(src, module, &loops, config, &BuildOptions { seed: 0, float, sm: KIT_SM, fp_contract }).map_err(|e| e.to_string())?;
     let missing: Vec<&str> = b.manifest().inputs().filter(|i| b.manifest().generator(&i.name).is_none()).map(|i| i.name.as_str()).collect();
     if !missing.is_empty() {

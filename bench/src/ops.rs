@@ -47,6 +47,10 @@ pub struct Op {
     pub metric: Metric,
     /// Flops or bytes of one run.
     pub work: f64,
+    /// The float policy the op's host code runs under, when it is not
+    /// `--host-fp-contract`'s: the einsum chains are planned as
+    /// contractions only under `fast` (their peers reorder too).
+    pub fp_contract: Option<eintup_codegen::FpContract>,
 }
 
 fn bind(name: &str, dims: &[usize]) -> String {
@@ -77,6 +81,7 @@ fn matmul(f: FloatWidth, b: usize, m: usize, k: usize, n: usize) -> Op {
         params: serde_json::json!({}),
         metric: Metric::Gflops,
         work: 2.0 * (b.max(1) * m * k * n) as f64,
+        fp_contract: None,
     }
 }
 
@@ -99,6 +104,7 @@ fn conv2d(f: FloatWidth, b: usize, hw: usize, kk: usize, ci: usize, co: usize) -
         params: serde_json::json!({ "stride": [1, 1] }),
         metric: Metric::Gflops,
         work: 2.0 * (b * o * o * kk * kk * ci * co) as f64,
+        fp_contract: None,
     }
 }
 
@@ -114,6 +120,7 @@ fn gather_nd(f: FloatWidth, loc: usize, item: usize, w: usize) -> Op {
         params: serde_json::json!({}),
         metric: Metric::Gbytes,
         work: 2.0 * (w * item) as f64 * width(f) + (w * 2 * 4) as f64,
+        fp_contract: None,
     }
 }
 
@@ -129,6 +136,7 @@ fn scatter_nd(f: FloatWidth, dest: usize, item: usize, upd: usize) -> Op {
         params: serde_json::json!({}),
         metric: Metric::Gbytes,
         work: ((upd + dest) * item) as f64 * width(f) + (upd * 4) as f64,
+        fp_contract: None,
     }
 }
 
@@ -143,6 +151,7 @@ fn space_to_depth(f: FloatWidth, b: usize, hw: usize, c: usize) -> Op {
         params: serde_json::json!({ "block": 2 }),
         metric: Metric::Gbytes,
         work: 2.0 * (b * hw * hw * c) as f64 * width(f),
+        fp_contract: None,
     }
 }
 
@@ -157,6 +166,28 @@ fn reduce_sum(f: FloatWidth, keep: usize, drop: usize) -> Op {
         params: serde_json::json!({}),
         metric: Metric::Gbytes,
         work: ((keep * drop) + keep) as f64 * width(f),
+        fp_contract: None,
+    }
+}
+
+/// The chain of `operands` n x n matrices, `einsum('ij,jk,..->i?')`, with
+/// `--fp-contract fast` (so `plan-products` evaluates it as `operands - 1`
+/// matrix products): 2n^3 flops each, what NumPy's `einsum(optimize=True)`
+/// and TensorFlow's `einsum` do too.
+fn chain(f: FloatWidth, operands: usize, n: usize) -> Op {
+    let letters = ['i', 'j', 'k', 'l', 'm'];
+    let inputs: Vec<String> = (0..operands).map(|x| format!("{}{}", letters[x], letters[x + 1])).collect();
+    let spec = format!("{}->{}{}", inputs.join(","), letters[0], letters[operands]);
+    Op {
+        name: format!("einsum{operands}_{}", float_name(f)),
+        kind: "einsum",
+        file: if operands == 3 { "chain3.et" } else { "chain4.et" },
+        binds: letters[..=operands].iter().map(|l| bind(&l.to_string(), &[n])).collect(),
+        float: f,
+        params: serde_json::json!({ "spec": spec, "operands": &["a", "b", "c", "d"][..operands] }),
+        metric: Metric::Gflops,
+        work: 2.0 * (operands - 1) as f64 * (n * n * n) as f64,
+        fp_contract: Some(eintup_codegen::FpContract::Fast),
     }
 }
 
@@ -191,6 +222,8 @@ pub fn ops(size: Size) -> Vec<Op> {
             scatter_nd(F32, 7, 3, 50),
             space_to_depth(F32, 2, 8, 3),
             reduce_sum(F32, 10, 33),
+            chain(F64, 3, 12),
+            chain(F64, 4, 10),
         ],
         Size::Host => vec![
             matmul(F32, 8, 256, 256, 256),
@@ -200,6 +233,8 @@ pub fn ops(size: Size) -> Vec<Op> {
             scatter_nd(F32, 4096, 32, 1 << 18),
             space_to_depth(F32, 8, 256, 32),
             reduce_sum(F32, 4096, 4096),
+            chain(F64, 3, 512),
+            chain(F64, 4, 512),
         ],
         Size::Gpu => vec![
             matmul(F32, 0, 4096, 4096, 4096),

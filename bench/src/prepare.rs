@@ -27,10 +27,12 @@ pub fn prepare(ops_dir: &Path, op: &Op, host: bool, fp_contract: eintup_codegen:
     let src = Source::load(&ops_dir.join(op.file)).map_err(|e| e.to_string())?;
     let (module, config) = eintup::pipeline::specialized_for(&src, &op.binds, &[], 0, op.float).map_err(|e| e.to_string())?;
     let opts = RunOptions { seed: 0, float: op.float, inputs: BTreeMap::new(), ..RunOptions::default() };
+    // Products of several arrays as the backends run them (their plan).
+    let (planned, _) = eintup::pipeline::planned(&src, &module, op.float, fp_contract).map_err(|e| e.to_string())?;
     let loops = if host {
-        eintup::pipeline::lower_host(&src, &module, op.float, fp_contract)
+        eintup::pipeline::lower_host(&src, &planned, op.float, fp_contract)
     } else {
-        eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(op.float, fp_contract, crate::kit::KIT_SM))
+        eintup::pipeline::lower_gpu(&src, &planned, &eintup::pipeline::GpuOptions::new(op.float, fp_contract, crate::kit::KIT_SM))
     }
     .map_err(|e| e.to_string())?;
     let buffers = eintup_codegen::backend::initial_buffers(&src, &module, &loops, &opts).map_err(|e| e.to_string())?;

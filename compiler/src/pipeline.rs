@@ -20,8 +20,9 @@ use crate::ir::et::Module;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
-use crate::passes::{DriverOptions, Ir, Level, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
+use crate::passes::{DriverOptions, Ir, Level, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END, PLAN};
 use crate::sema::symbolic::SymbolicConfig;
+use et_grammar::Diagnostic;
 use crate::sema::{Config, InputShape, Program, RankSystem};
 
 /// The work counter is the loop dialect's (`ir/loops/work.rs`).
@@ -124,6 +125,22 @@ pub fn specialized_module(src: &Source, binds: &[String], seed: u64) -> Result<(
     specialized_for(src, binds, &[], seed, FloatWidth::F64)
 }
 
+/// `plan-products` on a specialised module, under the target's float
+/// policy: products of several arrays become contractions through
+/// temporary arrays (INT always, FLOAT under `FpContract::Fast`). Every
+/// compiled backend lowers this module; the interpreter runs the one it
+/// was given (the definition). Its statements are what the loop module's
+/// kernels are numbered by, so [`check_loop_work`] takes it too. The
+/// warnings (W0701: a FLOAT product kept as written under `Off` that has
+/// a cheaper order) are for the caller to print.
+pub fn planned(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract) -> Result<(Module, Vec<Diagnostic>), Failure> {
+    let unit = run(et_unit(src, module), PLAN, &DriverOptions { float, fp_contract, ..DriverOptions::default() })?;
+    match unit.ir {
+        Ir::Et(p) => Ok((p.module, unit.warnings)),
+        _ => Err(level_bug("plan-products", "et")),
+    }
+}
+
 /// The middle end on a specialised module: `lower-to-loops` and the loop
 /// passes of the default pipeline. Every target starts from this loop
 /// module; the GPU takes it as it is.
@@ -211,7 +228,9 @@ pub fn lower_generators(src: &Source, module: &Module, float: FloatWidth) -> Res
 }
 
 /// Refuses (E0318, at the statement doing the most) to run `lm`, the
-/// loop module of `module`, when its kernels visit more than `max_work`
+/// loop module of `module` (the [`planned`] module the backend lowered:
+/// its statements number the kernels, and a temporary's statement is
+/// located at the statement it was planned from), when its kernels visit more than `max_work`
 /// points in all ([`loop_work`]), counting each kernel's work to its
 /// statement (`Kernel::stmt`), plus the instantiations of the statements
 /// generating the RANDOM inputs: every compiled backend generates them on

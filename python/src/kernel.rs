@@ -148,8 +148,9 @@ impl Kernel {
         let (code, files) = match self.target {
             Target::Interp => (Code::Interp, None),
             Target::Cpu => {
-                let lm = pipeline::lower_host(&self.src, &module, self.float, self.fp_contract)?;
-                pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
+                let (planned, _) = pipeline::planned(&self.src, &module, self.float, self.fp_contract)?;
+                let lm = pipeline::lower_host(&self.src, &planned, self.float, self.fp_contract)?;
+                pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let loops = eintup::ir::loops::print::module(&lm);
                 let host = |e| Failure::Internal(format!("host backend: {e}"));
                 if self.disk.is_some() {
@@ -161,8 +162,9 @@ impl Kernel {
             }
             Target::Emu => {
                 let sm = eintup::ir::loops::target::DEFAULT_SM;
-                let lm = pipeline::lower_gpu(&self.src, &module, &GpuOptions::new(self.float, self.fp_contract, sm))?;
-                pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
+                let (planned, _) = pipeline::planned(&self.src, &module, self.float, self.fp_contract)?;
+                let lm = pipeline::lower_gpu(&self.src, &planned, &GpuOptions::new(self.float, self.fp_contract, sm))?;
+                pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
                 let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
                 (Code::Emu { program: RefCell::new(program) }, Some(CacheFiles::Bundle(Box::new(b))))
@@ -170,8 +172,9 @@ impl Kernel {
             Target::Cuda => {
                 let (ordinal, dev) = dev.ok_or_else(|| Failure::Internal("a cuda kernel compiled without a device".into()))?;
                 let sm = eintup_codegen::gpu::device_sm(dev);
-                let lm = pipeline::lower_gpu(&self.src, &module, &GpuOptions::new(self.float, self.fp_contract, sm))?;
-                pipeline::check_loop_work(&self.src, &module, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
+                let (planned, _) = pipeline::planned(&self.src, &module, self.float, self.fp_contract)?;
+                let lm = pipeline::lower_gpu(&self.src, &planned, &GpuOptions::new(self.float, self.fp_contract, sm))?;
+                pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
                 let program = dev.load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
                 (Code::Cuda { program: Rc::new(CudaProgram::new(program, ordinal, dev)) }, Some(CacheFiles::Bundle(Box::new(b))))

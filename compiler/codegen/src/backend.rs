@@ -68,8 +68,9 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
-            let lm = eintup::pipeline::lower_host(src, module, opts.float, fp_contract)?;
-            eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
+            let (planned, _) = eintup::pipeline::planned(src, module, opts.float, fp_contract)?;
+            let lm = eintup::pipeline::lower_host(src, &planned, opts.float, fp_contract)?;
+            eintup::pipeline::check_loop_work(src, &planned, &lm, opts.max_work)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
             crate::HostProgram::compile(lm, opts.seed, fp_contract)
                 .and_then(|prog| prog.run(&mut bufs))
@@ -83,7 +84,8 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
 }
 
 /// Buffers as compiled code starts: the arrays' initial contents (inputs
-/// generated or supplied, the rest zero), then zeroed temporaries.
+/// generated or supplied, the rest zero), then zeroed temporaries (those of
+/// the plan, `pipeline::planned`, and of the loop passes).
 pub fn initial_buffers(src: &Source, module: &Module, lm: &LoopModule, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
     let mut bufs = interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
     for b in &lm.buffers[bufs.len().min(lm.buffers.len())..] {

@@ -55,8 +55,9 @@ pub fn bundle_failure(path: &std::path::Path, e: eintup_runtime::Error) -> Failu
 pub fn execute(src: &Source, module: &Module, opts: &RunOptions, kind: DeviceKind, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
     let dev = device(kind)?;
     let sm = device_sm(&dev);
-    let lm = eintup::pipeline::lower_gpu(src, module, &eintup::pipeline::GpuOptions::new(opts.float, fp_contract, sm))?;
-    eintup::pipeline::check_loop_work(src, module, &lm, opts.max_work)?;
+    let (planned, _) = eintup::pipeline::planned(src, module, opts.float, fp_contract)?;
+    let lm = eintup::pipeline::lower_gpu(src, &planned, &eintup::pipeline::GpuOptions::new(opts.float, fp_contract, sm))?;
+    eintup::pipeline::check_loop_work(src, &planned, &lm, opts.max_work)?;
     let config = eintup::sema::Config::fixed(module.eintups.iter().map(|e| (e.name.clone(), e.dims.clone().unwrap_or_default())).collect());
     let b = bundle::build(src, module, &lm, &config, &BuildOptions { seed: opts.seed, float: opts.float, sm, fp_contract })?;
     let init = eintup::interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;

@@ -95,6 +95,16 @@ pub static PASSES: &[PassInfo] = &[
         run: run_with!(super::specialize::SpecializeOptions, super::specialize::run),
     },
     PassInfo {
+        name: "plan-products",
+        summary: "a product of array reads becomes contractions through temporaries, in the order of least work",
+        input: Level::Et,
+        output: Level::Et,
+        needs: &[],
+        refuses: &[],
+        provides: &[],
+        run: run_with!(super::plan_products::PlanProductsOptions, super::plan_products::run),
+    },
+    PassInfo {
         name: "lower-to-loops",
         summary: "loop nests, guards, index loads and reset/snapshot kernels",
         input: Level::Et,
@@ -236,11 +246,14 @@ pub static PASSES: &[PassInfo] = &[
     },
 ];
 
-/// The `default` pipeline: front end then middle end.
+/// The `default` pipeline: front end, plan, then middle end.
 pub const DEFAULT_PIPELINE: &[&str] =
-    &["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
+    &["resolve", "infer-ranks", "specialize", "plan-products", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
 /// From a `.et` file to a specialised `et` module.
 pub const FRONT_END: &[&str] = &["resolve", "infer-ranks", "specialize"];
+/// The et-level plan between them (`pipeline::planned`): products of
+/// several arrays as contractions, under the target's float policy.
+pub const PLAN: &[&str] = &["plan-products"];
 /// From a specialised `et` module to the optimised `loop` module.
 pub const MIDDLE_END: &[&str] =
     &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
@@ -583,7 +596,7 @@ mod tests {
 
     #[test]
     fn default_pipeline_is_front_then_middle_end() {
-        let joined: Vec<&str> = FRONT_END.iter().chain(MIDDLE_END).copied().collect();
+        let joined: Vec<&str> = FRONT_END.iter().chain(PLAN).chain(MIDDLE_END).copied().collect();
         assert_eq!(joined, DEFAULT_PIPELINE);
         for p in DEFAULT_PIPELINE {
             assert!(lookup(p).is_some(), "{p} is not registered");
@@ -596,7 +609,7 @@ mod tests {
         let labels: Vec<&str> = pm.passes.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(
             labels,
-            ["resolve", "infer-ranks", "specialize", "lower-to-loops", "simplify-index#1", "tighten-bounds", "simplify-index#2", "drop-unused-loops#1", "parallelize", "direct-stores", "drop-unused-loops#2"]
+            ["resolve", "infer-ranks", "specialize", "plan-products", "lower-to-loops", "simplify-index#1", "tighten-bounds", "simplify-index#2", "drop-unused-loops#1", "parallelize", "direct-stores", "drop-unused-loops#2"]
         );
     }
 
@@ -627,7 +640,7 @@ mod tests {
         let input = crate::ir::loops::print::module(&module);
         let source = crate::driver::Source { path: "m.etir".into(), name: "m.etir".into(), text: input.clone() };
         let run = |after_failure| {
-            let mut unit = Unit { source: source.clone(), ir: Ir::Loop(module.clone()), ranks: None, config: None, symbolic: None };
+            let mut unit = Unit { ir: Ir::Loop(module.clone()), ..Unit::from_source(source.clone()) };
             let pm = PassManager { passes: vec![Scheduled { info: &BREAKS, options: vec![], label: "breaks".into() }], instrument: Instrument { after_failure, ..Instrument::default() } };
             let mut err = Vec::new();
             let r = pm.run_passes(&mut unit, &DriverOptions::default(), &mut err);

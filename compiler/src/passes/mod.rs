@@ -15,6 +15,7 @@ pub mod interchange;
 pub mod lower_to_loops;
 pub mod manager;
 pub mod parallelize;
+pub mod plan_products;
 pub mod register_tiles;
 pub mod block_tiles;
 pub mod sink_broadcasts;
@@ -37,7 +38,7 @@ use crate::sema::{Config, InputShape, Program, RankSystem};
 use et_grammar::Diagnostic;
 
 pub use spec::{NoOptions, PassOptions};
-pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END};
+pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END, PLAN};
 
 /// The IR levels a pass reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,12 +91,15 @@ pub struct Unit {
     /// and the dims as expressions over dim symbols, which
     /// `lower-to-loops` lowers with (docs/dynamic-shapes.md).
     pub symbolic: Option<SymbolicConfig>,
+    /// Warnings passes found on the way (`plan-products`' W0701), located
+    /// in the source; the tool that runs the passes prints them.
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl Unit {
     /// A `.et` program, before `resolve`.
     pub fn from_source(source: Source) -> Unit {
-        Unit { source, ir: Ir::Source, ranks: None, config: None, symbolic: None }
+        Unit { source, ir: Ir::Source, ranks: None, config: None, symbolic: None, warnings: Vec::new() }
     }
 
     /// Any input, its kind told by its content ([`crate::ir::text::kind_of`],

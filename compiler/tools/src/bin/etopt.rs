@@ -261,6 +261,7 @@ fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnost
     if let Some(cfg) = &unit.config {
         warnings.extend(cfg.warnings.iter().cloned());
     }
+    warnings.extend(unit.warnings.iter().cloned());
     ran?;
     if args.stats {
         if let Ir::Loop(m) = &unit.ir {

@@ -19,7 +19,9 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     }
     let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &[], args.seed, args.float)?;
     super::run::print_warnings(&src, &config.warnings);
-    let lm = eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm))?;
+    let (planned, warnings) = eintup::pipeline::planned(&src, &module, args.float, args.fp_contract)?;
+    super::run::print_warnings(&src, &warnings);
+    let lm = eintup::pipeline::lower_gpu(&src, &planned, &eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm))?;
     let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
     let generated = format!("{} generated on the device", count(b.manifest().generate.len(), "input", "inputs"));
     write(&b, &args, sm, &generated)

@@ -58,8 +58,9 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     // `build` made them by (the GPU passes under the bundle's float policy).
     let fp_contract = m.config.fp_contract.as_deref().and_then(|c| c.parse().ok()).unwrap_or_default();
     let sm = m.target.arch.strip_prefix("sm_").and_then(|n| n.parse().ok()).unwrap_or(eintup::ir::loops::target::DEFAULT_SM);
-    let lm = eintup::pipeline::lower_gpu(&src, &module, &eintup::pipeline::GpuOptions::new(float, fp_contract, sm))?;
-    eintup::pipeline::check_loop_work(&src, &module, &lm, opts.max_work)?;
+    let (planned, _) = eintup::pipeline::planned(&src, &module, float, fp_contract)?;
+    let lm = eintup::pipeline::lower_gpu(&src, &planned, &eintup::pipeline::GpuOptions::new(float, fp_contract, sm))?;
+    eintup::pipeline::check_loop_work(&src, &planned, &lm, opts.max_work)?;
     let init = eintup::interp::initial_arrays(&module, &opts).map_err(|e| e.into_failure(&src))?;
     let dev = eintup_codegen::gpu::device(args.device)?;
     let arrays = if profiling {

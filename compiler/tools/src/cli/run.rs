@@ -23,6 +23,13 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
         report_config(&src, &config);
     }
     let fp_contract = fp_contract(&args)?;
+    if !args.quiet && args.backend != Backend::Interp && fp_contract == FpContract::Off {
+        // W0701: FLOAT products that compiled code keeps as written under
+        // `off` although another order is cheaper (the interpreter has no
+        // policy to change, so nothing to say there).
+        let (_, warnings) = eintup::pipeline::planned(&src, &module, args.float, fp_contract)?;
+        print_warnings(&src, &warnings);
+    }
     let opts = RunOptions { seed: args.seed, float: args.float, inputs, max_work: args.max_work };
     let arrays = eintup_codegen::backend::execute(&src, &module, args.backend, &opts, fp_contract)?;
     emit(args.out.as_deref(), &args.print, &module, &arrays, args.seed, &config)
@@ -60,7 +67,7 @@ pub fn report_config(src: &Source, config: &Config) {
     eprintln!("configuration: {}", config.describe());
 }
 
-/// The warnings choosing a configuration gave (W0301, W0302), on stderr.
+/// Warnings (choosing a configuration: W0301, W0302; planning: W0701), on stderr.
 pub fn print_warnings(src: &Source, warnings: &[et_grammar::Diagnostic]) {
     if !warnings.is_empty() {
         eprintln!("{}", et_grammar::diag::for_stderr(render_all(warnings, &src.name, &src.text).trim_end()));
