@@ -116,34 +116,84 @@ def run_case(etrun, device, kit, case, work):
     return {"name": case["name"], "ok": not problems, "problems": problems}
 
 
-# Input shapes (batch, row, k, col) the dynamic bundle runs at: tile
-# non-multiples, a zero dim, and one large enough to fill a GPU.
-DYNAMIC_SHAPES = [(2, 3, 4, 5), (1, 33, 17, 65), (3, 0, 4, 5), (4, 128, 64, 96)]
+def _conv2d(x, w):
+    """VALID, stride 1: y[n,a,b,d] = sum x[n,a+i,b+j,c] w[i,j,c,d]."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    v = sliding_window_view(x, w.shape[:2], axis=(1, 2))
+    return np.einsum("nabcij,ijcd->nabd", v, w)
+
+
+# Dynamic bundles (`eintup build FILE.et --dynamic`, docs/dynamic-shapes.md;
+# built by scripts/gpu-check into the kit's dynamic/): each runs by etrun
+# at several input shapes (tile non-multiples, a zero dim) against NumPy,
+# and at one large shape against the static bundle built for it, on the
+# same inputs (kernel time, CUDA events).
+DYNAMIC_CASES = [
+    {"name": "matmul", "bundle": "mm.etb", "static": "mm-static.etb",
+     "shapes": [(2, 3, 4, 5), (1, 33, 17, 65), (3, 0, 4, 5), (4, 128, 64, 96)], "timing": (1, 1024, 1024, 1024),
+     "inputs": lambda r, s: {"a": r.uniform(-1, 1, s[:3]), "b": r.uniform(-1, 1, (s[0], s[2], s[3]))},
+     "ref": lambda i: {"c": i["a"] @ i["b"]}},
+    {"name": "conv2d", "bundle": "conv.etb", "static": "conv-static.etb",
+     "shapes": [(1, 9, 7, 2, 3, 2, 3), (2, 17, 33, 3, 3, 3, 5), (1, 4, 4, 1, 4, 4, 1)], "timing": (8, 66, 66, 32, 3, 3, 32),
+     "inputs": lambda r, s: {"x": r.uniform(-1, 1, s[:4]), "w": r.uniform(-1, 1, (s[4], s[5], s[3], s[6]))},
+     "ref": lambda i: {"y": _conv2d(i["x"], i["w"])}},
+    {"name": "reduce_sum", "bundle": "rs.etb", "static": "rs-static.etb",
+     "shapes": [(5, 7), (33, 1000), (3, 0), (1, 65537)], "timing": (4096, 4096),
+     "inputs": lambda r, s: {"x": r.uniform(-1, 1, s)},
+     "ref": lambda i: {"s": i["x"].sum(-1)}},
+]
+
+
+def _etrun_inputs(d, arrays):
+    args = []
+    for n, a in arrays.items():
+        np.save(d / f"{n}.npy", a.astype(np.float32))
+        args += ["--input", f"{n}={d / (n + '.npy')}"]
+    return args
 
 
 def dynamic(etrun, device, kit, work):
-    """One dynamic bundle (a batched INT matmul with dim symbols) run by
-    etrun at each of DYNAMIC_SHAPES, equal to NumPy's matmul bit for bit:
-    the runtime binds the same PTX to each input's shapes."""
-    b = kit / "dynamic" / "mm.etb"
-    if not b.exists():
-        return {"skipped": "the kit has no dynamic bundle"}
-    rows, rng = [], np.random.default_rng(7)
-    for (n, r, k, c) in DYNAMIC_SHAPES:
-        d = work / "dynamic" / f"{n}x{r}x{k}x{c}"
+    """Every DYNAMIC_CASES bundle at its shapes (f32, within 1e-4 of the
+    largest reference value) and its timing shape against its static
+    bundle."""
+    if not (kit / "dynamic").exists():
+        return {"skipped": "the kit has no dynamic bundles"}
+    rows, timing, rng = [], [], np.random.default_rng(7)
+    for c in DYNAMIC_CASES:
+        b = kit / "dynamic" / c["bundle"]
+        for s in c["shapes"]:
+            d = work / "dynamic" / c["name"] / "x".join(map(str, s))
+            d.mkdir(parents=True, exist_ok=True)
+            arrays = {n: a.astype(np.float32) for n, a in c["inputs"](rng, s).items()}
+            code, out, err = sh([etrun, str(b), "--device", device, *_etrun_inputs(d, arrays), "--out", str(d / "out")])
+            row = {"case": c["name"], "shape": list(s)}
+            if code != 0:
+                rows.append({**row, "ok": False, "problem": f"etrun exit {code}: {tail(err)}"})
+                continue
+            problems = []
+            for n, want in c["ref"]({k: v.astype(np.float64) for k, v in arrays.items()}).items():
+                got = np.load(d / "out" / f"{n}.npy")
+                scale = max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+                if got.shape != want.shape or (want.size and float(np.abs(got - want).max()) > 1e-4 * scale):
+                    problems.append(f"`{n}` differs from NumPy")
+            rows.append({**row, "ok": not problems, "problem": "; ".join(problems) or None})
+        # Dynamic against static at the timing shape, same inputs.
+        d = work / "dynamic" / c["name"] / "timing"
         d.mkdir(parents=True, exist_ok=True)
-        a = rng.integers(-9, 9, (n, r, k)).astype(np.int32)
-        bb = rng.integers(-9, 9, (n, k, c)).astype(np.int32)
-        np.save(d / "a.npy", a)
-        np.save(d / "b.npy", bb)
-        code, out, err = sh([etrun, str(b), "--device", device, "--input", f"a={d / 'a.npy'}", "--input", f"b={d / 'b.npy'}", "--out", str(d / "out")])
-        if code != 0:
-            rows.append({"shape": [n, r, k, c], "ok": False, "problem": f"etrun exit {code}: {tail(err)}"})
-            continue
-        got = np.load(d / "out" / "c.npy")
-        ok = got.shape == (n, r, c) and np.array_equal(got, a @ bb)
-        rows.append({"shape": [n, r, k, c], "ok": bool(ok), "problem": None if ok else "differs from NumPy's matmul"})
-    return {"ok": all(x["ok"] for x in rows), "rows": rows}
+        args = _etrun_inputs(d, c["inputs"](rng, c["timing"]))
+        t = {"case": c["name"], "shape": list(c["timing"])}
+        for which in ("bundle", "static"):
+            code, out, err = sh([etrun, str(kit / "dynamic" / c[which]), "--device", device, *args, "--time", "20", "--json"], timeout=600)
+            try:
+                t[which + "_ms"] = json.loads(out)["timing"]["total_ms"] if code == 0 else None
+            except (ValueError, KeyError, TypeError):
+                t[which + "_ms"] = None
+            if code != 0:
+                t[which + "_error"] = tail(err)
+        if t.get("bundle_ms") and t.get("static_ms"):
+            t["ratio"] = t["bundle_ms"] / t["static_ms"]
+        timing.append(t)
+    return {"ok": all(x["ok"] for x in rows), "rows": rows, "timing": timing}
 
 
 def find_sanitizer():
@@ -341,11 +391,17 @@ def report_md(r):
         if not c["ok"]:
             L.append(f"- **{c['name']}**: " + "; ".join(c["problems"]))
     dy = r.get("dynamic", {})
-    L += ["", "## Dynamic bundle (one PTX, several input shapes; docs/bundle.md#dynamic-bundles)", ""]
+    L += ["", "## Dynamic bundles (one bundle per program, several input shapes; docs/dynamic-shapes.md)", ""]
     if "skipped" in dy:
         L.append(f"skipped: {dy['skipped']}")
     for x in dy.get("rows", []):
-        L.append(f"- {'x'.join(map(str, x['shape']))}: {'ok' if x['ok'] else 'FAILED — ' + str(x['problem'])}")
+        L.append(f"- {x['case']} {'x'.join(map(str, x['shape']))}: {'ok' if x['ok'] else 'FAILED — ' + str(x['problem'])}")
+    if dy.get("timing"):
+        L += ["", "| case | shape | dynamic ms | static ms | dynamic/static |", "|---|---|---|---|---|"]
+        for t in dy["timing"]:
+            f = lambda v: f"{v:.3f}" if v else "error"
+            ratio = f"{t['ratio']:.2f}x" if t.get("ratio") else "-"
+            L.append(f"| {t['case']} | {'x'.join(map(str, t['shape']))} | {f(t.get('bundle_ms'))} | {f(t.get('static_ms'))} | {ratio} |")
     L += ["", "## compute-sanitizer", ""]
     if isinstance(r["sanitizer"], str):
         L.append(f"skipped: {r['sanitizer']}")
