@@ -43,6 +43,16 @@ pub struct Access {
 }
 
 impl Access {
+    /// `c` of `c*t + e` (`None` for 1).
+    pub fn coef(&self) -> Option<&IndexExpr> {
+        self.coef.as_ref()
+    }
+
+    /// `e`, the other terms (`None` when `t` is alone).
+    pub fn rest(&self) -> Option<&IndexExpr> {
+        self.rest.as_ref()
+    }
+
     /// ``the read of `x` at position 2 (`(o + k)`)``, for messages.
     pub fn describe(&self, m: &Module) -> String {
         let array = m.arrays.get(self.array).map_or("?", |a| a.name.as_str());

@@ -10,9 +10,11 @@
 //!   run-time `--bind`;
 //! - constrained (`DIMS(t) = expr`): the expression over the symbols, so
 //!   that the compiler sees `opos.0 = ipos.0 - fpos.0 + 1`, not a number;
-//! - inferred (range inference): refused (E0321): the bound it would take is
-//!   a data-independent maximum over accesses, which a bundle does not carry
-//!   yet; a `--bind` or a `DIMS(t) = ..` constraint gives it.
+//! - inferred (range inference): the same bound as [`infer_dims::infer`]
+//!   over symbolic extents, per component the least `(D - max(e, 0)) //^ c`
+//!   over its accesses, with a run-time check that `D - max(e, 0)` is not
+//!   negative (the static rules refuse that, E0313); E0321 where an
+//!   access's coefficient is not a positive constant.
 //!
 //! Array shapes follow from the signatures' index expressions
 //! ([`position_dims`]): exact for the monotone expressions first mentions
@@ -20,6 +22,7 @@
 //! run-time constants, `FLAT`), E0321 otherwise.
 
 use super::config::{DimsSource, Space};
+use super::infer_dims::Access;
 use super::Program;
 use crate::ir::et::{dims as et_dims, ArrayId, DimsItem, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, Module};
 use crate::ir::loops::{Dim, IBin, IExpr};
@@ -155,15 +158,75 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
                 d
             }
             DimsSource::Inferred => {
-                return Err(vec![Diagnostic::error("E0321", format!("the dims of `{}` would be inferred from the accesses, which a dynamic bundle does not do", t.name))
-                    .at(t.span, "inferred")
-                    .note(format!("give them: --bind {}=[..] at build time, or a `DIMS({}) = ..` constraint", t.name, t.name))])
+                let known: Vec<Vec<IExpr>> = dims.iter().map(|d| d.clone().unwrap_or_default()).collect();
+                let mut d = Vec::new();
+                for k in 0..ranks[e] {
+                    let comp = infer_component(m, space.used(e), k, &ranks, &known, e, &mut checks).map_err(|sp| {
+                        vec![Diagnostic::error("E0321", format!("the dims of `{}` are inferred from an access a dynamic build cannot bound", t.name))
+                            .at(sp, "this access")
+                            .note(format!("give them: --bind {}=[..] at build time, or a `DIMS({}) = ..` constraint", t.name, t.name))]
+                    })?;
+                    d.push(comp.unwrap_or_else(|| {
+                        // No access bounds this component: drawn, so given.
+                        symbols.push(Dim { name: format!("{}.{k}", t.name) });
+                        IExpr::Sym(symbols.len() - 1)
+                    }));
+                }
+                d
             }
         };
         dims[e] = Some(d);
     }
     let eintups: Vec<Vec<IExpr>> = dims.into_iter().map(Option::unwrap_or_default).collect();
     Ok(SymbolicConfig { ranks, symbols, eintups, sources: space.sources().to_vec(), checks })
+}
+
+/// Component `k` of inferred eintup `about`: the least
+/// bound its accesses give, as [`infer_dims::infer`] computes it, over
+/// symbolic extents; `None` when no access bounds it. Pushes the check
+/// that each bound's room is not negative.
+fn infer_component(m: &Module, accs: &[Access], k: usize, ranks: &[usize], dims: &[Vec<IExpr>], about: EintupId, checks: &mut Vec<SymCheck>) -> Result<Option<IExpr>, Span> {
+    let rank = ranks[about];
+    let at = |v: Vec<IExpr>, sp: Span| -> Result<IExpr, Span> {
+        match v.len() {
+            1 => Ok(v[0].clone()),
+            n if n == rank => Ok(v[k].clone()),
+            _ => Err(sp),
+        }
+    };
+    let mut best: Option<IExpr> = None;
+    for a in accs {
+        let Some(pos) = m.arrays.get(a.array).and_then(|arr| arr.positions.get(a.position)) else { continue };
+        let extent = at(position_dims(&pos.expr, dims).map_err(|_| a.span)?, a.span)?;
+        // max(e, 0): one below e's extent, at least 0.
+        let reach = match a.rest() {
+            None => IExpr::Const(0),
+            Some(r) => fold(IBin::Max, fold(IBin::Sub, at(position_dims(r, dims).map_err(|_| a.span)?, a.span)?, IExpr::Const(1)), IExpr::Const(0)),
+        };
+        let coef = match a.coef() {
+            None => IExpr::Const(1),
+            Some(c) => match eval(c, &dims.iter().cloned().map(Some).collect::<Vec<_>>(), ranks, &mut Vec::new()).map_err(|_| a.span)? {
+                SymVal::Scalar(v) => v,
+                SymVal::Tuple(v) => at(v, a.span)?,
+            },
+        };
+        match coef {
+            IExpr::Const(c) if c > 0 => {}
+            // The static rule skips a coefficient <= 0.
+            IExpr::Const(_) => continue,
+            _ => return Err(a.span),
+        }
+        let room = fold(IBin::Sub, extent, reach);
+        if !non_negative(&room) {
+            checks.push(SymCheck { expr: room.clone(), min: 0, about, rule: format!("range inference from {}", a.describe(m)) });
+        }
+        let dim = fold(IBin::CeilDiv, room, coef);
+        best = Some(match best {
+            None => dim,
+            Some(b) => fold(IBin::Min, b, dim),
+        });
+    }
+    Ok(best)
 }
 
 const BIND_HINT: &str = "bind the eintups it reads at build time (--bind NAME=[..])";

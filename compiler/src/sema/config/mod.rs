@@ -248,6 +248,11 @@ impl<'a> Space<'a> {
         &self.order
     }
 
+    /// The accesses an inferred eintup `e` is inferred from.
+    pub fn used(&self, e: EintupId) -> &[Access] {
+        self.used.get(e).map_or(&[], Vec::as_slice)
+    }
+
     /// The `--bind` dims of eintup `e`, if bound.
     pub fn bound(&self, e: EintupId) -> Option<Vec<i64>> {
         self.bound.get(e).cloned().flatten()
