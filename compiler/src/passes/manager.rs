@@ -225,6 +225,16 @@ pub static PASSES: &[PassInfo] = &[
         run: run_with!(super::sink_broadcasts::SinkBroadcastsOptions, super::sink_broadcasts::run),
     },
     PassInfo {
+        name: "fuse-kernels",
+        summary: "GPU: a kernel over the same cells as the one before it runs in its threads, after it",
+        input: Level::Loop,
+        output: Level::Loop,
+        needs: &[Fact::Parallelized],
+        refuses: &[],
+        provides: &[],
+        run: run_with!(super::NoOptions, super::fuse_kernels::run),
+    },
+    PassInfo {
         name: "interleave-sums",
         summary: "host: sum neighbouring cells of a long reduction at once, each in its own order",
         input: Level::Loop,
@@ -263,7 +273,7 @@ pub const MIDDLE_END: &[&str] =
 pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "simplify-index"];
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "fuse-kernels", "simplify-index"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

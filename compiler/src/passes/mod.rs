@@ -10,6 +10,7 @@
 pub mod direct_stores;
 pub mod drop_unused_loops;
 pub mod fuse_resets;
+pub mod fuse_kernels;
 pub mod infer_ranks;
 pub mod interchange;
 pub mod lower_to_loops;

@@ -297,6 +297,15 @@ impl Cond {
 }
 
 impl IExpr {
+    /// The expression with every variable `v` renamed `f(v)`.
+    pub fn rename_vars(&self, f: &impl Fn(VarId) -> VarId) -> IExpr {
+        match self {
+            IExpr::Var(x) => IExpr::Var(f(*x)),
+            IExpr::Const(_) | IExpr::Sym(_) => self.clone(),
+            IExpr::Bin(op, a, b) => IExpr::bin(*op, a.rename_vars(f), b.rename_vars(f)),
+        }
+    }
+
     /// The expression with every occurrence of `v` replaced by `by`.
     pub fn substitute(&self, v: VarId, by: &IExpr) -> IExpr {
         match self {

@@ -206,19 +206,27 @@ pub fn fresh_copy(nodes: &[Node], vars: &mut Vec<Var>, suffix: &str) -> Vec<Node
 
 /// `old` renamed `new` in `nodes`: bindings and uses.
 fn rebind(nodes: &mut [Node], old: VarId, new: VarId) {
-    for n in nodes.iter_mut() {
-        match n {
-            Node::For(l) if l.var == old => l.var = new,
-            Node::LoadIndex { var, .. } if *var == old => *var = new,
-            _ => {}
-        }
-        match n {
-            Node::For(l) => rebind(&mut l.body, old, new),
-            Node::Guard(g) => rebind(&mut g.body, old, new),
-            _ => {}
+    rename_vars(nodes, &|v| if v == old { new } else { v });
+}
+
+/// Every variable `v` renamed `f(v)` in `nodes`, bindings and uses at
+/// once (so a renaming may permute variables).
+pub fn rename_vars(nodes: &mut [Node], f: &impl Fn(VarId) -> VarId) {
+    fn binders(nodes: &mut [Node], f: &impl Fn(VarId) -> VarId) {
+        for n in nodes.iter_mut() {
+            match n {
+                Node::For(l) => {
+                    l.var = f(l.var);
+                    binders(&mut l.body, f);
+                }
+                Node::LoadIndex { var, .. } => *var = f(*var),
+                Node::Guard(g) => binders(&mut g.body, f),
+                Node::Compute(_) | Node::Sync => {}
+            }
         }
     }
-    for_each_expr_mut(nodes, &mut |e| *e = e.substitute(old, &IExpr::v(new)));
+    binders(nodes, f);
+    for_each_expr_mut(nodes, &mut |e| *e = e.rename_vars(f));
 }
 
 /// Replaces each `Compute` node of `nodes` (at any depth) by `f(node)`.
