@@ -164,6 +164,12 @@ class Kernel:
         loaded from disk, and those it compiled and stored."""
         return self._inner.disk_cache_info()
 
+    def dynamic_builds(self) -> int:
+        """With `dynamic=True`: the dynamic bundles built so far, one per
+        rank combination (and GPU) the calls needed; a new shape of the
+        same ranks binds one of them and compiles nothing."""
+        return self._inner.dynamic_builds()
+
     def __repr__(self) -> str:
         return f"<eintup.Kernel {self.name} target={self.target}>"
 
@@ -177,6 +183,7 @@ def compile(
     fp_contract: Optional[str] = None,
     seed: int = 0,
     cache: bool = True,
+    dynamic: bool = False,
 ) -> Kernel:
     """Compiles an `.et` program: a path to a `.et` file, or the program's
     text. `target`: `cpu` (host code), `cuda` (a CUDA GPU: each call runs
@@ -187,11 +194,15 @@ def compile(
     of FLOAT (`f32`, `f64`); `binds`: dims fixed as `--bind` does
     (`{"batch": [2]}`); `fp_contract`: `off`/`fast` (compiled targets);
     `seed`: the seed of drawn dims and of inputs left out; `cache`: False
-    keeps compiled code in this process only (not in `cache_dir()`).
+    keeps compiled code in this process only (not in `cache_dir()`);
+    `dynamic` (`emu`, `cuda`): compile one bundle per rank combination
+    (`eintup build --dynamic`) and bind it to each new set of shapes, with
+    no compilation after the first call of those ranks (its kernels may
+    be slower than a build for one shape; docs/dynamic-shapes.md).
     Errors that need no shapes are raised here; the rest at the call."""
     text, name = _read(source)
     bind_args = [f"{k}=[{', '.join(str(int(d)) for d in v)}]" for k, v in (binds or {}).items()]
-    inner = _eintup.compile(text, name, target, float, bind_args, fp_contract, int(seed), cache_dir() if cache else None, _BUILD)
+    inner = _eintup.compile(text, name, target, float, bind_args, fp_contract, int(seed), cache_dir() if cache else None, _BUILD, bool(dynamic))
     return Kernel(inner, name)
 
 

@@ -34,6 +34,8 @@ class Kernel:
         """`(hits, misses, entries)` of the in-memory cache."""
     def disk_cache_info(self) -> tuple[int, int]:
         """`(hits, misses)` of the on-disk cache."""
+    def dynamic_builds(self) -> int:
+        """Dynamic bundles built (`dynamic=True`)."""
 
 def compile(
     text: str,
@@ -45,9 +47,11 @@ def compile(
     seed: int,
     cache_dir: Optional[str],
     build: str,
+    dynamic: bool,
 ) -> Kernel:
     """Parses and checks `text`; `cache_dir` None disables the disk cache;
-    `build` identifies the extension build in cache keys."""
+    `build` identifies the extension build in cache keys; `dynamic`: one
+    GPU bundle per rank combination, bound to each call's shapes."""
 
 class Bundle:
     """An ahead-of-time bundle loaded on the emulator or a CUDA device."""

@@ -57,7 +57,7 @@ impl Target {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Target::Cpu => "cpu",
             Target::Emu => "emu",
@@ -127,11 +127,68 @@ pub struct Kernel {
     disk_counts: Cell<(u64, u64)>,
     /// Arrays the last call copied.
     copies: Cell<u64>,
+    /// `emu`/`cuda` with `dynamic=True`: one dynamic bundle per rank
+    /// combination (and GPU), bound to each new set of shapes instead of
+    /// compiled again (docs/dynamic-shapes.md).
+    pub dynamic: bool,
+    /// By (compute capability, every eintup's rank).
+    dynamic_bundles: RefCell<BTreeMap<(u32, Vec<usize>), Rc<eintup_runtime::Bundle>>>,
 }
 
 impl Kernel {
-    pub fn new(src: Source, target: Target, float: FloatWidth, fp_contract: FpContract, binds: Vec<String>, seed: u64, disk: Option<(DiskCache, String)>) -> Kernel {
-        Kernel { src, target, float, fp_contract, binds, seed, disk, cache: RefCell::default(), counts: Cell::default(), disk_counts: Cell::default(), copies: Cell::default() }
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(src: Source, target: Target, float: FloatWidth, fp_contract: FpContract, binds: Vec<String>, seed: u64, disk: Option<(DiskCache, String)>, dynamic: bool) -> Kernel {
+        Kernel {
+            src,
+            target,
+            float,
+            fp_contract,
+            binds,
+            seed,
+            disk,
+            cache: RefCell::default(),
+            counts: Cell::default(),
+            disk_counts: Cell::default(),
+            copies: Cell::default(),
+            dynamic,
+            dynamic_bundles: RefCell::default(),
+        }
+    }
+
+    /// The GPU bundle of `module` (specialised to `config`) for `sm`: built
+    /// for these dims, or with `dynamic`, the rank combination's dynamic
+    /// bundle (built once) bound to them.
+    fn gpu_bundle(&self, module: &Module, config: &eintup::sema::Config, sm: u32) -> Result<eintup_runtime::Bundle, Failure> {
+        let opts = BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract };
+        let gpu = GpuOptions::new(self.float, self.fp_contract, sm);
+        let (planned, _) = pipeline::planned(&self.src, module, self.float, self.fp_contract)?;
+        let lm = pipeline::lower_gpu(&self.src, &planned, &gpu)?;
+        pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
+        if !self.dynamic {
+            return eintup_codegen::bundle::build(&self.src, module, &lm, config, &opts);
+        }
+        let ranks: Vec<usize> = config.dims.iter().map(|(_, d)| d.len()).collect();
+        let key = (sm, ranks);
+        let cached = self.dynamic_bundles.borrow().get(&key).cloned();
+        let b = match cached {
+            Some(b) => b,
+            None => {
+                let rank_args: Vec<(String, usize)> = config.dims.iter().map(|(n, d)| (n.clone(), d.len())).collect();
+                let (prog, sym) = pipeline::symbolic_for(&self.src, &self.binds, &rank_args)?;
+                let dyn_lm = pipeline::lower_gpu_symbolic(&self.src, &prog, &sym, &gpu)?;
+                let b = Rc::new(eintup_codegen::bundle::build_dynamic(&self.src, &prog, &sym, &dyn_lm, &opts)?);
+                self.dynamic_bundles.borrow_mut().insert(key, b.clone());
+                b
+            }
+        };
+        // Every eintup's dims as the caller's `--bind`s: the inputs'
+        // shapes agree with them (they were derived from them), and inputs
+        // left out get theirs.
+        let m = b.manifest();
+        let given: Vec<(String, Vec<i64>)> = config.dims.iter().filter(|(n, _)| m.dynamic.as_ref().is_some_and(|d| d.eintups.contains_key(n))).cloned().collect();
+        let shapes = module.arrays.iter().enumerate().filter(|(_, a)| a.is_input).map(|(i, a)| (a.name.clone(), module.array_shape(i).unwrap_or_default().iter().map(|&d| d.max(0) as usize).collect())).collect();
+        let given = m.given_dims(&given).map_err(eintup_codegen::gpu::runtime_failure)?;
+        Ok(b.bind_given(&shapes, &given).map_err(eintup_codegen::gpu::runtime_failure)?.0)
     }
 
     fn shapes(key: &Key) -> Vec<InputShape> {
@@ -161,21 +218,13 @@ impl Kernel {
                 }
             }
             Target::Emu => {
-                let sm = eintup::ir::loops::target::DEFAULT_SM;
-                let (planned, _) = pipeline::planned(&self.src, &module, self.float, self.fp_contract)?;
-                let lm = pipeline::lower_gpu(&self.src, &planned, &GpuOptions::new(self.float, self.fp_contract, sm))?;
-                pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
-                let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
+                let b = self.gpu_bundle(&module, &config, eintup::ir::loops::target::DEFAULT_SM)?;
                 let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
                 (Code::Emu { program: RefCell::new(program) }, Some(CacheFiles::Bundle(Box::new(b))))
             }
             Target::Cuda => {
                 let (ordinal, dev) = dev.ok_or_else(|| Failure::Internal("a cuda kernel compiled without a device".into()))?;
-                let sm = eintup_codegen::gpu::device_sm(dev);
-                let (planned, _) = pipeline::planned(&self.src, &module, self.float, self.fp_contract)?;
-                let lm = pipeline::lower_gpu(&self.src, &planned, &GpuOptions::new(self.float, self.fp_contract, sm))?;
-                pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
-                let b = eintup_codegen::bundle::build(&self.src, &module, &lm, &config, &BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract })?;
+                let b = self.gpu_bundle(&module, &config, eintup_codegen::gpu::device_sm(dev))?;
                 let program = dev.load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
                 (Code::Cuda { program: Rc::new(CudaProgram::new(program, ordinal, dev)) }, Some(CacheFiles::Bundle(Box::new(b))))
             }
@@ -189,10 +238,11 @@ impl Kernel {
         // A CUDA bundle is built for its device's compute capability.
         let sm = dev.map_or(String::new(), |(_, d)| format!(" sm_{}", eintup_codegen::gpu::device_sm(d)));
         format!(
-            "eintup {} build {build}\ncpu {}\ntarget {}{sm}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
+            "eintup {} build {build}\ncpu {}\ntarget {}{sm}{}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
             env!("CARGO_PKG_VERSION"),
             eintup_codegen::hostlib::native_cpu_id(),
             self.target.name(),
+            if self.dynamic { " dynamic" } else { "" },
             self.float,
             self.fp_contract.name(),
             self.seed,
@@ -633,6 +683,12 @@ impl Kernel {
     /// found on disk, and those it compiled and stored).
     fn disk_cache_info(&self) -> (u64, u64) {
         self.disk_counts.get()
+    }
+
+    /// Dynamic bundles built (`dynamic=True`): one per rank combination
+    /// and GPU the calls needed.
+    fn dynamic_builds(&self) -> usize {
+        self.dynamic_bundles.borrow().len()
     }
 
     /// Arrays the last call copied: on `cpu`, inputs and `out=` arrays that

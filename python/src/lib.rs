@@ -200,9 +200,9 @@ fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<
 /// the on-disk cache (None: disabled); `build`: the extension build's
 /// identity, part of every cache key.
 #[pyfunction]
-#[pyo3(signature = (text, name, target, float, binds, fp_contract, seed, cache_dir, build))]
+#[pyo3(signature = (text, name, target, float, binds, fp_contract, seed, cache_dir, build, dynamic))]
 #[allow(clippy::too_many_arguments)]
-fn compile(text: String, name: String, target: &str, float: &str, binds: Vec<String>, fp_contract: Option<&str>, seed: u64, cache_dir: Option<std::path::PathBuf>, build: String) -> PyResult<Kernel> {
+fn compile(text: String, name: String, target: &str, float: &str, binds: Vec<String>, fp_contract: Option<&str>, seed: u64, cache_dir: Option<std::path::PathBuf>, build: String, dynamic: bool) -> PyResult<Kernel> {
     guarded(|| {
         let target = Target::parse(target)?;
         let float = match float {
@@ -217,11 +217,14 @@ fn compile(text: String, name: String, target: &str, float: &str, binds: Vec<Str
         if target == Target::Interp && fp_contract == FpContract::Fast {
             return Err(Error::new_err("fp_contract applies to compiled code; `interp` never fuses".to_string()));
         }
+        if dynamic && !matches!(target, Target::Emu | Target::Cuda) {
+            return Err(Error::new_err(format!("dynamic=True builds GPU bundles (target `emu` or `cuda`), not `{}` code", target.name())));
+        }
         let src = Source { path: std::path::PathBuf::from(&name), name, text };
         // Every error that needs no shapes, now rather than at the first call.
         pipeline::ranked(&src).map_err(failure)?;
         let disk = cache_dir.map(|d| (cache::DiskCache::new(d), build));
-        Ok(Kernel::new(src, target, float, fp_contract, binds, seed, disk))
+        Ok(Kernel::new(src, target, float, fp_contract, binds, seed, disk, dynamic))
     })
 }
 

@@ -410,3 +410,24 @@ def test_load_runs_a_program_s_dynamic_bundle_with_binds(tmp_path):
         eintup.load(b)(x=rng.uniform(0, 1, (1, 9, 1)), w=rng.uniform(0, 1, (3, 1, 1)))
     with pytest.raises(eintup.Error, match="`stride`: has rank 1 in this bundle, not 2"):
         eintup.load(b, binds={"stride": [1, 1]})
+
+
+def test_a_dynamic_kernel_compiles_once_per_rank_combination():
+    """`compile(..., target="emu", dynamic=True)`: the first call builds one
+    dynamic bundle (`build --dynamic`); calls at other shapes of the same
+    ranks bind it and compile nothing; equal to NumPy at each (f64); a
+    batch of another rank builds a second. Inputs left out are generated
+    as the interpreter draws them."""
+    k = eintup.compile(MATMUL, target="emu", float="f64", dynamic=True, cache=False)
+    rng = np.random.default_rng(11)
+    for (n, r, kk, c) in [(2, 3, 4, 5), (1, 33, 17, 65), (3, 0, 4, 5), (2, 16, 16, 16)]:
+        a, b = rng.uniform(-1, 1, (n, r, kk)), rng.uniform(-1, 1, (n, kk, c))
+        np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-12)
+    assert k.dynamic_builds() == 1
+    a, b = rng.uniform(-1, 1, (2, 2, 3, 4)), rng.uniform(-1, 1, (2, 2, 4, 5))
+    np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-12)
+    assert k.dynamic_builds() == 2
+    static = eintup.compile(MATMUL, target="interp", float="f64", binds={"batch": [2], "row": [3], "k": [4], "col": [5]})
+    np.testing.assert_allclose(eintup.compile(MATMUL, target="emu", float="f64", binds={"batch": [2], "row": [3], "k": [4], "col": [5]}, dynamic=True, cache=False)()["c"], static()["c"], rtol=1e-12)
+    with pytest.raises(eintup.Error, match="dynamic=True builds GPU bundles"):
+        eintup.compile(MATMUL, target="cpu", dynamic=True)
