@@ -73,6 +73,12 @@ impl Dynamic {
         for e in self.eintups.values().flatten() {
             known(&ShapeExpr::parse(e)?)?;
         }
+        for l in &self.index32 {
+            known(&ShapeExpr::parse(&l.expr)?)?;
+            if m.kernel(&l.kernel).is_none() {
+                return bad(format!("index limit of unknown kernel `{}`", l.kernel));
+            }
+        }
         for k in &m.kernels {
             if let Some(d) = k.dims.iter().find(|d| !declared.contains(d.as_str())) {
                 return bad(format!("kernel `{}` takes dim `{d}`, which is not among the symbols", k.name));
@@ -196,6 +202,25 @@ impl Manifest {
                 e => e,
             })
         };
+        // 32-bit kernels are exact only where their limits hold: checked
+        // before anything is launched (an overflow in the limit itself is
+        // a value beyond it). Those a buffer bounds first: the error then
+        // names the buffer.
+        let (named, others): (Vec<_>, Vec<_>) = d.index32.iter().partition(|l| l.buffer.is_some());
+        for l in named.into_iter().chain(others) {
+            let v = ShapeExpr::parse(&l.expr)?.eval(dims).ok();
+            if v.is_none_or(|v| v > i64::from(i32::MAX)) {
+                let at = v.map_or_else(|| "beyond 2^63".to_string(), |v| v.to_string());
+                let (name, what) = match &l.buffer {
+                    Some(b) => (b.clone(), format!("an offset into it reaches {at} (`{}`)", l.expr)),
+                    None => (l.kernel.clone(), format!("kernel `{}` reaches {at} (`{}`) in its index arithmetic", l.kernel, l.expr)),
+                };
+                return Err(Error::Input {
+                    name,
+                    reason: format!("{what} at these dims; this bundle's kernels use 32-bit indices, which take buffers of fewer than 2^31 elements (at most {})", i32::MAX),
+                });
+            }
+        }
         let mut m = self.clone();
         m.dynamic = None;
         m.config.eintups = dims.iter().map(|(s, &v)| (s.clone(), vec![v])).collect();

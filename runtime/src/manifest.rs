@@ -93,6 +93,23 @@ pub struct Dynamic {
     /// the program with them. Empty for a loop module's bundle.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub eintups: BTreeMap<String, Vec<String>>,
+    /// The bundle's kernels compute their indices in 32 bits where each of
+    /// these is at most 2^31 - 1 at the bound dims (docs/bundle.md,
+    /// "Dynamic bundles"); [`Manifest::bind`] refuses dims where one is
+    /// not. Empty: 64-bit kernels (and bundles from before the field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub index32: Vec<IndexLimit>,
+}
+
+/// `expr` bounds values of kernel `kernel`'s 32-bit index arithmetic;
+/// `buffer` names a buffer whose last offset it is at most, when there is
+/// one (what the error then names).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexLimit {
+    pub expr: String,
+    pub kernel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<String>,
 }
 
 /// `expr` must be at least `min` at the bound dims; `about` names the

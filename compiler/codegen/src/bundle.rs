@@ -283,7 +283,27 @@ fn dynamic_section(lm: &LoopModule) -> manifest::Dynamic {
         threads: lm.kernels.iter().map(|k| Some(text(&crate::thread_count_expr(k)))).collect(),
         checks: Vec::new(),
         eintups: Default::default(),
+        index32: index_limits(lm),
     }
+}
+
+/// The limits of the module's 32-bit kernels (`Kernel::index32_limits`,
+/// the same decision code generation makes), each once, naming the first
+/// buffer whose last offset bounds it.
+fn index_limits(lm: &LoopModule) -> Vec<manifest::IndexLimit> {
+    let mut out: Vec<manifest::IndexLimit> = Vec::new();
+    for k in &lm.kernels {
+        for f in k.index32_limits(lm).unwrap_or_default() {
+            // A limit beyond i64 cannot be printed: no run could meet it.
+            let expr = f.to_expr().map_or_else(|| i64::MAX.to_string(), |e| loops::print::shape_extent(lm, &e));
+            if out.iter().any(|l| l.expr == expr) {
+                continue;
+            }
+            let buffer = lm.buffers.iter().find(|b| !b.role.is_scratch() && f.below(&b.shape)).map(|b| b.name.clone());
+            out.push(manifest::IndexLimit { expr, kernel: k.name.clone(), buffer });
+        }
+    }
+    out
 }
 
 /// Grid and block for `threads` threads (> 0) on the default target

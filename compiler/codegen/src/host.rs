@@ -76,7 +76,7 @@ impl TargetLowering for HostLowering {
     }
 
     /// `i64` indices: 64-bit arithmetic costs the CPU nothing extra.
-    fn narrow_index(&self, _k: &Kernel) -> bool {
+    fn narrow_index(&self, _m: &LoopModule, _k: &Kernel) -> bool {
         false
     }
 

@@ -62,8 +62,8 @@ pub(crate) trait TargetLowering {
     /// splittable kernel, if the target splits it (`split_range`).
     fn split_bounds<'ctx>(&self, k: &Kernel, func: FunctionValue<'ctx>, n_buffers: u32) -> Option<(IntValue<'ctx>, IntValue<'ctx>)>;
     /// Whether kernel `k`'s index arithmetic runs in `i32` rather than
-    /// `i64` (`Kernel::index_fits_i32`; only where `i64` costs more).
-    fn narrow_index(&self, k: &Kernel) -> bool;
+    /// `i64` (`Kernel::index32_limits`; only where `i64` costs more).
+    fn narrow_index(&self, m: &LoopModule, k: &Kernel) -> bool;
     /// Whether float sums into a cell also carry `reassoc` (see `add`).
     fn reassoc_sums(&self, k: &Kernel, fp_contract: FpContract) -> bool;
     /// Lowers the kernel body into the body function: where the kernel's
@@ -223,7 +223,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         }
         target.declare_body(ctx, m, k, func);
         func.add_attribute(AttributeLoc::Function, nounwind);
-        let narrow = target.narrow_index(k);
+        let narrow = target.narrow_index(m, k);
         // Visible in `--emit llvm`: which width the kernel's indices use.
         func.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("eintup-index", if narrow { "i32" } else { "i64" }));
         let b = ctx.create_builder();
@@ -308,7 +308,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         self.ix.const_int(v as u64, true)
     }
 
-    fn narrow(&self) -> bool {
+    pub(crate) fn narrow(&self) -> bool {
         self.ix == self.i32
     }
 
@@ -384,8 +384,16 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 // into an i64 offset compared through a truncation, from
                 // which ptxas derives no trip count and so no longer
                 // unrolls the loop (a 3x3 convolution: 40 -> 48 registers).
-                lo = self.to_i64(lo)?;
-                hi = self.to_i64(hi)?;
+                // In a dynamic i32 kernel a step-1 loop with symbolic bounds
+                // counts in i32 instead (v < hi <= 2^31 - 1, so `v + 1`
+                // cannot wrap): with the truncation LLVM cannot prove the
+                // variable fits, and every address became a 64-bit shift
+                // pair (reduce_sum 512x1024: 1.9x the instructions of i64).
+                let ity = if self.narrow() && step == 1 && (l.lo.is_symbolic() || l.hi.is_symbolic()) { self.ix } else { self.i64 };
+                if ity == self.i64 {
+                    lo = self.to_i64(lo)?;
+                    hi = self.to_i64(hi)?;
+                }
                 let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 let header = self.block("for.header");
                 let body = self.block("for.body");
@@ -393,7 +401,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 self.b.build_unconditional_branch(header)?;
                 self.b.position_at_end(header);
                 let name = self.k.vars.get(l.var).map(|v| v.name.as_str()).unwrap_or("v");
-                let phi = self.b.build_phi(self.i64, name)?;
+                let phi = self.b.build_phi(ity, name)?;
                 phi.add_incoming(&[(&lo, pre)]);
                 let v = phi.as_basic_value().into_int_value();
                 let more = self.b.build_int_compare(IntPredicate::SLT, v, hi, "")?;
@@ -407,7 +415,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 // v < hi <= i64::MAX, so the increment cannot overflow
                 // (a spread loop's step is at most 1024 and its bounds
                 // are far from the top): `nsw` gives LLVM exact trip counts.
-                let next = self.b.build_int_nsw_add(v, self.c64(step), "")?;
+                let next = self.b.build_int_nsw_add(v, ity.const_int(step as u64, true), "")?;
                 let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 phi.add_incoming(&[(&next, latch)]);
                 let br = self.b.build_unconditional_branch(header)?;

@@ -76,8 +76,10 @@ impl TargetLowering for NvptxLowering {
     }
 
     /// 64-bit integer arithmetic costs two instructions and two registers.
-    fn narrow_index(&self, k: &Kernel) -> bool {
-        k.index_fits_i32()
+    /// A dynamic kernel's limits go into its bundle (`dynamic.index32`),
+    /// which the runtime checks before it launches.
+    fn narrow_index(&self, m: &LoopModule, k: &Kernel) -> bool {
+        k.index32_limits(m).is_some()
     }
 
     /// Float reductions are split at the loop level (`split-reductions`).
@@ -142,7 +144,7 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
         }
     };
     // A dynamic kernel's total is computed once, from its dim parameters
-    // (i64: symbolic kernels never narrow their indices).
+    // (in i32 when the kernel's limits bound it, `Kernel::index32_limits`).
     let total = match chain.total.as_const() {
         Some(t) => kl.c64(t),
         None => {
@@ -171,7 +173,9 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
             _ => None,
         })
         .collect();
-    let mut values = digits(kl, lin_v, chain.total.as_const(), &loops)?.into_iter();
+    // A dynamic i32 kernel's total is below 2^31 (one of its limits).
+    let narrow = chain.total.as_const().map_or(kl.narrow(), |t| t <= i32::MAX as i64);
+    let mut values = digits(kl, lin_v, narrow, &loops)?.into_iter();
     for step in &chain.steps {
         match step {
             Step::Loop { var, .. } => {
@@ -192,7 +196,7 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
     }
     if let Some(size) = chain.block {
         let threads: Vec<(VarId, IExpr, IExpr)> = chain.threads.iter().map(|&(v, lo, trip)| (v, IExpr::c(lo), IExpr::c(trip))).collect();
-        for (&(var, ..), v) in chain.threads.iter().zip(digits(kl, tid, Some(size), &threads)?) {
+        for (&(var, ..), v) in chain.threads.iter().zip(digits(kl, tid, size <= i32::MAX as i64, &threads)?) {
             kl.bind(var, v)?;
         }
         kl.block = Some((kl.to_index(tid)?, size));
@@ -208,18 +212,16 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
 }
 
 /// The values of `loops` (`(var, lo, trip)`, innermost fastest) at
-/// point `lin` (an i64 below the product of the trips, `total` when it is
-/// a constant; a dynamic kernel's bounds are expressions of its dim
-/// parameters, evaluated here).
+/// point `lin` (an i64 below the product of the trips; a dynamic kernel's
+/// bounds are expressions of its dim parameters, evaluated here).
+/// `narrow`: the product is below 2^31, so the digit arithmetic runs in
+/// i32, which is far cheaper on the GPU.
 fn digits<'ctx>(
     kl: &mut KernelLowering<'_, 'ctx>,
     lin: IntValue<'ctx>,
-    total: Option<i64>,
+    narrow: bool,
     loops: &[(VarId, IExpr, IExpr)],
 ) -> Result<Vec<IntValue<'ctx>>, CodegenError> {
-    // When the point fits in 31 bits the digit arithmetic runs in
-    // i32, which is far cheaper on the GPU.
-    let narrow = total.is_some_and(|t| t <= i32::MAX as i64);
     let ity = if narrow { kl.i32 } else { kl.i64 };
     let mut rem = if narrow { kl.b.build_int_truncate(lin, kl.i32, "")? } else { lin };
     let mut values = vec![None; loops.len()];
@@ -233,7 +235,7 @@ fn digits<'ctx>(
                 // point reaches this code.
                 None => {
                     let t = kl.iexpr(trip)?;
-                    kl.b.build_int_s_extend_or_bit_cast(t, kl.i64, "")?
+                    kl.b.build_int_s_extend_or_bit_cast(t, ity, "")?
                 }
             };
             let d = kl.b.build_int_unsigned_rem(rem, t, "")?;

@@ -123,3 +123,56 @@ fn every_example_is_covered() {
         assert!(EXAMPLES.iter().any(|e| e.file == n), "example {n} has no dynamic-bundle case");
     }
 }
+
+/// The kernels a dynamic bundle computes in 32 bits: those its
+/// `index32` limits name (docs/bundle.md, "Dynamic bundles").
+fn narrow_kernels(b: &Bundle) -> Vec<String> {
+    let mut k: Vec<String> = b.manifest().dynamic.as_ref().unwrap().index32.iter().map(|l| l.kernel.clone()).collect();
+    k.dedup();
+    k
+}
+
+#[test]
+fn the_bar_cases_compute_their_indices_in_32_bits() {
+    // matmul, reduce_sum and gather_nd as the runs above build them; the
+    // convolution with the bench's stride 1 (a symbolic stride's
+    // `(n - k + 1) //^ s` extent is not a polynomial: i64).
+    for (file, want) in [("matmul", &["s2_c"][..]), ("reduce_sum", &["s1_s"]), ("gather_nd", &["s2_dst"])] {
+        let ex = EXAMPLES.iter().find(|e| e.file == file).unwrap();
+        assert_eq!(narrow_kernels(&dynamic_bundle(ex).1), want, "{file}");
+    }
+    let src = Source::load(&example("conv_valid")).unwrap();
+    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &["stride=[1,1]".to_string()], &[("ipos".to_string(), 2)]).unwrap();
+    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
+    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap();
+    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    assert_eq!(narrow_kernels(&b), ["s2_y_reset", "s2_y"]);
+    // And it runs, at a size that is no multiple of anything.
+    assert!(run_at(&src, &b, &sym.ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
+}
+
+#[test]
+fn dims_past_the_32_bit_limit_are_refused_before_anything_runs() {
+    let ex = EXAMPLES.iter().find(|e| e.file == "matmul").unwrap();
+    let (_, bundle, _) = dynamic_bundle(ex);
+    let bind = |a: [usize; 3], b: [usize; 3]| {
+        let shapes: BTreeMap<String, Vec<usize>> = [("a".to_string(), a.to_vec()), ("b".to_string(), b.to_vec())].into();
+        bundle.bind_given(&shapes, &BTreeMap::new()).map(|_| ()).map_err(|e| e.to_string())
+    };
+    // `a` of 3 x 2^15 x 2^15 elements: its last offset leaves i32.
+    let err = bind([3, 1 << 15, 1 << 15], [3, 1 << 15, 1]).unwrap_err();
+    assert!(err.starts_with("input `a`: an offset into it reaches 3221225471") && err.contains("32-bit indices"), "{err}");
+    // One matrix of 2^31 elements: its last offset, 2^31 - 1, fits, but
+    // the batch stride `%row.0 * %k.0` (computed, times batch 0) does not.
+    let err = bind([1, 1 << 16, 1 << 15], [1, 1 << 15, 1]).unwrap_err();
+    assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 2147483648 (`(%row.0 * %k.0)`)"), "{err}");
+    // Empty arrays but a row count at the top of i32: the kernel's padded
+    // last row (`%row.0 + 14`) would wrap, so the kernel is named.
+    let err = bind([1, i32::MAX as usize, 0], [1, 0, 0]).unwrap_err();
+    assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 2147483661"), "{err}");
+    // One row fewer of `a` is within the limit (the memory limit refuses
+    // it then, a separate rule), and small dims bind.
+    let err = bind([1, (1 << 16) - 1, 1 << 15], [1, 1 << 15, 1]).unwrap_err();
+    assert!(!err.contains("32-bit"), "{err}");
+    bind([1, 33, 17], [1, 17, 65]).unwrap();
+}

@@ -147,6 +147,96 @@ impl Poly {
     pub fn le(&self, o: &Poly) -> bool {
         o.sub(self).is_some_and(|d| d.is_nonneg())
     }
+
+    /// The symbols (atoms) the polynomial uses, the largest first.
+    pub fn atoms(&self) -> Vec<DimId> {
+        let mut out: Vec<DimId> = self.terms.keys().flatten().copied().collect();
+        out.sort_unstable_by(|a, b| b.cmp(a));
+        out.dedup();
+        out
+    }
+
+    /// `(c1, c0)` with `self = c1 * a + c0` and neither using `a`;
+    /// `None` when `a` appears squared.
+    pub fn split_linear(&self, a: DimId) -> Option<(Poly, Poly)> {
+        let (mut c1, mut c0) = (Poly::default(), Poly::default());
+        for (m, c) in &self.terms {
+            match m.iter().filter(|&&d| d == a).count() {
+                0 => {
+                    c0.terms.insert(m.clone(), *c);
+                }
+                1 => {
+                    c1.terms.insert(m.iter().copied().filter(|&d| d != a).collect(), *c);
+                }
+                _ => return None,
+            }
+        }
+        Some((c1, c0))
+    }
+
+    /// The polynomial with symbol `a` replaced by `by`.
+    pub fn substitute(&self, a: DimId, by: &Poly) -> Option<Poly> {
+        let mut out = Poly::default();
+        for (m, c) in &self.terms {
+            let rest: Vec<DimId> = m.iter().copied().filter(|&d| d != a).collect();
+            let mut term = Poly { terms: [(rest, *c)].into() };
+            for _ in 0..m.len() - term.terms.keys().next().map_or(0, Vec::len) {
+                term = term.mul(by)?;
+            }
+            out = out.add(&term)?;
+        }
+        Some(out)
+    }
+
+    /// Every coefficient divided by `d` (exactly), or `None`.
+    pub fn div_exact(&self, d: i128) -> Option<Poly> {
+        let mut p = self.clone();
+        for c in p.terms.values_mut() {
+            if d == 0 || *c % d != 0 {
+                return None;
+            }
+            *c /= d;
+        }
+        Some(p)
+    }
+
+    /// The greatest common divisor of the coefficients (0 for 0).
+    pub fn content(&self) -> i128 {
+        self.terms.values().fold(0i128, |g, &c| gcd(g, c.abs()))
+    }
+
+    /// The polynomial as an index expression (symbols' monomials
+    /// summed, positive terms first), or `None` when a coefficient
+    /// leaves `i64`.
+    pub fn to_expr(&self) -> Option<IExpr> {
+        let mut terms: Vec<(&Vec<DimId>, i128)> = self.terms.iter().map(|(m, c)| (m, *c)).collect();
+        terms.sort_by_key(|(m, c)| (*c < 0, m.is_empty()));
+        let mut out: Option<IExpr> = None;
+        for (m, c) in terms {
+            let mono = m.iter().fold(None, |acc: Option<IExpr>, &d| Some(acc.map_or(IExpr::Sym(d), |a| IExpr::mul(a, IExpr::Sym(d)))));
+            let mag = i64::try_from(c.abs()).ok()?;
+            let term = match mono {
+                None => IExpr::c(mag),
+                Some(x) if mag == 1 => x,
+                Some(x) => IExpr::mul(IExpr::c(mag), x),
+            };
+            out = Some(match (out, c < 0) {
+                (None, false) => term,
+                (None, true) => IExpr::sub(IExpr::c(0), term),
+                (Some(a), false) => IExpr::add(a, term),
+                (Some(a), true) => IExpr::sub(a, term),
+            });
+        }
+        Some(out.unwrap_or(IExpr::c(0)))
+    }
+}
+
+pub fn gcd(a: i128, b: i128) -> i128 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 #[cfg(test)]
