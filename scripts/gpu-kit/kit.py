@@ -222,12 +222,24 @@ def sanitize(san, etrun, kit, cases):
 
 def python_tests(kit, python, work):
     """pytest on the kit's copy of python/tests/test_cuda.py, with the
-    kit's copy of the package first on the path. Skipped (with the reason)
-    when the kit has no package, pytest is missing, or the extension does
-    not import here (it needs libLLVM 19)."""
-    pkg = kit / "python"
-    if not (pkg / "eintup").exists():
-        return {"skipped": "the kit has no Python package (scripts/python-package had not built it)"}
+    kit's copy of the package first on the path: unpacked into the work
+    directory (its extension links LLVM statically and comes
+    xz-compressed). Skipped (with the reason) when the kit has no package,
+    pytest is missing, or the extension does not import here."""
+    import lzma
+    src = kit / "python"
+    if not (src / "eintup" / "_eintup.abi3.so.xz").exists():
+        return {"skipped": "the kit has no Python package (scripts/gpu-check had not built the extension)"}
+    # The tests find the package's siblings as the kit lays them out
+    # (python/, docs/examples/).
+    pkg = work / "python"
+    shutil.rmtree(pkg, ignore_errors=True)
+    shutil.copytree(src, pkg)
+    shutil.rmtree(work / "docs", ignore_errors=True)
+    shutil.copytree(kit / "docs", work / "docs")
+    packed = pkg / "eintup" / "_eintup.abi3.so.xz"
+    (pkg / "eintup" / "_eintup.abi3.so").write_bytes(lzma.decompress(packed.read_bytes()))
+    packed.unlink()
     env = dict(os.environ, PYTHONPATH=str(pkg), EINTUP_CACHE_DIR=str(work / "eintup-cache"))
     code, out, err = sh([python, "-c", "import eintup"], timeout=120, env=env)
     if code != 0:
