@@ -141,14 +141,43 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
         let ex = EXAMPLES.iter().find(|e| e.file == file).unwrap();
         assert_eq!(narrow_kernels(&dynamic_bundle(ex).1), want, "{file}");
     }
+    let (src, b, ranks, _) = conv_stride_1(2);
+    assert_eq!(narrow_kernels(&b), ["s2_y"]);
+    // And it runs, at a size that is no multiple of anything.
+    assert!(run_at(&src, &b, &ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
+}
+
+/// conv_valid's dynamic bundle at `rank` spatial dims with the bench's
+/// stride 1 bound, and its loop module.
+fn conv_stride_1(rank: usize) -> (Source, Bundle, Vec<usize>, eintup::ir::loops::LoopModule) {
     let src = Source::load(&example("conv_valid")).unwrap();
-    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &["stride=[1,1]".to_string()], &[("ipos".to_string(), 2)]).unwrap();
+    let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
+    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[stride], &[("ipos".to_string(), rank)]).unwrap();
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
     let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap();
     let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
-    assert_eq!(narrow_kernels(&b), ["s2_y_reset", "s2_y"]);
-    // And it runs, at a size that is no multiple of anything.
-    assert!(run_at(&src, &b, &sym.ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
+    (src, b, sym.ranks, lm)
+}
+
+#[test]
+fn the_stride_1_convolution_sums_in_one_kernel_without_atomics() {
+    // The output's extent `(%ipos.0 - %fpos.0) + 1` is an atom known
+    // non-negative to `parallelize`: the write is injective, the reset
+    // fuses into the sum (one launch), as in the static bundle.
+    for (rank, at) in [
+        (1, &[&["batch=[2]", "ipos=[13]", "fpos=[3]", "ichan=[3]", "ochan=[5]"][..], &["batch=[1]", "ipos=[4]", "fpos=[5]", "ichan=[2]", "ochan=[3]"], &["batch=[3]", "ipos=[7]", "fpos=[7]", "ichan=[0]", "ochan=[2]"], &["batch=[0]", "ipos=[9]", "fpos=[2]", "ichan=[1]", "ochan=[1]"], &["batch=[2]", "ipos=[6]", "fpos=[2]", "ichan=[2]", "ochan=[0]"]][..]),
+        (2, &[&["batch=[2]", "ipos=[11,7]", "fpos=[3,2]", "ichan=[3]", "ochan=[5]"][..], &["batch=[1]", "ipos=[5,17]", "fpos=[6,1]", "ichan=[2]", "ochan=[2]"], &["batch=[1]", "ipos=[3,9]", "fpos=[3,9]", "ichan=[4]", "ochan=[3]"]]),
+    ] {
+        let (src, b, ranks, lm) = conv_stride_1(rank);
+        let writes: Vec<_> = lm.kernels.iter().flat_map(|k| k.computes()).map(|c| c.write.kind).collect();
+        assert_eq!(lm.kernels.len(), 1, "rank {rank}: {writes:?}");
+        assert!(!writes.contains(&eintup::ir::loops::WriteKind::AtomicAccumulate), "rank {rank}: {writes:?}");
+        let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
+        for binds in at {
+            let binds: Vec<String> = binds.iter().map(|s| s.to_string()).chain([stride.clone()]).collect();
+            assert!(run_at(&src, &b, &ranks, &binds, 0), "rank {rank}: {binds:?}");
+        }
+    }
 }
 
 #[test]

@@ -112,9 +112,13 @@ struct Contraction<'k> {
 }
 
 fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
-    let (clear, main) = match rest {
-        [main] => (None, main),
-        [clear, main] => (Some(clear), main),
+    // A guarded clear, and the sum under its guard too (`fuse-resets`,
+    // when the guard is that the sum's loops run): the guard is the same
+    // as around the clear alone.
+    let (guard, clear, main) = match rest {
+        [Node::Guard(g)] if g.body.len() == 2 => (Some(g), Some(&g.body[0]), &g.body[1]),
+        [main] => (None, None, main),
+        [clear, main] => (None, Some(clear), main),
         _ => return None,
     };
     let (reduces, inner) = perfect_nest(std::slice::from_ref(main), LoopKind::Reduce);
@@ -124,15 +128,20 @@ fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
     if reduces.is_empty() || reduces.iter().any(|r| r.lo.uses_any_var() || r.hi.uses_any_var()) {
         return None;
     }
-    let (clear_guard, clear_node) = match clear {
-        Some(Node::Guard(g)) if g.body.len() == 1 => {
+    let guarded_clear = match (guard, clear) {
+        (Some(g), _) => Some((g, clear)),
+        (None, Some(Node::Guard(g))) if g.body.len() == 1 => Some((g, Some(&g.body[0]))),
+        _ => None,
+    };
+    let (clear_guard, clear_node) = match guarded_clear {
+        Some((g, clear)) => {
             let runs = |c: &Cond| reduces.iter().any(|r| *c == Cond::InRange { e: r.lo.clone(), lo: r.lo.clone(), hi: r.hi.clone() });
             if !g.conds.iter().all(runs) {
                 return None;
             }
-            (Some(&g.conds[..]), Some(&g.body[0]))
+            (Some(&g.conds[..]), clear)
         }
-        other => (None, other),
+        None => (None, clear),
     };
     let (clear, clear_loops) = match clear_node {
         Some(n) => {

@@ -14,6 +14,8 @@
 //! reaches), except that one whose bounds use dim symbols (a dynamic
 //! module's `for k in [0, %k.0)`) becomes a guard that it runs, `guard 0
 //! <= 0 < %k.0`: the body once exactly when the loop would run it at all.
+//! Nested loops so dropped give one guard of all their conditions (a
+//! dynamic convolution's reset: `guard <window runs>, 0 <= 0 < %ichan.0`).
 
 use super::{Ir, NoOptions, Unit};
 use super::PassError;
@@ -49,9 +51,16 @@ pub fn drop_in(nodes: &mut Vec<Node>) -> usize {
         }
         if let Node::For(l) = &mut nodes[i] {
             if once_if_runs(l) {
-                let body = std::mem::take(&mut l.body);
-                let runs = Cond::InRange { e: l.lo.clone(), lo: l.lo.clone(), hi: l.hi.clone() };
-                nodes[i] = Node::Guard(Guard { conds: vec![runs], body });
+                let mut body = std::mem::take(&mut l.body);
+                let mut conds = vec![Cond::InRange { e: l.lo.clone(), lo: l.lo.clone(), hi: l.hi.clone() }];
+                // A guard the body is (an inner loop's, dropped first) joins
+                // this one: one guard of all the conditions (`fuse-resets`
+                // moves a clear under one guard).
+                if let [Node::Guard(inner)] = &mut body[..] {
+                    conds.append(&mut inner.conds);
+                    body = std::mem::take(&mut inner.body);
+                }
+                nodes[i] = Node::Guard(Guard { conds, body });
                 dropped += 1;
             }
         }
@@ -126,6 +135,12 @@ mod tests {
         assert_eq!(drop_in(&mut body), 1);
         let runs = Cond::InRange { e: IExpr::c(0), lo: IExpr::c(0), hi: IExpr::Sym(0) };
         assert_eq!(body, vec![for_(0, 0, 4, vec![Node::Guard(Guard { conds: vec![runs], body: vec![store(0, IExpr::v(0))] })])]);
+        // Two nested ones: one guard of both conditions, outer first.
+        let mut body = vec![sym(0, IExpr::Sym(0), vec![Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::Sym(1), kind: LoopKind::Reduce, body: vec![store(0, IExpr::c(0))] })])];
+        assert_eq!(drop_in(&mut body), 2);
+        let inner = Cond::InRange { e: IExpr::c(0), lo: IExpr::c(0), hi: IExpr::Sym(1) };
+        let runs = Cond::InRange { e: IExpr::c(0), lo: IExpr::c(0), hi: IExpr::Sym(0) };
+        assert_eq!(body, vec![Node::Guard(Guard { conds: vec![runs, inner], body: vec![store(0, IExpr::c(0))] })]);
         // Used, or accumulating: stays a loop.
         let mut b = vec![sym(0, IExpr::Sym(0), vec![store(0, IExpr::v(1))])];
         assert_eq!(drop_in(&mut b), 0);

@@ -28,7 +28,9 @@
 //! forwards the stored constant into the sum it keeps in a register, so
 //! the main kernel no longer reads `c` at all. A dynamic reset's clear sits
 //! under a guard that its reduction runs (`drop-unused-loops`); the guard
-//! moves with it. GPU only: the host's
+//! moves with it, and the sum's nest moves under it when the guard's
+//! conditions are that the nest's loops run (the sum adds nothing where
+//! they fail), so the cell's register outlives loops that may be empty. GPU only: the host's
 //! `interchange` wants kernels with one computation.
 
 use super::{Ir, NoOptions, PassError, Unit};
@@ -134,8 +136,32 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
         return None;
     }
     let mut fused = main.clone();
-    mc.rest_mut(&mut fused.body).insert(0, node.clone());
+    let rest = mc.rest_mut(&mut fused.body);
+    match node {
+        // The guard says that the loops of the sum's nest run: where it
+        // fails the sum adds nothing either, so the sum moves under it
+        // too. Code generation then sees a nest that runs whenever the
+        // clear does, and keeps the cell in a register across it (LLVM
+        // cannot move a store out of loops that may run zero times).
+        Node::Guard(g) if guards_its_nest(&g.conds, rest) => {
+            let mut g = g.clone();
+            g.body.append(rest);
+            rest.push(Node::Guard(g));
+        }
+        _ => rest.insert(0, node.clone()),
+    }
     Some(fused)
+}
+
+/// `rest` is a perfect nest of loops around its one computation, and each
+/// of `conds` is that one of its loops runs (`lo <= lo < hi`), a loop
+/// whose bounds use no variable the nest binds: where one fails, the
+/// computation does not run at all.
+fn guards_its_nest(conds: &[Cond], rest: &[Node]) -> bool {
+    let (loops, leaf) = perfect_nest(rest, LoopKind::Reduce);
+    let bound = |e: &IExpr| loops.iter().any(|l| e.uses(l.var));
+    matches!(leaf, [Node::Compute(_)])
+        && conds.iter().all(|c| loops.iter().any(|l| !bound(&l.lo) && !bound(&l.hi) && *c == Cond::InRange { e: l.lo.clone(), lo: l.lo.clone(), hi: l.hi.clone() }))
 }
 
 #[cfg(test)]
@@ -186,5 +212,26 @@ mod tests {
             }
         }
         assert_eq!(fuse_module(&mut m), 0);
+    }
+
+    #[test]
+    fn the_sum_moves_under_the_clears_guard_only_when_it_is_that_the_sum_runs() {
+        let module = |hi: &str| {
+            let text = format!(
+                "dim %k.0\ndim %j.0\nbuffer x : i32[4, {hi}] input\nbuffer s : i32[4] output\n\n\
+                 kernel @s1_s_reset role(reset, stmt 1) vars(k, d) {{\n  for k in [0, 4) parallel {{\n    guard 0 <= 0 < %k.0 {{\n      %0 = const 0 : i32\n      store s[k] = %0\n    }}\n  }}\n}}\n\n\
+                 kernel @s1_s role(main, stmt 1) vars(k, d) {{\n  for k in [0, 4) parallel {{\n    for d in [0, {hi}) reduce {{\n      %0 = load x[((k * {hi}) + d)] : i32\n      accumulate s[k] += %0\n    }}\n  }}\n}}\n"
+            );
+            let mut m = parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+            assert_eq!(fuse_module(&mut m), 1);
+            verify::verify(&m).unwrap();
+            print::module(&m)
+        };
+        // `0 <= 0 < %k.0` is that `for d in [0, %k.0)` runs: one guard.
+        let t = module("%k.0");
+        assert!(t.contains("store s[k] = %0\n      for d in [0, %k.0) reduce {"), "{t}");
+        // Another loop (here one that runs more often): the sum stays out.
+        let t = module("(%k.0 + %j.0)");
+        assert!(t.contains("store s[k] = %0\n    }\n    for d in [0, (%k.0 + %j.0)) reduce {"), "{t}");
     }
 }

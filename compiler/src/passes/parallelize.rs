@@ -21,18 +21,23 @@
 //! %col.0) + j`): the same mixed radix then has polynomial coefficients
 //! and widths (`ir::loops::poly`), the widths from the loop bounds
 //! (`j < %col.0`), and each coefficient must exceed the reach below it
-//! provably (`%col.0 > %col.0 - 1`), whatever the dims.
+//! provably (`%col.0 > %col.0 - 1`), whatever the dims. A buffer extent
+//! that is an expression of symbols (a VALID convolution's
+//! `((%ipos.0 - %fpos.0) + 1)`) is an atom of its own there, known
+//! non-negative (`poly::Extents`): the convolution's stride
+//! `%ochan.0 * X` then has a sign and `o < X` gives `o <= X - 1`.
 
 use super::{Ir, NoOptions, Unit};
 use super::PassError;
-use crate::ir::loops::poly::Poly;
+use crate::ir::loops::poly::{Extents, Poly};
 use crate::ir::loops::*;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("parallelize runs on the loop level".into())) };
     let (mut par, mut atomic) = (0, 0);
+    let ext = Extents::of(m);
     for k in &mut m.kernels {
-        let r = parallelize_kernel(k);
+        let r = parallelize_kernel(k, &ext);
         par += r.parallel_loops;
         atomic += r.atomic as usize;
     }
@@ -65,7 +70,8 @@ struct Spine {
     computes: usize,
 }
 
-pub fn parallelize_kernel(k: &mut Kernel) -> Outcome {
+/// `ext`: the module's composite buffer extents ([`Extents::of`]).
+pub fn parallelize_kernel(k: &mut Kernel, ext: &Extents) -> Outcome {
     let mut sp = Spine { ranges: vec![None; k.vars.len()], bounds: vec![None; k.vars.len()], ..Default::default() };
     collect(&k.body, &mut sp, true);
     let Some(write) = sp.write.clone() else { return Outcome::default() };
@@ -97,7 +103,7 @@ pub fn parallelize_kernel(k: &mut Kernel) -> Outcome {
         return Outcome::default();
     }
     let covers = |d: Option<Vec<VarId>>| d.map_or(false, |d| cands.iter().all(|v| d.contains(v) || sp.loops.iter().any(|l| l.0 == *v && single(l.1))));
-    let injective = covers(determined(&write.offset, &sp)) || covers(determined_symbolic(&write.offset, &sp));
+    let injective = covers(determined(&write.offset, &sp)) || covers(determined_symbolic(&write.offset, &sp, ext));
     // Racing stores of one constant are harmless; other racing stores are
     // not, and have no atomic form: leave such a kernel sequential.
     let harmless_store = write.kind == WriteKind::Store && sp.write_value_const;
@@ -210,10 +216,10 @@ fn determined(offset: &IExpr, sp: &Spine) -> Option<Vec<VarId>> {
 /// determined; `None` when the offset has another form or a step fails.
 /// A loop that does not run makes its widths negative, but then the
 /// write never runs: the relations are needed only where every loop runs,
-/// and there the polynomial bounds hold.
-fn determined_symbolic(offset: &IExpr, sp: &Spine) -> Option<Vec<VarId>> {
+/// and there the polynomial bounds hold. `ext`'s extents are atoms.
+fn determined_symbolic(offset: &IExpr, sp: &Spine, ext: &Extents) -> Option<Vec<VarId>> {
     let mut terms: Vec<(VarId, Poly)> = Vec::new();
-    expand(offset, &Poly::constant(1), &mut terms)?;
+    expand(offset, &Poly::constant(1), &mut terms, ext)?;
     let mut atoms = Vec::new();
     for (v, coef) in terms {
         if coef.as_const() == Some(0) {
@@ -223,7 +229,7 @@ fn determined_symbolic(offset: &IExpr, sp: &Spine) -> Option<Vec<VarId>> {
         let coef = if coef.is_nonneg() { coef } else { Some(coef.neg()?).filter(Poly::is_nonneg)? };
         let poly_width = || {
             let (lo, hi) = sp.bounds.get(v)?.as_ref()?;
-            Poly::upper(hi)?.sub(&Poly::lower(lo)?)?.sub(&Poly::constant(1))
+            Poly::upper_in(hi, ext)?.sub(&Poly::lower_in(lo, ext)?)?.sub(&Poly::constant(1))
         };
         let width = poly_width().or_else(|| sp.ranges.get(v).copied().flatten().map(|(lo, hi)| Poly::constant(hi as i128 - lo as i128)))?;
         atoms.push((v, coef, width));
@@ -243,7 +249,7 @@ fn determined_symbolic(offset: &IExpr, sp: &Spine) -> Option<Vec<VarId>> {
 /// Adds `scale * e` to `terms` as `(variable, coefficient)` pairs; `None`
 /// when `e` is not such a sum (a product of variables, a division of one,
 /// a coefficient that is not a polynomial).
-fn expand(e: &IExpr, scale: &Poly, terms: &mut Vec<(VarId, Poly)>) -> Option<()> {
+fn expand(e: &IExpr, scale: &Poly, terms: &mut Vec<(VarId, Poly)>, ext: &Extents) -> Option<()> {
     if !e.uses_any_var() {
         return Some(());
     }
@@ -256,16 +262,16 @@ fn expand(e: &IExpr, scale: &Poly, terms: &mut Vec<(VarId, Poly)>) -> Option<()>
             Some(())
         }
         IExpr::Bin(IBin::Add, a, b) => {
-            expand(a, scale, terms)?;
-            expand(b, scale, terms)
+            expand(a, scale, terms, ext)?;
+            expand(b, scale, terms, ext)
         }
         IExpr::Bin(IBin::Sub, a, b) => {
-            expand(a, scale, terms)?;
-            expand(b, &scale.neg()?, terms)
+            expand(a, scale, terms, ext)?;
+            expand(b, &scale.neg()?, terms, ext)
         }
         IExpr::Bin(IBin::Mul, a, b) => {
             let (x, c) = if a.uses_any_var() { (a, b) } else { (b, a) };
-            expand(x, &scale.mul(&Poly::of(c)?)?, terms)
+            expand(x, &scale.mul(&Poly::of_in(c, ext)?)?, terms, ext)
         }
         _ => None,
     }
@@ -369,7 +375,8 @@ mod tests {
     fn dynamic_write(body: &str) -> (usize, WriteKind) {
         let text = format!("dim %r.0\ndim %c.0\nbuffer a : i32[%r.0, %c.0] input\nbuffer c : i32[%r.0, %c.0] output\n\nkernel @k {{\n{body}\n}}\n");
         let mut m = crate::ir::loops::parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}"));
-        let out = parallelize_kernel(&mut m.kernels[0]);
+        let ext = Extents::of(&m);
+        let out = parallelize_kernel(&mut m.kernels[0], &ext);
         (out.parallel_loops, m.kernels[0].computes()[0].write.kind)
     }
 
@@ -381,7 +388,7 @@ mod tests {
         // The dynamic matmul's write over three symbols.
         let m = crate::ir::loops::parse::parse_verified(include_str!("../../tests/Inputs/dynamic_matmul.etir")).unwrap();
         let mut mm = m.kernels[1].clone();
-        assert_eq!(parallelize_kernel(&mut mm), Outcome { parallel_loops: 3, atomic: false });
+        assert_eq!(parallelize_kernel(&mut mm, &Extents::of(&m)), Outcome { parallel_loops: 3, atomic: false });
         // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide (the
         // guard, never true, keeps the module in bounds).
         // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide.
@@ -390,5 +397,29 @@ mod tests {
         // A stride that is another symbol proves nothing.
         let w = dynamic_write("for i in [0, %r.0) reduce { for j in [0, %c.0) reduce { guard 0 <= ((i * %r.0) + j) < 0 { %0 = const 1 : i32\n accumulate c[((i * %r.0) + j)] += %0 } } }");
         assert_eq!(w.1, WriteKind::AtomicAccumulate);
+    }
+
+    #[test]
+    fn extents_that_are_expressions_are_non_negative_atoms() {
+        // c : [%r.0, X] with X = (%r.0 - %c.0) + 1 (a VALID convolution's
+        // output): the stride X has a negative coefficient as a polynomial,
+        // but as a buffer extent it is never negative, and j < X.
+        let run = |hi: &str| {
+            let text = format!(
+                "dim %r.0\ndim %c.0\nbuffer c : i32[%r.0, ((%r.0 - %c.0) + 1)] output\n\nkernel @k {{\n for i in [0, %r.0) reduce {{ for j in [0, {hi}) reduce {{ \
+                 guard 0 <= ((i * ((%r.0 - %c.0) + 1)) + j) < 0 {{ %0 = const 1 : i32\n accumulate c[((i * ((%r.0 - %c.0) + 1)) + j)] += %0 }} }} }}\n}}\n"
+            );
+            let mut m = crate::ir::loops::parse::parse_verified(&text).unwrap_or_else(|e| panic!("{e:?}"));
+            let ext = Extents::of(&m);
+            let out = parallelize_kernel(&mut m.kernels[0], &ext);
+            (out.parallel_loops, m.kernels[0].computes()[0].write.kind)
+        };
+        assert_eq!(run("((%r.0 - %c.0) + 1)"), (2, WriteKind::Accumulate));
+        // j may reach X: cells (i, X) and (i + 1, 0) collide.
+        assert_eq!(run("((%r.0 - %c.0) + 2)").1, WriteKind::AtomicAccumulate);
+        // Without the extents as atoms the proof fails (the old behaviour).
+        let text = "dim %r.0\ndim %c.0\nbuffer c : i32[%r.0, ((%r.0 - %c.0) + 1)] output\n\nkernel @k {\n for i in [0, %r.0) reduce { for j in [0, ((%r.0 - %c.0) + 1)) reduce { %0 = const 1 : i32\n accumulate c[((i * ((%r.0 - %c.0) + 1)) + j)] += %0 } }\n}\n";
+        let mut m = crate::ir::loops::parse::parse_verified(text).unwrap();
+        assert!(parallelize_kernel(&mut m.kernels[0], &Extents::default()).atomic);
     }
 }

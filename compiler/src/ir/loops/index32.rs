@@ -23,7 +23,7 @@
 
 use super::geometry::GridChain;
 use super::interval::Interval;
-use super::poly::{gcd, Poly};
+use super::poly::{gcd, Extents, Poly};
 use super::{chain::Step, Cond, DimId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node};
 
 /// `p / den`, `den > 0`: a rational polynomial over atoms.
@@ -115,11 +115,10 @@ struct Atom {
 /// atom), all scoped as a stack.
 struct Walk {
     /// Buffer extents that are not symbols (`%n.0 - %k.0 + 1`), as
-    /// pseudo-symbols from `FIRST_EXTENT` on: never negative (the runtime
-    /// refuses dims that make one so), so products of them keep a sign
-    /// that their polynomials alone would lose; replaced by their
+    /// atoms known non-negative ([`Extents`]), so products of them keep a
+    /// sign that their polynomials alone would lose; replaced by their
     /// polynomials in the limits (`Walk::symbols`).
-    extents: Vec<Poly>,
+    extents: Extents,
     atoms: Vec<Atom>,
     vars: Vec<Option<DimId>>,
     facts: Vec<(IExpr, DimId)>,
@@ -127,9 +126,8 @@ struct Walk {
 }
 
 /// Atom ids from here on are not symbols (a module's dims are fewer);
-/// extents' between.
+/// extents' (`poly::FIRST_EXTENT`) between.
 const FIRST_ATOM: DimId = 1 << 40;
-const FIRST_EXTENT: DimId = 1 << 30;
 
 /// The most a value may be in `i32` and the least.
 const MAX: i128 = i32::MAX as i128;
@@ -155,11 +153,7 @@ impl Walk {
 
     /// `f` with every extent replaced by its polynomial.
     fn symbols(&self, f: &Frac) -> Option<Frac> {
-        let mut p = f.p.clone();
-        for (i, e) in self.extents.iter().enumerate() {
-            p = p.substitute(FIRST_EXTENT + i, e)?;
-        }
-        Frac::new(p, f.den)
+        Frac::new(self.extents.expand(&f.p)?, f.den)
     }
 
     /// `e` as a polynomial over atoms (new atoms for what is not one).
@@ -352,15 +346,9 @@ impl Kernel {
         if !self.is_symbolic() {
             return self.index_fits_i32().then(Vec::new);
         }
-        let mut w = Walk { extents: Vec::new(), atoms: Vec::new(), vars: vec![None; self.vars.len()], facts: Vec::new(), limits: Vec::new() };
-        for e in m.buffers.iter().flat_map(|b| &b.shape) {
-            if matches!(e, IExpr::Bin(..)) && !w.facts.iter().any(|(f, _)| f == e) {
-                // Not a polynomial (`(%n.0 - %k.0) //^ %s.0`): no fact.
-                let Some(p) = Poly::of(e) else { continue };
-                w.facts.push((e.clone(), FIRST_EXTENT + w.extents.len()));
-                w.extents.push(p);
-            }
-        }
+        let extents = Extents::of(m);
+        let facts = extents.iter().map(|(a, e)| (e.clone(), a)).collect();
+        let mut w = Walk { extents, atoms: Vec::new(), vars: vec![None; self.vars.len()], facts, limits: Vec::new() };
         let chain = GridChain::of(&self.body);
         let chain_ok = w.check(&chain.total)
             && chain.steps.iter().all(|s| match s {

@@ -13,8 +13,62 @@
 //! shape program admitted (buffers fit in memory), which is where the
 //! passes use it.
 
-use super::{DimId, IBin, IExpr};
+use super::{DimId, IBin, IExpr, LoopModule};
 use std::collections::BTreeMap;
+
+/// Pseudo-symbol ids of [`Extents`] start here (a module's dims are fewer).
+pub const FIRST_EXTENT: DimId = 1 << 30;
+
+/// A module's buffer extents that are not symbols but polynomials of
+/// them (a VALID convolution's `((%ipos.0 - %fpos.0) + 1)`), each an
+/// *atom* of its own, id `FIRST_EXTENT + i`: never negative, since the
+/// runtime (`Manifest::bind`) and the loop interpreter
+/// (`LoopModule::bind_dims`) refuse dims that make a buffer extent
+/// negative. As an atom the extent keeps a sign its polynomial alone
+/// would lose (`%ochan.0 * (%ipos.0 - %fpos.0 + 1)` has a negative
+/// coefficient, `%ochan.0 * X` none), and `o < X` gives `o <= X - 1`.
+/// A relation proved over the atoms holds at every admitted configuration
+/// (there `X` is a non-negative number like any symbol);
+/// [`Extents::expand`] replaces the atoms by their polynomials again.
+#[derive(Clone, Debug, Default)]
+pub struct Extents {
+    exprs: Vec<(IExpr, Poly)>,
+}
+
+impl Extents {
+    /// The distinct composite polynomial extents of `m`'s buffers (an
+    /// extent that is no polynomial, `(%n.0 - %k.0) //^ %s.0`, is left out).
+    pub fn of(m: &LoopModule) -> Extents {
+        let mut out = Extents::default();
+        for e in m.buffers.iter().flat_map(|b| &b.shape) {
+            if matches!(e, IExpr::Bin(..)) && out.atom(e).is_none() {
+                if let Some(p) = Poly::of(e) {
+                    out.exprs.push((e.clone(), p));
+                }
+            }
+        }
+        out
+    }
+
+    /// The atom `e` is, when it is one of the extents (as written).
+    pub fn atom(&self, e: &IExpr) -> Option<DimId> {
+        self.exprs.iter().position(|(x, _)| x == e).map(|i| FIRST_EXTENT + i)
+    }
+
+    /// Each extent with its atom.
+    pub fn iter(&self) -> impl Iterator<Item = (DimId, &IExpr)> {
+        self.exprs.iter().enumerate().map(|(i, (e, _))| (FIRST_EXTENT + i, e))
+    }
+
+    /// `p` with every extent atom replaced by its polynomial.
+    pub fn expand(&self, p: &Poly) -> Option<Poly> {
+        let mut p = p.clone();
+        for (i, (_, e)) in self.exprs.iter().enumerate() {
+            p = p.substitute(FIRST_EXTENT + i, e)?;
+        }
+        Some(p)
+    }
+}
 
 /// `sum(coef * product of symbols)`; a monomial is its symbols, sorted,
 /// with repetition (`[]` is the constant term).
@@ -36,12 +90,20 @@ impl Poly {
     /// `+ - *` is; `None` for anything else (a variable, a division, a
     /// `min`).
     pub fn of(e: &IExpr) -> Option<Poly> {
+        Poly::of_in(e, &Extents::default())
+    }
+
+    /// [`Poly::of`] with `ext`'s extents as atoms wherever they occur.
+    pub fn of_in(e: &IExpr, ext: &Extents) -> Option<Poly> {
+        if let Some(a) = ext.atom(e) {
+            return Some(Poly { terms: [(vec![a], 1)].into() });
+        }
         match e {
             IExpr::Const(c) => Some(Poly::constant(*c as i128)),
             IExpr::Sym(d) => Some(Poly { terms: [(vec![*d], 1)].into() }),
             IExpr::Var(_) => None,
             IExpr::Bin(op, a, b) => {
-                let (a, b) = (Poly::of(a)?, Poly::of(b)?);
+                let (a, b) = (Poly::of_in(a, ext)?, Poly::of_in(b, ext)?);
                 match op {
                     IBin::Add => a.add(&b),
                     IBin::Sub => a.sub(&b),
@@ -56,17 +118,27 @@ impl Poly {
     /// without variables: `e` itself, or through `min` (either side),
     /// `max` (the side proved larger), sums and constant multiples.
     pub fn upper(e: &IExpr) -> Option<Poly> {
-        Poly::bound(e, true)
+        Poly::bound(e, true, &Extents::default())
+    }
+
+    /// [`Poly::upper`] over `ext`'s atoms too.
+    pub fn upper_in(e: &IExpr, ext: &Extents) -> Option<Poly> {
+        Poly::bound(e, true, ext)
+    }
+
+    /// [`Poly::lower`] over `ext`'s atoms too.
+    pub fn lower_in(e: &IExpr, ext: &Extents) -> Option<Poly> {
+        Poly::bound(e, false, ext)
     }
 
     /// A polynomial `p` with `p <= e` at every configuration ([`Poly::upper`]
     /// mirrored).
     pub fn lower(e: &IExpr) -> Option<Poly> {
-        Poly::bound(e, false)
+        Poly::bound(e, false, &Extents::default())
     }
 
-    fn bound(e: &IExpr, up: bool) -> Option<Poly> {
-        if let Some(p) = Poly::of(e) {
+    fn bound(e: &IExpr, up: bool, ext: &Extents) -> Option<Poly> {
+        if let Some(p) = Poly::of_in(e, ext) {
             return Some(p);
         }
         let IExpr::Bin(op, a, b) = e else { return None };
@@ -79,17 +151,17 @@ impl Poly {
             Some(if up { big } else { small })
         };
         match (op, up) {
-            (IBin::Min, true) | (IBin::Max, false) => either(Poly::bound(a, up), Poly::bound(b, up)),
-            (IBin::Min, false) | (IBin::Max, true) => beyond(Poly::bound(a, up), Poly::bound(b, up)),
-            (IBin::Add, _) => Poly::bound(a, up)?.add(&Poly::bound(b, up)?),
-            (IBin::Sub, _) => Poly::bound(a, up)?.sub(&Poly::bound(b, !up)?),
+            (IBin::Min, true) | (IBin::Max, false) => either(Poly::bound(a, up, ext), Poly::bound(b, up, ext)),
+            (IBin::Min, false) | (IBin::Max, true) => beyond(Poly::bound(a, up, ext), Poly::bound(b, up, ext)),
+            (IBin::Add, _) => Poly::bound(a, up, ext)?.add(&Poly::bound(b, up, ext)?),
+            (IBin::Sub, _) => Poly::bound(a, up, ext)?.sub(&Poly::bound(b, !up, ext)?),
             (IBin::Mul, _) => {
                 let (c, x) = match (a.as_const(), b.as_const()) {
                     (Some(c), _) => (c, b),
                     (_, Some(c)) => (c, a),
                     _ => return None,
                 };
-                Poly::bound(x, up == (c >= 0))?.mul(&Poly::constant(c as i128))
+                Poly::bound(x, up == (c >= 0), ext)?.mul(&Poly::constant(c as i128))
             }
             _ => None,
         }
