@@ -166,12 +166,22 @@ fn the_stride_1_convolution_sums_in_one_kernel_without_atomics() {
     // fuses into the sum (one launch), as in the static bundle.
     for (rank, at) in [
         (1, &[&["batch=[2]", "ipos=[13]", "fpos=[3]", "ichan=[3]", "ochan=[5]"][..], &["batch=[1]", "ipos=[4]", "fpos=[5]", "ichan=[2]", "ochan=[3]"], &["batch=[3]", "ipos=[7]", "fpos=[7]", "ichan=[0]", "ochan=[2]"], &["batch=[0]", "ipos=[9]", "fpos=[2]", "ichan=[1]", "ochan=[1]"], &["batch=[2]", "ipos=[6]", "fpos=[2]", "ichan=[2]", "ochan=[0]"]][..]),
-        (2, &[&["batch=[2]", "ipos=[11,7]", "fpos=[3,2]", "ichan=[3]", "ochan=[5]"][..], &["batch=[1]", "ipos=[5,17]", "fpos=[6,1]", "ichan=[2]", "ochan=[2]"], &["batch=[1]", "ipos=[3,9]", "fpos=[3,9]", "ichan=[4]", "ochan=[3]"]]),
+        // 8 x 8 x 4 threads, steps of 4 channels: edge
+        // blocks along every thread dimension, channels past a step (9, 1),
+        // an empty output (`ipos` below `fpos`), no channels, no batch.
+        (2, &[&["batch=[2]", "ipos=[11,7]", "fpos=[3,2]", "ichan=[3]", "ochan=[5]"][..], &["batch=[1]", "ipos=[5,17]", "fpos=[6,1]", "ichan=[2]", "ochan=[2]"], &["batch=[1]", "ipos=[3,9]", "fpos=[3,9]", "ichan=[4]", "ochan=[3]"],
+            &["batch=[1]", "ipos=[11,4]", "fpos=[3,2]", "ichan=[9]", "ochan=[9]"], &["batch=[1]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[1]", "ochan=[17]"],
+            &["batch=[2]", "ipos=[2,8]", "fpos=[3,3]", "ichan=[2]", "ochan=[2]"], &["batch=[1]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[0]", "ochan=[3]"], &["batch=[0]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[2]", "ochan=[3]"]]),
     ] {
         let (src, b, ranks, lm) = conv_stride_1(rank);
         let writes: Vec<_> = lm.kernels.iter().flat_map(|k| k.computes()).map(|c| c.write.kind).collect();
         assert_eq!(lm.kernels.len(), 1, "rank {rank}: {writes:?}");
         assert!(!writes.contains(&eintup::ir::loops::WriteKind::AtomicAccumulate), "rank {rank}: {writes:?}");
+        // The window's `min` bounds go (simplify-index), the window loops
+        // shift to `[0, %fpos.d)`, and the kernel is block-tiled (both
+        // operands staged).
+        let shared = lm.buffers.iter().filter(|b| b.role == eintup::ir::loops::Role::Shared).count();
+        assert_eq!(shared, 2, "rank {rank}");
         let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
         for binds in at {
             let binds: Vec<String> = binds.iter().map(|s| s.to_string()).chain([stride.clone()]).collect();

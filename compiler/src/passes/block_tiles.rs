@@ -242,10 +242,15 @@ pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoic
 /// [`candidates`] before the shared-memory filter, best first.
 fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     let mut out: Vec<BlockChoice> = Vec::new();
-    let Some((free, k_trip)) = frame(k) else { return out };
+    let Some((free, k_trip, windows)) = frame(k) else { return out };
     // A symbolic trip (a dynamic kernel's) takes the largest block and
-    // step; the edge blocks and the last step are guarded (`apply`).
+    // step; the edge blocks and the last step are guarded (`apply`). A
+    // convolution's (outer reductions: its window) takes 8 threads along
+    // each symbolic dimension, so that its output rows share the block, and
+    // a step of 4 channels: its channels are often few, and a step past
+    // them copies (and guards) a box mostly empty.
     const ANY: i64 = 1 << 62;
+    let (dyn_threads, dyn_step) = if windows { (DYN_WINDOW_THREADS, DYN_WINDOW_STEP) } else { (ANY, ANY) };
     // From the innermost: `(var, trip, threads)`, up to
     // `block_tile_max_dim` threads along each of the first two and a block
     // of `block_tile_max_threads`, a third only where the first two leave
@@ -254,7 +259,7 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     let mut dims: Vec<(VarId, i64)> = Vec::new();
     let mut size = 1;
     for &(v, trip) in free.iter().rev().take(3) {
-        let trip = trip.unwrap_or(ANY);
+        let trip = trip.unwrap_or(dyn_threads);
         if trip <= 0 {
             return out;
         }
@@ -271,7 +276,7 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
         return out;
     }
     let steps = gpu.block_tile_steps;
-    let k_trip = k_trip.unwrap_or(ANY);
+    let k_trip = k_trip.unwrap_or(dyn_step);
     let Some(bk) = (if k_trip <= steps[0] { Some(k_trip) } else { steps.iter().copied().find(|&s| k_trip % s == 0) }) else { return out };
     if bk <= 0 {
         return out;
@@ -298,10 +303,16 @@ fn shared_bytes(scratch: &[Buffer]) -> i64 {
     scratch.iter().filter(|b| b.role == Role::Shared).map(|b| b.len().unwrap_or(i64::MAX).saturating_mul(b.dtype.size() as i64)).fold(0, i64::saturating_add)
 }
 
+/// Threads along each symbolic chain loop of a dynamic convolution.
+const DYN_WINDOW_THREADS: i64 = 8;
+/// The step of a dynamic convolution's symbolic channel reduction.
+const DYN_WINDOW_STEP: i64 = 4;
+
 /// The chain loops `k`'s write depends on that no chain guard or index
-/// load uses (`(var, lo, trip)`, outermost first) and the innermost
-/// reduction's trip, when `k` has the shape the pass needs.
-fn frame(k: &Kernel) -> Option<(Vec<(VarId, Option<i64>)>, Option<i64>)> {
+/// load uses (`(var, lo, trip)`, outermost first), the innermost
+/// reduction's trip, and whether reductions enclose it (a convolution's
+/// window), when `k` has the shape the pass needs.
+fn frame(k: &Kernel) -> Option<(Vec<(VarId, Option<i64>)>, Option<i64>, bool)> {
     let chain = Chain::of_dynamic(&k.body);
     if chain.thread_nest(&k.body).is_some() {
         return None;
@@ -316,7 +327,7 @@ fn frame(k: &Kernel) -> Option<(Vec<(VarId, Option<i64>)>, Option<i64>)> {
         .map(|(&(v, ..), (lo, hi))| (v, known_trip(lo, hi)))
         .collect();
     let kl = c.reduces.last()?;
-    Some((free, known_trip(&kl.lo, &kl.hi)))
+    Some((free, known_trip(&kl.lo, &kl.hi), c.reduces.len() > 1))
 }
 
 /// `k` tiled as `choice` says, when the kernel has the shape the pass
@@ -532,7 +543,11 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         stages.push(spread(edge(&|v| v != kl.var && deps(v), &at_copy)));
         last_stages.push(spread(edge(&deps, &at_copy)));
     }
-    if stages.is_empty() {
+    // An operand left in global memory that moves with a thread dimension
+    // of symbolic trip would be read past the edge by the last block's
+    // cells past it (never stored, but the read may leave the array).
+    let past_edge = |e: &IExpr| threads.iter().any(|t| t.2.is_none() && e.depends_on(t.4));
+    if stages.is_empty() || body.values.iter().any(|v| matches!(&v.op, VOp::Load { buf, offset } if *buf < m.buffers.len() && past_edge(offset))) {
         return None;
     }
 

@@ -26,13 +26,21 @@ pub fn shift(nodes: &mut [Node]) -> usize {
     let mut n = 0;
     for node in nodes {
         if let Node::For(f) = node {
-            if let Some(e) = common_offset(&f.lo, &f.hi) {
-                let (lo, hi) = (f.lo.linear().constant, f.hi.linear().constant);
+            if let Some((e, lo, hi)) = common_offset(&f.lo, &f.hi) {
                 let at = IExpr::add(IExpr::v(f.var), e);
                 for_each_expr_mut(&mut f.body, &mut |x| *x = x.substitute(f.var, &at));
-                f.lo = IExpr::c(lo);
-                f.hi = IExpr::c(hi);
+                f.lo = lo;
+                f.hi = hi;
                 n += 1;
+            }
+        }
+        if let Node::Guard(g) = node {
+            for c in &mut g.conds {
+                if let Cond::InRange { e, lo, hi } = c {
+                    if let Some((e2, l2, h2)) = common_move(e, lo, hi) {
+                        (*e, *lo, *hi) = (e2, l2, h2);
+                    }
+                }
             }
         }
         n += match node {
@@ -44,12 +52,33 @@ pub fn shift(nodes: &mut [Node]) -> usize {
     n
 }
 
-/// `e` when `lo = c1 + e` and `hi = c2 + e` for constants `c1`, `c2` and
-/// one non-constant `e` (compared as linear forms).
-fn common_offset(lo: &IExpr, hi: &IExpr) -> Option<IExpr> {
-    let (a, b) = (lo.linear(), hi.linear());
-    let same = a.terms.len() == b.terms.len() && a.terms.iter().all(|(atom, c)| b.coef(atom) == *c);
-    (same && !a.terms.is_empty()).then(|| Linear { constant: 0, terms: a.terms }.to_expr())
+/// `(e, c1, c2)` when `lo = c1 + e` and `hi = c2 + e` for `c1`, `c2` free
+/// of variables (constants, or in a dynamic kernel expressions of dim
+/// symbols: a window `[o, o + %k.0)` gives `[0, %k.0)`) and one `e` that
+/// uses a variable (compared as linear forms).
+fn common_offset(lo: &IExpr, hi: &IExpr) -> Option<(IExpr, IExpr, IExpr)> {
+    let ((a, c1), (b, c2)) = (split(lo), split(hi));
+    (same(&a, &b) && !a.is_empty()).then(|| (Linear { constant: 0, terms: a }.to_expr(), c1, c2))
+}
+
+/// The condition `lo <= e < hi` with the same moving part taken off its
+/// three sides (`opos <= opos < opos + %k.0`, the guard `drop-unused-loops`
+/// left of a window loop, becomes `0 <= 0 < %k.0`, the guard of the
+/// shifted loop running), when they share one.
+fn common_move(e: &IExpr, lo: &IExpr, hi: &IExpr) -> Option<(IExpr, IExpr, IExpr)> {
+    let ((a, e), (b, lo), (c, hi)) = (split(e), split(lo), split(hi));
+    (same(&a, &b) && same(&a, &c) && !a.is_empty()).then_some((e, lo, hi))
+}
+
+/// An expression's linear terms that use a variable, and the rest.
+fn split(e: &IExpr) -> (Vec<(IExpr, i64)>, IExpr) {
+    let l = e.linear();
+    let (moving, fixed): (Vec<_>, Vec<_>) = l.terms.into_iter().partition(|(atom, _)| atom.uses_any_var());
+    (moving, Linear { constant: l.constant, terms: fixed }.to_expr())
+}
+
+fn same(a: &[(IExpr, i64)], b: &[(IExpr, i64)]) -> bool {
+    a.len() == b.len() && a.iter().all(|(atom, c)| b.iter().any(|(x, d)| x == atom && d == c))
 }
 
 #[cfg(test)]
@@ -81,6 +110,18 @@ mod tests {
         let want: Vec<i32> = (0..8).map(|o| x[o] + x[o + 1] + x[o + 2]).collect();
         assert_eq!(run(&s).data, crate::tensor::Data::I32(want));
         assert_eq!(run(&s), run(&m));
+    }
+
+    #[test]
+    fn a_dynamic_window_ends_at_its_symbol_and_its_guard_moves_too() {
+        let text = "dim %n.0\ndim %k.0\nbuffer x : i32[%n.0] input\nbuffer y : i32[((%n.0 - %k.0) + 1)] output\n\nkernel @k {\n  for o in [0, ((%n.0 - %k.0) + 1)) parallel {\n    guard o <= o < (o + %k.0) {\n      %0 = const 0 : i32\n      store y[o] = %0\n    }\n    for i in [o, (o + %k.0)) reduce {\n      %0 = load x[i] : i32\n      accumulate y[o] += %0\n    }\n  }\n}\n";
+        let mut m = parse::parse_verified(text).unwrap();
+        assert_eq!(shift(&mut m.kernels[0].body), 1);
+        verify::verify(&m).unwrap();
+        let text = crate::ir::loops::print::module(&m);
+        assert!(text.contains("guard 0 <= 0 < %k.0 {"), "{text}");
+        assert!(text.contains("for i in [0, %k.0) reduce"), "{text}");
+        assert!(text.contains("load x[(i + o)]"), "{text}");
     }
 
     #[test]

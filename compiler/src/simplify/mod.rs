@@ -17,6 +17,7 @@ pub mod rules;
 
 pub use analysis::{Interval, IntervalAnalysis, Ranges};
 
+use crate::ir::loops::poly::Extents;
 use crate::ir::loops::{Cond, Guard, IBin, IExpr, Kernel, LoopModule, Node, VOp};
 use egg::{BackoffScheduler, CostFunction, EGraph, Extractor, Id, Language, Rewrite, Runner, StopReason};
 use lang::{IndexLang, Shape};
@@ -69,6 +70,10 @@ pub struct Stats {
     pub egraph_nodes_max: usize,
     /// Runs that stopped at a limit instead of saturating.
     pub stopped_by_limit: usize,
+    /// Loop and guard bounds of dynamic kernels whose `min`/`max` lost an
+    /// operand the relational bounds prove never chosen
+    /// (`Kernel::prune_ordered_bounds`).
+    pub bounds_ordered: usize,
 }
 
 impl Stats {
@@ -83,6 +88,7 @@ impl Stats {
         self.loops_removed += o.loops_removed;
         self.egraph_nodes_max = self.egraph_nodes_max.max(o.egraph_nodes_max);
         self.stopped_by_limit += o.stopped_by_limit;
+        self.bounds_ordered += o.bounds_ordered;
     }
 }
 
@@ -90,7 +96,7 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "simplify-index: {} exprs, ops {} -> {}, guards removed {}, conds removed {}, regions removed {}, loops removed {}, max e-graph {} nodes, {} runs stopped by a limit",
+            "simplify-index: {} exprs, ops {} -> {}, guards removed {}, conds removed {}, regions removed {}, loops removed {}, max e-graph {} nodes, {} runs stopped by a limit, {} dynamic bounds ordered",
             self.exprs,
             self.ops_before,
             self.ops_after,
@@ -99,7 +105,8 @@ impl fmt::Display for Stats {
             self.regions_removed,
             self.loops_removed,
             self.egraph_nodes_max,
-            self.stopped_by_limit
+            self.stopped_by_limit,
+            self.bounds_ordered
         )
     }
 }
@@ -400,11 +407,18 @@ impl Simplifier {
         }
     }
 
-    /// Simplifies every kernel of `m`.
+    /// Simplifies every kernel of `m`; in a kernel with dim symbols, then
+    /// drops the `min`/`max` operands of bounds that the relational bounds
+    /// over the symbols and `m`'s extents prove never chosen (the interval
+    /// analysis cannot: a window's `min(%n.0, o + %k.0)`).
     pub fn module(&self, m: &mut LoopModule) -> Stats {
         let mut st = Stats::default();
+        let ext = Extents::of(m);
         for k in &mut m.kernels {
             st.absorb(&self.kernel(k));
+            if k.is_symbolic() {
+                st.bounds_ordered += k.prune_ordered_bounds(&ext);
+            }
         }
         st
     }

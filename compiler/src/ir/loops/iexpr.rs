@@ -148,9 +148,15 @@ impl IExpr {
     }
 
     /// Does the expression's value depend on `v`? Unlike [`IExpr::uses`],
-    /// occurrences that cancel (`(i + o) - o`) do not count.
+    /// occurrences that cancel (`(i + o) - o`) do not count, also inside
+    /// the factors of a product (`((i + o) - o) * %n.0`, what `shift-loops`
+    /// leaves of a dynamic window's offset).
     pub fn depends_on(&self, v: VarId) -> bool {
-        self.uses(v) && self.linear().terms.iter().any(|(atom, _)| atom.uses(v))
+        self.uses(v)
+            && self.linear().terms.iter().any(|(atom, _)| match atom {
+                IExpr::Bin(IBin::Mul, a, b) => a.depends_on(v) || b.depends_on(v),
+                _ => atom.uses(v),
+            })
     }
 
     /// Calls `f` on every variable occurrence.

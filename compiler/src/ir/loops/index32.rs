@@ -134,6 +134,12 @@ const MAX: i128 = i32::MAX as i128;
 const MIN: i128 = i32::MIN as i128;
 
 impl Walk {
+    /// A walk of a kernel with `nvars` variables, `extents` as atoms.
+    fn new(extents: Extents, nvars: usize) -> Walk {
+        let facts = extents.iter().map(|(a, e)| (e.clone(), a)).collect();
+        Walk { extents, atoms: Vec::new(), vars: vec![None; nvars], facts, limits: Vec::new() }
+    }
+
     fn push(&mut self, lo: Frac, hi: Frac) -> DimId {
         self.atoms.push(Atom { lo, hi });
         FIRST_ATOM + self.atoms.len() - 1
@@ -282,6 +288,88 @@ impl Walk {
         ok
     }
 
+    /// `x <= y` wherever both are evaluated (inside the walk's loops and
+    /// guards): the lower bound of `y - x` over the symbols is provably
+    /// non-negative, over the extents as atoms or their polynomials.
+    fn proved_le(&mut self, x: &IExpr, y: &IExpr) -> bool {
+        let n = self.atoms.len();
+        let ok = (|| {
+            let d = self.frac(y)?.sub(&self.frac(x)?)?;
+            let lo = self.bound(&d, false)?;
+            Some(lo.nonneg() || self.symbols(&lo)?.nonneg())
+        })()
+        .unwrap_or(false);
+        self.truncate(n);
+        ok
+    }
+
+    /// `e` with every `min`/`max` of which one operand is provably the
+    /// smaller (larger) replaced by that operand.
+    fn prune(&mut self, e: &IExpr) -> IExpr {
+        let IExpr::Bin(op, a, b) = e else { return e.clone() };
+        let (a, b) = (self.prune(a), self.prune(b));
+        let keep_b = match op {
+            IBin::Min if self.proved_le(&b, &a) => true,
+            IBin::Max if self.proved_le(&a, &b) => true,
+            IBin::Min if self.proved_le(&a, &b) => false,
+            IBin::Max if self.proved_le(&b, &a) => false,
+            _ => return IExpr::bin(*op, a, b),
+        };
+        if keep_b {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// [`Walk::prune`] on every loop bound and guard bound of `nodes`,
+    /// each under the bounds of the loops and guards around it; how many
+    /// expressions changed.
+    fn prune_nodes(&mut self, nodes: &mut [Node]) -> usize {
+        let mut changed = 0;
+        let prune = |w: &mut Walk, e: &mut IExpr| {
+            let p = w.prune(e);
+            let same = p == *e;
+            *e = p;
+            usize::from(!same)
+        };
+        for n in nodes {
+            let n_atoms = self.atoms.len();
+            match n {
+                Node::For(l) => {
+                    changed += prune(self, &mut l.lo) + prune(self, &mut l.hi);
+                    let atom = (|| Some((self.frac(&l.lo)?, self.frac(&l.hi)?.sub(&Frac::c(1))?)))().map(|(lo, hi)| self.push(lo, hi));
+                    if let Some(slot) = self.vars.get_mut(l.var) {
+                        *slot = atom;
+                    }
+                    changed += self.prune_nodes(&mut l.body);
+                }
+                Node::Guard(g) => {
+                    for c in &mut g.conds {
+                        if let Cond::InRange { e, lo, hi } = c {
+                            changed += prune(self, lo) + prune(self, hi);
+                            if let Some((lo, hi)) = (|| Some((self.frac(lo)?, self.frac(hi)?.sub(&Frac::c(1))?)))() {
+                                let a = self.push(lo, hi);
+                                self.facts.push((e.clone(), a));
+                            }
+                        }
+                    }
+                    changed += self.prune_nodes(&mut g.body);
+                }
+                // A loaded index is unknown to the nodes after it.
+                Node::LoadIndex { var, .. } => {
+                    if let Some(slot) = self.vars.get_mut(*var) {
+                        *slot = None;
+                    }
+                    continue;
+                }
+                Node::Compute(_) | Node::Sync => {}
+            }
+            self.truncate(n_atoms);
+        }
+        changed
+    }
+
     fn nodes(&mut self, nodes: &[Node], spread_step: i64, unrolled: &[bool]) -> bool {
         nodes.iter().all(|n| {
             let rest_ok = n.offsets().into_iter().all(|e| e.split_fixed(&|v| unrolled.get(v).copied().unwrap_or(false)).map_or(true, |(rest, _)| self.check(&rest)));
@@ -346,9 +434,7 @@ impl Kernel {
         if !self.is_symbolic() {
             return self.index_fits_i32().then(Vec::new);
         }
-        let extents = Extents::of(m);
-        let facts = extents.iter().map(|(a, e)| (e.clone(), a)).collect();
-        let mut w = Walk { extents, atoms: Vec::new(), vars: vec![None; self.vars.len()], facts, limits: Vec::new() };
+        let mut w = Walk::new(Extents::of(m), self.vars.len());
         let chain = GridChain::of(&self.body);
         let chain_ok = w.check(&chain.total)
             && chain.steps.iter().all(|s| match s {
@@ -369,6 +455,18 @@ impl Kernel {
             }
         }
         Some(kept)
+    }
+}
+
+impl Kernel {
+    /// Drops the operands of `min`/`max` in loop and guard bounds that the
+    /// relational bounds above prove never chosen (a window's `min(%n.0,
+    /// o + %k.0)` where `o < %n.0 - %k.0 + 1`, `ext`'s atom, is `o +
+    /// %k.0`); how many bounds changed. The value of every bound is the
+    /// same wherever it is evaluated.
+    pub fn prune_ordered_bounds(&mut self, ext: &Extents) -> usize {
+        let mut w = Walk::new(ext.clone(), self.vars.len());
+        w.prune_nodes(&mut self.body)
     }
 }
 
@@ -415,6 +513,31 @@ mod tests {
         // at `o + %k.0` and `o <= %n.0 - %k.0`): the symbols themselves
         // are the limits, with the output's length.
         assert_eq!(limits(&m).expect("i32"), ["%n.0", "%k.0", "((%n.0 + 1) - %k.0)"]);
+    }
+
+    #[test]
+    fn a_window_bound_loses_the_min_its_extent_proves_never_chosen() {
+        // w in [0, min(%w.0, %n.0 - o)) with o < %n.0 - %w.0 + 1: `%w.0`.
+        // `min(%n.0, o + 1)` stays (o + 1 <= %n.0 needs %w.0 >= 1), and a
+        // max of a proved-smaller operand goes.
+        let text = |lo: &str, hi: &str| {
+            format!(
+                "dim %n.0\ndim %w.0\nbuffer x : f32[%n.0] input\nbuffer y : f32[((%n.0 - %w.0) + 1)] output\n\
+                 kernel @k {{\n for o in [0, ((%n.0 - %w.0) + 1)) parallel {{\n for w in [{lo}, {hi}) reduce {{\n\
+                 %0 = load x[(o + w)] : f32\n accumulate y[o] += %0\n }}\n }}\n}}\n"
+            )
+        };
+        let pruned = |lo: &str, hi: &str| {
+            let mut m = module(&text(lo, hi));
+            let ext = Extents::of(&m);
+            let n = m.kernels[0].prune_ordered_bounds(&ext);
+            let Node::For(o) = &m.kernels[0].body[0] else { panic!() };
+            let Node::For(w) = &o.body[0] else { panic!() };
+            (n, shape_extent(&m, &w.lo), shape_extent(&m, &w.hi))
+        };
+        assert_eq!(pruned("0", "min(%w.0, (%n.0 - o))"), (1, "0".into(), "%w.0".into()));
+        // (`shape_extent` prints the loop variable `o` as `?var0`.)
+        assert_eq!(pruned("max(0, (o - %n.0))", "min(%n.0, (o + 1))"), (1, "0".into(), "min(%n.0, (?var0 + 1))".into()));
     }
 
     #[test]
