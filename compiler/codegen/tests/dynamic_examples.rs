@@ -206,9 +206,10 @@ fn dims_past_the_32_bit_limit_are_refused_before_anything_runs() {
     let err = bind([1, 1 << 16, 1 << 15], [1, 1 << 15, 1]).unwrap_err();
     assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 2147483648 (`(%row.0 * %k.0)`)"), "{err}");
     // Empty arrays but a row count at the top of i32: the kernel's padded
-    // last row (`%row.0 + 14`) would wrap, so the kernel is named.
+    // last row (`%row.0 + 17`: register tiles of 4 rows in blocks of 16)
+    // would wrap, so the kernel is named.
     let err = bind([1, i32::MAX as usize, 0], [1, 0, 0]).unwrap_err();
-    assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 2147483661"), "{err}");
+    assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 2147483664"), "{err}");
     // One row fewer of `a` is within the limit (the memory limit refuses
     // it then, a separate rule), and small dims bind.
     let err = bind([1, (1 << 16) - 1, 1 << 15], [1, 1 << 15, 1]).unwrap_err();

@@ -108,7 +108,24 @@ struct Contraction<'k> {
     reduces: Vec<&'k For>,
     /// The `unroll` nest inside the innermost reduction, outermost first.
     unrolls: Vec<&'k For>,
+    /// The guard around the sum (and the clear) inside the unroll nest, in
+    /// a dynamic kernel `register-tiles` tiled: that the tile's cell lies
+    /// within the symbolic extents (`cell_guard`).
+    cell_guard: Option<&'k [Cond]>,
     sum: &'k Compute,
+}
+
+/// The computation under an `unroll` nest's leaf: the compute itself, or
+/// the compute under one guard (its conditions).
+fn guarded_leaf(leaf: &[Node]) -> Option<(&Compute, Option<&[Cond]>)> {
+    match leaf {
+        [Node::Compute(c)] => Some((c, None)),
+        [Node::Guard(g)] => match &g.body[..] {
+            [Node::Compute(c)] => Some((c, Some(&g.conds[..]))),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
@@ -123,7 +140,10 @@ fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
     };
     let (reduces, inner) = perfect_nest(std::slice::from_ref(main), LoopKind::Reduce);
     let (unrolls, leaf) = perfect_nest(inner, LoopKind::Unroll);
-    let [Node::Compute(sum)] = leaf else { return None };
+    let (sum, cell_guard) = guarded_leaf(leaf)?;
+    if cell_guard.is_some() && unrolls.is_empty() {
+        return None;
+    }
     // Bounds the whole block shares: constants, or dim symbols.
     if reduces.is_empty() || reduces.iter().any(|r| r.lo.uses_any_var() || r.hi.uses_any_var()) {
         return None;
@@ -146,12 +166,29 @@ fn contraction(rest: &[Node]) -> Option<Contraction<'_>> {
     let (clear, clear_loops) = match clear_node {
         Some(n) => {
             let (loops, leaf) = perfect_nest(std::slice::from_ref(n), LoopKind::Unroll);
-            let [Node::Compute(c)] = leaf else { return None };
+            let (c, guard) = guarded_leaf(leaf)?;
+            // The clear's cells are guarded as the sum's (its unroll
+            // variables renamed to the sum's).
+            let renamed = |conds: &[Cond]| -> Vec<Cond> {
+                conds
+                    .iter()
+                    .map(|c| {
+                        let mut c = c.clone();
+                        for e in c.exprs_mut() {
+                            *e = loops.iter().zip(&unrolls).fold(e.clone(), |e, (a, b)| e.substitute(a.var, &IExpr::v(b.var)));
+                        }
+                        c
+                    })
+                    .collect()
+            };
+            if guard.map(renamed).as_deref() != cell_guard || loops.len() != unrolls.len() {
+                return None;
+            }
             (Some(c), loops)
         }
         None => (None, Vec::new()),
     };
-    Some(Contraction { clear, clear_loops, clear_guard, reduces, unrolls, sum })
+    Some(Contraction { clear, clear_loops, clear_guard, reduces, unrolls, cell_guard, sum })
 }
 
 fn trip(l: &For) -> i64 {
@@ -352,7 +389,14 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     }
     let (unroll_vars, reduce_vars): (Vec<VarId>, Vec<VarId>) = (c.unrolls.iter().map(|l| l.var).collect(), c.reduces.iter().map(|l| l.var).collect());
     let w = &sum.write.offset;
-    if reduce_vars.iter().any(|&v| w.depends_on(v)) || !unroll_vars.iter().all(|&v| w.depends_on(v)) || !cells_distinct(w, &c.unrolls, k.vars.len()) {
+    if reduce_vars.iter().any(|&v| w.depends_on(v)) || !unroll_vars.iter().all(|&v| w.depends_on(v)) {
+        return None;
+    }
+    let distinct = match c.cell_guard {
+        None => cells_distinct(w, &c.unrolls, k.vars.len()),
+        Some(conds) => guarded_cells_distinct(w, &c.unrolls, conds, &chain, k.vars.len()),
+    };
+    if !distinct {
         return None;
     }
     // The clear stores into the same cells, by an unroll nest of the same
@@ -540,13 +584,39 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
         let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
         let spread = |conds| Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len), kind: LoopKind::Spread, body: vec![guarded(conds, copy.clone())] });
-        stages.push(spread(edge(&|v| v != kl.var && deps(v), &at_copy)));
-        last_stages.push(spread(edge(&deps, &at_copy)));
+        // A register tile's cells past a symbolic extent (`cell_guard`):
+        // the copy loads only where the cell its element belongs to is
+        // in range, when the operand moves with that cell (a `b` does not
+        // move with `a`'s rows: any row it is read for is in range).
+        let mut cells: Vec<Cond> = Vec::new();
+        for cond in c.cell_guard.unwrap_or_default() {
+            let Cond::InRange { e, lo, hi } = cond else { return None };
+            let e = subst(e);
+            let moves: Vec<bool> = box_vars.iter().filter(|b| e.depends_on(b.0)).map(|b| offset.depends_on(b.0)).collect();
+            if moves.iter().all(|&d| d) && !moves.is_empty() {
+                cells.push(Cond::InRange { e: at_copy(&e), lo: lo.clone(), hi: at_copy(&subst(hi)) });
+            } else if moves.iter().any(|&d| d) {
+                return None;
+            }
+        }
+        let with_cells = |mut conds: Vec<Cond>| {
+            conds.extend(cells.iter().cloned());
+            conds
+        };
+        stages.push(spread(with_cells(edge(&|v| v != kl.var && deps(v), &at_copy))));
+        last_stages.push(spread(with_cells(edge(&deps, &at_copy))));
     }
     // An operand left in global memory that moves with a thread dimension
     // of symbolic trip would be read past the edge by the last block's
     // cells past it (never stored, but the read may leave the array).
-    let past_edge = |e: &IExpr| threads.iter().any(|t| t.2.is_none() && e.depends_on(t.4));
+    // So would one that moves with a guarded cell of a register tile.
+    let mut cell_vars: Vec<VarId> = Vec::new();
+    for cond in c.cell_guard.unwrap_or_default() {
+        for e in cond.exprs() {
+            subst(e).for_each_var(&mut |v| cell_vars.push(v));
+        }
+    }
+    let past_edge = |e: &IExpr| threads.iter().any(|t| t.2.is_none() && e.depends_on(t.4)) || cell_vars.iter().any(|&v| !uniform(v) && e.depends_on(v));
     if stages.is_empty() || body.values.iter().any(|v| matches!(&v.op, VOp::Load { buf, offset } if *buf < m.buffers.len() && past_edge(offset))) {
         return None;
     }
@@ -581,6 +651,14 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     let cell_edges = |f: &[VarId]| {
         let mut conds = edge(&|v| dims.iter().any(|d| d.0 == v), &|e| unroll_vars.iter().zip(f).fold(e.clone(), |e, (&u, &f)| e.substitute(u, &IExpr::v(f))));
         conds.extend(c.clear_guard.unwrap_or_default().iter().cloned());
+        // A register tile's cells within the symbolic extents.
+        for cond in c.cell_guard.unwrap_or_default() {
+            let mut cond = cond.clone();
+            for e in cond.exprs_mut() {
+                *e = rename(e, f);
+            }
+            conds.push(cond);
+        }
         conds
     };
     let init = tile_nest("init", &|f| match c.clear {
@@ -672,6 +750,51 @@ fn guarded(conds: Vec<Cond>, c: Compute) -> Node {
         Node::Compute(c)
     } else {
         Node::Guard(Guard { conds, body: vec![Node::Compute(c)] })
+    }
+}
+
+/// [`cells_distinct`] for a dynamic kernel's register tile: each
+/// condition of the cell guard is `0 <= v + E*v_t < H` with `v` a chain
+/// loop over `[0, E)`, `v_t` an unroll loop over `[0, T)` and `E = H //^
+/// T` (as `register-tiles` writes it), so the points `(v, v_t)` whose cell
+/// is in range are the original loop's `[0, H)`, one to one. Where `w`
+/// uses `v` and `v_t` only in `v + E*v_t`, its guarded cells are the
+/// original kernel's (distinct: the chain is parallel); the other unroll
+/// variables are checked as [`cells_distinct`] does.
+fn guarded_cells_distinct(w: &IExpr, unrolls: &[&For], conds: &[Cond], chain: &Chain, nvars: usize) -> bool {
+    let mut w = w.clone();
+    let mut rest: Vec<&For> = unrolls.to_vec();
+    let mut next = nvars;
+    for c in conds {
+        let Cond::InRange { e, lo, hi } = c else { return false };
+        let IExpr::Bin(IBin::Add, a, b) = e else { return false };
+        let (IExpr::Var(v), IExpr::Bin(IBin::Mul, stride, vt)) = (&**a, &**b) else { return false };
+        let (v, IExpr::Var(vt)) = (*v, &**vt) else { return false };
+        let vt = *vt;
+        let Some(at) = rest.iter().position(|l| l.var == vt) else { return false };
+        let l = rest.remove(at);
+        let (Some(0), Some(t)) = (l.lo.as_const(), l.hi.as_const()) else { return false };
+        let Some(ci) = chain.loops.iter().position(|x| x.0 == v) else { return false };
+        if lo.as_const() != Some(0) || **stride != IExpr::bin(IBin::CeilDiv, hi.clone(), IExpr::c(t)) || chain.bounds[ci] != (IExpr::c(0), (**stride).clone()) {
+            return false;
+        }
+        w = replace(&w, e, &IExpr::v(next));
+        next += 1;
+        if w.uses(v) || w.uses(vt) {
+            return false;
+        }
+    }
+    cells_distinct(&w, &rest, next)
+}
+
+/// `e` with each occurrence of `from` replaced by `to`.
+fn replace(e: &IExpr, from: &IExpr, to: &IExpr) -> IExpr {
+    if e == from {
+        return to.clone();
+    }
+    match e {
+        IExpr::Bin(op, a, b) => IExpr::bin(*op, replace(a, from, to), replace(b, from, to)),
+        _ => e.clone(),
     }
 }
 

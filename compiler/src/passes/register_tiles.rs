@@ -33,6 +33,16 @@
 //! now). The tile is the largest of 8x8, 4x4, 2x2 that divides both trips
 //! and leaves at least `min_threads` threads (`GpuTarget`, ir/loops/target.rs):
 //! [`candidates`] lists the tiles, [`apply`] makes one.
+//!
+//! A dynamic kernel's `m` or `n` of symbolic trip `T` (bounds `[lo, hi)`)
+//! is tiled too, cyclically: the loop runs `T //^ TM` times, the cell is
+//! `m + (T //^ TM)*m_t`, and each cell of the tile is guarded by `lo <=
+//! cell < hi`, so the cells past the extent compute and store nothing. In
+//! the thread threshold such a trip counts as [`DYN_TRIP`] (256; other
+//! symbolic chain loops, a batch, as 1): the build does not know the
+//! dims, and the large shapes are the ones whose speed matters. A kernel
+//! with nested reductions (a convolution's window) is tiled only along
+//! constant trips.
 
 use super::tuning::{self, Choosing};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
@@ -103,14 +113,10 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("register-tiles runs on the loop level".into())) };
     let mut tiled = Vec::new();
     let choosing = Choosing { table_sm: opts.choosing.table_sm.filter(|_| opts.layout == TileLayout::Cyclic), ..opts.choosing.clone() };
-    let mut symbolic = Vec::new();
+    let mut symbolic = false;
     for ki in 0..m.kernels.len() {
         let k = &m.kernels[ki];
-        // Edge tiles are not built yet: a symbolic trip may not divide.
-        if k.is_symbolic() {
-            symbolic.push(k.name.clone());
-            continue;
-        }
+        symbolic |= k.is_symbolic();
         let cands = candidates(k, opts.layout, &opts.gpu);
         let described: Vec<String> = cands.iter().map(|c| c.describe(k)).collect();
         let Some((i, why)) = tuning::pick("register-tiles", m, k, &described, &choosing) else { continue };
@@ -119,9 +125,16 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
             m.kernels[ki] = t;
         }
     }
-    let left = super::left_symbolic(&symbolic.iter().map(String::as_str).collect::<Vec<_>>());
-    Ok(Some(if tiled.is_empty() { format!("0 kernels tiled{left}") } else { format!("{} kernels tiled ({}){left}", tiled.len(), tiled.join(", ")) }))
+    // The threshold's rule for trips the build does not know (module doc).
+    let rule = if symbolic { format!("; symbolic trips count as {DYN_TRIP} along the tile, 1 elsewhere, their cells guarded") } else { String::new() };
+    Ok(Some(if tiled.is_empty() { format!("0 kernels tiled{rule}") } else { format!("{} kernels tiled ({}){rule}", tiled.len(), tiled.join(", ")) }))
 }
+
+/// What a symbolic trip of `m` or `n` counts as in the thread threshold
+/// (other symbolic chain loops, a batch, count as 1): the large shapes
+/// are the ones whose speed matters, and 256 is the tile a 256x256 output
+/// gets (4x4 at `min_threads` 4096).
+pub const DYN_TRIP: i64 = 256;
 
 /// One way to tile a kernel: the chain loop `m` tiled with the innermost
 /// one (`n`), the tile `(TM, TN)` and its layout.
@@ -137,7 +150,7 @@ impl TileChoice {
     /// (outermost 0): the name `--stats`, `choice=` and the tuning table
     /// use, the same for every kernel of the chain's length.
     pub fn describe(&self, k: &Kernel) -> String {
-        let at = Chain::of(&k.body).loops.iter().position(|l| l.0 == self.m).map_or(-1, |p| p as i64);
+        let at = Chain::of_dynamic(&k.body).loops.iter().position(|l| l.0 == self.m).map_or(-1, |p| p as i64);
         format!("{}x{}@{at}", self.tile.0, self.tile.1)
     }
 }
@@ -149,17 +162,27 @@ pub fn tile_kernel(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Option<((
     Some((choice.tile, apply(k, &choice)?))
 }
 
+/// A chain loop the tile may use: its variable, constant lower bound,
+/// trip (`None`: symbolic, a dynamic kernel's) and upper bound.
+#[derive(Clone)]
+struct Dim {
+    var: VarId,
+    lo: i64,
+    trip: Option<i64>,
+    hi: IExpr,
+}
+
 /// What the tiling of `k` starts from, when its shape allows a tile: the
-/// chain, the innermost chain loop `n` (`(var, lo, trip)`), and the chain
-/// loops usable as `m`, innermost first.
+/// chain, the innermost chain loop `n`, and the chain loops usable as
+/// `m`, innermost first.
 struct Tileable {
     chain: Chain,
-    n: (VarId, i64, i64),
-    ms: Vec<(VarId, i64, i64)>,
+    n: Dim,
+    ms: Vec<Dim>,
 }
 
 fn tileable(k: &Kernel) -> Option<Tileable> {
-    let chain = Chain::of(&k.body);
+    let chain = Chain::of_dynamic(&k.body);
     let rest = chain.rest(&k.body);
     let mut reduces = false;
     k.walk(&mut |n| reduces |= matches!(n, Node::For(f) if f.kind == LoopKind::Reduce));
@@ -168,7 +191,6 @@ fn tileable(k: &Kernel) -> Option<Tileable> {
     if !reduces {
         return None;
     }
-    let n = *chain.loops.last()?;
     let loads: Vec<&IExpr> = c
         .values
         .iter()
@@ -178,10 +200,20 @@ fn tileable(k: &Kernel) -> Option<Tileable> {
         })
         .collect();
     let usable = |v: VarId| !chain.exprs.iter().any(|e| e.uses(v)) && !used_outside_compute(rest, v) && loads.iter().any(|o| !o.depends_on(v));
-    if !usable(n.0) {
+    let dims: Vec<Option<Dim>> = chain
+        .loops
+        .iter()
+        .zip(&chain.bounds)
+        .map(|(&(var, ..), (lo, hi))| {
+            let lo_c = lo.as_const()?;
+            Some(Dim { var, lo: lo_c, trip: hi.as_const().map(|h| h - lo_c), hi: hi.clone() })
+        })
+        .collect();
+    let n = dims.last()?.clone()?;
+    if !usable(n.var) {
         return None;
     }
-    let ms = chain.loops[..chain.loops.len() - 1].iter().rev().copied().filter(|&(m, ..)| usable(m)).collect();
+    let ms = dims[..dims.len() - 1].iter().rev().flatten().filter(|d| usable(d.var)).cloned().collect();
     Some(Tileable { chain, n, ms })
 }
 
@@ -192,25 +224,45 @@ fn tileable(k: &Kernel) -> Option<Tileable> {
 /// then still step along neighbouring cells), with the largest of the
 /// target's tiles that divides both trips and leaves at least
 /// `gpu.min_threads` threads; later candidates are the smaller tiles, then
-/// the loops further out. The host (`blocked`) takes the largest tile of
-/// any loop (innermost on ties): a convolution with 62 output columns
-/// tiles 4 images x 16 channels, 8 vector sums, rather than 2 columns x
-/// 16 channels, 4 (too few independent chains to hide the adds' latency).
+/// the loops further out. A symbolic trip (a dynamic kernel's) need not
+/// divide: its cells past the extent are guarded; in the threshold it
+/// counts as [`DYN_TRIP`] when it is `m`'s or `n`'s, else as 1. The host
+/// (`blocked`) takes the largest tile of any loop with constant trips
+/// (innermost on ties): a convolution with 62 output columns tiles 4
+/// images x 16 channels, 8 vector sums, rather than 2 columns x 16
+/// channels, 4 (too few independent chains to hide the adds' latency).
 pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Vec<TileChoice> {
     let Some(t) = tileable(k) else { return Vec::new() };
-    let (_, _, n_trip) = t.n;
-    let cells = t.chain.cells();
     let mut out: Vec<TileChoice> = Vec::new();
-    for &(m, _, m_trip) in &t.ms {
+    // A window (reductions nested around the innermost, a convolution's)
+    // keeps symbolic trips whole: its channels are often few, so a tile of
+    // them would be mostly guarded off, and `block-tiles` shares its
+    // operands without one.
+    let mut reduces = 0;
+    k.walk(&mut |n| reduces += matches!(n, Node::For(f) if f.kind == LoopKind::Reduce) as usize);
+    for m in t.ms.iter().filter(|m| reduces <= 1 || (m.trip.is_some() && t.n.trip.is_some())) {
+        let cells: i64 = t
+            .chain
+            .loops
+            .iter()
+            .zip(&t.chain.bounds)
+            .map(|(&(v, _, trip), (elo, ehi))| match known_trip(elo, ehi) {
+                Some(_) => trip.max(0),
+                None if v == m.var || v == t.n.var => DYN_TRIP,
+                None => 1,
+            })
+            .fold(1i64, |a, b| a.saturating_mul(b));
         let tiles: &[(i64, i64)] = match layout {
             TileLayout::Cyclic => &gpu.register_tiles,
             // The host runs every cell in one or two threads anyway.
             TileLayout::Blocked => &HOST_TILES,
         };
+        // A symbolic trip is guarded, on the GPU's cyclic tile only.
+        let divides = |d: &Dim, f: i64| d.trip.map_or(layout == TileLayout::Cyclic, |trip| trip % f == 0);
         for &(tm, tn) in tiles {
             let threads_ok = layout == TileLayout::Blocked || cells / (tm * tn) >= gpu.min_threads;
-            if m_trip % tm == 0 && n_trip % tn == 0 && threads_ok {
-                out.push(TileChoice { m, tile: (tm, tn), layout });
+            if divides(m, tm) && divides(&t.n, tn) && threads_ok {
+                out.push(TileChoice { m: m.var, tile: (tm, tn), layout });
             }
         }
     }
@@ -222,35 +274,63 @@ pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Vec<TileCh
     out
 }
 
+/// A loop's trip, `None` when a bound is not a constant.
+fn known_trip(lo: &IExpr, hi: &IExpr) -> Option<i64> {
+    Some(hi.as_const()? - lo.as_const()?)
+}
+
 /// `k` tiled as `choice` says, when the kernel has the shape the pass
 /// needs, `choice.m` is a usable loop and the tile divides both trips
 /// (any such choice computes the same cells; [`candidates`] adds the
-/// target's thresholds).
+/// target's thresholds). A symbolic trip (cyclic layout only) need not
+/// divide: the loop runs `T //^ TM` times and each cell of the tile is
+/// guarded by `lo <= m + (T //^ TM)*m_t < hi`, so a cell past the extent
+/// computes and stores nothing.
 pub fn apply(k: &Kernel, choice: &TileChoice) -> Option<Kernel> {
-    let Tileable { mut chain, n: (n, n_lo, n_trip), ms } = tileable(k)?;
-    let &(m, m_lo, m_trip) = ms.iter().find(|l| l.0 == choice.m)?;
+    let Tileable { mut chain, n, ms } = tileable(k)?;
+    let m = ms.iter().find(|l| l.var == choice.m)?.clone();
     let (tm, tn) = choice.tile;
     let layout = choice.layout;
-    if tm <= 0 || tn <= 0 || m_trip % tm != 0 || n_trip % tn != 0 {
+    let fits = |d: &Dim, f: i64| d.trip.map_or(layout == TileLayout::Cyclic, |trip| trip % f == 0);
+    if tm <= 0 || tn <= 0 || !fits(&m, tm) || !fits(&n, tn) {
         return None;
     }
 
     let mut t = k.clone();
-    chain.set_trip(&mut t.body, m, m_trip / tm);
-    chain.set_trip(&mut t.body, n, n_trip / tn);
+    // Each dimension's stride between the cells of a tile: `trip / T`,
+    // or `(hi - lo) //^ T` when symbolic (then the chain loop's new hi).
+    let stride = |d: &Dim, f: i64| match d.trip {
+        Some(trip) => IExpr::c(trip / f),
+        None => IExpr::bin(IBin::CeilDiv, if d.lo == 0 { d.hi.clone() } else { IExpr::sub(d.hi.clone(), IExpr::c(d.lo)) }, IExpr::c(f)),
+    };
+    for (d, f) in [(&m, tm), (&n, tn)] {
+        match d.trip {
+            Some(trip) => chain.set_trip(&mut t.body, d.var, trip / f),
+            None => chain.set_hi(&mut t.body, d.var, if d.lo == 0 { stride(d, f) } else { IExpr::add(IExpr::c(d.lo), stride(d, f)) }),
+        }
+    }
     // Each computation (the sum, and a clear before it) gets its own pair
     // of tile variables: a variable is bound once.
     let mut vars = t.vars.clone();
     wrap_computes(chain.rest_mut(&mut t.body), &mut |node| {
-        let mt = add_var(&mut vars, &format!("{}_t", k.vars[m].name));
-        let nt = add_var(&mut vars, &format!("{}_t", k.vars[n].name));
-        let at = |v: VarId, lo: i64, trip: i64, t: i64, vt: VarId| match layout {
-            TileLayout::Cyclic => IExpr::add(IExpr::v(v), IExpr::mul(IExpr::c(trip / t), IExpr::v(vt))),
-            TileLayout::Blocked => tile_index(v, lo, t, vt),
+        let mt = add_var(&mut vars, &format!("{}_t", k.vars[m.var].name));
+        let nt = add_var(&mut vars, &format!("{}_t", k.vars[n.var].name));
+        let at = |d: &Dim, t: i64, vt: VarId| match layout {
+            TileLayout::Cyclic => IExpr::add(IExpr::v(d.var), IExpr::mul(stride(d, t), IExpr::v(vt))),
+            TileLayout::Blocked => tile_index(d.var, d.lo, t, vt),
         };
-        let (m_at, n_at) = (at(m, m_lo, m_trip, tm, mt), at(n, n_lo, n_trip, tn, nt));
+        let (m_at, n_at) = (at(&m, tm, mt), at(&n, tn, nt));
         let mut inner = vec![node];
-        for_each_expr_mut(&mut inner, &mut |e| *e = e.substitute(m, &m_at).substitute(n, &n_at));
+        for_each_expr_mut(&mut inner, &mut |e| *e = e.substitute(m.var, &m_at).substitute(n.var, &n_at));
+        // The cells past a symbolic extent compute nothing.
+        let conds: Vec<Cond> = [(&m, &m_at), (&n, &n_at)]
+            .into_iter()
+            .filter(|(d, _)| d.trip.is_none())
+            .map(|(d, at)| Cond::InRange { e: at.clone(), lo: IExpr::c(d.lo), hi: d.hi.clone() })
+            .collect();
+        if !conds.is_empty() {
+            inner = vec![Node::Guard(Guard { conds, body: inner })];
+        }
         let cols = Node::For(For { var: nt, lo: IExpr::c(0), hi: IExpr::c(tn), kind: LoopKind::Unroll, body: inner });
         Node::For(For { var: mt, lo: IExpr::c(0), hi: IExpr::c(tm), kind: LoopKind::Unroll, body: vec![cols] })
     });
