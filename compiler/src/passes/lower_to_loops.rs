@@ -340,7 +340,7 @@ impl<'m> StmtLowering<'m> {
         let colon_stride = strides[colon].first().cloned().unwrap_or(IExpr::Const(1));
         let mut out = Vec::new();
         for k in 0..len.max(0) {
-            let offset = add(base.clone(), symbolic::fold(IBin::Mul, colon_stride.clone(), IExpr::Const(k)));
+            let offset = add(base.clone(), IExpr::fold(IBin::Mul, colon_stride.clone(), IExpr::Const(k)));
             let var = self.vars.len();
             self.vars.push(Var { name: format!("ld{}", self.loaded) });
             self.loaded += 1;

@@ -152,7 +152,7 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
                 for q in divisors {
                     checks.push(SymCheck { expr: q, min: 1, about: e, rule: rule.clone() });
                 }
-                for x in d.iter().filter(|x| !non_negative(x)) {
+                for x in d.iter().filter(|x| !x.is_non_negative()) {
                     checks.push(SymCheck { expr: x.clone(), min: 0, about: e, rule: rule.clone() });
                 }
                 d
@@ -201,7 +201,7 @@ fn infer_component(m: &Module, accs: &[Access], k: usize, ranks: &[usize], dims:
         // max(e, 0): one below e's extent, at least 0.
         let reach = match a.rest() {
             None => IExpr::Const(0),
-            Some(r) => fold(IBin::Max, fold(IBin::Sub, at(position_dims(r, dims).map_err(|_| a.span)?, a.span)?, IExpr::Const(1)), IExpr::Const(0)),
+            Some(r) => IExpr::fold(IBin::Max, IExpr::fold(IBin::Sub, at(position_dims(r, dims).map_err(|_| a.span)?, a.span)?, IExpr::Const(1)), IExpr::Const(0)),
         };
         let coef = match a.coef() {
             None => IExpr::Const(1),
@@ -216,14 +216,14 @@ fn infer_component(m: &Module, accs: &[Access], k: usize, ranks: &[usize], dims:
             IExpr::Const(_) => continue,
             _ => return Err(a.span),
         }
-        let room = fold(IBin::Sub, extent, reach);
-        if !non_negative(&room) {
+        let room = IExpr::fold(IBin::Sub, extent, reach);
+        if !room.is_non_negative() {
             checks.push(SymCheck { expr: room.clone(), min: 0, about, rule: format!("range inference from {}", a.describe(m)) });
         }
-        let dim = fold(IBin::CeilDiv, room, coef);
+        let dim = IExpr::fold(IBin::CeilDiv, room, coef);
         best = Some(match best {
             None => dim,
-            Some(b) => fold(IBin::Min, b, dim),
+            Some(b) => IExpr::fold(IBin::Min, b, dim),
         });
     }
     Ok(best)
@@ -235,38 +235,6 @@ const BIND_HINT: &str = "bind the eintups it reads at build time (--bind NAME=[.
 /// panic.
 fn unreachable_eq<T>() -> Result<T, Vec<Diagnostic>> {
     Err(vec![Diagnostic::error("E0321", "internal: a dims equation changed kind")])
-}
-
-/// `a op b`, folded where both are constants and where an operand is the
-/// identity (so static dims stay constants and derived dims stay short).
-pub fn fold(op: IBin, a: IExpr, b: IExpr) -> IExpr {
-    match (op, &a, &b) {
-        (_, IExpr::Const(x), IExpr::Const(y)) if !(matches!(op, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) && *y == 0) => IExpr::Const(op.apply(*x, *y)),
-        (IBin::Add, IExpr::Const(0), _) => b,
-        (IBin::Add | IBin::Sub, _, IExpr::Const(0)) => a,
-        (IBin::Mul, IExpr::Const(1), _) => b,
-        (IBin::Mul | IBin::FloorDiv | IBin::CeilDiv, _, IExpr::Const(1)) => a,
-        // (x - c) + c and (x + c) - c: the `d - 1 + 1` of every bound.
-        (IBin::Add, IExpr::Bin(IBin::Sub, x, c), _) if **c == b => (**x).clone(),
-        (IBin::Sub, IExpr::Bin(IBin::Add, x, c), _) if **c == b => (**x).clone(),
-        (IBin::Max, _, IExpr::Const(0)) if non_negative(&a) => a,
-        _ => IExpr::bin(op, a, b),
-    }
-}
-
-/// Is `e` provably `>= 0` for every value of its symbols (which are)?
-pub fn non_negative(e: &IExpr) -> bool {
-    match e {
-        IExpr::Const(c) => *c >= 0,
-        IExpr::Sym(_) => true,
-        IExpr::Var(_) => false,
-        IExpr::Bin(op, a, b) => match op {
-            IBin::Add | IBin::Mul | IBin::FloorDiv | IBin::CeilDiv | IBin::Min => non_negative(a) && non_negative(b),
-            IBin::Max => non_negative(a) || non_negative(b),
-            IBin::Mod => non_negative(b),
-            IBin::Sub => false,
-        },
-    }
 }
 
 pub fn index_bin(op: IndexOp) -> IBin {
@@ -322,14 +290,14 @@ fn eval(e: &IndexExpr, dims: &[Option<Vec<IExpr>>], ranks: &[usize], divisors: &
                     SymVal::Scalar(q) => std::slice::from_ref(q),
                     SymVal::Tuple(v) => v.as_slice(),
                 };
-                divisors.extend(qs.iter().filter(|q| q.is_symbolic() && non_negative(q) && !divisors.contains(q)).cloned().collect::<Vec<_>>());
+                divisors.extend(qs.iter().filter(|q| q.is_symbolic() && q.is_non_negative() && !divisors.contains(q)).cloned().collect::<Vec<_>>());
             }
             let op = index_bin(*op);
             match (x, y) {
-                (SymVal::Scalar(p), SymVal::Scalar(q)) => SymVal::Scalar(fold(op, p, q)),
-                (SymVal::Scalar(p), SymVal::Tuple(v)) => SymVal::Tuple(v.into_iter().map(|q| fold(op, p.clone(), q)).collect()),
-                (SymVal::Tuple(v), SymVal::Scalar(q)) => SymVal::Tuple(v.into_iter().map(|p| fold(op, p, q.clone())).collect()),
-                (SymVal::Tuple(v), SymVal::Tuple(w)) if v.len() == w.len() => SymVal::Tuple(v.into_iter().zip(w).map(|(p, q)| fold(op, p, q)).collect()),
+                (SymVal::Scalar(p), SymVal::Scalar(q)) => SymVal::Scalar(IExpr::fold(op, p, q)),
+                (SymVal::Scalar(p), SymVal::Tuple(v)) => SymVal::Tuple(v.into_iter().map(|q| IExpr::fold(op, p.clone(), q)).collect()),
+                (SymVal::Tuple(v), SymVal::Scalar(q)) => SymVal::Tuple(v.into_iter().map(|p| IExpr::fold(op, p, q.clone())).collect()),
+                (SymVal::Tuple(v), SymVal::Tuple(w)) if v.len() == w.len() => SymVal::Tuple(v.into_iter().zip(w).map(|(p, q)| IExpr::fold(op, p, q)).collect()),
                 _ => return Err(e.span),
             }
         }
@@ -361,16 +329,16 @@ impl Comp {
             // A variable's own range: its dim (never negative: derived dims
             // are checked).
             if let [l] = lives.as_slice() {
-                if *hi == fold(IBin::Sub, l.clone(), IExpr::Const(1)) {
+                if *hi == IExpr::fold(IBin::Sub, l.clone(), IExpr::Const(1)) {
                     return l.clone();
                 }
             }
         }
         let (_, hi, lives) = self.parts();
-        let mut x = fold(IBin::Max, fold(IBin::Add, hi, IExpr::Const(1)), IExpr::Const(0));
+        let mut x = IExpr::fold(IBin::Max, IExpr::fold(IBin::Add, hi, IExpr::Const(1)), IExpr::Const(0));
         for l in lives {
             if l != x {
-                x = fold(IBin::Mul, x, fold(IBin::Min, l, IExpr::Const(1)));
+                x = IExpr::fold(IBin::Mul, x, IExpr::fold(IBin::Min, l, IExpr::Const(1)));
             }
         }
         x
@@ -381,7 +349,7 @@ impl Comp {
 /// monotone forms first mentions use; `None` otherwise.
 fn comp_op(op: IndexOp, x: Comp, y: Comp) -> Option<Comp> {
     if let (Comp::Exact(p), Comp::Exact(q)) = (&x, &y) {
-        return Some(Comp::Exact(fold(index_bin(op), p.clone(), q.clone())));
+        return Some(Comp::Exact(IExpr::fold(index_bin(op), p.clone(), q.clone())));
     }
     let exact_y = match &y {
         Comp::Exact(c) => Some(c.clone()),
@@ -391,25 +359,25 @@ fn comp_op(op: IndexOp, x: Comp, y: Comp) -> Option<Comp> {
     let (yl, yh, ly) = y.parts();
     lives.extend(ly);
     let (lo, hi) = match op {
-        IndexOp::Add => (fold(IBin::Add, xl, yl), fold(IBin::Add, xh, yh)),
-        IndexOp::Sub => (fold(IBin::Sub, xl, yh), fold(IBin::Sub, xh, yl)),
-        IndexOp::Mul => match (&exact_y, non_negative(&xl) && non_negative(&yl)) {
-            (Some(IExpr::Const(c)), _) if *c < 0 => (fold(IBin::Mul, xh, yh), fold(IBin::Mul, xl, yl)),
-            (_, true) => (fold(IBin::Mul, xl, yl), fold(IBin::Mul, xh, yh)),
+        IndexOp::Add => (IExpr::fold(IBin::Add, xl, yl), IExpr::fold(IBin::Add, xh, yh)),
+        IndexOp::Sub => (IExpr::fold(IBin::Sub, xl, yh), IExpr::fold(IBin::Sub, xh, yl)),
+        IndexOp::Mul => match (&exact_y, xl.is_non_negative() && yl.is_non_negative()) {
+            (Some(IExpr::Const(c)), _) if *c < 0 => (IExpr::fold(IBin::Mul, xh, yh), IExpr::fold(IBin::Mul, xl, yl)),
+            (_, true) => (IExpr::fold(IBin::Mul, xl, yl), IExpr::fold(IBin::Mul, xh, yh)),
             _ => return None,
         },
         IndexOp::FloorDiv | IndexOp::CeilDiv => {
-            let c = exact_y.filter(non_negative)?;
+            let c = exact_y.filter(IExpr::is_non_negative)?;
             let b = index_bin(op);
-            (fold(b, xl, c.clone()), fold(b, xh, c))
+            (IExpr::fold(b, xl, c.clone()), IExpr::fold(b, xh, c))
         }
         IndexOp::Mod => {
             // x % c with x from 0: [0, min(hi, c - 1)].
-            let c = exact_y.filter(non_negative)?;
+            let c = exact_y.filter(IExpr::is_non_negative)?;
             if xl != IExpr::Const(0) {
                 return None;
             }
-            (xl, fold(IBin::Min, xh, fold(IBin::Sub, c, IExpr::Const(1))))
+            (xl, IExpr::fold(IBin::Min, xh, IExpr::fold(IBin::Sub, c, IExpr::Const(1))))
         }
     };
     Some(Comp::Range { lo, hi, lives })
@@ -428,17 +396,17 @@ fn comps(e: &IndexExpr, dims: &[Vec<IExpr>]) -> Result<SymComps, Span> {
         IndexKind::Var(t) => SymComps::Tuple(
             known(t)?
                 .into_iter()
-                .map(|d| Comp::Range { lo: IExpr::Const(0), hi: fold(IBin::Sub, d.clone(), IExpr::Const(1)), lives: vec![d] })
+                .map(|d| Comp::Range { lo: IExpr::Const(0), hi: IExpr::fold(IBin::Sub, d.clone(), IExpr::Const(1)), lives: vec![d] })
                 .collect(),
         ),
         IndexKind::Flat(args) => {
             let mut prod = IExpr::Const(1);
             for a in args {
                 for d in position_dims_at(a, dims)? {
-                    prod = fold(IBin::Mul, prod, d);
+                    prod = IExpr::fold(IBin::Mul, prod, d);
                 }
             }
-            SymComps::Tuple(vec![Comp::Range { lo: IExpr::Const(0), hi: fold(IBin::Sub, prod.clone(), IExpr::Const(1)), lives: vec![prod] }])
+            SymComps::Tuple(vec![Comp::Range { lo: IExpr::Const(0), hi: IExpr::fold(IBin::Sub, prod.clone(), IExpr::Const(1)), lives: vec![prod] }])
         }
         IndexKind::Slice { .. } => return Err(e.span),
         IndexKind::Bin(op, a, b) => {

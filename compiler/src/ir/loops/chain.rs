@@ -205,7 +205,7 @@ impl Chain {
     pub fn cells_expr(&self) -> IExpr {
         self.bounds.iter().zip(&self.loops).fold(IExpr::c(1), |total, ((lo, hi), &(_, _, trip))| {
             let trip = if lo.is_symbolic() || hi.is_symbolic() { symbolic_trip(lo, hi) } else { IExpr::c(trip) };
-            fold(IBin::Mul, total, trip)
+            IExpr::fold(IBin::Mul, total, trip)
         })
     }
 
@@ -313,17 +313,9 @@ impl Chain {
 
 /// `max(hi - lo, 0)`, folded where constant.
 pub fn symbolic_trip(lo: &IExpr, hi: &IExpr) -> IExpr {
-    fold(IBin::Max, fold(IBin::Sub, hi.clone(), lo.clone()), IExpr::c(0))
+    IExpr::fold(IBin::Max, IExpr::fold(IBin::Sub, hi.clone(), lo.clone()), IExpr::c(0))
 }
 
-/// `op(a, b)`, folded when both are constants (and `1 * x` kept as `x`).
-pub fn fold(op: IBin, a: IExpr, b: IExpr) -> IExpr {
-    match (op, a.as_const(), b.as_const()) {
-        (_, Some(x), Some(y)) => IExpr::c(op.apply(x, y)),
-        (IBin::Mul, Some(1), _) => b,
-        _ => IExpr::bin(op, a, b),
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@
 //!
 //! docs/codegen.md describes how the lowering uses each.
 
-use super::chain::{fold, Chain, Step};
+use super::chain::{Chain, Step};
 use super::{BufId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VarId, WriteKind};
 
 /// The kernel's parallel chain (`ir::loops::chain`) as one grid-stride
@@ -67,7 +67,7 @@ pub fn thread_count_expr(k: &Kernel) -> IExpr {
     match c.total.as_const() {
         // As `thread_count`: saturating, never wrapping.
         Some(t) => IExpr::c(t.saturating_mul(c.block.unwrap_or(1))),
-        None => fold(IBin::Mul, c.total, IExpr::c(c.block.unwrap_or(1))),
+        None => IExpr::fold(IBin::Mul, c.total, IExpr::c(c.block.unwrap_or(1))),
     }
 }
 

@@ -76,6 +76,40 @@ impl IExpr {
         IExpr::bin(IBin::Mul, a, b)
     }
 
+    /// `op(a, b)`, folded where both are constants and where an operand is
+    /// an identity (`x + 0`, `1 * x`, `x // 1`, `(x - c) + c`, `max(x, 0)`
+    /// of a non-negative `x`): exact rewrites, so static extents stay
+    /// constants and symbolic ones stay short.
+    pub fn fold(op: IBin, a: IExpr, b: IExpr) -> IExpr {
+        match (op, &a, &b) {
+            (_, IExpr::Const(x), IExpr::Const(y)) => IExpr::Const(op.apply(*x, *y)),
+            (IBin::Add, IExpr::Const(0), _) => b,
+            (IBin::Add | IBin::Sub, _, IExpr::Const(0)) => a,
+            (IBin::Mul, IExpr::Const(1), _) => b,
+            (IBin::Mul | IBin::FloorDiv | IBin::CeilDiv, _, IExpr::Const(1)) => a,
+            (IBin::Add, IExpr::Bin(IBin::Sub, x, c), _) if **c == b => (**x).clone(),
+            (IBin::Sub, IExpr::Bin(IBin::Add, x, c), _) if **c == b => (**x).clone(),
+            (IBin::Max, _, IExpr::Const(0)) if a.is_non_negative() => a,
+            _ => IExpr::bin(op, a, b),
+        }
+    }
+
+    /// Is the expression `>= 0` whatever its dim symbols (which are) and
+    /// with no loop variable in it?
+    pub fn is_non_negative(&self) -> bool {
+        match self {
+            IExpr::Const(c) => *c >= 0,
+            IExpr::Sym(_) => true,
+            IExpr::Var(_) => false,
+            IExpr::Bin(op, a, b) => match op {
+                IBin::Add | IBin::Mul | IBin::FloorDiv | IBin::CeilDiv | IBin::Min => a.is_non_negative() && b.is_non_negative(),
+                IBin::Max => a.is_non_negative() || b.is_non_negative(),
+                IBin::Mod => b.is_non_negative(),
+                IBin::Sub => false,
+            },
+        }
+    }
+
     /// Value at a point; `env[v]` is variable `v`'s value. Dim symbols
     /// must have been bound ([`IExpr::bind_dims`]); an unbound one reads
     /// as 0, so that evaluation stays total (the verifier and the
