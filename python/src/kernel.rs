@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::Module;
-use eintup::ir::loops::{FloatWidth, FpContract};
+use eintup::ir::loops::{FloatWidth, FpContract, LoopModule};
 use eintup::pipeline::{self, GpuOptions};
 use eintup::sema::InputShape;
 use eintup::tensor::{DType, Data, Tensor};
@@ -132,7 +132,8 @@ pub struct Kernel {
     /// compiled again (docs/dynamic-shapes.md).
     pub dynamic: bool,
     /// By (compute capability, every eintup's rank).
-    dynamic_bundles: RefCell<BTreeMap<(u32, Vec<usize>), Rc<eintup_runtime::Bundle>>>,
+    /// Each with its loop module, which counts a call's work at its dims.
+    dynamic_bundles: RefCell<BTreeMap<(u32, Vec<usize>), Rc<(eintup_runtime::Bundle, LoopModule)>>>,
 }
 
 impl Kernel {
@@ -161,10 +162,10 @@ impl Kernel {
     fn gpu_bundle(&self, module: &Module, config: &eintup::sema::Config, sm: u32) -> Result<eintup_runtime::Bundle, Failure> {
         let opts = BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract };
         let gpu = GpuOptions::new(self.float, self.fp_contract, sm);
-        let (planned, _) = pipeline::planned(&self.src, module, self.float, self.fp_contract)?;
-        let lm = pipeline::lower_gpu(&self.src, &planned, &gpu)?;
-        pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
         if !self.dynamic {
+            let (planned, _) = pipeline::planned(&self.src, module, self.float, self.fp_contract)?;
+            let lm = pipeline::lower_gpu(&self.src, &planned, &gpu)?;
+            pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
             return eintup_codegen::bundle::build(&self.src, module, &lm, config, &opts);
         }
         let ranks: Vec<usize> = config.dims.iter().map(|(_, d)| d.len()).collect();
@@ -176,11 +177,12 @@ impl Kernel {
                 let rank_args: Vec<(String, usize)> = config.dims.iter().map(|(n, d)| (n.clone(), d.len())).collect();
                 let (prog, sym) = pipeline::symbolic_for(&self.src, &self.binds, &rank_args)?;
                 let dyn_lm = pipeline::lower_gpu_symbolic(&self.src, &prog, &sym, &gpu)?;
-                let b = Rc::new(eintup_codegen::bundle::build_dynamic(&self.src, &prog, &sym, &dyn_lm, &opts)?);
+                let b = Rc::new((eintup_codegen::bundle::build_dynamic(&self.src, &prog, &sym, &dyn_lm, &opts)?, dyn_lm));
                 self.dynamic_bundles.borrow_mut().insert(key, b.clone());
                 b
             }
         };
+        let (b, dyn_lm) = (&b.0, &b.1);
         // Every eintup's dims as the caller's `--bind`s: the inputs'
         // shapes agree with them (they were derived from them), and inputs
         // left out get theirs.
@@ -188,7 +190,13 @@ impl Kernel {
         let given: Vec<(String, Vec<i64>)> = config.dims.iter().filter(|(n, _)| m.dynamic.as_ref().is_some_and(|d| d.eintups.contains_key(n))).cloned().collect();
         let shapes = module.arrays.iter().enumerate().filter(|(_, a)| a.is_input).map(|(i, a)| (a.name.clone(), module.array_shape(i).unwrap_or_default().iter().map(|&d| d.max(0) as usize).collect())).collect();
         let given = m.given_dims(&given).map_err(eintup_codegen::gpu::runtime_failure)?;
-        Ok(b.bind_given(&shapes, &given).map_err(eintup_codegen::gpu::runtime_failure)?.0)
+        let (bound, dims) = b.bind_given(&shapes, &given).map_err(eintup_codegen::gpu::runtime_failure)?;
+        // The work limit, counted on the dynamic loop module at these dims
+        // (no lowering per shape: that is what `dynamic` saves).
+        let values: Vec<i64> = dyn_lm.dims.iter().map(|d| dims.get(&d.name).copied().unwrap_or(0)).collect();
+        let at = dyn_lm.bind_dims(&values).map_err(|e| Failure::Internal(format!("binding the dynamic loop module: {e}")))?;
+        pipeline::check_loop_work(&self.src, module, &at, eintup::driver::DEFAULT_MAX_WORK)?;
+        Ok(bound)
     }
 
     fn shapes(key: &Key) -> Vec<InputShape> {

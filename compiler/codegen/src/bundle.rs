@@ -35,6 +35,17 @@ pub struct BuildOptions {
     pub fp_contract: FpContract,
 }
 
+/// `lm`'s PTX, and its kernels' registers and spills where ptxas is
+/// installed (it must accept the PTX; a build succeeds without it).
+fn checked_ptx(lm: &LoopModule, o: &BuildOptions) -> Result<(String, crate::PtxInfo, Vec<crate::KernelResources>), Failure> {
+    let (ptx, info) = crate::emit_ptx(lm, o.seed, o.sm, o.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    let resources = match crate::ptxas_path() {
+        Some(_) => crate::ptxas_check(&ptx, o.sm).map_err(|e| Failure::Internal(format!("ptxas rejected the generated PTX: {e}")))?,
+        None => Vec::new(),
+    };
+    Ok((ptx, info, resources))
+}
+
 /// Compiles `lm` (lowered from `module`) into a bundle.
 pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o: &BuildOptions) -> Result<Bundle, Failure> {
     // The input generators' kernels go into the same PTX module: they share
@@ -51,13 +62,7 @@ pub fn build(src: &Source, module: &Module, lm: &LoopModule, config: &Config, o:
         all.kernels.extend(gen.kernels.iter().cloned());
     }
     let gpu = GpuTarget::for_sm(o.sm);
-    let (ptx, info) = crate::emit_ptx(&all, o.seed, o.sm, o.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
-    // Registers and spills when ptxas is installed; the build succeeds
-    // without it.
-    let resources = match crate::ptxas_path() {
-        Some(_) => crate::ptxas_check(&ptx, o.sm).map_err(|e| Failure::Internal(format!("ptxas rejected the generated PTX: {e}")))?,
-        None => Vec::new(),
-    };
+    let (ptx, info, resources) = checked_ptx(&all, o)?;
     let buffers = lm
         .buffers
         .iter()
@@ -195,10 +200,7 @@ pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims
 /// the checks accept: every symbol `v`, or (a slice's `e - lo - hi`) the
 /// symbols inputs give `4v` and the others `v`.
 pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::sema::symbolic::SymbolicConfig, lm: &LoopModule, o: &BuildOptions) -> Result<Bundle, Failure> {
-    let (ptx, info) = crate::emit_ptx(lm, o.seed, o.sm, o.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
-    if crate::ptxas_path().is_some() {
-        crate::ptxas_check(&ptx, o.sm).map_err(|e| Failure::Internal(format!("ptxas rejected the generated PTX: {e}")))?;
-    }
+    let (ptx, info, _) = checked_ptx(lm, o)?;
     let m = &prog.module;
     let text = |e: &loops::IExpr| loops::print::shape_extent(lm, e);
     let checks: Vec<manifest::DimCheck> =

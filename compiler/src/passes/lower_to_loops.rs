@@ -39,6 +39,9 @@ pub struct Extents {
     pub eintups: Vec<Vec<IExpr>>,
     /// Per array, per signature position.
     pub positions: Vec<Vec<Vec<IExpr>>>,
+    /// Every eintup's dims when all are constants (a `FLAT` argument's
+    /// own range is then the static rule's), computed once.
+    statics: Option<Vec<Vec<i64>>>,
 }
 
 impl Extents {
@@ -48,22 +51,22 @@ impl Extents {
             return Err(PassError::Internal("lower-to-loops needs a specialised module (run `specialize` first)".into()));
         }
         let consts = |d: &Option<Vec<i64>>| d.as_deref().map(static_shape).unwrap_or_default();
-        Ok(Extents {
-            symbols: Vec::new(),
-            eintups: m.eintups.iter().map(|e| consts(&e.dims)).collect(),
-            positions: m.arrays.iter().map(|a| a.positions.iter().map(|p| consts(&p.dims)).collect()).collect(),
-        })
+        Ok(Extents::new(
+            Vec::new(),
+            m.eintups.iter().map(|e| consts(&e.dims)).collect(),
+            m.arrays.iter().map(|a| a.positions.iter().map(|p| consts(&p.dims)).collect()).collect(),
+        ))
     }
 
     /// A dynamic build's extents (ranks fixed, dims over symbols).
     pub fn of_symbolic(m: &Module, sym: &SymbolicConfig) -> Result<Extents, PassError> {
         let positions = (0..m.arrays.len()).map(|a| sym.array_positions(m, a)).collect::<Result<_, _>>().map_err(|d| PassError::User(vec![d]))?;
-        Ok(Extents { symbols: sym.symbols.clone(), eintups: sym.eintups.clone(), positions })
+        Ok(Extents::new(sym.symbols.clone(), sym.eintups.clone(), positions))
     }
 
-    /// The dims of every eintup when all are constants.
-    fn statics(&self) -> Option<Vec<Vec<i64>>> {
-        self.eintups.iter().map(|d| d.iter().map(IExpr::as_const).collect()).collect()
+    fn new(symbols: Vec<Dim>, eintups: Vec<Vec<IExpr>>, positions: Vec<Vec<Vec<IExpr>>>) -> Extents {
+        let statics = eintups.iter().map(|d| d.iter().map(IExpr::as_const).collect()).collect();
+        Extents { symbols, eintups, positions, statics }
     }
 }
 
@@ -227,14 +230,13 @@ impl<'m> StmtLowering<'m> {
 
     /// The vector of a `DIMS(..)` list.
     fn dims_list(&self, l: &DimsList) -> Result<Vec<IExpr>, PassError> {
-        let known: Vec<Option<Vec<IExpr>>> = self.ext.eintups.iter().cloned().map(Some).collect();
-        symbolic::dims_list(l, &known).ok_or_else(|| internal("a DIMS(..) literal overflows i64"))
+        symbolic::dims_list(l, |t| self.ext.eintups.get(t).cloned()).ok_or_else(|| internal("a DIMS(..) literal overflows i64"))
     }
 
     /// The dims of a `FLAT` argument: its own range (LANGUAGE.md s.4).
     fn flat_dims(&self, a: &IndexExpr) -> Result<Vec<IExpr>, PassError> {
-        if let Some(st) = self.ext.statics() {
-            let d = dims::flat_arg_dims_with(self.m, &st, a).map_err(|err| match err {
+        if let Some(st) = &self.ext.statics {
+            let d = dims::flat_arg_dims_with(self.m, st, a).map_err(|err| match err {
                 dims::FlatDimsError::User(d) => PassError::User(vec![d]),
                 dims::FlatDimsError::Internal(s) => internal(s),
             })?;

@@ -24,9 +24,8 @@
 use super::config::{DimsSource, Space};
 use super::infer_dims::Access;
 use super::Program;
-use crate::ir::et::{dims as et_dims, ArrayId, DimsItem, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, Module};
+use crate::ir::et::{dims as et_dims, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, Module};
 use crate::ir::loops::{Dim, IBin, IExpr};
-use et_grammar::ast::ConstraintSubject;
 use et_grammar::{Diagnostic, Span};
 
 /// One rank combination with symbolic dims.
@@ -133,12 +132,10 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
                 })
                 .collect(),
             DimsSource::Constrained => {
-                let c = prog
-                    .constraints
-                    .iter()
-                    .find(|c| c.subject == ConstraintSubject::Dims && c.target == e && matches!(c.rel, super::Rel::Eq(_)))
-                    .ok_or_else(|| vec![Diagnostic::error("E0321", format!("`{}` is constrained, but no equation gives it", t.name))])?;
-                let super::Rel::Eq(x) = &c.rel else { unreachable_eq()? };
+                let derived = space.derive(e).map(|ci| &prog.constraints[ci]);
+                let Some((c, super::Rel::Eq(x))) = derived.map(|c| (c, &c.rel)) else {
+                    return Err(vec![Diagnostic::error("E0321", format!("`{}` is constrained, but no equation gives it", t.name))]);
+                };
                 let rule = c.describe(m);
                 let mut divisors = Vec::new();
                 let v = eval(x, &dims, &ranks, &mut divisors).map_err(|sp| {
@@ -231,12 +228,6 @@ fn infer_component(m: &Module, accs: &[Access], k: usize, ranks: &[usize], dims:
 
 const BIND_HINT: &str = "bind the eintups it reads at build time (--bind NAME=[..])";
 
-/// `Rel::Eq` was matched by the search above; spelled as an error, not a
-/// panic.
-fn unreachable_eq<T>() -> Result<T, Vec<Diagnostic>> {
-    Err(vec![Diagnostic::error("E0321", "internal: a dims equation changed kind")])
-}
-
 pub fn index_bin(op: IndexOp) -> IBin {
     match op {
         IndexOp::Add => IBin::Add,
@@ -263,16 +254,10 @@ fn broadcast(v: SymVal, rank: usize) -> Option<Vec<IExpr>> {
     }
 }
 
-/// `DIMS(l)` over symbolic dims (`None` where an eintup's are not known).
-pub fn dims_list(l: &DimsList, dims: &[Option<Vec<IExpr>>]) -> Option<Vec<IExpr>> {
-    let mut v = Vec::new();
-    for i in &l.0 {
-        match i {
-            DimsItem::Eintup(t) => v.extend(dims.get(*t)?.clone()?),
-            DimsItem::Lit(n) => v.push(IExpr::Const(n.checked_add(1)?)),
-        }
-    }
-    Some(v)
+/// `DIMS(l)` over symbolic dims, `dims_of(t)` an eintup's (`None` where
+/// one is not known).
+pub fn dims_list(l: &DimsList, dims_of: impl Fn(EintupId) -> Option<Vec<IExpr>>) -> Option<Vec<IExpr>> {
+    l.value_with(dims_of, |n| Some(IExpr::Const(n.checked_add(1)?)))
 }
 
 /// A constraint's right side (`Lit`, `Dims`, `Rank`, `Bin`) over the dims
@@ -282,7 +267,7 @@ fn eval(e: &IndexExpr, dims: &[Option<Vec<IExpr>>], ranks: &[usize], divisors: &
     Ok(match &e.kind {
         IndexKind::Lit(n) => SymVal::Scalar(IExpr::Const(*n)),
         IndexKind::Rank(l) => SymVal::Scalar(IExpr::Const(l.iter().map(|t| ranks.get(*t).copied().unwrap_or(0) as i64).sum())),
-        IndexKind::Dims(l) => SymVal::Tuple(dims_list(l, dims).ok_or(e.span)?),
+        IndexKind::Dims(l) => SymVal::Tuple(dims_list(l, |t| dims.get(t).cloned().flatten()).ok_or(e.span)?),
         IndexKind::Bin(op, a, b) => {
             let (x, y) = (eval(a, dims, ranks, divisors)?, eval(b, dims, ranks, divisors)?);
             if matches!(op, IndexOp::FloorDiv | IndexOp::CeilDiv | IndexOp::Mod) {
@@ -389,10 +374,7 @@ fn comps(e: &IndexExpr, dims: &[Vec<IExpr>]) -> Result<SymComps, Span> {
     Ok(match &e.kind {
         IndexKind::Lit(n) => SymComps::Scalar(Comp::Exact(IExpr::Const(*n))),
         IndexKind::Rank(l) => SymComps::Scalar(Comp::Exact(IExpr::Const(l.iter().map(|t| dims.get(*t).map_or(0, Vec::len) as i64).sum()))),
-        IndexKind::Dims(l) => {
-            let some: Vec<Option<Vec<IExpr>>> = dims.iter().cloned().map(Some).collect();
-            SymComps::Tuple(dims_list(l, &some).ok_or(e.span)?.into_iter().map(Comp::Exact).collect())
-        }
+        IndexKind::Dims(l) => SymComps::Tuple(dims_list(l, |t| dims.get(t).cloned()).ok_or(e.span)?.into_iter().map(Comp::Exact).collect()),
         IndexKind::Var(t) => SymComps::Tuple(
             known(t)?
                 .into_iter()

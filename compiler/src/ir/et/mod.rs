@@ -185,11 +185,17 @@ impl DimsList {
 
     /// The static vector given each eintup's dims (`None` if one is unknown).
     pub fn value(&self, dims_of: impl Fn(EintupId) -> Option<Vec<i64>>) -> Option<Vec<i64>> {
+        self.value_with(dims_of, |n| n.checked_add(1))
+    }
+
+    /// [`DimsList::value`] over any representation of dims (constants, or
+    /// expressions over dim symbols): `lit(n)` is a literal's component.
+    pub fn value_with<T>(&self, dims_of: impl Fn(EintupId) -> Option<Vec<T>>, lit: impl Fn(i64) -> Option<T>) -> Option<Vec<T>> {
         let mut v = Vec::new();
         for i in &self.0 {
             match i {
                 DimsItem::Eintup(t) => v.extend(dims_of(*t)?),
-                DimsItem::Lit(n) => v.push(n.checked_add(1)?),
+                DimsItem::Lit(n) => v.push(lit(*n)?),
             }
         }
         Some(v)

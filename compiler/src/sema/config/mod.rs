@@ -248,6 +248,12 @@ impl<'a> Space<'a> {
         &self.order
     }
 
+    /// The `DIMS(e) = expr` constraint that derives eintup `e` (its index
+    /// in the program's constraints), if one does.
+    pub fn derive(&self, e: EintupId) -> Option<usize> {
+        self.derive.get(e).copied().flatten()
+    }
+
     /// The accesses an inferred eintup `e` is inferred from.
     pub fn used(&self, e: EintupId) -> &[Access] {
         self.used.get(e).map_or(&[], Vec::as_slice)
