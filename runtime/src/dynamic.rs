@@ -88,20 +88,12 @@ impl Dynamic {
     }
 }
 
-/// `NAME=[d1,d2,..]` (a run-time `--bind`; `NAME=[]` is rank 0).
-pub fn parse_bind(spec: &str) -> Result<(String, Vec<i64>)> {
-    let bad = || Error::Input { name: spec.to_string(), reason: "expected NAME=[d1,d2,..] with dims >= 0".into() };
-    let (name, list) = spec.split_once('=').ok_or_else(bad)?;
-    let inner = list.trim().strip_prefix('[').and_then(|l| l.strip_suffix(']')).ok_or_else(bad)?;
-    let dims = if inner.trim().is_empty() {
-        Vec::new()
-    } else {
-        inner.split(',').map(|d| d.trim().parse::<i64>().ok().filter(|d| *d >= 0).ok_or_else(bad)).collect::<Result<_>>()?
-    };
-    match name.trim() {
-        "" => Err(bad()),
-        n => Ok((n.to_string(), dims)),
-    }
+/// Run-time `--bind NAME=[d1,d2,..]`s (`NAME=[]` is rank 0), as
+/// [`Manifest::given_dims`] takes them: the compiler's grammar
+/// (`eintup_tensor::bind`), an eintup bound twice included.
+pub fn parse_binds<S: AsRef<str>>(specs: &[S]) -> Result<Vec<(String, Vec<i64>)>> {
+    let binds = eintup_tensor::bind::parse_bindings(specs).map_err(|e| Error::InvalidArgument(format!("--bind: {e}")))?;
+    Ok(binds.into_iter().map(|b| (b.name, b.dims)).collect())
 }
 
 impl Manifest {

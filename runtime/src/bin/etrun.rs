@@ -214,7 +214,7 @@ fn open(path: &Path, args: &Args) -> Result<(Bundle, BTreeMap<String, Tensor>), 
     let bundle = if args.binds.is_empty() {
         bundle.bind_inputs(&inputs)?.into_owned()
     } else {
-        let binds = args.binds.iter().map(|b| eintup_runtime::dynamic::parse_bind(b)).collect::<Result<Vec<_>, _>>()?;
+        let binds = eintup_runtime::dynamic::parse_binds(&args.binds)?;
         let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
         bundle.bind_given(&shapes, &bundle.manifest().given_dims(&binds)?)?.0
     };

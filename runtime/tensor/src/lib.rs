@@ -1,4 +1,5 @@
-//! The element types and host tensors of eintup (docs/runtime.md, Tensors).
+//! The element types and host tensors of eintup (docs/runtime.md, Tensors),
+//! and the `--bind` grammar every tool reads.
 //!
 //! A leaf crate of its own: the compiler's core, its backends and the
 //! runtime all exchange these tensors, and the core must build without the
@@ -6,6 +7,7 @@
 //! re-exports both modules, so `eintup_runtime::tensor` and
 //! `eintup_runtime::npy` name the same items.
 
+pub mod bind;
 pub mod npy;
 pub mod tensor;
 

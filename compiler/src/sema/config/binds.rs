@@ -1,76 +1,12 @@
 //! `--bind NAME=[d1, ...]`: an eintup's dims given on the command line,
-//! the first source of dims ([`Space::new`](super::Space::new)).
+//! the first source of dims ([`Space::new`](super::Space::new)). The
+//! grammar is shared with the runtime's tools (`eintup_tensor::bind`);
+//! here its errors get their code.
 
-/// `--bind NAME=[d1, ...]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Binding {
-    pub name: String,
-    pub dims: Vec<i64>,
-}
+pub use eintup_tensor::bind::{parse_binding, Binding};
 
-/// Parses `--bind` arguments; a malformed one, or one eintup bound twice
-/// to different dims (which would silently take one of them), is error
-/// E0301 (a message: it has no place in the source).
+/// Parses `--bind` arguments; a malformed one, or one eintup bound twice,
+/// is error E0301 (a message: it has no place in the source).
 pub fn parse_bindings(binds: &[String]) -> Result<Vec<Binding>, String> {
-    let parsed: Vec<Binding> = binds.iter().map(|b| parse_binding(b).map_err(|e| format!("error[E0301]: {e}"))).collect::<Result<_, _>>()?;
-    for (i, b) in parsed.iter().enumerate() {
-        if let Some(a) = parsed[..i].iter().find(|a| a.name == b.name && a.dims != b.dims) {
-            return Err(format!(
-                "error[E0301]: eintup `{}` is bound twice, to {:?} and to {:?}: give one --bind per eintup",
-                b.name.escape_debug(),
-                a.dims,
-                b.dims
-            ));
-        }
-    }
-    Ok(parsed)
-}
-
-/// Parses `NAME=[d1,d2,...]` (`NAME=[]` is rank 0).
-pub fn parse_binding(s: &str) -> Result<Binding, String> {
-    // Control characters are shown escaped, never sent to the terminal.
-    let bad = || format!("invalid binding `{}`: expected NAME=[d1,d2,...] with non-negative integers (NAME=[] is rank 0)", s.escape_debug());
-    let (name, rest) = s.split_once('=').ok_or_else(bad)?;
-    let name = name.trim();
-    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        return Err(bad());
-    }
-    let inner = rest.trim().strip_prefix('[').and_then(|r| r.strip_suffix(']')).ok_or_else(bad)?;
-    let mut dims = Vec::new();
-    if !inner.trim().is_empty() {
-        for p in inner.split(',') {
-            let d: i64 = p.trim().parse().map_err(|_| bad())?;
-            if d < 0 {
-                return Err(bad());
-            }
-            dims.push(d);
-        }
-    }
-    Ok(Binding { name: name.to_string(), dims })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bindings_parse() {
-        assert_eq!(parse_binding("a=[2, 3]"), Ok(Binding { name: "a".into(), dims: vec![2, 3] }));
-        assert_eq!(parse_binding("r=[]"), Ok(Binding { name: "r".into(), dims: vec![] }));
-        assert_eq!(parse_binding("z=[0]"), Ok(Binding { name: "z".into(), dims: vec![0] }));
-        assert!(parse_binding("a=[-1]").is_err());
-        assert!(parse_binding("a=2").is_err());
-        assert!(parse_binding("=[2]").is_err());
-        assert!(parse_binding("a=[x]").is_err());
-        // The terminal never sees a raw escape.
-        assert!(!parse_binding("a\x1b[31m=[1]").unwrap_err().contains('\x1b'));
-    }
-
-    #[test]
-    fn an_eintup_bound_twice_to_different_dims_is_an_error() {
-        let b = |v: &[&str]| parse_bindings(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-        let e = b(&["a=[2]", "c=[1]", "a=[3]"]).unwrap_err();
-        assert!(e.contains("E0301") && e.contains("`a` is bound twice, to [2] and to [3]"), "{e}");
-        assert_eq!(b(&["a=[2]", "a=[2]"]).unwrap().len(), 2);
-    }
+    eintup_tensor::bind::parse_bindings(binds).map_err(|e| format!("error[E0301]: {e}"))
 }

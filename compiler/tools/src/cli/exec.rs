@@ -33,7 +33,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     // A dynamic bundle is bound to the dims its inputs and --binds give,
     // and the program re-specialised to them; a static one keeps its own.
     let (b, binds) = if m.dynamic.is_some() {
-        let given = args.bind.iter().map(|b| eintup_runtime::dynamic::parse_bind(b)).collect::<Result<Vec<_>, _>>().map_err(bad)?;
+        let given = eintup_runtime::dynamic::parse_binds(&args.bind).map_err(bad)?;
         let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
         let (bound, dims) = b.bind_given(&shapes, &m.given_dims(&given).map_err(bad)?).map_err(bad)?;
         let binds = m.eintup_binds(&dims).map_err(bad)?;
