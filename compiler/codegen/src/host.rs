@@ -160,6 +160,10 @@ impl TargetLowering for HostLowering {
     }
 }
 
+/// The environment variable naming the CPU the JIT compiles for instead of
+/// this machine's ([`HostCpu::resolve`]).
+pub const HOST_CPU_ENV: &str = "EINTUP_HOST_CPU";
+
 /// Which x86-64 CPU host code is generated for.
 ///
 /// The JIT always runs `Native` code; a named CPU's code may use features
@@ -200,9 +204,43 @@ impl HostCpu {
         })
     }
 
-    /// LLVM's CPU name and feature string for this CPU.
+    /// The CPU `Native` stands for: this machine's, or the named one
+    /// `EINTUP_HOST_CPU` gives, so that a test run or a bug report
+    /// reproduces another machine's host code (an AVX2 EPYC's on an
+    /// AVX-512 Xeon). The JIT runs it, so a level whose features this CPU
+    /// lacks is refused rather than left to fault.
+    pub fn resolve(self) -> Result<HostCpu, String> {
+        let named = match (self, std::env::var(HOST_CPU_ENV)) {
+            (HostCpu::Native, Ok(name)) if !name.is_empty() => HostCpu::parse(&name).map_err(|e| format!("{HOST_CPU_ENV}: {e}"))?,
+            _ => return Ok(self),
+        };
+        match named.missing_feature() {
+            Some(f) => Err(format!("{HOST_CPU_ENV}={}: this CPU lacks `{f}`, which that level needs", std::env::var(HOST_CPU_ENV).unwrap_or_default())),
+            None => Ok(named),
+        }
+    }
+
+    /// A feature of this level the running CPU lacks, if any.
+    fn missing_feature(self) -> Option<&'static str> {
+        let needs: &[(&str, bool)] = match self {
+            HostCpu::Native | HostCpu::X86_64 => &[],
+            HostCpu::X86_64V2 => &[("sse4.2", std::is_x86_feature_detected!("sse4.2")), ("popcnt", std::is_x86_feature_detected!("popcnt"))],
+            HostCpu::X86_64V3 => &[("avx2", std::is_x86_feature_detected!("avx2")), ("fma", std::is_x86_feature_detected!("fma")), ("bmi2", std::is_x86_feature_detected!("bmi2"))],
+            HostCpu::X86_64V4 => &[
+                ("avx512f", std::is_x86_feature_detected!("avx512f")),
+                ("avx512bw", std::is_x86_feature_detected!("avx512bw")),
+                ("avx512dq", std::is_x86_feature_detected!("avx512dq")),
+                ("avx512vl", std::is_x86_feature_detected!("avx512vl")),
+            ],
+        };
+        needs.iter().find(|(_, has)| !has).map(|(f, _)| *f)
+    }
+
+    /// LLVM's CPU name and feature string for this CPU (`Native` as
+    /// [`HostCpu::resolve`] resolves it; an unusable `EINTUP_HOST_CPU` is
+    /// reported by [`host_machine`], which every compilation goes through).
     pub(crate) fn llvm_cpu(self) -> (String, String) {
-        match self {
+        match self.resolve().unwrap_or(self) {
             HostCpu::Native => (TargetMachine::get_host_cpu_name().to_string(), TargetMachine::get_host_cpu_features().to_string()),
             // A named CPU brings its own features.
             named => (Self::ALL.iter().find(|(_, c)| *c == named).map_or("x86-64", |(n, _)| n).to_string(), String::new()),
@@ -217,7 +255,7 @@ pub(crate) fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> 
         .map_err(|e| CodegenError(format!("cannot initialise the host target: {e}")))?;
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(|e| CodegenError(format!("host target: {}", e.to_string())))?;
-    let (cpu, features) = cpu.llvm_cpu();
+    let (cpu, features) = cpu.resolve().map_err(CodegenError)?.llvm_cpu();
     target
         .create_target_machine(&triple, &cpu, &features, OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::JITDefault)
         .ok_or_else(|| CodegenError(format!("cannot create a target machine for {}", triple.as_str().to_string_lossy())))

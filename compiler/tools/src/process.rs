@@ -24,6 +24,12 @@ pub fn run_main_status(body: impl FnOnce() -> Result<i32, Failure> + std::panic:
         let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         eprintln!("internal compiler error: {msg}{loc}\nthis is a bug in eintup; please report it");
     }));
+    // The environment is input too: an unusable EINTUP_HOST_CPU is the
+    // user's error (exit 2) before any work, not a fault of the first JIT.
+    let body = move || {
+        eintup_codegen::HostCpu::Native.resolve().map_err(|e| Failure::user(format!("error: {e}")))?;
+        body()
+    };
     let code = match std::panic::catch_unwind(body) {
         Ok(Ok(code)) => code,
         Ok(Err(f)) => {
