@@ -173,6 +173,12 @@ impl CudaProgram {
         p.manifest().buffers.iter().filter(|b| b.role == Role::Output).map(|b| (b.name.clone(), b.dtype, b.shape.clone())).collect()
     }
 
+    /// [`Program::rebind`]: the same dynamic bundle at other dims.
+    pub fn rebind(&self, bundle: &eintup_runtime::Bundle) -> eintup_runtime::Result<()> {
+        let mut p = self.program.try_borrow_mut().map_err(|_| eintup_runtime::Error::InvalidArgument("the program is running".into()))?;
+        p.rebind(bundle)
+    }
+
     /// Waits for the work enqueued so far (the GIL released meanwhile),
     /// then lets the caller's tensors of the last call go: no launch uses
     /// them before the next call binds its own in their place.

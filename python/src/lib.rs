@@ -40,7 +40,7 @@ struct Bundle {
     on: Loaded,
     /// A dynamic bundle (format 2) as opened, and the input shapes the
     /// loaded program is bound to: a call with other shapes re-binds it
-    /// (`Bundle::bind_inputs`) and loads the bound bundle.
+    /// (`Bundle::bind_given`) and the loaded program to the bound bundle.
     dynamic: Option<(eintup_runtime::Bundle, BTreeMap<String, Vec<usize>>)>,
     /// Symbol values the caller's `binds` give (eintups no input gives).
     given: BTreeMap<String, i64>,
@@ -48,21 +48,20 @@ struct Bundle {
 
 impl Bundle {
     /// For a dynamic bundle, the program bound to these input shapes
-    /// (reloaded when they differ from the last call's); nothing to do for
-    /// a static one.
+    /// (re-bound, `Program::rebind`, when they differ from the last
+    /// call's); nothing to do for a static one.
     fn bind_to(&mut self, shapes: BTreeMap<String, Vec<usize>>) -> PyResult<()> {
         let Some((source, bound)) = &mut self.dynamic else { return Ok(()) };
         if *bound == shapes {
             return Ok(());
         }
         let (b, _) = source.bind_given(&shapes, &self.given).map_err(|e| runtime_error(&self.path, e))?;
-        self.on = match &self.on {
-            Loaded::Emu { .. } => Loaded::Emu { program: kernel::emulator().load(&b).map_err(|e| runtime_error(&self.path, e))?, written: Vec::new() },
-            Loaded::Cuda(p) => {
-                let dev = cuda::device(p.ordinal)?;
-                Loaded::Cuda(Rc::new(cuda::CudaProgram::new(dev.load(&b).map_err(|e| runtime_error(&self.path, e))?, p.ordinal, dev)))
-            }
-        };
+        // The loaded module stays: no second decode or driver JIT per shape.
+        match &mut self.on {
+            Loaded::Emu { program, .. } => program.rebind(&b),
+            Loaded::Cuda(p) => p.rebind(&b),
+        }
+        .map_err(|e| runtime_error(&self.path, e))?;
         *bound = shapes;
         Ok(())
     }

@@ -21,7 +21,7 @@ use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::check::{check_inputs, check_target};
 use crate::error::{Error, Result};
-use crate::manifest::{Role, Step};
+use crate::manifest::{Manifest, Role, Step};
 use crate::profile::ProfileReport;
 use eintup_tensor::tensor::Tensor;
 
@@ -156,25 +156,56 @@ pub(crate) fn prepare<B: Backend>(b: &mut B, bundle: &Bundle, inputs: &BTreeMap<
 /// resolves the main steps and every input's generator: a bundle made
 /// resident, run by [`execute`] as many times as wanted.
 pub(crate) fn load<B: Backend>(b: &mut B, bundle: &Bundle) -> Result<Prepared<B>> {
-    let manifest = bundle.manifest();
     let module = b.load(bundle.ptx())?;
-    let (mut slots, mut owned) = (Vec::with_capacity(manifest.buffers.len()), Vec::with_capacity(manifest.buffers.len()));
-    for buf in &manifest.buffers {
-        let bytes = buf.byte_size().unwrap_or(0);
-        // Kernels receive a null pointer for an empty buffer.
-        let mem = if bytes == 0 { None } else { Some(b.alloc(&buf.name, bytes)?) };
-        slots.push((mem.as_ref().map_or(0, |m| b.address(m)), bytes));
-        owned.push(mem);
-    }
+    let mut p = Prepared { actions: Vec::new(), generators: Vec::new(), slots: Vec::new(), owned: Vec::new(), module };
+    place(b, &mut p, bundle.manifest())?;
+    Ok(p)
+}
+
+/// Gives `p` the buffers and resolved steps of `manifest`. At load every
+/// buffer is allocated (zeroed). At a re-bind of the same dynamic bundle to
+/// other dims ([`Program::rebind`](crate::Program::rebind)) the module
+/// stays, and only a buffer whose byte size changed is allocated anew
+/// (zeroed, its old allocation freed); the others keep their allocation,
+/// contents and any caller's buffer bound in their place. Nothing changes
+/// unless everything succeeds. Returns which buffers were allocated anew.
+pub(crate) fn place<B: Backend>(b: &mut B, p: &mut Prepared<B>, manifest: &Manifest) -> Result<Vec<bool>> {
     let index: BTreeMap<&str, usize> = manifest.buffers.iter().enumerate().map(|(i, buf)| (buf.name.as_str(), i)).collect();
-    let mut p = Prepared { actions: Vec::new(), generators: Vec::new(), slots, owned, module };
+    let mut generators = Vec::with_capacity(manifest.generate.len());
     for g in &manifest.generate {
         let at = *index.get(g.buffer.as_str()).ok_or_else(|| Error::BadManifest(format!("generate: unknown buffer `{}`", g.buffer)))?;
-        let acts = actions(b, &p, &manifest.kernels, &g.steps, &index)?;
-        p.generators.push((at, acts));
+        generators.push((at, actions(b, &p.module, &manifest.kernels, &g.steps, &index)?));
     }
-    p.actions = actions(b, &p, &manifest.kernels, &manifest.steps, &index)?;
-    Ok(p)
+    let main = actions(b, &p.module, &manifest.kernels, &manifest.steps, &index)?;
+    let mut fresh = Vec::with_capacity(manifest.buffers.len());
+    for (i, buf) in manifest.buffers.iter().enumerate() {
+        let bytes = buf.byte_size().unwrap_or(0);
+        fresh.push(match p.slots.get(i) {
+            Some(&(_, had)) if had == bytes => None,
+            // Kernels receive a null pointer for an empty buffer.
+            _ => Some(if bytes == 0 { None } else { Some(b.alloc(&buf.name, bytes)?) }),
+        });
+    }
+    let mut anew = Vec::with_capacity(fresh.len());
+    for (i, (mem, buf)) in fresh.into_iter().zip(&manifest.buffers).enumerate() {
+        let Some(mem) = mem else {
+            anew.push(false);
+            continue;
+        };
+        let slot = (mem.as_ref().map_or(0, |m| b.address(m)), buf.byte_size().unwrap_or(0));
+        match i < p.slots.len() {
+            true => (p.slots[i], p.owned[i]) = (slot, mem),
+            false => {
+                p.slots.push(slot);
+                p.owned.push(mem);
+            }
+        }
+        anew.push(true);
+    }
+    p.slots.truncate(manifest.buffers.len());
+    p.owned.truncate(manifest.buffers.len());
+    (p.generators, p.actions) = (generators, main);
+    Ok(anew)
 }
 
 /// Copies `host` into buffer `i` (named `name`), which must be its size.
@@ -230,7 +261,7 @@ pub(crate) fn download_one<B: Backend>(b: &mut B, p: &Prepared<B>, i: usize) -> 
 /// device runs at once ([`capped_grid`]).
 fn actions<B: Backend>(
     b: &mut B,
-    p: &Prepared<B>,
+    module: &B::Module,
     kernels: &[crate::manifest::Kernel],
     steps: &[Step],
     index: &BTreeMap<&str, usize>,
@@ -249,7 +280,7 @@ fn actions<B: Backend>(
                 let args = args.iter().map(|a| buffer(a)).collect::<Result<Vec<usize>>>()?;
                 // Validated non-negative (`Manifest::validate`).
                 let dims = dims.iter().map(|&d| d as u64).collect();
-                let k = b.kernel(&p.module, kernel)?;
+                let k = b.kernel(module, kernel)?;
                 let grid_stride = kernels.iter().any(|m| m.name == *kernel && m.grid_stride);
                 let grid = match grid_stride {
                     true => capped_grid(*grid, b.resident_blocks(&k, *block)?),

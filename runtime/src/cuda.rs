@@ -129,7 +129,7 @@ impl Cuda {
             let mut b = self.session()?;
             let p = backend::load(&mut b, bundle)?;
             b.synchronize()?;
-            Ok(crate::Program::new(bundle.manifest().clone(), Box::new(Guarded(crate::program::Loaded { p, b }))))
+            Ok(crate::Program::new(bundle, Box::new(Guarded(crate::program::Loaded { p, b }))))
         })
     }
 
@@ -331,6 +331,9 @@ impl crate::program::Resident for Guarded<'_> {
     }
     fn bind(&mut self, i: usize, name: &str, to: Option<&dyn DeviceMemory>) -> Result<()> {
         self.0.bind(i, name, to)
+    }
+    fn place(&mut self, manifest: &crate::manifest::Manifest) -> Result<Vec<bool>> {
+        self.bound("re-binding the program", |l| l.place(manifest))
     }
     fn synchronize(&mut self) -> Result<()> {
         self.bound("synchronising", |l| l.synchronize())

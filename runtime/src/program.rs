@@ -21,6 +21,7 @@ use std::ffi::c_void;
 
 use crate::backend::{self, Backend, Prepared};
 use crate::buffer::{DeviceBuffer, DeviceMemory};
+use crate::bundle::Bundle;
 use crate::check::{check_input, fits};
 use crate::profile::ProfileReport;
 use crate::error::{Error, Result};
@@ -31,6 +32,9 @@ use eintup_tensor::tensor::{Data, Tensor};
 /// between runs.
 pub struct Program<'d> {
     manifest: Manifest,
+    /// A digest of the loaded module's PTX: [`Program::rebind`] takes only
+    /// a bundle with the same kernels.
+    ptx: u64,
     imp: Box<dyn Resident + 'd>,
     /// Per buffer: an input the caller wrote, or one generated since.
     filled: Vec<bool>,
@@ -68,6 +72,9 @@ pub(crate) trait Resident {
     /// # Safety
     /// As [`Backend::use_stream`].
     unsafe fn use_stream(&mut self, stream: *mut c_void) -> Result<()>;
+    /// [`backend::place`]: the buffers and steps of another binding of
+    /// the same module.
+    fn place(&mut self, manifest: &Manifest) -> Result<Vec<bool>>;
 }
 
 /// One backend's session with the bundle made resident on it.
@@ -113,12 +120,66 @@ impl<B: Backend> Resident for Loaded<B> {
         // SAFETY: passed on from the caller's promise.
         unsafe { self.b.use_stream(stream) }
     }
+    fn place(&mut self, manifest: &Manifest) -> Result<Vec<bool>> {
+        backend::place(&mut self.b, &mut self.p, manifest)
+    }
+}
+
+/// The digest [`Program::rebind`] compares modules by.
+fn ptx_digest(ptx: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ptx.hash(&mut h);
+    h.finish()
 }
 
 impl<'d> Program<'d> {
-    pub(crate) fn new(manifest: Manifest, imp: Box<dyn Resident + 'd>) -> Program<'d> {
+    pub(crate) fn new(bundle: &Bundle, imp: Box<dyn Resident + 'd>) -> Program<'d> {
+        let manifest = bundle.manifest().clone();
         let n = manifest.buffers.len();
-        Program { manifest, imp, filled: vec![false; n], stale: vec![false; n], bound: vec![None; n], pending: false }
+        Program { manifest, ptx: ptx_digest(bundle.ptx()), imp, filled: vec![false; n], stale: vec![false; n], bound: vec![None; n], pending: false }
+    }
+
+    /// Re-binds the program to `bundle`: the dynamic bundle (format 2) it
+    /// was loaded from, bound to other dims ([`Bundle::bind_inputs`],
+    /// [`Bundle::bind_given`]). The module stays loaded (no second decode
+    /// on the emulator, no second driver JIT on a GPU), and only buffers
+    /// whose size changed are allocated anew. An input whose shape changed
+    /// must be written again or is generated again; a caller's buffer
+    /// bound where the shape changed is unbound; everything else (inputs
+    /// written, bindings) stays. A bundle with other kernels or buffers is
+    /// [`Error::InvalidArgument`]: load it with
+    /// [`Device::load`](crate::Device::load). On an error the program is
+    /// as it was, but for bindings of buffers whose shape changes.
+    pub fn rebind(&mut self, bundle: &Bundle) -> Result<()> {
+        let m = bundle.manifest();
+        let same_buffers = m.buffers.len() == self.manifest.buffers.len()
+            && m.buffers.iter().zip(&self.manifest.buffers).all(|(a, b)| a.name == b.name && a.role == b.role && a.dtype == b.dtype && a.shape.len() == b.shape.len());
+        if ptx_digest(bundle.ptx()) != self.ptx || !same_buffers {
+            return Err(Error::InvalidArgument("rebinding a program: the bundle's kernels or buffers are not the loaded ones (only the same dynamic bundle at other dims re-binds); load it with Device::load".into()));
+        }
+        // Buffers may be freed or replaced: the work using them finishes.
+        if self.pending {
+            self.synchronize()?;
+        }
+        let changed: Vec<bool> = m.buffers.iter().zip(&self.manifest.buffers).map(|(a, b)| a.shape != b.shape).collect();
+        for (i, _) in changed.iter().enumerate().filter(|(_, c)| **c) {
+            if self.bound[i].take().is_some() {
+                self.imp.bind(i, &m.buffers[i].name, None)?;
+            }
+        }
+        let anew = self.imp.place(m)?;
+        for i in 0..m.buffers.len() {
+            if changed[i] || anew[i] {
+                self.filled[i] = false;
+            }
+            if anew[i] {
+                // A fresh allocation is zeroed.
+                self.stale[i] = false;
+            }
+        }
+        self.manifest = m.clone();
+        Ok(())
     }
 
     pub fn manifest(&self) -> &Manifest {

@@ -136,6 +136,64 @@ fn a_dynamic_bundle_runs_at_the_dims_its_inputs_give() {
     assert!(e.contains("col.0") && e.contains("given by no input"), "{e}");
 }
 
+/// A dynamic bundle loaded once and re-bound to each new shape
+/// (`Program::rebind`): the module is decoded once, buffers follow the
+/// shapes, and each run equals the matmul's definition. An input whose
+/// shape changed must be written again; a caller's buffer stays bound
+/// while its shape holds and is unbound when it changes; a bundle with
+/// other kernels is refused.
+#[test]
+fn a_loaded_dynamic_program_rebinds_to_every_shape() {
+    let lm = gpu_pipeline(&parse::parse_verified(MATMUL).unwrap());
+    let (ptx, info) = eintup_codegen::emit_ptx(&lm, 0, SM, FpContract::Off).unwrap();
+    let bundle = bind_dynamic(&lm, &ptx, &info.ptx_version, SM, &[2, 3, 4, 5]).unwrap();
+    let dev = Device::emulator();
+    let mut program = dev.load(&bundle).unwrap();
+    let matmul = |dims: [usize; 4]| {
+        let [n, r, k, c] = dims;
+        let (a, b) = (ints(n * r * k, 3), ints(n * k * c, 4));
+        let mut want = vec![0i32; n * r * c];
+        for (nn, i, j) in (0..n).flat_map(|nn| (0..r).flat_map(move |i| (0..c).map(move |j| (nn, i, j)))) {
+            want[(nn * r + i) * c + j] = (0..k).map(|kk| a[(nn * r + i) * k + kk].wrapping_mul(b[(nn * k + kk) * c + j])).fold(0, i32::wrapping_add);
+        }
+        let inputs: BTreeMap<String, Tensor> =
+            [("a".to_string(), Tensor::new(vec![n, r, k], Data::I32(a)).unwrap()), ("b".to_string(), Tensor::new(vec![n, k, c], Data::I32(b)).unwrap())].into();
+        (inputs, Data::I32(want))
+    };
+    // Growing, shrinking, zero-sized, and a shape seen before.
+    for dims in [[2, 3, 4, 5], [1, 33, 17, 65], [3, 0, 4, 5], [1, 64, 64, 64], [2, 3, 4, 5]] {
+        let (inputs, want) = matmul(dims);
+        program.rebind(&bundle.bind_inputs(&inputs).unwrap()).unwrap_or_else(|e| panic!("{dims:?}: {e}"));
+        program.run_with(&inputs).unwrap_or_else(|e| panic!("{dims:?}: {e}"));
+        let got = program.read("c").unwrap();
+        assert_eq!(got.shape, vec![dims[0], dims[1], dims[3]]);
+        assert_eq!(got.data, want, "at {dims:?}");
+    }
+    // Inputs written at another shape are not used at this one.
+    let (inputs, want) = matmul([2, 5, 3, 4]);
+    program.rebind(&bundle.bind_inputs(&inputs).unwrap()).unwrap();
+    let e = program.run().unwrap_err().to_string();
+    assert!(e.contains("input `a`") && e.contains("not written"), "{e}");
+    // A caller's output buffer stays bound while its shape holds.
+    let out = dev.alloc(eintup_runtime::DType::I32, &[2, 5, 4]).unwrap();
+    program.bind("c", &out).unwrap();
+    program.run_with(&inputs).unwrap();
+    assert_eq!(out.read().unwrap().data, want);
+    let (same_c, want2) = matmul([2, 5, 7, 4]);
+    program.rebind(&bundle.bind_inputs(&same_c).unwrap()).unwrap();
+    assert!(program.bound("c").is_some(), "`c` keeps its shape [2, 5, 4]");
+    program.run_with(&same_c).unwrap();
+    assert_eq!(out.read().unwrap().data, want2);
+    let (other_c, _) = matmul([2, 6, 7, 4]);
+    program.rebind(&bundle.bind_inputs(&other_c).unwrap()).unwrap();
+    assert!(program.bound("c").is_none(), "`c` is [2, 6, 4] now");
+    // Another module does not re-bind.
+    let conv = gpu_pipeline(&parse::parse_verified(CONV).unwrap());
+    let (cptx, cinfo) = eintup_codegen::emit_ptx(&conv, 0, SM, FpContract::Off).unwrap();
+    let e = program.rebind(&bind_dynamic(&conv, &cptx, &cinfo.ptx_version, SM, &[9, 4]).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("not the loaded ones"), "{e}");
+}
+
 /// Not a test: the emulator profiles of a dynamic module's PTX and of the
 /// same module bound before compiling (so every static pass applies), at
 /// the same dims, for docs/dynamic-shapes.md. It asserts nothing (speed

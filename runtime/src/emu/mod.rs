@@ -189,7 +189,7 @@ impl Emulator {
         crate::check::check_target(bundle.manifest(), Self::ARCH, Self::NAME)?;
         let mut b = self.session();
         let p = backend::load(&mut b, bundle)?;
-        Ok(crate::Program::new(bundle.manifest().clone(), Box::new(crate::program::Loaded { p, b })))
+        Ok(crate::Program::new(bundle, Box::new(crate::program::Loaded { p, b })))
     }
 
     /// Runs `bundle` once: every buffer, and every launched kernel's profile.
