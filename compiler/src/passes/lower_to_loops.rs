@@ -48,7 +48,12 @@ impl Extents {
     /// A specialised module's static extents.
     pub fn of_specialized(m: &Module) -> Result<Extents, PassError> {
         if !m.is_specialized() {
-            return Err(PassError::Internal("lower-to-loops needs a specialised module (run `specialize` first)".into()));
+            // Reachable from a printed module: `specialize{dynamic=true}`
+            // prints its ranks (`?1`) but not its dim symbols, which the
+            // pass makes again from the module's constraints.
+            return Err(PassError::Message(
+                "etopt: error: pass `lower-to-loops` needs a specialised module: run `specialize` first (a module printed after `specialize{dynamic=true}` keeps its ranks, not its dim symbols: run `specialize{dynamic=true}` on it again)".into(),
+            ));
         }
         let consts = |d: &Option<Vec<i64>>| d.as_deref().map(static_shape).unwrap_or_default();
         Ok(Extents::new(
