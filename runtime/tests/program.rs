@@ -385,3 +385,37 @@ fn inputs_may_share_memory_outputs_may_not() {
     let next = unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64, N * 4, DType::F32, &[N]) }.unwrap();
     p.bind("y", &next).unwrap();
 }
+
+/// A program loaded from a dynamic bundle re-binds to every new shape
+/// (`Program::rebind`): `y = x + 1` at 4, 1000, 0 and 4 elements again,
+/// each run equal to the definition; an input of a changed shape must be
+/// written again; another bundle's kernels are refused.
+#[test]
+fn a_dynamic_program_rebinds_to_new_shapes() {
+    for dev in devices() {
+        rebinds(&dev);
+    }
+}
+
+fn rebinds(dev: &Device) {
+    let dynamic = Bundle::new(Manifest::parse(&common::dynamic_manifest_value().to_string()).unwrap(), common::DYN_PTX.to_string()).unwrap();
+    let mut p = dev.load(&dynamic).unwrap();
+    for n in [4usize, 1000, 0, 4] {
+        let x = f32s((0..n).map(|i| i as f32 * 0.5 - 3.0));
+        let inputs: BTreeMap<String, Tensor> = [("x".to_string(), x)].into();
+        p.rebind(&dynamic.bind_inputs(&inputs).unwrap()).unwrap();
+        assert_eq!(p.manifest().buffers[1].shape, vec![n]);
+        p.run_with(&inputs).unwrap();
+        assert_eq!(p.read("y").unwrap(), f32s((0..n).map(|i| i as f32 * 0.5 - 2.0)), "n = {n}");
+    }
+    let at = |n: usize| -> BTreeMap<String, Tensor> { [("x".to_string(), f32s((0..n).map(|i| i as f32)))].into() };
+    p.rebind(&dynamic.bind_inputs(&at(7)).unwrap()).unwrap();
+    let e = p.run().unwrap_err();
+    assert!(matches!(e, Error::Input { ref name, .. } if name == "x"), "{e}");
+    let other = bundle(false);
+    let e = p.rebind(&other).unwrap_err().to_string();
+    assert!(e.contains("not the loaded ones"), "{e}");
+    // The refused re-bind left the program at its dims.
+    p.run_with(&at(7)).unwrap();
+    assert_eq!(p.read("y").unwrap(), f32s((0..7).map(|i| i as f32 + 1.0)));
+}

@@ -229,6 +229,26 @@ EtStatus et_program_write(EtProgram *program,
                           const void *data,
                           size_t bytes);
 
+// Re-binds a program loaded from a dynamic bundle (`eintup build
+// --dynamic`) to the dims its inputs' shapes give: `count` inputs, input
+// `names[i]` with `ndims[i]` extents at `shapes[i]`. The module stays
+// loaded (no second driver JIT); buffers whose size changed are allocated
+// anew, inputs whose shape changed must be written again, and a device
+// buffer bound where the shape changed is unbound (`Program::rebind`,
+// docs/runtime.md). `et_program_buffer_info` then reports the new shapes.
+// Shapes that contradict each other or the bundle, and a static bundle's
+// program, are `ET_ERROR_INPUT`, the message naming the input and the dim.
+//
+// # Safety
+// `program` is null or a live handle; `names`, `ndims` and `shapes` are
+// null or valid for `count` values; each `names[i]` is a NUL-terminated
+// string and each `shapes[i]` valid for `ndims[i]` values.
+EtStatus et_program_reshape(EtProgram *program,
+                            size_t count,
+                            const char *const *names,
+                            const size_t *ndims,
+                            const int64_t *const *shapes);
+
 // Runs the bundle once: inputs never written are generated on the device
 // where the bundle can, zero-initialised buffers are zeroed again, the
 // kernels are enqueued. On a GPU it returns before they finish (see

@@ -5,17 +5,20 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 use eintup_runtime::manifest::Role;
-use eintup_runtime::{Device, Error, Program};
+use eintup_runtime::{Device, Error, Program, Result};
 
 use crate::buffer::EtBuffer;
 use crate::device::{EtBundle, EtDevice};
-use crate::status::{bytes_mut, dtype_code, entry, give, handle, handle_mut, host_tensor, out_ptr, take, text, EtStatus, ET_ROLE_INPUT, ET_ROLE_OUTPUT, ET_ROLE_TEMP};
+use crate::status::{array, bytes_mut, dtype_code, entry, give, handle, handle_mut, host_tensor, out_ptr, take, text, EtStatus, ET_ROLE_INPUT, ET_ROLE_OUTPUT, ET_ROLE_TEMP};
 
 /// A bundle loaded on a device, run many times. Used by one thread at a
 /// time.
 pub struct EtProgram {
     // Field order is drop order: the program before the device it borrows.
     program: Program<'static>,
+    /// The bundle as loaded: a dynamic one is bound again from it at each
+    /// `et_program_reshape`.
+    source: eintup_runtime::Bundle,
     /// The buffers' names as C strings, in manifest order.
     names: Vec<CString>,
     _device: Arc<Device>,
@@ -42,7 +45,7 @@ pub unsafe extern "C" fn et_program_load(device: *const EtDevice, bundle: *const
         let program = dev.load(&b.bundle)?;
         let names = program.manifest().buffers.iter().map(|b| CString::new(b.name.as_str()).unwrap_or_default()).collect();
         // SAFETY: checked by out_ptr.
-        unsafe { give(out, EtProgram { program, names, _device: keep }) };
+        unsafe { give(out, EtProgram { program, source: b.bundle.clone(), names, _device: keep }) };
         Ok(())
     })
 }
@@ -177,6 +180,44 @@ pub unsafe extern "C" fn et_program_write(
         // SAFETY: the caller's contract.
         let t = unsafe { host_tensor(dtype, ndim, shape, data, bytes) }?;
         p.program.write(name, &t)
+    })
+}
+
+/// Re-binds a program loaded from a dynamic bundle (`eintup build
+/// --dynamic`) to the dims its inputs' shapes give: `count` inputs, input
+/// `names[i]` with `ndims[i]` extents at `shapes[i]`. The module stays
+/// loaded (no second driver JIT); buffers whose size changed are allocated
+/// anew, inputs whose shape changed must be written again, and a device
+/// buffer bound where the shape changed is unbound (`Program::rebind`,
+/// docs/runtime.md). `et_program_buffer_info` then reports the new shapes.
+/// Shapes that contradict each other or the bundle, and a static bundle's
+/// program, are `ET_ERROR_INPUT`, the message naming the input and the dim.
+///
+/// # Safety
+/// `program` is null or a live handle; `names`, `ndims` and `shapes` are
+/// null or valid for `count` values; each `names[i]` is a NUL-terminated
+/// string and each `shapes[i]` valid for `ndims[i]` values.
+#[no_mangle]
+pub unsafe extern "C" fn et_program_reshape(program: *mut EtProgram, count: usize, names: *const *const c_char, ndims: *const usize, shapes: *const *const i64) -> EtStatus {
+    entry("et_program_reshape", || {
+        // SAFETY: the caller's contract.
+        let p = unsafe { handle_mut(program, "program") }?;
+        if p.source.manifest().dynamic.is_none() {
+            return Err(Error::InvalidArgument("reshaping a program: its bundle is static (its shapes are fixed); build it with `eintup build --dynamic`".into()));
+        }
+        // SAFETY (each): the caller's contract.
+        let (names, ndims, shapes) = unsafe { (array(names, count, "names")?, array(ndims, count, "ndims")?, array(shapes, count, "shapes")?) };
+        let mut given = std::collections::BTreeMap::new();
+        for ((&name, &n), &shape) in names.iter().zip(ndims).zip(shapes) {
+            // SAFETY: the caller's contract.
+            let name = unsafe { text(name, "names[i]") }?;
+            // SAFETY: the caller's contract.
+            let dims = unsafe { array(shape, n, "shapes[i]") }?;
+            let dims = dims.iter().map(|&d| usize::try_from(d).map_err(|_| Error::Input { name: name.to_string(), reason: format!("shape {dims:?} has a negative extent") })).collect::<Result<Vec<usize>>>()?;
+            given.insert(name.to_string(), dims);
+        }
+        let (bound, _) = p.source.bind_given(&given, &std::collections::BTreeMap::new())?;
+        p.program.rebind(&bound)
     })
 }
 

@@ -150,17 +150,26 @@ pub(crate) unsafe fn take<T>(p: *mut T) -> Result<()> {
     Ok(())
 }
 
+/// `count` values at `p` (any pointer when 0).
+///
+/// # Safety
+/// `p` is null or valid for reading `count` values.
+pub(crate) unsafe fn array<'a, T>(p: *const T, count: usize, what: &str) -> Result<&'a [T]> {
+    match (p.is_null(), count) {
+        (_, 0) => Ok(&[]),
+        (true, _) => Err(invalid(format!("`{what}` is a null pointer"))),
+        // SAFETY: the caller's contract.
+        (false, _) => Ok(unsafe { std::slice::from_raw_parts(p, count) }),
+    }
+}
+
 /// `bytes` bytes at `p` (any pointer when 0).
 ///
 /// # Safety
 /// `p` is null or valid for reading `bytes` bytes.
 pub(crate) unsafe fn bytes<'a>(p: *const u8, bytes: usize, what: &str) -> Result<&'a [u8]> {
-    match (p.is_null(), bytes) {
-        (_, 0) => Ok(&[]),
-        (true, _) => Err(invalid(format!("`{what}` is a null pointer"))),
-        // SAFETY: the caller's contract.
-        (false, _) => Ok(unsafe { std::slice::from_raw_parts(p, bytes) }),
-    }
+    // SAFETY: the caller's contract.
+    unsafe { array(p, bytes, what) }
 }
 
 /// `bytes` writable bytes at `p` (any pointer when 0).

@@ -50,8 +50,13 @@ impl Drop for Loaded {
 /// The runtime tests' bundle (`z = x + 2` over `N` f32s, temporary `y`,
 /// empty output `e`) loaded on the emulator.
 fn load() -> Loaded {
+    load_bundle(&manifest_value().to_string(), PTX)
+}
+
+/// A bundle of this manifest and PTX loaded on the emulator.
+fn load_bundle(manifest: &str, ptx: &str) -> Loaded {
     let dir = TempDir::new("capi-errors");
-    let path = c(write_bundle(&dir, &manifest_value().to_string(), PTX).to_str().unwrap());
+    let path = c(write_bundle(&dir, manifest, ptx).to_str().unwrap());
     let (mut dev, mut bundle, mut prog) = (null_mut(), null_mut(), null_mut());
     // SAFETY: valid strings and out-pointers; handles freed by Loaded.
     unsafe {
@@ -221,4 +226,53 @@ fn device_buffers_bind_and_run_in_place() {
         ok(et_buffer_free(bz));
         ok(et_buffer_free(bad));
     }
+}
+
+/// A dynamic bundle (`y = x + 1` over `n` f32s) reshaped from C
+/// (`et_program_reshape`): each shape runs, `et_program_buffer_info`
+/// follows it; bad shapes, a static bundle and null arrays are refused.
+#[test]
+fn a_dynamic_program_is_reshaped_from_c() {
+    let l = load_bundle(&common::dynamic_manifest_value().to_string(), common::DYN_PTX);
+    let x_name = c("x");
+    let names = [x_name.as_ptr()];
+    // SAFETY (all calls): valid handles and arrays of the given lengths, or
+    // deliberately wrong ones the library checks.
+    unsafe {
+        for n in [1000usize, 0, 5] {
+            let shape = [n as i64];
+            let shapes = [shape.as_ptr()];
+            ok(et_program_reshape(l.prog, 1, names.as_ptr(), [1usize].as_ptr(), shapes.as_ptr()));
+            let (mut ndim, mut dims, mut bytes) = (0usize, [0i64; 1], 0usize);
+            ok(et_program_buffer_info(l.prog, c("y").as_ptr(), null_mut(), null_mut(), &mut ndim, dims.as_mut_ptr(), 1, &mut bytes));
+            assert_eq!((ndim, dims[0], bytes), (1, n as i64, n * 4));
+            let x: Vec<f32> = (0..n).map(|i| i as f32 - 7.5).collect();
+            ok(write(l.prog, "x", ET_DTYPE_F32, &shape, &x));
+            ok(et_program_run(l.prog));
+            let mut y = vec![0f32; n];
+            ok(et_program_read(l.prog, c("y").as_ptr(), y.as_mut_ptr().cast(), n * 4));
+            assert_eq!(y, x.iter().map(|v| v + 1.0).collect::<Vec<f32>>(), "n = {n}");
+        }
+        // A rank the bundle does not have names the input.
+        let shape = [2i64, 3];
+        let (status, msg) = failure(et_program_reshape(l.prog, 1, names.as_ptr(), [2usize].as_ptr(), [shape.as_ptr()].as_ptr()));
+        assert_eq!(status, ET_ERROR_INPUT, "{msg}");
+        assert!(msg.contains("`x`") && msg.contains("rank 2"), "{msg}");
+        let shape = [-1i64];
+        let (status, msg) = failure(et_program_reshape(l.prog, 1, names.as_ptr(), [1usize].as_ptr(), [shape.as_ptr()].as_ptr()));
+        assert_eq!(status, ET_ERROR_INPUT, "{msg}");
+        assert!(msg.contains("negative"), "{msg}");
+        let (_, msg) = failure(et_program_reshape(l.prog, 1, null(), [1usize].as_ptr(), [shape.as_ptr()].as_ptr()));
+        assert!(msg.contains("`names` is a null pointer"), "{msg}");
+        // No input: nothing gives `n.0`.
+        let (_, msg) = failure(et_program_reshape(l.prog, 0, null(), null(), null()));
+        assert!(msg.contains("n.0") && msg.contains("given by no input"), "{msg}");
+        // The refusals left the program at 5 elements.
+        let mut y = vec![0f32; 5];
+        ok(et_program_read(l.prog, c("y").as_ptr(), y.as_mut_ptr().cast(), 20));
+    }
+    let s = load();
+    // SAFETY: a valid handle; no arrays.
+    let (_, msg) = failure(unsafe { et_program_reshape(s.prog, 0, null(), null(), null()) });
+    assert!(msg.contains("static"), "{msg}");
 }

@@ -162,3 +162,82 @@ pub fn devices() -> Vec<eintup_runtime::Device> {
     }
     v
 }
+
+/// A dynamic bundle's kernel (format 2): `add_n(x, y, n)`, `y[i] = x[i] +
+/// 1` for `i < n`, its dim `n` a `.param .u64` after the buffers, with a
+/// grid-stride loop, as the NVPTX back end writes such kernels.
+pub const DYN_PTX: &str = r#"//
+// add_n: a dynamic kernel for the runtime tests
+//
+
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry add_n(
+	.param .u64 add_n_param_0,
+	.param .u64 add_n_param_1,
+	.param .u64 add_n_param_2
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<5>;
+	.reg .f32 	%f<3>;
+	.reg .b64 	%rd<13>;
+
+	ld.param.u64 	%rd3, [add_n_param_0];
+	ld.param.u64 	%rd4, [add_n_param_1];
+	ld.param.u64 	%rd5, [add_n_param_2];
+	cvta.to.global.u64 	%rd1, %rd4;
+	cvta.to.global.u64 	%rd2, %rd3;
+	mov.u32 	%r1, %tid.x;
+	mov.u32 	%r2, %ctaid.x;
+	mov.u32 	%r3, %ntid.x;
+	mov.u32 	%r4, %nctaid.x;
+	mul.wide.u32 	%rd6, %r2, %r3;
+	cvt.u64.u32 	%rd7, %r1;
+	add.s64 	%rd8, %rd6, %rd7;
+	mul.wide.u32 	%rd9, %r4, %r3;
+$L__BB0_1:
+	setp.ge.u64 	%p1, %rd8, %rd5;
+	@%p1 bra 	$L__BB0_3;
+	shl.b64 	%rd10, %rd8, 2;
+	add.s64 	%rd11, %rd2, %rd10;
+	ld.global.f32 	%f1, [%rd11];
+	add.rn.f32 	%f2, %f1, 0f3F800000;
+	add.s64 	%rd12, %rd1, %rd10;
+	st.global.f32 	[%rd12], %f2;
+	add.s64 	%rd8, %rd8, %rd9;
+	bra.uni 	$L__BB0_1;
+$L__BB0_3:
+	ret;
+}
+"#;
+
+/// A dynamic manifest for [`DYN_PTX`]: `y = x + 1` over `n.0` f32s, built
+/// at `n.0 = 4`; `n.0` is the extent of `x`.
+pub fn dynamic_manifest_value() -> Value {
+    json!({
+        "format_version": 2,
+        "producer": "eintup-runtime tests",
+        "source": {"name": "add_n.etir", "text": "dim %n.0\n"},
+        "config": {"seed": 0, "float": "f32", "eintups": {}},
+        "target": {"arch": "sm_80", "ptx_version": "7.0"},
+        "buffers": [
+            {"name": "x", "dtype": "f32", "shape": [4], "role": "input", "init": {"kind": "input"}},
+            {"name": "y", "dtype": "f32", "shape": [4], "role": "output", "init": {"kind": "zero"}}
+        ],
+        "kernels": [
+            {"name": "add_n", "params": ["x", "y"], "registers": null, "spill_stores": null, "spill_loads": null, "grid_stride": true, "dims": ["n.0"]}
+        ],
+        "steps": [
+            {"op": "launch", "kernel": "add_n", "grid": [1, 1, 1], "block": [128, 1, 1], "args": ["x", "y"], "dims": [4]}
+        ],
+        "dynamic": {
+            "symbols": ["n.0"],
+            "derive": [{"sym": "n.0", "input": "x", "axis": 0}],
+            "shapes": {"x": ["%n.0"], "y": ["%n.0"]},
+            "threads": ["%n.0"]
+        }
+    })
+}
