@@ -6,6 +6,11 @@
 //! library would run that code on the wrong buffers). The cache is best
 //! effort: an entry that cannot be read is removed and recompiled, and a
 //! failed write only costs the next process a compile.
+//!
+//! It is bounded (`EINTUP_CACHE_MAX_BYTES`, default [`DEFAULT_MAX_BYTES`]):
+//! a hit marks its entry used (the key file's modification time), and each
+//! store removes the least recently used entries beyond the bound, as
+//! ccache does, and what killed processes left half-written.
 
 use std::fs;
 use std::io;
@@ -16,8 +21,18 @@ const KEY_FILE: &str = "key";
 /// The file holding the checksums of the entry's other files.
 const SUMS_FILE: &str = "checksums";
 
+/// The bound of the cache's size without `EINTUP_CACHE_MAX_BYTES`: room
+/// for hundreds of `cpu` entries (a library of tens of kilobytes) or
+/// dozens of large bundles.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+/// Private directories of a store or a discard older than this were left
+/// by a process that died in between: removed by the next prune.
+const STALE_SECS: u64 = 3600;
+
 pub struct DiskCache {
     dir: PathBuf,
+    max_bytes: u64,
 }
 
 /// FNV-1a, 64 bits: a stable name for a key (std's hashers may change
@@ -55,8 +70,14 @@ fn checksums(dir: &Path) -> io::Result<String> {
 }
 
 impl DiskCache {
-    pub fn new(dir: PathBuf) -> DiskCache {
-        DiskCache { dir }
+    /// The cache in `dir`, bounded by `EINTUP_CACHE_MAX_BYTES` (bytes; an
+    /// unreadable value is an error naming it).
+    pub fn new(dir: PathBuf) -> Result<DiskCache, String> {
+        let max_bytes = match std::env::var("EINTUP_CACHE_MAX_BYTES") {
+            Ok(v) if !v.trim().is_empty() => v.trim().parse::<u64>().map_err(|_| format!("EINTUP_CACHE_MAX_BYTES=`{}`: expected a number of bytes", v.escape_debug()))?,
+            _ => DEFAULT_MAX_BYTES,
+        };
+        Ok(DiskCache { dir, max_bytes })
     }
 
     pub fn dir(&self) -> &Path {
@@ -75,6 +96,8 @@ impl DiskCache {
             return None;
         }
         let intact = fs::read_to_string(dir.join(SUMS_FILE)).ok().is_some_and(|s| checksums(&dir).is_ok_and(|now| now == s));
+        // Used now: the last entry a prune removes (best effort).
+        let _ = fs::File::options().append(true).open(dir.join(KEY_FILE)).and_then(|f| f.set_modified(std::time::SystemTime::now()));
         Some((dir, intact))
     }
 
@@ -107,6 +130,55 @@ impl DiskCache {
         if result.is_err() {
             let _ = fs::remove_dir_all(&tmp);
         }
-        result
+        result?;
+        self.prune(&self.entry(key));
+        Ok(())
     }
+
+    /// Removes the least recently used entries until the others, `keep`
+    /// among them, fit in the bound, and private directories of stores and
+    /// discards that died. Best effort: another process may be removing or
+    /// reading the same entries (a reader that loses an entry compiles).
+    fn prune(&self, keep: &Path) {
+        let Ok(list) = fs::read_dir(&self.dir) else { return };
+        let now = std::time::SystemTime::now();
+        let age = |t: std::time::SystemTime| now.duration_since(t).map_or(0, |d| d.as_secs());
+        let mut entries = Vec::new();
+        for e in list.flatten() {
+            let (path, name) = (e.path(), e.file_name().to_string_lossy().into_owned());
+            let modified = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).unwrap_or(now);
+            if name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+                entries.push((modified(&path.join(KEY_FILE)), size_of(&path), path));
+            } else if (name.starts_with("tmp-") || name.starts_with("gone-")) && age(modified(&path)) > STALE_SECS {
+                let _ = fs::remove_dir_all(&path);
+            }
+        }
+        let mut total: u64 = entries.iter().map(|e| e.1).sum();
+        entries.sort_by_key(|e| e.0);
+        for (_, bytes, path) in entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            if path == keep {
+                continue;
+            }
+            // Renamed away first, as `discard` does: no process finds half of it.
+            let gone = self.dir.join(format!("gone-{}-{}", std::process::id(), path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())));
+            if fs::rename(&path, &gone).is_ok() {
+                let _ = fs::remove_dir_all(&gone);
+                total = total.saturating_sub(bytes);
+            }
+        }
+    }
+}
+
+/// The bytes of the files under `dir`.
+fn size_of(dir: &Path) -> u64 {
+    let Ok(list) = fs::read_dir(dir) else { return 0 };
+    list.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => size_of(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
 }

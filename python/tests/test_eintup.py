@@ -306,6 +306,48 @@ except eintup.ShapeError as e:
     assert first[len("[0, 1]"):] == second[len("[1, 0]"):]
 
 
+def test_the_disk_cache_keeps_the_recently_used_within_its_bound(tmp_path, monkeypatch):
+    """EINTUP_CACHE_MAX_BYTES bounds the disk cache: each store removes the
+    least recently used entries beyond it (a hit counts as a use), and
+    private directories that a killed process left behind."""
+    import os
+    import time
+
+    monkeypatch.setenv("EINTUP_CACHE_DIR", str(tmp_path))
+
+    def entries():
+        return {p: (p / "key").read_text() for p in tmp_path.iterdir() if not p.name.startswith(("tmp-", "gone-"))}
+
+    def call(rows):
+        # A new kernel each time: its in-memory cache is empty, so the disk
+        # is asked (and a hit marks the entry used).
+        k = eintup.compile(MATMUL, target="cpu")
+        a, b = rand((2, rows, 4)), rand((2, 4, 5))
+        np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
+        time.sleep(0.05)  # distinct use times for the order, not a timing test
+        return k.disk_cache_info()
+
+    def held():
+        return sorted(r for r in (3, 5, 7, 9) for key in entries().values() if f"[2, {r}, 4]" in key)
+
+    assert call(3) == (0, 1)
+    size = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
+    # Room for two entries of this size, not three.
+    monkeypatch.setenv("EINTUP_CACHE_MAX_BYTES", str(size * 5 // 2))
+    stale = tmp_path / "tmp-1-2-0123456789abcdef"
+    stale.mkdir()
+    (stale / "key").write_text("half written")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    assert call(5) == (0, 1) and held() == [3, 5]
+    assert not stale.exists()
+    assert call(3) == (1, 0)  # 3 is now used later than 5
+    assert call(7) == (0, 1) and held() == [3, 7]
+    assert call(9) == (0, 1) and held() == [7, 9]
+    monkeypatch.setenv("EINTUP_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(eintup.Error, match="EINTUP_CACHE_MAX_BYTES=`lots`: expected a number of bytes"):
+        eintup.compile(MATMUL, target="cpu")
+
+
 def test_the_disk_cache_can_be_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv("EINTUP_CACHE_DIR", "")
     assert eintup.cache_dir() is None
