@@ -25,6 +25,7 @@ use pyo3::types::PyDict;
 
 use crate::arrays::{dtype_name, zeros, ResultSpec, View};
 use crate::dlpack::{self, device_name, DLDevice, Imported, KDL_CPU, KDL_CUDA};
+use crate::SameThread;
 use crate::errors::{Error, ShapeError};
 
 /// CUDA device `ordinal`, opened once per process (its context and stream
@@ -133,13 +134,6 @@ pub fn ordinal_of(args: &[(String, Arg)], out: Option<&Bound<'_, PyDict>>) -> Py
     usize::try_from(id).map_err(|_| ShapeError::new_err(format!("CUDA device id {id} is not an ordinal")))
 }
 
-/// `Program` is not `Send` (it holds device handles), so it cannot cross
-/// into `Python::detach` by itself; the closure runs on this same thread
-/// while the GIL is released, and nothing else touches the program then
-/// (the kernel is `unsendable` and its cell is borrowed).
-struct SameThread<T>(T);
-// SAFETY: see above: the value never leaves the calling thread.
-unsafe impl<T> Send for SameThread<T> {}
 
 /// A program loaded on a CUDA device, with what a call leaves behind.
 pub struct CudaProgram {

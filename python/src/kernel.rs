@@ -394,7 +394,7 @@ impl Kernel {
 
     /// Runs the host program on the caller's memory (module docs). Returns
     /// the number of arrays copied.
-    fn run_host(&self, c: &Compiled, prog: &HostProgram, key: &Key, args: &[(String, View)], results: &[Result_<'_>]) -> PyResult<u64> {
+    fn run_host(&self, py: Python<'_>, c: &Compiled, prog: &HostProgram, key: &Key, args: &[(String, View)], results: &[Result_<'_>]) -> PyResult<u64> {
         let lm = prog.module();
         let m = &c.module;
         let mut copies = 0;
@@ -490,7 +490,15 @@ impl Kernel {
             };
             refs.push(r);
         }
-        prog.run_on(&mut refs).map_err(|e| Error::new_err(format!("host backend: {e}")))?;
+        // The GIL is released while the kernel runs, as NumPy's own
+        // operations do: other Python threads go on meanwhile.
+        let run = crate::SameThread((prog, &mut refs));
+        py.detach(move || {
+            let run = run;
+            let (prog, refs) = run.0;
+            prog.run_on(refs)
+        })
+        .map_err(|e| Error::new_err(format!("host backend: {e}")))?;
         drop(refs);
         // A result that is an input: the input's values, copied.
         for r in results.iter().filter(|r| m.arrays[r.id].is_input) {
@@ -647,14 +655,22 @@ impl Kernel {
             let copies = match &c.code {
                 Code::Host { prog } => {
                     let rs: Vec<Result_<'_>> = results.iter().map(|(id, _, view, caller)| Result_ { id: *id, view, caller_owned: *caller }).collect();
-                    self.run_host(&c, prog, &key, &args, &rs)?
+                    self.run_host(py, &c, prog, &key, &args, &rs)?
                 }
                 _ => {
                     let mut inputs = BTreeMap::new();
                     for (name, v) in &args {
                         inputs.insert(name.clone(), v.to_tensor(&format!("array `{name}`"))?);
                     }
-                    let arrays = self.execute(&c, inputs.clone()).map_err(|e| failure(self.located(&c, &key, e, inputs)))?;
+                    // The interpreter and the emulator run without the GIL too.
+                    let run = crate::SameThread((self, &c, inputs.clone()));
+                    let arrays = py
+                        .detach(move || {
+                            let run = run;
+                            let (k, c, inputs) = run.0;
+                            k.execute(c, inputs)
+                        })
+                        .map_err(|e| failure(self.located(&c, &key, e, inputs)))?;
                     for (id, _, view, _) in &results {
                         view.fill_from(arrays[*id].clone(), &format!("out: `{}`", c.module.arrays[*id].name))?;
                     }

@@ -67,6 +67,15 @@ impl Bundle {
     }
 }
 
+/// Programs and the buffers they run on are not `Send` (device handles,
+/// raw pointers into the caller's arrays), so they cannot cross into
+/// `Python::detach` by themselves. The closure runs on this same thread
+/// while the GIL is released, and nothing else touches them then: kernels
+/// and bundles are `unsendable` and their cells are borrowed for the call.
+pub(crate) struct SameThread<T>(pub T);
+// SAFETY: see above: the value never leaves the calling thread.
+unsafe impl<T> Send for SameThread<T> {}
+
 enum Loaded {
     Emu {
         program: Program<'static>,

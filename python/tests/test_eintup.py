@@ -348,6 +348,53 @@ def test_the_disk_cache_keeps_the_recently_used_within_its_bound(tmp_path, monke
         eintup.compile(MATMUL, target="cpu")
 
 
+def test_the_gil_is_released_while_a_kernel_runs():
+    """Another Python thread runs while a kernel computes. With a switch
+    interval far longer than the call, a thread that wakes from a short
+    sleep gets the GIL only when the caller releases it: during the kernel
+    if the package releases it, after the call otherwise. What the thread
+    sees is asserted, not a duration: a call too short for the thread to
+    wake inside it counts for nothing, and the emulator's call (about 0.2 s
+    here, interpreted PTX) is long on any machine. Three tries, so that a
+    thread the OS leaves unscheduled through a whole call on a loaded
+    machine is no failure; a GIL held through the call fails all three."""
+    import sys
+    import threading
+    import time
+
+    def watched(k, a, b):
+        running, seen = [False], []
+
+        def watcher():
+            time.sleep(0.001)  # releases the GIL; waking needs it back
+            seen.append(running[0])
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(100.0)
+        try:
+            t = threading.Thread(target=watcher)
+            t.start()
+            running[0] = True
+            start = time.perf_counter()
+            c = k(a=a, b=b)["c"]
+            took = time.perf_counter() - start
+            running[0] = False
+            t.join()
+        finally:
+            sys.setswitchinterval(old)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-9)
+        return took, seen == [True]
+
+    for target, n in [("cpu", 1000), ("emu", 128)]:
+        k = eintup.compile(MATMUL, target=target, float="f64")
+        a, b = rand((1, n, n), np.float64), rand((1, n, n), np.float64, seed=1)
+        k(a=a, b=b)  # compiled now, not during the watched calls
+        tries = [watched(k, a, b) for _ in range(3)]
+        long_calls = [ran for took, ran in tries if took > 0.05]
+        assert target != "emu" or long_calls, f"emu: calls of {[t for t, _ in tries]} s"
+        assert not long_calls or any(long_calls), f"{target}: the watcher ran only after each call {[t for t, _ in tries]}"
+
+
 def test_the_disk_cache_can_be_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv("EINTUP_CACHE_DIR", "")
     assert eintup.cache_dir() is None
