@@ -515,3 +515,19 @@ def test_gpu_load_runs_a_bundle(tmp_path):
     a, bb = rand((2, 3, 4), seed=3), rand((2, 4, 5), seed=4)
     np.testing.assert_allclose(bk(a=a, b=bb)["c"].numpy(), a @ bb, rtol=1e-5)
     bk.synchronize()
+
+
+@gpu
+def test_gpu_load_rebinds_a_dynamic_bundle_to_each_shape(tmp_path):
+    """One `build --dynamic` bundle loaded on the GPU once: each call with
+    new shapes re-binds the loaded program (no second driver JIT), shapes
+    seen before, smaller ones and empty ones included."""
+    b = tmp_path / "mm-dyn.etb"
+    subprocess.run([str(eintup_bin), "build", str(MATMUL), "--dynamic", "--rank", "batch=1", "--float", "f32", "-o", str(b)], check=True, capture_output=True)
+    bk = eintup.load(b, device="cuda")
+    for n, r, k, c in [(2, 3, 4, 5), (1, 64, 64, 64), (2, 33, 17, 65), (3, 0, 4, 5), (2, 3, 4, 5)]:
+        a, bb = rand((n, r, k), seed=r), rand((n, k, c), seed=c)
+        got = bk(a=a, b=bb)["c"].numpy()
+        assert got.shape == (n, r, c)
+        np.testing.assert_allclose(got, a @ bb, rtol=1e-5, atol=1e-6)
+    bk.synchronize()
