@@ -492,19 +492,24 @@ def test_gpu_torch_tensors_in_place_on_the_current_stream():
         k(a=a.double(), b=b.double())
 
 
-def mm_bundle(tmp_path):
-    """matmul.et built for batch 2, row 3, k 4, col 5: the GPU kit ships it
-    (scripts/gpu-check); in the repository, built with target/debug/eintup."""
-    shipped = ROOT / "python" / "mm-2x3x4x5.etb"
+def shipped_or_built(tmp_path, name, args):
+    """`python/NAME` where the GPU kit ships it (scripts/gpu-check: the kit
+    machine has no compiler); in the repository, `eintup build ARGS` with
+    target/debug/eintup."""
+    shipped = ROOT / "python" / name
     if shipped.exists():
         return shipped
     eintup_bin = ROOT / "target" / "debug" / "eintup"
     if not eintup_bin.exists():
         pytest.skip("target/debug/eintup is not built")
-    b = tmp_path / "mm.etb"
-    binds = ["--bind", "batch=[2]", "--bind", "row=[3]", "--bind", "k=[4]", "--bind", "col=[5]"]
-    subprocess.run([str(eintup_bin), "build", str(MATMUL), *binds, "--float", "f32", "-o", str(b)], check=True, capture_output=True)
+    b = tmp_path / name
+    subprocess.run([str(eintup_bin), "build", str(MATMUL), *args, "--float", "f32", "-o", str(b)], check=True, capture_output=True)
     return b
+
+
+def mm_bundle(tmp_path):
+    """matmul.et built for batch 2, row 3, k 4, col 5."""
+    return shipped_or_built(tmp_path, "mm-2x3x4x5.etb", ["--bind", "batch=[2]", "--bind", "row=[3]", "--bind", "k=[4]", "--bind", "col=[5]"])
 
 
 @gpu
@@ -522,8 +527,7 @@ def test_gpu_load_rebinds_a_dynamic_bundle_to_each_shape(tmp_path):
     """One `build --dynamic` bundle loaded on the GPU once: each call with
     new shapes re-binds the loaded program (no second driver JIT), shapes
     seen before, smaller ones and empty ones included."""
-    b = tmp_path / "mm-dyn.etb"
-    subprocess.run([str(eintup_bin), "build", str(MATMUL), "--dynamic", "--rank", "batch=1", "--float", "f32", "-o", str(b)], check=True, capture_output=True)
+    b = shipped_or_built(tmp_path, "mm-dyn.etb", ["--dynamic", "--rank", "batch=1"])
     bk = eintup.load(b, device="cuda")
     for n, r, k, c in [(2, 3, 4, 5), (1, 64, 64, 64), (2, 33, 17, 65), (3, 0, 4, 5), (2, 3, 4, 5)]:
         a, bb = rand((n, r, k), seed=r), rand((n, k, c), seed=c)
