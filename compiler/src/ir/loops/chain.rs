@@ -225,6 +225,26 @@ impl Chain {
         e.unwrap_or(IExpr::c(0))
     }
 
+    /// [`Chain::cell`] of a dynamic chain: digits and strides are
+    /// expressions over the dim symbols where the trips are symbolic (the
+    /// same as [`Chain::cell`] where every trip is constant).
+    pub fn cell_expr(&self) -> IExpr {
+        let mut e: Option<IExpr> = None;
+        let mut stride = IExpr::c(1);
+        for (&(v, _, trip), (lo, hi)) in self.loops.iter().zip(&self.bounds).rev() {
+            let symbolic = lo.is_symbolic() || hi.is_symbolic();
+            let digit = if matches!(lo, IExpr::Const(0)) { IExpr::v(v) } else { IExpr::sub(IExpr::v(v), lo.clone()) };
+            let term = if stride == IExpr::c(1) { digit } else { IExpr::mul(digit, stride.clone()) };
+            e = Some(match e {
+                None => term,
+                Some(inner) => IExpr::add(term, inner),
+            });
+            let trip = if symbolic { symbolic_trip(lo, hi) } else { IExpr::c(trip) };
+            stride = IExpr::fold(IBin::Mul, stride, trip);
+        }
+        e.unwrap_or(IExpr::c(0))
+    }
+
     /// The innermost loop's body (the kernel body when there is no loop).
     pub fn rest<'a>(&self, body: &'a [Node]) -> &'a [Node] {
         let mut cur = body;

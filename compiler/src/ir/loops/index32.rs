@@ -24,7 +24,7 @@
 use super::geometry::GridChain;
 use super::interval::Interval;
 use super::poly::{gcd, Extents, Poly};
-use super::{chain::Step, Cond, DimId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node};
+use super::{chain::Step, Cond, DimId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VarId};
 
 /// `p / den`, `den > 0`: a rational polynomial over atoms.
 #[derive(Clone, Debug, PartialEq)]
@@ -468,6 +468,27 @@ impl Kernel {
         let mut w = Walk::new(ext.clone(), self.vars.len());
         w.prune_nodes(&mut self.body)
     }
+}
+
+/// Is `offset` in `[0, len)` of a buffer of `shape` at every point of
+/// `loops` (`(var, lo, hi)`, outermost first; `nvars` is the kernel's
+/// variable count), by the relational bounds above over `m`'s extents?
+/// `lane * %k.0 + k` for `lane < 32`, `k < %k.0` is below `32 * %k.0`,
+/// which intervals over `[0, 2^63)` symbols cannot see.
+pub fn proved_in_bounds(m: &LoopModule, nvars: usize, loops: &[(VarId, IExpr, IExpr)], offset: &IExpr, shape: &[IExpr]) -> bool {
+    let mut w = Walk::new(Extents::of(m), nvars);
+    (|| {
+        for (v, lo, hi) in loops {
+            let (lo, hi) = (w.frac(lo)?, w.frac(hi)?.sub(&Frac::c(1))?);
+            let a = w.push(lo, hi);
+            *w.vars.get_mut(*v)? = Some(a);
+        }
+        let f = w.frac(offset)?;
+        let (lo, hi) = (w.bound(&f, false)?, w.bound(&f, true)?);
+        let nonneg = lo.nonneg() || w.symbols(&lo)?.nonneg();
+        Some(nonneg && (hi.below(shape) || w.symbols(&hi)?.below(shape)))
+    })()
+    .unwrap_or(false)
 }
 
 #[cfg(test)]
