@@ -567,12 +567,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 Ok(match op {
                     IBin::Mod => bl.build_int_unsigned_rem(a, b, "")?,
                     IBin::FloorDiv => bl.build_int_unsigned_div(a, b, "")?,
+                    // `a + c - 1` cannot wrap unsigned: `a` is below 2^31
+                    // (2^63) and so is `c`.
                     _ => {
-                        let q = bl.build_int_unsigned_div(a, b, "")?;
-                        let r = bl.build_int_unsigned_rem(a, b, "")?;
-                        let up = bl.build_int_compare(IntPredicate::NE, r, a.get_type().const_zero(), "")?;
-                        let up = bl.build_int_z_extend(up, a.get_type(), "")?;
-                        bl.build_int_add(q, up, "")?
+                        let c1 = bl.build_int_sub(b, a.get_type().const_int(1, false), "")?;
+                        let padded = bl.build_int_nuw_add(a, c1, "")?;
+                        bl.build_int_unsigned_div(padded, b, "")?
                     }
                 })
             }
