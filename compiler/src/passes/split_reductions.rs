@@ -42,17 +42,18 @@
 //!
 //! A dynamic kernel's reduction of symbolic trip `T` (bounds over the dim
 //! symbols) splits the same way: the lane's steps end at `(T + L-1 -
-//! lane) // L`, `C` and `cell` are expressions over the symbols, and so is
-//! `P`'s shape. Its thresholds cannot be evaluated at build time, so a
-//! symbolic trip counts as [`DYN_TRIP`] (256), the reduction's and each
-//! symbolic cell loop's: a reduction splits when at most two of its cell
-//! loops are symbolic (256^2 <= 2^17). A symbolic window (a load moving
-//! with the reduction and a cell by the same stride, `x[o + w]`) is a
-//! filter, usually a few taps: not assumed long, not split. The bar's shapes (a few hundred to
-//! a few thousand rows) are the ones that need it; many short rows pay for
-//! `P` (32 partial sums per cell), which a run-time choice of variant would
-//! avoid (docs/dynamic-shapes.md, section 6). The write must be provably in
-//! bounds by the relational bounds over the symbols (`ir/loops/index32.rs`).
+//! lane) // L` (in groups, [`DYN_GROUP`]), `C` and `cell` are expressions
+//! over the symbols, and so is `P`'s shape. Its thresholds cannot be
+//! evaluated at build time, so a symbolic trip counts as [`DYN_TRIP`]
+//! (256), the reduction's and each symbolic cell loop's: a reduction
+//! splits when at most two of its cell loops are symbolic (256^2 <= 2^17).
+//! A symbolic window (a load moving with the reduction and a cell by the
+//! same stride, `x[o + w]`) is a filter, usually a few taps: not assumed
+//! long, not split. Many short rows then pay for `P` (32 partial sums a
+//! cell) where a static build would not split; a run-time choice of
+//! variant would avoid it (docs/dynamic-shapes.md, "Run-time variants:
+//! design"). The write must be provably in bounds by the relational
+//! bounds over the symbols (`ir/loops/index32.rs`).
 
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::{symbolic_trip, Chain};
@@ -196,9 +197,9 @@ fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, 
 
 /// `k` split as `choice` says, when its write allows a split under
 /// `policy`, `choice.r` is a `reduce` loop below the chain with constant
-/// (or symbolic) bounds and stride 1 in every load that uses it, and `choice.lanes` is
-/// positive (any such choice computes the same sums, in another order;
-/// [`candidates`] adds the target's thresholds).
+/// (or symbolic) bounds and stride 1 in every load that uses it, and
+/// `choice.lanes` is positive (any such choice computes the same sums, in
+/// another order; [`candidates`] adds the target's thresholds).
 pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoice) -> Option<(Kernel, Kernel, Buffer)> {
     let (chain, cells) = splittable(m, k, policy)?;
     let (r, lo, hi) = split_loops(chain.rest(&k.body)).into_iter().find(|l| l.0 == choice.r)?;
