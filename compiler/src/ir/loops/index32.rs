@@ -562,6 +562,21 @@ mod tests {
     }
 
     #[test]
+    fn a_lane_major_slot_is_proved_in_its_buffer() {
+        // P : [32, %k.0], slot lane * %k.0 + k for lane < 32, k < %k.0:
+        // at most 32 * %k.0 - 1. One more is not provable, nor a slot
+        // past a buffer of 31 lanes.
+        let m = module("dim %k.0\nbuffer p : f32[32, %k.0] temp\nbuffer q : f32[31, %k.0] temp\n");
+        let loops = [(0, IExpr::c(0), IExpr::Sym(0)), (1, IExpr::c(0), IExpr::c(32))];
+        let slot = IExpr::add(IExpr::mul(IExpr::v(1), IExpr::Sym(0)), IExpr::v(0));
+        assert!(proved_in_bounds(&m, 2, &loops, &slot, &m.buffers[0].shape));
+        assert!(!proved_in_bounds(&m, 2, &loops, &IExpr::add(slot.clone(), IExpr::c(1)), &m.buffers[0].shape));
+        assert!(!proved_in_bounds(&m, 2, &loops, &slot, &m.buffers[1].shape));
+        // A negative offset is not in bounds either.
+        assert!(!proved_in_bounds(&m, 2, &loops, &IExpr::sub(slot, IExpr::c(1)), &m.buffers[0].shape));
+    }
+
+    #[test]
     fn a_loaded_index_used_unguarded_keeps_i64() {
         let m = module(
             "dim %n.0\nbuffer x : f32[%n.0, 4] input\nbuffer ix : i32[%n.0] input\nbuffer y : f32[%n.0] output\n\
