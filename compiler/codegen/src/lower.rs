@@ -22,6 +22,7 @@
 //! than undefined behaviour. docs/codegen.md describes the result.
 
 use super::{kernel_params, CodegenError, FpContract};
+use eintup::ir::loops::poly::Extents;
 use eintup::ir::loops::{
     BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
     WriteKind,
@@ -187,6 +188,9 @@ pub(crate) struct KernelLowering<'a, 'ctx> {
     pub(crate) block: Option<(IntValue<'ctx>, i64)>,
     /// Sums into a cell may be reassociated (`reassoc_sums`; see `add`).
     reassoc_sums: bool,
+    /// The module's buffer extents, known non-negative (`iexpr`'s
+    /// unsigned division).
+    extents: Extents,
 }
 
 impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
@@ -260,6 +264,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             split: target.split_bounds(k, func, (params.len() + kdims.len()) as u32),
             block: None,
             reassoc_sums: target.reassoc_sums(k, fp_contract),
+            extents: Extents::of(m),
         };
         // Scratch: per block (shared) or per thread (local).
         for buf in k.scratch_buffers(m) {
@@ -549,6 +554,27 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             IExpr::Sym(d) => {
                 let v = self.dims.get(*d).copied().flatten().ok_or_else(|| self.err(format_args!("dim symbol {d} is not a parameter")))?;
                 self.to_index(v)
+            }
+            // A non-negative dividend over the symbols (a grid's `X //^ 4`
+            // of an extent X) by a positive constant: unsigned, which LLVM
+            // makes a shift (and a mask) for a power of two, where Python's
+            // signed rounding costs a fix-up per operation.
+            IExpr::Bin(op @ (IBin::FloorDiv | IBin::CeilDiv | IBin::Mod), a, b)
+                if b.as_const().is_some_and(|c| c > 0) && !a.uses_any_var() && self.extents.non_negative(a) =>
+            {
+                let (a, b) = (self.iexpr(a)?, self.iexpr(b)?);
+                let bl = &self.b;
+                Ok(match op {
+                    IBin::Mod => bl.build_int_unsigned_rem(a, b, "")?,
+                    IBin::FloorDiv => bl.build_int_unsigned_div(a, b, "")?,
+                    // `a + c - 1` cannot wrap unsigned: `a` is below 2^31
+                    // (2^63) and so is `c`.
+                    _ => {
+                        let c1 = bl.build_int_sub(b, a.get_type().const_int(1, false), "")?;
+                        let padded = bl.build_int_nuw_add(a, c1, "")?;
+                        bl.build_int_unsigned_div(padded, b, "")?
+                    }
+                })
             }
             IExpr::Bin(op, a, b) => {
                 let a = self.iexpr(a)?;

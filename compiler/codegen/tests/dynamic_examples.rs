@@ -65,6 +65,11 @@ fn dynamic_bundle(ex: &Example) -> (Source, Bundle, Vec<usize>) {
 /// Runs `bundle` at the configuration `binds` and `seed` give, if it has
 /// the bundle's ranks; `false` when it does not (or is not valid).
 fn run_at(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], seed: u64) -> bool {
+    run_within(src, bundle, ranks, binds, seed, 1e-12)
+}
+
+/// [`run_at`], FLOAT outputs compared within `rel * max(1, max |want|)`.
+fn run_within(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], seed: u64, rel: f64) -> bool {
     let Ok((m, _)) = eintup::pipeline::specialized_module(src, binds, seed) else { return false };
     if m.eintups.iter().zip(ranks).any(|(e, r)| e.dims.as_ref().map(Vec::len) != Some(*r)) || m.largest_extent() > 1 << 18 {
         return false;
@@ -92,7 +97,7 @@ fn run_at(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], seed
             _ => {
                 let w = want.to_f64_vec();
                 let scale = w.iter().fold(1.0f64, |s, x| s.max(x.abs()));
-                assert_close(&format!("{what}: `{name}`"), &got.to_f64_vec(), &w, Tol { rel: 0.0, abs: 1e-12 * scale });
+                assert_close(&format!("{what}: `{name}`"), &got.to_f64_vec(), &w, Tol { rel: 0.0, abs: rel * scale });
             }
         }
     }
@@ -145,6 +150,29 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
     assert_eq!(narrow_kernels(&b), ["s2_y"]);
     // And it runs, at a size that is no multiple of anything.
     assert!(run_at(&src, &b, &ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
+}
+
+/// reduce_sum's dynamic bundle at `--rank keep=1` under `--fp-contract
+/// fast` (what `eintup build` does): its symbolic reduction is split
+/// (docs/passes.md, `split-reductions`) into a partial kernel of 32 lanes
+/// and a combine kernel, as the static bundle's, both in 32 bits.
+#[test]
+fn the_dynamic_row_sum_is_split_like_the_static_one() {
+    let src = Source::load(&example("reduce_sum")).unwrap();
+    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("keep".to_string(), 1)]).unwrap();
+    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Fast, 80);
+    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap();
+    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Fast }).unwrap();
+    let names: Vec<&str> = lm.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["s1_s_partial", "s1_s"]);
+    assert_eq!(narrow_kernels(&b), ["s1_s_partial", "s1_s"]);
+    // Rows shorter than the lanes, one group of 32 steps per lane (1024
+    // terms) and past it, non-multiples of 32, empty rows, no rows. The
+    // sums are reordered (lanes, then lanes in order): f64 within 1e-9.
+    for binds in [["keep=[5]", "drop=[130]"], ["keep=[3]", "drop=[7]"], ["keep=[2]", "drop=[1024]"], ["keep=[3]", "drop=[2081]"], ["keep=[4]", "drop=[0]"], ["keep=[0]", "drop=[40]"], ["keep=[1]", "drop=[1]"]] {
+        let binds: Vec<String> = binds.iter().map(|s| s.to_string()).collect();
+        assert!(run_within(&src, &b, &sym.ranks, &binds, 0, 1e-9), "{binds:?}");
+    }
 }
 
 /// conv_valid's dynamic bundle at `rank` spatial dims with the bench's

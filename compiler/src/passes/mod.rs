@@ -182,18 +182,6 @@ impl PassError {
 
 /// A matmul kernel for the unit tests of the tiling passes
 /// (`register-tiles`, `block-tiles`), and a run of it on fixed inputs.
-/// What a pass that needs constant trip counts adds to its `--stats`
-/// line about the kernels it left alone because a trip count depends on a
-/// dim symbol (docs/dynamic-shapes.md, section 4): nothing when there are
-/// none.
-pub(crate) fn left_symbolic(names: &[&str]) -> String {
-    if names.is_empty() {
-        String::new()
-    } else {
-        format!("; {} left alone, symbolic trip counts: {}", names.len(), names.join(", "))
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod test_matmul {
     use crate::interp::loops as li;

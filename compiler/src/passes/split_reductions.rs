@@ -39,9 +39,25 @@
 //! is in bounds on all of them, the kernel reads nothing of the buffer it
 //! writes, and `C <= split_max_cells` (above that the cells alone fill the GPU).
 //! [`candidates`] lists the splits (lane counts), [`apply`] makes one.
+//!
+//! A dynamic kernel's reduction of symbolic trip `T` (bounds over the dim
+//! symbols) splits the same way: the lane's steps end at `(T + L-1 -
+//! lane) // L` (in groups, [`DYN_GROUP`]), `C` and `cell` are expressions
+//! over the symbols, and so is `P`'s shape. Its thresholds cannot be
+//! evaluated at build time, so a symbolic trip counts as [`DYN_TRIP`]
+//! (256), the reduction's and each symbolic cell loop's: a reduction
+//! splits when at most two of its cell loops are symbolic (256^2 <= 2^17).
+//! A symbolic window (a load moving with the reduction and a cell by the
+//! same stride, `x[o + w]`) is a filter, usually a few taps: not assumed
+//! long, not split. Many short rows then pay for `P` (32 partial sums a
+//! cell) where a static build would not split; a run-time choice of
+//! variant would avoid it (docs/dynamic-shapes.md, "Run-time variants:
+//! design"). The write must be provably in bounds by the relational
+//! bounds over the symbols (`ir/loops/index32.rs`).
 
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
-use crate::ir::loops::chain::Chain;
+use crate::ir::loops::chain::{symbolic_trip, Chain};
+use crate::ir::loops::index32::proved_in_bounds;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
 
@@ -69,12 +85,18 @@ impl PassOptions for SplitReductionsOptions {
 
 pub fn run(unit: &mut Unit, opts: &SplitReductionsOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("split-reductions runs on the loop level".into())) };
+    let symbolic = m.kernels.iter().any(|k| k.is_symbolic());
     let split = split_module(m, opts.fp_contract, &opts.gpu);
-    // `split_kernel` refuses these (their partial-sum buffer would need a
-    // symbolic size and a run-time choice of variant).
-    let symbolic: Vec<&str> = m.kernels.iter().filter(|k| k.is_symbolic()).map(|k| k.name.as_str()).collect();
-    Ok(Some(format!("{split} reductions split{}", super::left_symbolic(&symbolic))))
+    // The thresholds' rule for trips the build does not know (module doc).
+    let rule = if symbolic { format!("; symbolic trips count as {DYN_TRIP} (the reduction's and each cell loop's)") } else { String::new() };
+    Ok(Some(format!("{split} reductions split{rule}")))
 }
+
+/// What a symbolic trip counts as against the thresholds, the reduction's
+/// (`split_min_trip`) and each symbolic cell loop's (`split_max_cells`):
+/// the trip `register-tiles` assumes too (its `DYN_TRIP`), so one or two
+/// symbolic cell loops split and three do not.
+pub const DYN_TRIP: i64 = super::register_tiles::DYN_TRIP;
 
 /// Splits every kernel that qualifies; returns how many.
 pub fn split_module(m: &mut LoopModule, policy: FpContract, gpu: &GpuTarget) -> usize {
@@ -114,14 +136,23 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTar
 /// `gpu.split_min_trip` terms in a kernel of at most `gpu.split_max_cells`
 /// cells, with `gpu.lanes` lanes, then half as many, down to 2.
 pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarget) -> Vec<SplitChoice> {
-    if k.is_symbolic() {
-        return Vec::new();
-    }
-    let Some((chain, cells)) = splittable(m, k, policy) else { return Vec::new() };
+    let Some((chain, _)) = splittable(m, k, policy) else { return Vec::new() };
+    // A symbolic trip counts as `DYN_TRIP` (module doc).
+    let cells = chain.loops.iter().zip(&chain.bounds).fold(1i64, |acc, (&(_, _, trip), (lo, hi))| {
+        acc.saturating_mul(if lo.is_symbolic() || hi.is_symbolic() { DYN_TRIP } else { trip })
+    });
     if cells > gpu.split_max_cells {
         return Vec::new();
     }
-    let Some(&(r, ..)) = split_loops(chain.rest(&k.body)).iter().rev().find(|l| l.2 >= gpu.split_min_trip) else { return Vec::new() };
+    // A symbolic window (`x[o + w]`: a filter, usually a few taps) is
+    // not assumed long.
+    let rest = chain.rest(&k.body);
+    let trip = |l: &(VarId, IExpr, IExpr)| match (l.1.as_const(), l.2.as_const()) {
+        (Some(lo), Some(hi)) => hi - lo,
+        _ if is_window(rest, l.0, &chain.bound) => 0,
+        _ => DYN_TRIP,
+    };
+    let Some(&(r, ..)) = split_loops(rest).iter().rev().find(|l| trip(l) >= gpu.split_min_trip) else { return Vec::new() };
     let mut out = Vec::new();
     let mut lanes = gpu.lanes;
     while lanes >= 2 {
@@ -131,12 +162,14 @@ pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarge
     out
 }
 
-/// The chain and its number of cells, when `k`'s write allows a split
-/// under `policy` (see the module doc).
-fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, i64)> {
-    let chain = Chain::of(&k.body);
-    let cells = chain.cells();
-    if cells == 0 {
+/// The chain and its number of cells (an expression over the dim symbols
+/// in a dynamic kernel), when `k`'s write allows a split under `policy`
+/// (see the module doc).
+fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, IExpr)> {
+    let dynamic = k.is_symbolic();
+    let chain = if dynamic { Chain::of_dynamic(&k.body) } else { Chain::of(&k.body) };
+    let cells = chain.cells_expr();
+    if cells == IExpr::c(0) || cells.uses_any_var() {
         return None;
     }
     let KernelSum { sum: c, clear: None } = k.sum()? else { return None };
@@ -148,8 +181,15 @@ fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, 
     }
     let mut outside = false;
     w.offset.for_each_var(&mut |v| outside |= !chain.bound.contains(&v));
-    // A buffer of symbolic shape: its bounds are not known here.
-    if outside || !buf.len().is_some_and(|len| in_bounds_on_chain(&w.offset, &chain, len)) {
+    let in_bounds = match buf.len() {
+        Some(len) if !dynamic => in_bounds_on_chain(&w.offset, &chain, len),
+        // Symbolic extents: the relational bounds over the chain's loops.
+        _ => {
+            let loops: Vec<_> = chain.loops.iter().zip(&chain.bounds).map(|(l, (lo, hi))| (l.0, lo.clone(), hi.clone())).collect();
+            proved_in_bounds(m, k.vars.len(), &loops, &w.offset, &buf.shape)
+        }
+    };
+    if outside || !in_bounds {
         return None;
     }
     Some((chain, cells))
@@ -157,12 +197,12 @@ fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, 
 
 /// `k` split as `choice` says, when its write allows a split under
 /// `policy`, `choice.r` is a `reduce` loop below the chain with constant
-/// bounds and stride 1 in every load that uses it, and `choice.lanes` is
-/// positive (any such choice computes the same sums, in another order;
-/// [`candidates`] adds the target's thresholds).
+/// (or symbolic) bounds and stride 1 in every load that uses it, and
+/// `choice.lanes` is positive (any such choice computes the same sums, in
+/// another order; [`candidates`] adds the target's thresholds).
 pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoice) -> Option<(Kernel, Kernel, Buffer)> {
     let (chain, cells) = splittable(m, k, policy)?;
-    let &(r, lo, trip) = split_loops(chain.rest(&k.body)).iter().find(|l| l.0 == choice.r)?;
+    let (r, lo, hi) = split_loops(chain.rest(&k.body)).into_iter().find(|l| l.0 == choice.r)?;
     let lanes = choice.lanes;
     if lanes < 1 {
         return None;
@@ -175,16 +215,16 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     let partial_buf = Buffer {
         name: m.unique_buffer_name(format!("{}_partial", k.name)),
         dtype: buf.dtype,
-        shape: static_shape(&[lanes, cells]),
+        shape: vec![IExpr::c(lanes), cells.clone()],
         role: Role::Temp,
         init: Init::Zero,
     };
     let pbuf = m.buffers.len();
     let lane = k.vars.len();
     let lane_name = k.unique_var_name("lane");
-    let slot = match chain.cell() {
-        IExpr::Const(0) => IExpr::mul(IExpr::v(lane), IExpr::c(cells)),
-        cell => IExpr::add(IExpr::mul(IExpr::v(lane), IExpr::c(cells)), cell),
+    let slot = match chain.cell_expr() {
+        IExpr::Const(0) => IExpr::mul(IExpr::v(lane), cells.clone()),
+        cell => IExpr::add(IExpr::mul(IExpr::v(lane), cells.clone()), cell),
     };
 
     // The partial kernel: a lane loop around the innermost body, `r`
@@ -194,8 +234,18 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     partial.role = KernelRole::Partial;
     partial.vars.push(Var { name: lane_name });
     partial.vars[r].name = k.unique_var_name(&format!("{}_step", k.vars[r].name));
+    // A symbolic trip: the steps in unrolled groups plus a last loop
+    // (`stride_by_lanes`), over three more variables.
+    let groups = (lo.as_const().is_none() || hi.as_const().is_none()).then(|| {
+        let base = k.vars[r].name.clone();
+        let mut var = |suffix: &str| {
+            partial.vars.push(Var { name: partial.unique_var_name(&format!("{base}_{suffix}")) });
+            partial.vars.len() - 1
+        };
+        Groups { half: var("half"), unroll: var("unroll"), last: var("last") }
+    });
     let rest = chain.rest_mut(&mut partial.body);
-    stride_by_lanes(rest, r, lo, trip, lane, lanes);
+    stride_by_lanes(rest, r, &lo, &hi, lane, lanes, groups);
     retarget_write(rest, pbuf, slot.clone());
     // The lane's slot starts from the additive identity (-0.0 keeps the
     // sign of an all-(-0.0) sum): the kernel does not rely on what `P`
@@ -225,26 +275,54 @@ fn in_bounds_on_chain(offset: &IExpr, chain: &Chain, len: i64) -> bool {
     a >= 0 && b < len
 }
 
-/// The `reduce` loops of `rest` with constant bounds and stride 1 in every
-/// load that depends on them (at least one does), outermost first:
-/// `(var, lo, trip)`.
-fn split_loops(rest: &[Node]) -> Vec<(VarId, i64, i64)> {
+/// The `reduce` loops of `rest` whose bounds use no loop variable
+/// (constants, or dim symbols in a dynamic kernel) and with stride 1 in
+/// every load that depends on them (at least one does), outermost first:
+/// `(var, lo, hi)`.
+fn split_loops(rest: &[Node]) -> Vec<(VarId, IExpr, IExpr)> {
     let mut found = Vec::new();
-    fn go(nodes: &[Node], all: &[Node], found: &mut Vec<(VarId, i64, i64)>) {
+    fn go(nodes: &[Node], all: &[Node], found: &mut Vec<(VarId, IExpr, IExpr)>) {
         for n in nodes {
             if let Node::For(f) = n {
-                if f.kind == LoopKind::Reduce {
-                    if let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) {
-                        if unit_stride_loads(all, f.var) {
-                            found.push((f.var, lo, hi - lo));
-                        }
-                    }
+                if f.kind == LoopKind::Reduce && !f.lo.uses_any_var() && !f.hi.uses_any_var() && unit_stride_loads(all, f.var) {
+                    found.push((f.var, f.lo.clone(), f.hi.clone()));
                 }
             }
             go(n.body(), all, found);
         }
     }
     go(rest, rest, &mut found);
+    found
+}
+
+/// Calls `f` on the offset of every load (value or index) in `nodes`.
+fn load_offsets(nodes: &[Node], f: &mut impl FnMut(&IExpr)) {
+    for n in nodes {
+        match n {
+            Node::LoadIndex { offset, .. } => f(offset),
+            Node::Compute(c) => {
+                for val in &c.values {
+                    if let VOp::Load { offset, .. } = &val.op {
+                        f(offset)
+                    }
+                }
+            }
+            _ => {}
+        }
+        load_offsets(n.body(), f);
+    }
+}
+
+/// Is `r` a window's loop: does a load move with `r` and with a cell
+/// variable (one of `cells`) by the same stride (`x[o + w]`)?
+fn is_window(nodes: &[Node], r: VarId, cells: &[VarId]) -> bool {
+    let mut found = false;
+    let mut check = |offset: &IExpr| {
+        let lin = offset.linear();
+        let stride = lin.coef(&IExpr::v(r));
+        found |= stride != 0 && cells.iter().any(|&c| lin.coef(&IExpr::v(c)) == stride);
+    };
+    load_offsets(nodes, &mut check);
     found
 }
 
@@ -260,48 +338,87 @@ fn unit_stride_loads(nodes: &[Node], v: VarId) -> bool {
         let lin = offset.linear();
         ok &= lin.coef(&IExpr::v(v)) == 1 && lin.terms.iter().all(|(atom, _)| *atom == IExpr::v(v) || !atom.uses(v));
     };
-    fn walk(nodes: &[Node], check: &mut impl FnMut(&IExpr)) {
-        for n in nodes {
-            match n {
-                Node::LoadIndex { offset, .. } => check(offset),
-                Node::Compute(c) => {
-                    for val in &c.values {
-                        if let VOp::Load { offset, .. } = &val.op {
-                            check(offset)
-                        }
-                    }
-                }
-                _ => {}
-            }
-            walk(n.body(), check);
-        }
-    }
-    walk(nodes, &mut check);
+    load_offsets(nodes, &mut check);
     ok && any
 }
 
-/// Replaces loop `r` (`[lo, lo+trip)`) by one over the same variable that
-/// now counts the lane's steps, `[0, (trip + L-1 - lane) // L)` for `L` =
-/// `lanes`: every use of `r` below becomes `lo + lane + L*r`. The bound,
-/// not a guard, ends the lanes that get one term fewer, so that the body
-/// stays unconditional and LLVM keeps the partial sum in a register.
-fn stride_by_lanes(nodes: &mut [Node], r: VarId, lo: i64, trip: i64, lane: VarId, lanes: i64) {
-    for n in nodes {
-        match n {
+/// Steps a lane takes per iteration of its group loop when the trip is
+/// symbolic: two `unroll` loops of [`MAX_UNROLL`]. LLVM unrolls a loop of
+/// symbolic trip itself, but keeps one 32-bit index per term and widens
+/// each to an address (5 instructions a term: reduce_sum 512x1024 split
+/// was 2.5x the static bundle's instructions); the terms of an `unroll`
+/// loop are constant offsets from one address (2 a term), and 32 steps
+/// are a whole 1024-term row in one group, as the static kernel unrolls it.
+const DYN_GROUP: i64 = 2 * MAX_UNROLL;
+
+/// The variables of a symbolic trip's grouped steps: step `DYN_GROUP*r +
+/// MAX_UNROLL*half + unroll` in the groups, `last` after them.
+#[derive(Clone, Copy)]
+struct Groups {
+    half: VarId,
+    unroll: VarId,
+    last: VarId,
+}
+
+/// Replaces loop `r` (`[lo, hi)`, trip `T`) by one over the same variable
+/// that now counts the lane's steps, `[0, n)` with `n = (T + L-1 - lane)
+/// // L` for `L` = `lanes`: every use of `r` below becomes `lo + lane +
+/// L*step`. The bound, not a guard, ends the lanes that get one term
+/// fewer, so that the body stays unconditional and LLVM keeps the partial
+/// sum in a register. A symbolic `T` is `max(hi - lo, 0)`, so no lane's
+/// count is negative, and its steps go in order [`DYN_GROUP`] at a time
+/// (`r` counting groups, `groups`' unrolled loops within one), then the
+/// last `n % DYN_GROUP` in a loop over `groups.last`.
+fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane: VarId, lanes: i64, groups: Option<Groups>) {
+    let term = |step: IExpr| {
+        let k = IExpr::add(IExpr::v(lane), IExpr::mul(IExpr::c(lanes), step));
+        if *lo == IExpr::c(0) {
+            k
+        } else {
+            IExpr::add(lo.clone(), k)
+        }
+    };
+    for i in 0..nodes.len() {
+        match &mut nodes[i] {
             Node::For(f) if f.var == r => {
-                let k = IExpr::add(IExpr::v(lane), IExpr::mul(IExpr::c(lanes), IExpr::v(r)));
-                let at = if lo == 0 { k } else { IExpr::add(IExpr::c(lo), k) };
-                for_each_expr_mut(&mut f.body, &mut |e| *e = e.substitute(r, &at));
                 f.lo = IExpr::c(0);
-                f.hi = if trip % lanes == 0 {
-                    IExpr::c(trip / lanes)
-                } else {
-                    IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::c(trip + lanes - 1), IExpr::v(lane)), IExpr::c(lanes))
-                };
+                match (lo.as_const(), hi.as_const(), groups) {
+                    (Some(clo), Some(chi), _) => {
+                        let at = term(IExpr::v(r));
+                        for_each_expr_mut(&mut f.body, &mut |e| *e = e.substitute(r, &at));
+                        let trip = chi - clo;
+                        f.hi = if trip % lanes == 0 {
+                            IExpr::c(trip / lanes)
+                        } else {
+                            IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::c(trip + lanes - 1), IExpr::v(lane)), IExpr::c(lanes))
+                        };
+                    }
+                    (_, _, None) => {
+                        let at = term(IExpr::v(r));
+                        for_each_expr_mut(&mut f.body, &mut |e| *e = e.substitute(r, &at));
+                        f.hi = IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::add(symbolic_trip(lo, hi), IExpr::c(lanes - 1)), IExpr::v(lane)), IExpr::c(lanes));
+                    }
+                    (_, _, Some(g)) => {
+                        let n = IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::add(symbolic_trip(lo, hi), IExpr::c(lanes - 1)), IExpr::v(lane)), IExpr::c(lanes));
+                        let whole = IExpr::bin(IBin::FloorDiv, n.clone(), IExpr::c(DYN_GROUP));
+                        let mut tail = f.body.clone();
+                        let at_last = term(IExpr::v(g.last));
+                        for_each_expr_mut(&mut tail, &mut |e| *e = e.substitute(r, &at_last));
+                        let step = IExpr::add(IExpr::add(IExpr::mul(IExpr::c(DYN_GROUP), IExpr::v(r)), IExpr::mul(IExpr::c(MAX_UNROLL), IExpr::v(g.half))), IExpr::v(g.unroll));
+                        let at = term(step);
+                        let mut body = std::mem::take(&mut f.body);
+                        for_each_expr_mut(&mut body, &mut |e| *e = e.substitute(r, &at));
+                        let unroll = |var, hi, body| Node::For(For { var, lo: IExpr::c(0), hi: IExpr::c(hi), kind: LoopKind::Unroll, body });
+                        f.body = vec![unroll(g.half, DYN_GROUP / MAX_UNROLL, vec![unroll(g.unroll, MAX_UNROLL, body)])];
+                        f.hi = whole.clone();
+                        let tail_lo = IExpr::mul(whole, IExpr::c(DYN_GROUP));
+                        nodes.insert(i + 1, Node::For(For { var: g.last, lo: tail_lo, hi: n, kind: LoopKind::Reduce, body: tail }));
+                    }
+                }
                 return;
             }
-            Node::For(f) => stride_by_lanes(&mut f.body, r, lo, trip, lane, lanes),
-            Node::Guard(g) => stride_by_lanes(&mut g.body, r, lo, trip, lane, lanes),
+            Node::For(f) => stride_by_lanes(&mut f.body, r, lo, hi, lane, lanes, groups),
+            Node::Guard(g) => stride_by_lanes(&mut g.body, r, lo, hi, lane, lanes, groups),
             _ => {}
         }
     }

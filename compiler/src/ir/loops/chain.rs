@@ -225,6 +225,26 @@ impl Chain {
         e.unwrap_or(IExpr::c(0))
     }
 
+    /// [`Chain::cell`] of a dynamic chain: digits and strides are
+    /// expressions over the dim symbols where the trips are symbolic (the
+    /// same as [`Chain::cell`] where every trip is constant).
+    pub fn cell_expr(&self) -> IExpr {
+        let mut e: Option<IExpr> = None;
+        let mut stride = IExpr::c(1);
+        for (&(v, _, trip), (lo, hi)) in self.loops.iter().zip(&self.bounds).rev() {
+            let symbolic = lo.is_symbolic() || hi.is_symbolic();
+            let digit = if matches!(lo, IExpr::Const(0)) { IExpr::v(v) } else { IExpr::sub(IExpr::v(v), lo.clone()) };
+            let term = if stride == IExpr::c(1) { digit } else { IExpr::mul(digit, stride.clone()) };
+            e = Some(match e {
+                None => term,
+                Some(inner) => IExpr::add(term, inner),
+            });
+            let trip = if symbolic { symbolic_trip(lo, hi) } else { IExpr::c(trip) };
+            stride = IExpr::fold(IBin::Mul, stride, trip);
+        }
+        e.unwrap_or(IExpr::c(0))
+    }
+
     /// The innermost loop's body (the kernel body when there is no loop).
     pub fn rest<'a>(&self, body: &'a [Node]) -> &'a [Node] {
         let mut cur = body;
@@ -363,5 +383,28 @@ mod tests {
         assert_eq!(chain.exprs.len(), 4);
         assert!(matches!(chain.rest(&body), [Node::For(f)] if f.var == 3));
         assert_eq!(chain.steps(&body).len(), 4);
+    }
+
+    #[test]
+    fn a_dynamic_chains_cell_index_strides_by_its_symbolic_trips() {
+        // a in [0, %0), b in [0, 3), c in [1, %1): the row-major cell is
+        // a * (T * 3) + (b * T + (c - 1)) for T = max(%1 - 1, 0), as `cell` is where
+        // every trip is constant.
+        let compute = Node::Compute(Compute {
+            values: vec![Value { op: VOp::Const(1.0), dtype: DType::F32 }],
+            write: Write { kind: WriteKind::Store, buf: 0, offset: IExpr::v(0), value: 0 },
+        });
+        let c = Node::For(For { var: 2, lo: IExpr::c(1), hi: IExpr::Sym(1), kind: LoopKind::Parallel, body: vec![compute] });
+        let body = vec![for_(0, IExpr::Sym(0), LoopKind::Parallel, vec![for_(1, IExpr::c(3), LoopKind::Parallel, vec![c])])];
+        let chain = Chain::of_dynamic(&body);
+        let c_trip = symbolic_trip(&IExpr::c(1), &IExpr::Sym(1));
+        let inner = IExpr::add(IExpr::mul(IExpr::v(1), c_trip.clone()), IExpr::sub(IExpr::v(2), IExpr::c(1)));
+        let want = IExpr::add(IExpr::mul(IExpr::v(0), IExpr::fold(IBin::Mul, c_trip.clone(), IExpr::c(3))), inner);
+        assert_eq!(chain.cell_expr(), want);
+        assert_eq!(chain.cells_expr(), IExpr::fold(IBin::Mul, IExpr::fold(IBin::Mul, IExpr::Sym(0), IExpr::c(3)), c_trip));
+        // Static, it is `cell`.
+        let st = kernel();
+        let chain = Chain::of(&st);
+        assert_eq!(chain.cell_expr(), chain.cell());
     }
 }

@@ -24,7 +24,7 @@
 use super::geometry::GridChain;
 use super::interval::Interval;
 use super::poly::{gcd, Extents, Poly};
-use super::{chain::Step, Cond, DimId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node};
+use super::{chain::Step, Cond, DimId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VarId};
 
 /// `p / den`, `den > 0`: a rational polynomial over atoms.
 #[derive(Clone, Debug, PartialEq)]
@@ -470,6 +470,27 @@ impl Kernel {
     }
 }
 
+/// Is `offset` in `[0, len)` of a buffer of `shape` at every point of
+/// `loops` (`(var, lo, hi)`, outermost first; `nvars` is the kernel's
+/// variable count), by the relational bounds above over `m`'s extents?
+/// `lane * %k.0 + k` for `lane < 32`, `k < %k.0` is below `32 * %k.0`,
+/// which intervals over `[0, 2^63)` symbols cannot see.
+pub fn proved_in_bounds(m: &LoopModule, nvars: usize, loops: &[(VarId, IExpr, IExpr)], offset: &IExpr, shape: &[IExpr]) -> bool {
+    let mut w = Walk::new(Extents::of(m), nvars);
+    (|| {
+        for (v, lo, hi) in loops {
+            let (lo, hi) = (w.frac(lo)?, w.frac(hi)?.sub(&Frac::c(1))?);
+            let a = w.push(lo, hi);
+            *w.vars.get_mut(*v)? = Some(a);
+        }
+        let f = w.frac(offset)?;
+        let (lo, hi) = (w.bound(&f, false)?, w.bound(&f, true)?);
+        let nonneg = lo.nonneg() || w.symbols(&lo)?.nonneg();
+        Some(nonneg && (hi.below(shape) || w.symbols(&hi)?.below(shape)))
+    })()
+    .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,6 +559,21 @@ mod tests {
         assert_eq!(pruned("0", "min(%w.0, (%n.0 - o))"), (1, "0".into(), "%w.0".into()));
         // (`shape_extent` prints the loop variable `o` as `?var0`.)
         assert_eq!(pruned("max(0, (o - %n.0))", "min(%n.0, (o + 1))"), (1, "0".into(), "min(%n.0, (?var0 + 1))".into()));
+    }
+
+    #[test]
+    fn a_lane_major_slot_is_proved_in_its_buffer() {
+        // P : [32, %k.0], slot lane * %k.0 + k for lane < 32, k < %k.0:
+        // at most 32 * %k.0 - 1. One more is not provable, nor a slot
+        // past a buffer of 31 lanes.
+        let m = module("dim %k.0\nbuffer p : f32[32, %k.0] temp\nbuffer q : f32[31, %k.0] temp\n");
+        let loops = [(0, IExpr::c(0), IExpr::Sym(0)), (1, IExpr::c(0), IExpr::c(32))];
+        let slot = IExpr::add(IExpr::mul(IExpr::v(1), IExpr::Sym(0)), IExpr::v(0));
+        assert!(proved_in_bounds(&m, 2, &loops, &slot, &m.buffers[0].shape));
+        assert!(!proved_in_bounds(&m, 2, &loops, &IExpr::add(slot.clone(), IExpr::c(1)), &m.buffers[0].shape));
+        assert!(!proved_in_bounds(&m, 2, &loops, &slot, &m.buffers[1].shape));
+        // A negative offset is not in bounds either.
+        assert!(!proved_in_bounds(&m, 2, &loops, &IExpr::sub(slot, IExpr::c(1)), &m.buffers[0].shape));
     }
 
     #[test]

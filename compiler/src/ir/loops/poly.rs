@@ -55,6 +55,23 @@ impl Extents {
         self.exprs.iter().position(|(x, _)| x == e).map(|i| FIRST_EXTENT + i)
     }
 
+    /// Is `e` non-negative wherever the module runs? Symbols are, and so
+    /// are its buffers' extents (the runtime and the loop interpreter
+    /// refuse dims that make one negative); sums, products, minima,
+    /// quotients and remainders of such stay so, as does a maximum with
+    /// one such operand. Loop variables are not considered.
+    pub fn non_negative(&self, e: &IExpr) -> bool {
+        if e.is_non_negative() || self.atom(e).is_some() {
+            return true;
+        }
+        match e {
+            IExpr::Bin(IBin::Add | IBin::Mul | IBin::FloorDiv | IBin::CeilDiv | IBin::Min, a, b) => self.non_negative(a) && self.non_negative(b),
+            IExpr::Bin(IBin::Max, a, b) => self.non_negative(a) || self.non_negative(b),
+            IExpr::Bin(IBin::Mod, _, b) => self.non_negative(b),
+            _ => false,
+        }
+    }
+
     /// Each extent with its atom.
     pub fn iter(&self) -> impl Iterator<Item = (DimId, &IExpr)> {
         self.exprs.iter().enumerate().map(|(i, (e, _))| (FIRST_EXTENT + i, e))
@@ -331,6 +348,23 @@ mod tests {
         assert!(!col.le(&col.sub(&one).unwrap()));
         assert!(!one.le(&col));
         assert_eq!(Poly::of(&IExpr::sub(s(0), s(0))).unwrap().as_const(), Some(0));
+    }
+
+    #[test]
+    fn a_buffer_extent_and_what_is_built_of_it_are_non_negative() {
+        // y : [%n.0 - %k.0 + 1]: the extent X is; X //^ 4, X % 8 and
+        // max(X - 5, 0) are; X - 5 and a loop variable are not.
+        let m = crate::ir::loops::parse::parse_module("dim %n.0\ndim %k.0\nbuffer y : f32[((%n.0 - %k.0) + 1)] output\n").expect("parses");
+        let ext = Extents::of(&m);
+        let x = m.buffers[0].shape[0].clone();
+        assert!(ext.non_negative(&x) && !x.is_non_negative());
+        assert!(ext.non_negative(&IExpr::bin(IBin::CeilDiv, x.clone(), IExpr::c(4))));
+        assert!(ext.non_negative(&IExpr::bin(IBin::Mod, x.clone(), IExpr::c(8))));
+        let less = IExpr::sub(x.clone(), IExpr::c(5));
+        assert!(!ext.non_negative(&less));
+        assert!(ext.non_negative(&IExpr::bin(IBin::Max, less, IExpr::c(0))));
+        assert!(!ext.non_negative(&IExpr::v(0)));
+        assert!(!ext.non_negative(&IExpr::sub(s(0), s(1))));
     }
 
     #[test]
