@@ -89,13 +89,19 @@ pub fn run(ops_dir: &Path, file: &Path, ops: &[Op]) -> Result<(), String> {
         let size = op.binds.join(" ");
         eprintln!("bench: model {} {size}", op.name);
         let spec = Specialized::of(ops_dir, op)?;
-        let mut listed = Vec::new();
+        let (mut listed, mut ranked) = (Vec::new(), Vec::new());
         for v in crate::tune::variants(&spec)? {
             let t0 = std::time::Instant::now();
             let b = compile_bundle(&spec, &v.choices)?;
             let m = model(&dev, &b, registers(&v.choices), gpu, f)?;
             eprintln!("bench:   {:?}: {:.3} ms predicted ({:.1} s)", v.choices, m.predicted_ms, t0.elapsed().as_secs_f64());
+            ranked.push((m.predicted_ms, v.choices.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>().join(", ")));
             listed.push(serde_json::json!({ "choices": choice_map(&v.choices), "kernels": m.kernels, "predicted_ms": m.predicted_ms }));
+        }
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        println!("\n{} {size}: predicted on {}, best first", op.name, gpu.name);
+        for (ms, label) in &ranked {
+            println!("  {label:<24} {ms:>10.3} ms");
         }
         groups.push(serde_json::json!({ "op": op.name, "size": size, "variants": listed }));
     }
