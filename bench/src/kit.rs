@@ -67,6 +67,12 @@ impl Specialized {
 /// (`(pass, choice)`; none: the tuning table's or the heuristic's), written
 /// to `path`; it must generate all its inputs on the device.
 pub fn write_bundle(s: &Specialized, choices: &[(String, String)], path: &Path) -> Result<(), String> {
+    compile_bundle(s, choices)?.write(path).map_err(|e| e.to_string())
+}
+
+/// `s` compiled for the kit's GPU with `choices` forced, as a bundle that
+/// generates all its inputs on the device.
+pub fn compile_bundle(s: &Specialized, choices: &[(String, String)]) -> Result<eintup_runtime::Bundle, String> {
     let (src, module, config, float) = (&s.src, &s.module, &s.config, s.float);
     let fp_contract = eintup_codegen::FpContract::default();
     let opts = GpuOptions { choices: choices.to_vec(), ..GpuOptions::new(float, fp_contract, KIT_SM) };
@@ -77,5 +83,5 @@ pub fn write_bundle(s: &Specialized, choices: &[(String, String)], path: &Path) 
     if !missing.is_empty() {
         return Err(format!("the bundle cannot generate input(s) {}", missing.join(", ")));
     }
-    b.write(path).map_err(|e| e.to_string())
+    Ok(b)
 }

@@ -5,9 +5,11 @@
 //! docs/performance.md explains every column and records the results.
 
 mod compile;
+mod cost;
 mod gpu;
 mod host;
 mod kit;
+mod model;
 mod ops;
 mod overhead;
 mod peers;
@@ -69,6 +71,19 @@ struct Args {
     /// --fp-contract fast`).
     #[arg(long = "host-fp-contract", default_value = "off", value_name = "off|fast")]
     host_fp_contract: eintup_codegen::FpContract,
+    /// Instead of benchmarking, model every tuner variant of the tuned ops
+    /// on the emulator (sampled profiles, the cost model's H100 times) and
+    /// write them to this file (docs/tuning.md, "Cost model").
+    #[arg(long, value_name = "FILE", conflicts_with = "gpu_kit")]
+    model: Option<PathBuf>,
+    /// Instead of benchmarking, compare a `--model` file with a kit's
+    /// measured tuning.json (`--measured`): the fit table, refitted
+    /// constants and leave-one-group-out errors.
+    #[arg(long, value_name = "FILE", requires = "measured", conflicts_with_all = ["gpu_kit", "model"])]
+    model_fit: Option<PathBuf>,
+    /// With `--model-fit`: the measured tuning.json.
+    #[arg(long, value_name = "FILE")]
+    measured: Option<PathBuf>,
     /// Runs of each `etopt` command for the compile-time medians.
     #[arg(long, default_value_t = 5)]
     compile_runs: usize,
@@ -92,6 +107,14 @@ fn run(args: &Args) -> Result<(), String> {
             let list: Vec<ops::Op> = ops::tuned(args.quick).into_iter().filter(|o| keep(&o.name)).collect();
             tune::write(&args.root.join("bench/ops"), dir, &list)?;
         }
+        return Ok(());
+    }
+    if let Some(file) = &args.model {
+        let list: Vec<ops::Op> = ops::tuned(args.quick).into_iter().filter(|o| keep(&o.name)).collect();
+        return model::run(&args.root.join("bench/ops"), file, &list);
+    }
+    if let (Some(file), Some(measured)) = (&args.model_fit, &args.measured) {
+        print!("{}", model::fit_report(file, measured)?);
         return Ok(());
     }
     let mut report = serde_json::Map::new();

@@ -5,9 +5,11 @@
 //! `DIR/tune/`, listed in `DIR/tune/tune.json` with the kernel shape each
 //! pass saw (the key the tuning table records the winner under). The kit
 //! (`KIT/run OUT --tune`) times them on a GPU; `scripts/gpu-check import`
-//! turns the times into the tuning table.
+//! turns the times into the tuning table. Each variant also carries the
+//! cost model's prediction (`predicted_ms`, `kernels`: [`crate::model`]),
+//! which the kit's report compares with what it measures.
 
-use crate::kit::{write_bundle, Specialized, KIT_SM};
+use crate::kit::{compile_bundle, Specialized, KIT_SM};
 use crate::ops::Op;
 use eintup::ir::loops::LoopModule;
 use eintup::passes::register_tiles::TileLayout;
@@ -23,6 +25,7 @@ pub const MAX_VARIANTS: usize = 24;
 pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
     let tdir = dir.join("tune");
     std::fs::create_dir_all(&tdir).map_err(|e| format!("{}: {e}", tdir.display()))?;
+    let dev = crate::model::emulator();
     let mut groups = Vec::new();
     for (gi, op) in ops.iter().enumerate() {
         let size = op.binds.join(" ");
@@ -38,32 +41,45 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
         let mut listed = Vec::new();
         for (vi, v) in variants.iter().enumerate() {
             let file = format!("{}-{gi}-{vi}.etb", op.name);
-            match write_bundle(&spec, &v.choices, &tdir.join(&file)) {
-                Ok(()) => listed.push(serde_json::json!({
-                    "bundle": file,
-                    "choices": v.choices.iter().map(|(p, c)| (p.clone(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
-                    "shapes": v.shapes.iter().map(|(p, s)| (p.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
-                })),
+            let written = compile_bundle(&spec, &v.choices).and_then(|b| b.write(tdir.join(&file)).map(|()| b).map_err(|e| e.to_string()));
+            match written {
+                Ok(b) => {
+                    let mut entry = serde_json::json!({
+                        "bundle": file,
+                        "choices": crate::model::choice_map(&v.choices),
+                        "shapes": v.shapes.iter().map(|(p, s)| (p.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
+                    });
+                    // A variant the model cannot profile is still timed.
+                    match crate::model::model(&dev, &b, crate::model::registers(&v.choices), &crate::cost::H100, &crate::cost::H100_FIT) {
+                        Ok(m) => {
+                            entry["predicted_ms"] = serde_json::json!(m.predicted_ms);
+                            entry["kernels"] = serde_json::json!(m.kernels);
+                        }
+                        Err(e) => eprintln!("bench: tune {} variant {vi}: no prediction: {e}", op.name),
+                    }
+                    listed.push(entry);
+                }
                 Err(e) => eprintln!("bench: tune {} variant {vi}: {e}", op.name),
             }
         }
         groups.push(serde_json::json!({ "op": op.name, "size": size, "float": op.float.name(), "variants": listed }));
     }
-    let text = serde_json::to_string_pretty(&serde_json::json!({ "sm": KIT_SM, "groups": groups })).map_err(|e| e.to_string())?;
+    let model = serde_json::json!({ "gpu": crate::cost::H100.name, "fitted": crate::cost::H100_FIT, "sample_blocks": crate::model::SAMPLE_BLOCKS });
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "sm": KIT_SM, "model": model, "groups": groups })).map_err(|e| e.to_string())?;
     let path = tdir.join("tune.json");
     std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// One variant: the choice forced on each tuned pass and the shape of the
 /// kernel that pass chose for.
-struct Variant {
-    choices: Vec<(String, String)>,
-    shapes: Vec<(String, KernelShape)>,
+pub struct Variant {
+    pub choices: Vec<(String, String)>,
+    pub shapes: Vec<(String, KernelShape)>,
 }
 
 /// The variants of `op`'s one contraction kernel, the heuristic's choice
 /// first (each pass lists its candidates best first).
-fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
+pub fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
     let fp_contract = eintup_codegen::FpContract::default();
     let base = GpuOptions { tuning: false, ..GpuOptions::new(s.float, fp_contract, KIT_SM) };
     let before = |choices: Vec<(String, String)>, stop: &str| -> Result<LoopModule, String> {

@@ -205,6 +205,20 @@ impl Device {
         }
     }
 
+    /// The profile of one run of `bundle` on the emulator in which each
+    /// launch runs only `blocks` of its blocks (the first, the last and
+    /// others spread between), their counts scaled to the whole grid: a
+    /// GPU-size kernel's profile in seconds. Returns no outputs (most were
+    /// never computed); `InvalidArgument` on a GPU. Exact for kernels whose
+    /// blocks all do the same work (docs/emulator.md, "Sampled profiles").
+    pub fn profile_sampled(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>, blocks: u32) -> Result<ProfileReport> {
+        let bundle = &*bundle.bind_inputs(inputs)?;
+        match &self.imp {
+            Imp::Cuda(_) => Err(Error::InvalidArgument("profiles come from the emulator (device `emu`); on a GPU use Nsight Compute".into())),
+            Imp::Emu(e) => e.profile_sampled(bundle, inputs, blocks),
+        }
+    }
+
     /// Runs `bundle` `warmup` times untimed, then `reps` times timed, and
     /// returns median times. Each timed repetition runs the steps twice: once
     /// bracketed by two events only (the total, undisturbed by inner events),

@@ -42,6 +42,68 @@ pub struct Profile {
     /// Bytes threads read and wrote in global memory (loads, stores and
     /// atomics; what the kernel asked for, not what the sectors move).
     pub global_bytes: u64,
+    /// Distinct global sectors each block touched (loads and stores),
+    /// summed over blocks: what an L1 that kept one block's footprint would
+    /// fetch from L2 (an estimate: real L1s are smaller than some blocks'
+    /// footprints, and blocks on one SM share theirs).
+    #[serde(default)]
+    pub global_block_sectors: u64,
+    /// Warp-level barriers (`bar.sync`, `barrier.sync`) reached: each
+    /// stalls its warp until the block's other warps arrive.
+    #[serde(default)]
+    pub barriers: u64,
+    /// Blocks of the launches' grids (summed over launches), as launched
+    /// (a grid-stride kernel's grid is not capped on the emulator).
+    #[serde(default)]
+    pub blocks: u64,
+    /// Blocks actually emulated: `blocks`, except in a sampled profile
+    /// ([`crate::Device::profile_sampled`]), whose counters above are
+    /// those blocks' counts scaled to the whole grid.
+    #[serde(default)]
+    pub blocks_run: u64,
+    /// Threads per block of the last launch.
+    #[serde(default)]
+    pub threads_per_block: u64,
+    /// Static shared memory per block (`.shared` declarations).
+    #[serde(default)]
+    pub shared_bytes_per_block: u64,
+}
+
+impl Profile {
+    /// The per-block counters (everything but `name`, `launches` and the
+    /// launch geometry) as mutable references, so that a sampled launch can
+    /// scale them together.
+    fn counters(&mut self) -> [&mut u64; 14] {
+        [
+            &mut self.warp_instructions,
+            &mut self.thread_instructions,
+            &mut self.global_load_requests,
+            &mut self.global_load_sectors,
+            &mut self.global_store_requests,
+            &mut self.global_store_sectors,
+            &mut self.shared_requests,
+            &mut self.shared_bank_conflicts,
+            &mut self.atomic_requests,
+            &mut self.flops,
+            &mut self.fma,
+            &mut self.global_bytes,
+            &mut self.barriers,
+            &mut self.global_block_sectors,
+        ]
+    }
+
+    /// Scales what the counters gained since `before` by `num / den`
+    /// (rounded to nearest): `den` blocks ran of a grid of `num`.
+    pub(crate) fn scale_since(&mut self, before: &Profile, num: u64, den: u64) {
+        let mut b = before.clone();
+        let old = b.counters();
+        let new = self.counters();
+        for (n, o) in new.into_iter().zip(old) {
+            let gained = u128::from(n.saturating_sub(*o));
+            let scaled = (gained * u128::from(num) + u128::from(den) / 2) / u128::from(den.max(1));
+            *n = o.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX));
+        }
+    }
 }
 
 /// Every kernel's profile, in order of first launch; serialises to
@@ -77,12 +139,12 @@ impl ProfileReport {
     /// A table, one line per kernel.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12}\n",
-            "kernel", "launch", "warp_inst", "thread_inst", "ld_req", "ld_sect", "st_req", "st_sect", "shm_req", "shm_conf", "atomics", "flops", "fma", "global_B"
+            "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12} {:>9}\n",
+            "kernel", "launch", "warp_inst", "thread_inst", "ld_req", "ld_sect", "st_req", "st_sect", "shm_req", "shm_conf", "atomics", "flops", "fma", "global_B", "barriers"
         );
         for p in &self.kernels {
             s.push_str(&format!(
-                "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12}\n",
+                "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12} {:>9}\n",
                 p.name,
                 p.launches,
                 p.warp_instructions,
@@ -96,7 +158,8 @@ impl ProfileReport {
                 p.atomic_requests,
                 p.flops,
                 p.fma,
-                p.global_bytes
+                p.global_bytes,
+                p.barriers
             ));
         }
         s
@@ -173,6 +236,17 @@ mod tests {
         assert_eq!(bank_conflicts(&mut buf, &broadcast), 0);
         let doubles: Vec<(u64, u32)> = (0..32).map(|l| (8 * l, 8)).collect();
         assert_eq!(bank_conflicts(&mut buf, &doubles), 0);
+    }
+
+    #[test]
+    fn scaling_touches_only_what_the_sampled_blocks_added() {
+        let before = Profile { warp_instructions: 100, flops: 7, launches: 1, ..Profile::default() };
+        // 2 of 5 blocks ran and added 30 instructions and 3 barriers.
+        let mut p = Profile { warp_instructions: 130, barriers: 3, flops: 7, launches: 1, ..Profile::default() };
+        p.scale_since(&before, 5, 2);
+        // 30 * 5 / 2 = 75; 3 * 5 / 2 = 7.5, rounded to 8; flops and
+        // launches untouched.
+        assert_eq!((p.warp_instructions, p.barriers, p.flops, p.launches), (175, 8, 7, 1));
     }
 
     #[test]

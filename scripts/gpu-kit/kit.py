@@ -24,6 +24,7 @@ bounds and races itself and models no time, so steps 4-5 are skipped.
 """
 import argparse
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -345,6 +346,8 @@ def tune(etrun, kit, work, device, budget_s):
         ref = None
         for i, v in enumerate(g["variants"]):
             res = {"choices": v["choices"], "shapes": v["shapes"]}
+            if "predicted_ms" in v:
+                res["predicted_ms"] = v["predicted_ms"]
             out_g["variants"].append(res)
             if time.time() - t0 > budget_s:
                 res["error"] = f"skipped: the tuning budget of {budget_s:.0f} s was spent"
@@ -370,7 +373,10 @@ def tune(etrun, kit, work, device, budget_s):
                     res.pop("ms", None)
             shutil.rmtree(wd, ignore_errors=True)
         groups.append(out_g)
-    return {"sm": spec["sm"], "device": device, "groups": groups, "wall_s": time.time() - t0}
+    out = {"sm": spec["sm"], "device": device, "groups": groups, "wall_s": time.time() - t0}
+    if "model" in spec:
+        out["model"] = spec["model"]
+    return out
 
 
 def tune_md(t):
@@ -392,6 +398,64 @@ def tune_md(t):
                 line += f", heuristic {first['choices']} {first['ms']:.3f} ms ({first['ms'] / best['ms']:.2f}x the best)"
         L.append(line)
         L += [f"  - {v['choices']}: {v['error']}" for v in g["variants"] if "error" in v]
+    return L
+
+
+def ranks(v):
+    """Ranks from 0, ties at their mean rank."""
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    r = [0.0] * len(v)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in order[i:j + 1]:
+            r[k] = (i + j) / 2
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    """Spearman's rank correlation; None for under 2 values or a constant series."""
+    if len(a) < 2:
+        return None
+    ra, rb = ranks(a), ranks(b)
+    m = (len(a) - 1) / 2
+    num = sum((x - m) * (y - m) for x, y in zip(ra, rb))
+    den = (sum((x - m) ** 2 for x in ra) * sum((y - m) ** 2 for y in rb)) ** 0.5
+    return num / den if den else None
+
+
+def model_md(t):
+    """The cost model's error (docs/tuning.md, "Cost model"): per group, each
+    variant's measured and predicted ms, the rank correlation, and how the
+    model's pick fares against the measured best."""
+    L = ["", "## Cost model against the measured times", ""]
+    m = t.get("model")
+    if not m:
+        return L + ["no predictions in this kit's tune.json"]
+    L.append(f"model: {m.get('gpu')}, constants {m.get('fitted')}, {m.get('sample_blocks')} blocks per launch emulated")
+    logs = []
+    for g in t.get("groups", []):
+        rows = [v for v in g.get("variants", []) if v.get("ms", 0) > 0 and v.get("predicted_ms", 0) > 0]
+        if not rows:
+            continue
+        meas = [v["ms"] for v in rows]
+        pred = [v["predicted_ms"] for v in rows]
+        rho = spearman(meas, pred)
+        pick = min(rows, key=lambda v: v["predicted_ms"])["ms"] / min(meas)
+        lr = [math.log(p / x) for x, p in zip(meas, pred)]
+        logs += lr
+        L += ["", f"### {g['op']} {g['size']}: spearman {'-' if rho is None else f'{rho:.2f}'}, "
+              f"model's pick {pick:.2f}x the measured best, predicted/measured {math.exp(sum(lr) / len(lr)):.2f}x (geometric mean)", "",
+              "| variant | measured ms | predicted ms | predicted/measured |", "|---|---|---|---|"]
+        for v, x, p in zip(rows, meas, pred):
+            c = v["choices"]
+            L.append(f"| {c.get('register-tiles', '-')}, {c.get('block-tiles', '-')} | {x:.3f} | {p:.3f} | {p / x:.2f}x |")
+    if not logs:
+        return L + ["", "no variant has both a measured and a predicted time (no GPU timing)"]
+    L += ["", f"all: {len(logs)} variants, root mean square of log(predicted/measured) {math.sqrt(sum(x * x for x in logs) / len(logs)):.3f}"]
     return L
 
 
@@ -458,6 +522,7 @@ def report_md(r):
                 L.append(f"- {x['op']} {l['kernel']}: {l['median_ms']:.3f} ms")
     if "tuning" in r:
         L += tune_md(r["tuning"])
+        L += model_md(r["tuning"])
     L += ["", f"**{r['verdict']}**", ""]
     return "\n".join(L)
 

@@ -40,6 +40,10 @@ use crate::error::{Error, Result};
 /// plausible zeros.
 const POISON: u8 = 0xFF;
 
+/// Sector ids a block's list holds before it is deduplicated (8 bytes
+/// each: 32 MiB).
+const BLOCK_SECTORS_COMPACT: usize = 1 << 22;
+
 /// One launch of a kernel.
 pub(crate) struct Launch<'a> {
     pub kernel: &'a Kernel,
@@ -54,8 +58,18 @@ pub(crate) struct Launch<'a> {
 /// Runs `launch` to completion, or to its first fault. `tags` numbers
 /// launches and blocks for the race records (see [`Accessor::tag`]);
 /// `run_issued` counts the warp instructions of all launches of the run
-/// (`EmuOptions::run_instruction_limit`).
-pub(crate) fn run(launch: &Launch<'_>, global: &mut Global, profile: &mut Profile, tags: &mut u32, run_issued: &mut u64, opts: &EmuOptions) -> Result<()> {
+/// (`EmuOptions::run_instruction_limit`). With `sample`, only that many
+/// blocks run ([`sampled_blocks`]) and the profile gets their counts scaled
+/// to the whole grid: memory is then not what the kernel would leave.
+pub(crate) fn run(
+    launch: &Launch<'_>,
+    global: &mut Global,
+    profile: &mut Profile,
+    tags: &mut u32,
+    run_issued: &mut u64,
+    opts: &EmuOptions,
+    sample: Option<u32>,
+) -> Result<()> {
     let k = launch.kernel;
     let tpb = launch.block.iter().product::<u32>();
     let blocks: u64 = launch.grid.iter().map(|&g| u64::from(g)).product();
@@ -109,6 +123,7 @@ pub(crate) fn run(launch: &Launch<'_>, global: &mut Global, profile: &mut Profil
         global_spans: Vec::with_capacity(WARP),
         shared_spans: Vec::with_capacity(WARP),
         scratch: Vec::with_capacity(4 * WARP),
+        block_sectors: Vec::new(),
     };
     let nwarps = tpb.div_ceil(WARP as u32);
     let mut warps: Vec<Warp> = (0..nwarps)
@@ -127,18 +142,43 @@ pub(crate) fn run(launch: &Launch<'_>, global: &mut Global, profile: &mut Profil
             }
         })
         .collect();
-    ex.profile.launches += 1;
+    let before = ex.profile.clone();
+    let chosen = sampled_blocks(blocks, sample);
     let mut result = Ok(());
-    for b in 0..blocks as u32 {
+    for &b in &chosen {
         *tags = tags.wrapping_add(1);
         ex.block_tag = *tags;
         result = ex.run_block(b, &mut warps);
+        ex.block_sectors.sort_unstable();
+        ex.block_sectors.dedup();
+        ex.profile.global_block_sectors += ex.block_sectors.len() as u64;
+        ex.block_sectors.clear();
         if result.is_err() {
             break;
         }
     }
+    let ran = chosen.len() as u64;
+    if ran < blocks {
+        ex.profile.scale_since(&before, blocks, ran);
+    }
+    let p = &mut *ex.profile;
+    p.launches += 1;
+    p.blocks += blocks;
+    p.blocks_run += ran;
+    p.threads_per_block = u64::from(tpb);
+    p.shared_bytes_per_block = k.shared_bytes as u64;
     *run_issued = run_issued.saturating_add(ex.issued);
     result
+}
+
+/// The blocks a launch of `blocks` blocks runs: all of them, or with
+/// `Some(n)` (n >= 2) `n` of them spread evenly from the first to the last
+/// (which catch both the interior blocks and a partial edge block).
+pub(crate) fn sampled_blocks(blocks: u64, sample: Option<u32>) -> Vec<u32> {
+    match sample.map(|n| u64::from(n.max(2))) {
+        Some(n) if n < blocks => (0..n).map(|i| (i * (blocks - 1) / (n - 1)) as u32).collect(),
+        _ => (0..blocks as u32).collect(),
+    }
 }
 
 /// One entry of a warp's SIMT stack.
@@ -287,6 +327,9 @@ struct Exec<'a> {
     global_spans: Vec<(u64, u32)>,
     shared_spans: Vec<(u64, u32)>,
     scratch: Vec<u64>,
+    /// Global sectors the current block touched so far (sorted and
+    /// deduplicated when it ends, or when it grows large).
+    block_sectors: Vec<u64>,
 }
 
 impl Exec<'_> {
@@ -450,6 +493,7 @@ impl Exec<'_> {
                     }
                     // The top entry stays at the barrier until it completes.
                     w.barrier = Some((ids[first] as u32, pc));
+                    self.profile.barriers += 1;
                     return Ok(());
                 }
                 op => {
@@ -933,6 +977,12 @@ impl Exec<'_> {
     fn count_requests(&mut self, is_load: bool) {
         if !self.global_spans.is_empty() {
             let s = sectors(&mut self.scratch, &self.global_spans);
+            // `sectors` leaves the request's distinct sectors in `scratch`.
+            self.block_sectors.extend_from_slice(&self.scratch);
+            if self.block_sectors.len() >= BLOCK_SECTORS_COMPACT {
+                self.block_sectors.sort_unstable();
+                self.block_sectors.dedup();
+            }
             let bytes: u64 = self.global_spans.iter().map(|&(_, b)| u64::from(b)).sum();
             let p = &mut *self.profile;
             if is_load {
@@ -978,12 +1028,22 @@ fn lane_list(m: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::lane_list;
+    use super::{lane_list, sampled_blocks};
 
     #[test]
     fn lane_lists() {
         assert_eq!(lane_list(0b1011_0000_1111), "0-3, 8-9, 11");
         assert_eq!(lane_list(u32::MAX), "0-31");
         assert_eq!(lane_list(1 << 31), "31");
+    }
+
+    #[test]
+    fn samples_spread_from_the_first_block_to_the_last() {
+        assert_eq!(sampled_blocks(16, Some(6)), vec![0, 3, 6, 9, 12, 15]);
+        assert_eq!(sampled_blocks(1000, Some(2)), vec![0, 999]);
+        // At least 2; a grid no larger than the sample runs whole.
+        assert_eq!(sampled_blocks(10, Some(1)), vec![0, 9]);
+        assert_eq!(sampled_blocks(4, Some(6)), vec![0, 1, 2, 3]);
+        assert_eq!(sampled_blocks(3, None), vec![0, 1, 2]);
     }
 }

@@ -202,8 +202,27 @@ impl Emulator {
         Ok((out, p.take_profile().unwrap_or_default()))
     }
 
+    /// Runs `bundle` once with only `blocks` blocks of each launch (at
+    /// least 2: the first, the last and others spread between) and returns
+    /// the profile, its counters scaled to the whole grids; no outputs,
+    /// since most of them were never computed. Exact for kernels whose
+    /// blocks all do the same work (docs/emulator.md, "Sampled profiles").
+    pub(crate) fn profile_sampled(&self, bundle: &Bundle, inputs: &BTreeMap<String, Tensor>, blocks: u32) -> Result<ProfileReport> {
+        crate::check::check_inputs(bundle.manifest(), inputs)?;
+        crate::check::check_target(bundle.manifest(), Self::ARCH, Self::NAME)?;
+        let mut b = self.session_sampled(Some(blocks));
+        let p = backend::load(&mut b, bundle)?;
+        let mut program = crate::Program::new(bundle, Box::new(crate::program::Loaded { p, b }));
+        program.run_with(inputs)?;
+        Ok(program.take_profile().unwrap_or_default())
+    }
+
     fn session(&self) -> Session<'_> {
-        Session { options: &self.options, memory: self.memory.clone(), profile: ProfileReport::default(), launches: 0, issued: 0 }
+        self.session_sampled(None)
+    }
+
+    fn session_sampled(&self, sample: Option<u32>) -> Session<'_> {
+        Session { options: &self.options, memory: self.memory.clone(), profile: ProfileReport::default(), launches: 0, issued: 0, sample }
     }
 }
 
@@ -215,6 +234,9 @@ pub(crate) struct Session<'a> {
     launches: u32,
     /// Warp instructions of all launches so far (`run_instruction_limit`).
     issued: u64,
+    /// Blocks each launch runs, for a sampled profile
+    /// ([`Emulator::profile_sampled`]); `None`: all.
+    sample: Option<u32>,
 }
 
 impl Backend for Session<'_> {
@@ -267,7 +289,7 @@ impl Backend for Session<'_> {
         let profile = self.profile.kernel(l.name);
         let mut m = lock(&self.memory);
         let Memory { global, tags, .. } = &mut *m;
-        exec::run(&launch, global, profile, tags, &mut self.issued, self.options)
+        exec::run(&launch, global, profile, tags, &mut self.issued, self.options, self.sample)
     }
 
     fn synchronize(&mut self) -> Result<()> {
