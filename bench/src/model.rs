@@ -241,7 +241,9 @@ mod tests {
     /// The main kernel's full and sampled profiles.
     fn full_and_sampled(b: &Bundle) -> (eintup_runtime::Profile, eintup_runtime::Profile) {
         let dev = emulator();
-        let (_, full) = dev.run_profiled(b, &BTreeMap::new()).unwrap();
+        // A sample no smaller than the grid runs every block (and counts
+        // the per-block footprints, which only sampled profiles do).
+        let full = dev.profile_sampled(b, &BTreeMap::new(), u32::MAX).unwrap();
         let sampled = dev.profile_sampled(b, &BTreeMap::new(), SAMPLE_BLOCKS).unwrap();
         (full.get("s2_c").unwrap().clone(), sampled.get("s2_c").unwrap().clone())
     }

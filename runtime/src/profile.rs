@@ -45,7 +45,9 @@ pub struct Profile {
     /// Distinct global sectors each block touched (loads and stores),
     /// summed over blocks: what an L1 that kept one block's footprint would
     /// fetch from L2 (an estimate: real L1s are smaller than some blocks'
-    /// footprints, and blocks on one SM share theirs).
+    /// footprints, and blocks on one SM share theirs). Counted by sampled
+    /// profiles only (`Device::profile_sampled`, the cost model's); 0 in
+    /// other runs, which skip the bookkeeping.
     #[serde(default)]
     pub global_block_sectors: u64,
     /// Warp-level barriers (`bar.sync`, `barrier.sync`) reached: each

@@ -124,6 +124,9 @@ pub(crate) fn run(
         shared_spans: Vec::with_capacity(WARP),
         scratch: Vec::with_capacity(4 * WARP),
         block_sectors: Vec::new(),
+        // The per-block footprint is for the cost model's sampled
+        // profiles: every other run skips its bookkeeping (a sort per block).
+        track_block_sectors: sample.is_some(),
     };
     let nwarps = tpb.div_ceil(WARP as u32);
     let mut warps: Vec<Warp> = (0..nwarps)
@@ -149,10 +152,12 @@ pub(crate) fn run(
         *tags = tags.wrapping_add(1);
         ex.block_tag = *tags;
         result = ex.run_block(b, &mut warps);
-        ex.block_sectors.sort_unstable();
-        ex.block_sectors.dedup();
-        ex.profile.global_block_sectors += ex.block_sectors.len() as u64;
-        ex.block_sectors.clear();
+        if ex.track_block_sectors {
+            ex.block_sectors.sort_unstable();
+            ex.block_sectors.dedup();
+            ex.profile.global_block_sectors += ex.block_sectors.len() as u64;
+            ex.block_sectors.clear();
+        }
         if result.is_err() {
             break;
         }
@@ -328,8 +333,10 @@ struct Exec<'a> {
     shared_spans: Vec<(u64, u32)>,
     scratch: Vec<u64>,
     /// Global sectors the current block touched so far (sorted and
-    /// deduplicated when it ends, or when it grows large).
+    /// deduplicated when it ends, or when it grows large), when
+    /// `track_block_sectors`.
     block_sectors: Vec<u64>,
+    track_block_sectors: bool,
 }
 
 impl Exec<'_> {
@@ -978,7 +985,9 @@ impl Exec<'_> {
         if !self.global_spans.is_empty() {
             let s = sectors(&mut self.scratch, &self.global_spans);
             // `sectors` leaves the request's distinct sectors in `scratch`.
-            self.block_sectors.extend_from_slice(&self.scratch);
+            if self.track_block_sectors {
+                self.block_sectors.extend_from_slice(&self.scratch);
+            }
             if self.block_sectors.len() >= BLOCK_SECTORS_COMPACT {
                 self.block_sectors.sort_unstable();
                 self.block_sectors.dedup();
