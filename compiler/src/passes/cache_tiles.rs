@@ -286,7 +286,12 @@ fn packing(m: &LoopModule, k: &Kernel, c: &Compute, n: Dim, red: Dim, chain: &[D
     for d in [n, red].iter().chain(&used).rev() {
         body = vec![Node::For(For { var: d.var, lo: IExpr::c(d.lo), hi: IExpr::c(d.lo + d.trip), kind: LoopKind::Parallel, body })];
     }
-    let pack = Kernel { name: format!("{}_pack", k.name), role: KernelRole::Pack, stmt: k.stmt, vars: k.vars.clone(), body };
+    // Kernel names are symbols: one no other kernel has.
+    let mut name = format!("{}_pack", k.name);
+    while m.kernels.iter().any(|o| o.name == name) {
+        name.push('_');
+    }
+    let pack = Kernel { name, role: KernelRole::Pack, stmt: k.stmt, vars: k.vars.clone(), body };
     Some((panel, pack, index))
 }
 
