@@ -606,7 +606,7 @@ mod round_trip {
             iexpr(),
             values,
             write,
-            (prop::sample::select(vec![KernelRole::Main, KernelRole::Reset, KernelRole::Snapshot, KernelRole::Partial]), prop::option::of(0usize..1000)),
+            (prop::sample::select(vec![KernelRole::Main, KernelRole::Reset, KernelRole::Snapshot, KernelRole::Partial, KernelRole::Pack]), prop::option::of(0usize..1000)),
         )
             .prop_map(|(bufs, (lo, hi, par, swap), conds, li_off, values, (kind, wbuf, woff, wval), (role, stmt))| {
                 let mk = |name: &str, (dtype, shape, role, zero): (DType, Vec<IExpr>, Role, bool)| Buffer {

@@ -110,3 +110,59 @@ fn cpu_backend_matches_the_interpreter_on_inferred_dims() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(ran >= 15, "only {ran} configurations were valid");
 }
+
+/// Matrix products large enough for `cache-tiles` (their `b` more than a
+/// 512 KiB panel), with blocks that do and do not divide the trips, f64,
+/// f32 and INT, and zero-sized dims: the host's results are the
+/// interpreter's bit for bit (each cell still adds its terms in order).
+#[test]
+fn cpu_backend_cache_tiled_matches_the_interpreter_exactly() {
+    use eintup::ir::loops::{LoopKind, Node};
+    let dir = std::env::temp_dir().join(format!("eintup-cache-tiles-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = |t: &str| format!("a[i,j] = RANDOM(0, 9, {t})\nb[j,l] = RANDOM(0, 9, {t})\nc[i,l] = a[i,j] * b[j,l]\n\nc\n");
+    // (type, float width, i, j, l, blocked): j is the reduction, l the
+    // columns (tiles of 16).
+    let cases = [
+        ("FLOAT", FloatWidth::F64, 8, 300, 272, true),  // 256 + 44 steps of j; panels of 16 + 1 column tiles
+        ("FLOAT", FloatWidth::F64, 12, 256, 512, true), // one block of j, two panels
+        ("FLOAT", FloatWidth::F32, 8, 520, 320, true),  // 256 + 256 + 8 steps of j
+        ("INT", FloatWidth::F64, 8, 520, 320, true),   // 4-byte cells: as the f32 case
+        ("FLOAT", FloatWidth::F64, 4, 300, 272, false), // one row block: b is read once
+        ("FLOAT", FloatWidth::F64, 0, 300, 272, false),
+        ("FLOAT", FloatWidth::F64, 8, 0, 272, false),
+        ("FLOAT", FloatWidth::F64, 8, 300, 0, false),
+    ];
+    for (t, float, i, j, l, blocked) in cases {
+        let path = dir.join(format!("mm_{t}.et"));
+        std::fs::write(&path, program(t)).unwrap();
+        let src = Source::load(&path).unwrap();
+        let binds = vec![format!("i=[{i}]"), format!("j=[{j}]"), format!("l=[{l}]")];
+        let what = format!("{t} {float:?} {i}x{j}x{l}");
+        let (module, _) = eintup::pipeline::specialized_module(&src, &binds, 3).unwrap();
+        let lm = eintup::pipeline::lower_host(&src, &module, float, FpContract::Off).unwrap();
+        // A cache-tiled product has one parallel loop (panels) before the
+        // blocks of the reduction, or three (panels, rows, columns) when
+        // the reduction is one block; the register tiles alone leave two.
+        let leading = |mut nodes: &[Node]| {
+            let mut n = 0;
+            while let [Node::For(f)] = nodes {
+                if f.kind != LoopKind::Parallel {
+                    break;
+                }
+                n += 1;
+                nodes = &f.body;
+            }
+            n
+        };
+        let fired = lm.kernels.iter().any(|k| k.is_register_tiled() && leading(&k.body) != 2);
+        assert_eq!(fired, blocked, "{what}: cache-tiled");
+        let opts = RunOptions { seed: 3, float, inputs: Default::default(), ..RunOptions::default() };
+        let want = interp::run(&module, &opts).unwrap();
+        let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts, FpContract::Off).unwrap();
+        for (k, a) in module.arrays.iter().enumerate() {
+            assert_tensors_close(&format!("{what} `{}` (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

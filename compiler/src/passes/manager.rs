@@ -62,7 +62,8 @@ macro_rules! run_with {
 }
 
 /// Every pass, in the order of the GPU pipeline (the host's runs
-/// `interleave-sums` and `interchange` after `register-tiles`).
+/// `interleave-sums`, `interchange` and `cache-tiles` after
+/// `register-tiles`).
 pub static PASSES: &[PassInfo] = &[
     PassInfo {
         name: "resolve",
@@ -254,6 +255,16 @@ pub static PASSES: &[PassInfo] = &[
         provides: &[],
         run: run_with!(super::NoOptions, super::interchange::run),
     },
+    PassInfo {
+        name: "cache-tiles",
+        summary: "host: a register-tiled contraction runs over panels of its streamed operand that fit in the cache",
+        input: Level::Loop,
+        output: Level::Loop,
+        needs: &[Fact::Parallelized, Fact::RegisterTiled],
+        refuses: &[Fact::BlockTiled],
+        provides: &[],
+        run: run_with!(super::cache_tiles::CacheTilesOptions, super::cache_tiles::run),
+    },
 ];
 
 /// The `default` pipeline: front end, plan, then middle end.
@@ -269,8 +280,9 @@ pub const MIDDLE_END: &[&str] =
     &["lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
 /// Loop passes for the host target only, after the middle end: register
 /// tiles laid out for vector registers, then `interchange` for the
-/// kernels they leave (the GPU wants the loop order the middle end leaves).
-pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums"];
+/// kernels they leave (the GPU wants the loop order the middle end leaves),
+/// and last cache tiles around the large register-tiled contractions.
+pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums", "cache-tiles"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
 pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "fuse-kernels", "simplify-index"];

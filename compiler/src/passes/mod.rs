@@ -19,6 +19,7 @@ pub mod parallelize;
 pub mod plan_products;
 pub mod register_tiles;
 pub mod block_tiles;
+pub mod cache_tiles;
 pub mod sink_broadcasts;
 pub mod interleave_sums;
 pub mod resolve;

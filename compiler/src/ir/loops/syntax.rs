@@ -63,7 +63,7 @@ spelled!(Fact {
     BlockTiled => "block_tiled",
 });
 
-spelled!(KernelRole { Main => "main", Reset => "reset", Snapshot => "snapshot", Partial => "partial" });
+spelled!(KernelRole { Main => "main", Reset => "reset", Snapshot => "snapshot", Partial => "partial", Pack => "pack" });
 
 /// Element types are written as the runtime and the bundle manifest name
 /// them.

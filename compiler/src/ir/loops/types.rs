@@ -258,6 +258,9 @@ pub enum KernelRole {
     /// Partial sums of a split reduction (`split-reductions`), which the
     /// statement's main kernel then adds up.
     Partial,
+    /// Copies an operand of the statement's main kernel into the order
+    /// that kernel reads it in (`cache-tiles`' panels), right before it.
+    Pack,
 }
 
 impl Kernel {
