@@ -108,9 +108,11 @@ fn a_dynamic_convolution_with_a_derived_extent_runs_at_every_configuration() {
 const ROWSUM: &str = include_str!("Inputs/dynamic_rowsum.etir");
 
 /// The split of a symbolic reduction (docs/passes.md, `split-reductions`):
+/// 8 lanes (256 x 256 assumed cells, 256 assumed terms: the lanes halve
+/// while each would sum fewer than 64 terms, down to `split_min_lanes`),
 /// partial sums in groups of 32 steps per lane and a last loop, so rows
-/// shorter than one lane's step, than one group (32 lanes x 32 steps =
-/// 1024 terms), a group plus a remainder, and empty rows and cells.
+/// shorter than one lane's step, than one group (8 lanes x 32 steps = 256
+/// terms), one group, groups plus a remainder, and empty rows and cells.
 #[test]
 fn a_dynamic_row_sum_splits_and_runs_at_every_configuration() {
     let m = parse::parse_verified(ROWSUM).unwrap();
@@ -118,9 +120,9 @@ fn a_dynamic_row_sum_splits_and_runs_at_every_configuration() {
     let (split, lm) = passes.iter().find(|(p, _)| p == "split-reductions").unwrap();
     let text = eintup::ir::loops::print::module(lm);
     assert_eq!(lm.kernels.len(), 3, "{split}: {text}");
-    assert!(text.contains("buffer s1_s_partial : i32[32, (%a.0 * %b.0)] temp"), "{text}");
-    assert!(text.contains("for d_0_step in [0, ((((%d.0 + 31) - lane) // 32) // 32)) reduce"), "{text}");
-    for dims in [[2, 3, 5], [1, 1, 31], [2, 2, 32], [1, 3, 33], [1, 1, 1024], [2, 1, 1057], [1, 2, 2100], [3, 2, 0], [0, 4, 40], [3, 0, 40], [1, 1, 1]] {
+    assert!(text.contains("buffer s1_s_partial : i32[(%a.0 * %b.0), 8] temp"), "{text}");
+    assert!(text.contains("for d_0_step in [0, ((((%d.0 + 7) - lane) // 8) // 32)) reduce"), "{text}");
+    for dims in [[2, 3, 5], [1, 1, 31], [2, 2, 32], [1, 3, 33], [2, 1, 256], [1, 2, 257], [1, 1, 1024], [2, 1, 1057], [1, 2, 2100], [3, 2, 0], [0, 4, 40], [3, 0, 40], [1, 1, 1]] {
         let [na, nb, nd] = dims.map(|d| d as usize);
         let x = ints(na * nb * nd, 5);
         let want: Vec<i32> = (0..na * nb).map(|c| x[c * nd..(c + 1) * nd].iter().copied().fold(0, i32::wrapping_add)).collect();

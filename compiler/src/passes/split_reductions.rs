@@ -9,24 +9,30 @@
 //! row apart (32 sectors per warp load instead of 4), and when there are
 //! few cells most of the machine idles (2^14 rows: 64 blocks for 132 SMs).
 //!
-//! For such a kernel, with `L` = `lanes` of the target (`GpuTarget`, ir/loops/target.rs) and the reduction loop
-//! `for r in [lo, hi) reduce` (trip `T`):
+//! For such a kernel, with `L` lanes (`GpuTarget::lanes`, ir/loops/target.rs,
+//! halved while each lane would sum few terms, [`candidates`]) and the
+//! reduction loop `for r in [lo, hi) reduce` (trip `T`):
 //!
 //! ```text
 //! kernel @K_partial:  for cells.. parallel { for lane in [0, L) parallel {
-//!                       store P[lane*C + cell] = -0.0
+//!                       store P[slot] = -0.0
 //!                       .. for r in [0, (T + L-1 - lane) // L) reduce {   // r renamed r_step
 //!                            .. body with r := lo + lane + L*r ..
-//!                            accumulate P[lane*C + cell] += value } } }
+//!                            accumulate P[slot] += value } } }
 //! kernel @K:          for cells.. parallel { for lane in [0, L) reduce {
-//!                       %0 = load P[lane*C + cell]
+//!                       %0 = load P[slot]
 //!                       accumulate buf[offset] += %0 } }
+//! slot = (cell // g)*(g*L) + lane*g + cell % g      (cell*L + lane when g = 1)
 //! ```
 //!
-//! where `C` is the number of cells and `cell` their row-major index. The
-//! lanes of a warp now read consecutive addresses, and there are `L` times
-//! as many threads. `P` (a zeroed temporary, lane-major so that the combine
-//! kernel's reads are coalesced too) holds `L*C` partial sums.
+//! where `C` is the number of cells, `cell` their row-major index and `g`
+//! the cells whose lanes share a warp (`32 / L` when that divides `C`, else
+//! 1). The lanes of a warp now read consecutive addresses, and there are
+//! `L` times as many threads. `P` (a zeroed temporary of `C/g` rows of
+//! `g*L`) holds `L*C` partial sums, one warp's in one row, so that the
+//! partial kernel's stores are coalesced; the combine kernel's warp reads
+//! `32/g` runs of `g` words per lane (no layout coalesces both: a warp's
+//! row shares only `g` words with a combine warp's read).
 //!
 //! Summation order changes: INT addition wraps and is exact in any order,
 //! so INT reductions always split; FLOAT ones only under
@@ -49,7 +55,7 @@
 //! splits when at most two of its cell loops are symbolic (256^2 <= 2^17).
 //! A symbolic window (a load moving with the reduction and a cell by the
 //! same stride, `x[o + w]`) is a filter, usually a few taps: not assumed
-//! long, not split. Many short rows then pay for `P` (32 partial sums a
+//! long, not split. Many short rows then pay for `P` (`L` partial sums a
 //! cell) where a static build would not split; a run-time choice of
 //! variant would avoid it (docs/dynamic-shapes.md, "Run-time variants:
 //! design"). The write must be provably in bounds by the relational
@@ -134,7 +140,10 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTar
 /// The splits of `k` the pass would consider, best first (the pass applies
 /// the first): the innermost qualifying reduction of at least
 /// `gpu.split_min_trip` terms in a kernel of at most `gpu.split_max_cells`
-/// cells, with `gpu.lanes` lanes, then half as many, down to 2.
+/// cells, first with `gpu.lanes` lanes halved while each lane would sum
+/// fewer than `gpu.split_lane_terms` terms, the kernel keeps
+/// `gpu.min_threads` threads and at least `gpu.split_min_lanes` lanes are
+/// left; then the other powers of two from `gpu.lanes` down to 2.
 pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarget) -> Vec<SplitChoice> {
     let Some((chain, _)) = splittable(m, k, policy) else { return Vec::new() };
     // A symbolic trip counts as `DYN_TRIP` (module doc).
@@ -152,11 +161,21 @@ pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarge
         _ if is_window(rest, l.0, &chain.bound) => 0,
         _ => DYN_TRIP,
     };
-    let Some(&(r, ..)) = split_loops(rest).iter().rev().find(|l| trip(l) >= gpu.split_min_trip) else { return Vec::new() };
-    let mut out = Vec::new();
+    let loops = split_loops(rest);
+    let Some(l) = loops.iter().rev().find(|l| trip(l) >= gpu.split_min_trip) else { return Vec::new() };
+    let (r, t) = (l.0, trip(l));
+    // Fewer lanes where each would sum few terms and the kernel keeps
+    // enough threads: the partial sums' bytes stay small beside the loads'.
+    let mut first = gpu.lanes;
+    while first / 2 >= gpu.split_min_lanes && t < gpu.split_lane_terms * first && cells.saturating_mul(first / 2) >= gpu.min_threads {
+        first /= 2;
+    }
+    let mut out = vec![SplitChoice { r, lanes: first }];
     let mut lanes = gpu.lanes;
     while lanes >= 2 {
-        out.push(SplitChoice { r, lanes });
+        if lanes != first {
+            out.push(SplitChoice { r, lanes });
+        }
         lanes /= 2;
     }
     out
@@ -212,19 +231,32 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     let buf = &m.buffers[w.buf];
     let exact = !buf.dtype.is_float();
 
+    // A warp of the partial kernel runs `g` consecutive cells' lanes
+    // (threads `cell*L + lane`); one row of `P` holds its partial sums,
+    // lane-major within the row: `P[cell / g, lane*g + cell % g]`. The
+    // warp's stores fill one row (4 sectors of f32, not one per lane), and
+    // the combine kernel's warp, 32 cells at one lane, reads `32/g` runs of
+    // `g` words. A warp cannot have both coalesced: each of its store rows
+    // shares only `g` words with a combine warp's read.
+    let g = warp_group(lanes, &cells);
+    let lane = k.vars.len();
+    let lane_name = k.unique_var_name("lane");
+    let cell = chain.cell_expr();
+    let rows = IExpr::fold(IBin::FloorDiv, cells.clone(), IExpr::c(g));
     let partial_buf = Buffer {
         name: m.unique_buffer_name(format!("{}_partial", k.name)),
         dtype: buf.dtype,
-        shape: vec![IExpr::c(lanes), cells.clone()],
+        shape: vec![rows, IExpr::c(lanes * g)],
         role: Role::Temp,
         init: Init::Zero,
     };
     let pbuf = m.buffers.len();
-    let lane = k.vars.len();
-    let lane_name = k.unique_var_name("lane");
-    let slot = match chain.cell_expr() {
-        IExpr::Const(0) => IExpr::mul(IExpr::v(lane), cells.clone()),
-        cell => IExpr::add(IExpr::mul(IExpr::v(lane), cells.clone()), cell),
+    let slot = if g == 1 {
+        IExpr::fold(IBin::Add, IExpr::fold(IBin::Mul, cell, IExpr::c(lanes)), IExpr::v(lane))
+    } else {
+        let row = IExpr::mul(IExpr::bin(IBin::FloorDiv, cell.clone(), IExpr::c(g)), IExpr::c(lanes * g));
+        let within = IExpr::add(IExpr::mul(IExpr::v(lane), IExpr::c(g)), IExpr::bin(IBin::Mod, cell, IExpr::c(g)));
+        IExpr::add(row, within)
     };
 
     // The partial kernel: a lane loop around the innermost body, `r`
@@ -234,9 +266,15 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     partial.role = KernelRole::Partial;
     partial.vars.push(Var { name: lane_name });
     partial.vars[r].name = k.unique_var_name(&format!("{}_step", k.vars[r].name));
-    // A symbolic trip: the steps in unrolled groups plus a last loop
-    // (`stride_by_lanes`), over three more variables.
-    let groups = (lo.as_const().is_none() || hi.as_const().is_none()).then(|| {
+    // A symbolic trip, or more than `DYN_GROUP` steps a lane: the steps in
+    // unrolled groups plus a last loop (`stride_by_lanes`), over three more
+    // variables (LLVM unrolls 64 constant steps only by 8, 3.6 instructions
+    // a term against 2).
+    let long = match (lo.as_const(), hi.as_const()) {
+        (Some(a), Some(b)) => (b - a + lanes - 1) / lanes > DYN_GROUP,
+        _ => true,
+    };
+    let groups = long.then(|| {
         let base = k.vars[r].name.clone();
         let mut var = |suffix: &str| {
             partial.vars.push(Var { name: partial.unique_var_name(&format!("{base}_{suffix}")) });
@@ -245,7 +283,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
         Groups { half: var("half"), unroll: var("unroll"), last: var("last") }
     });
     let rest = chain.rest_mut(&mut partial.body);
-    stride_by_lanes(rest, r, &lo, &hi, lane, lanes, groups);
+    let tail = stride_by_lanes(rest, r, &lo, &hi, lane, lanes, groups);
     retarget_write(rest, pbuf, slot.clone());
     // The lane's slot starts from the additive identity (-0.0 keeps the
     // sign of an all-(-0.0) sum): the kernel does not rely on what `P`
@@ -256,6 +294,12 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     body.append(rest);
     rest.push(Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Parallel, body }));
 
+    // Whole groups for every lane (constant steps, a multiple of
+    // `DYN_GROUP`): no last loop, no variable for it.
+    if let Some(g) = groups.filter(|g| !tail && g.last + 1 == partial.vars.len()) {
+        partial.vars.truncate(g.last);
+    }
+
     // The combine kernel: the same cells, the lanes' sums added in order.
     let mut combine = k.clone();
     combine.vars.push(Var { name: k.unique_var_name("lane") });
@@ -264,6 +308,28 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     let rest = chain.rest_mut(&mut combine.body);
     *rest = vec![Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Reduce, body: vec![Node::Compute(add)] })];
     Some((partial, combine, partial_buf))
+}
+
+/// Threads per warp, for the partial buffer's rows ([`warp_group`]).
+const WARP: i64 = 32;
+
+/// The cells whose lanes share a warp of the partial kernel and a row of
+/// `P`: `32 / lanes` when `lanes` divides 32 and that many divide a
+/// constant `cells` (rows of whole cells), else 1 (cell-major: still one
+/// warp's stores in consecutive words).
+fn warp_group(lanes: i64, cells: &IExpr) -> i64 {
+    match cells.as_const() {
+        Some(c) if lanes > 0 && lanes < WARP && WARP % lanes == 0 => gcd_i64(WARP / lanes, c),
+        _ => 1,
+    }
+}
+
+fn gcd_i64(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a.abs().max(1)
+    } else {
+        gcd_i64(b, a % b)
+    }
 }
 
 /// Is `offset` in `[0, len)` for every value of the chain's loops?
@@ -343,7 +409,8 @@ fn unit_stride_loads(nodes: &[Node], v: VarId) -> bool {
 }
 
 /// Steps a lane takes per iteration of its group loop when the trip is
-/// symbolic: two `unroll` loops of [`MAX_UNROLL`]. LLVM unrolls a loop of
+/// symbolic or longer than this (a constant trip: LLVM unrolls 64 steps
+/// only by 8, 3.6 instructions a term): two `unroll` loops of [`MAX_UNROLL`]. LLVM unrolls a loop of
 /// symbolic trip itself, but keeps one 32-bit index per term and widens
 /// each to an address (5 instructions a term: reduce_sum 512x1024 split
 /// was 2.5x the static bundle's instructions); the terms of an `unroll`
@@ -366,10 +433,13 @@ struct Groups {
 /// L*step`. The bound, not a guard, ends the lanes that get one term
 /// fewer, so that the body stays unconditional and LLVM keeps the partial
 /// sum in a register. A symbolic `T` is `max(hi - lo, 0)`, so no lane's
-/// count is negative, and its steps go in order [`DYN_GROUP`] at a time
+/// count is negative. With `groups` (a symbolic `T`, or more than
+/// [`DYN_GROUP`] steps) the steps go in order [`DYN_GROUP`] at a time
 /// (`r` counting groups, `groups`' unrolled loops within one), then the
-/// last `n % DYN_GROUP` in a loop over `groups.last`.
-fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane: VarId, lanes: i64, groups: Option<Groups>) {
+/// last `n % DYN_GROUP` in a loop over `groups.last`, left out where it
+/// is empty for every lane. Returns whether that loop was added.
+fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane: VarId, lanes: i64, groups: Option<Groups>) -> bool {
+    let mut inserted = false;
     let term = |step: IExpr| {
         let k = IExpr::add(IExpr::v(lane), IExpr::mul(IExpr::c(lanes), step));
         if *lo == IExpr::c(0) {
@@ -383,7 +453,7 @@ fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane
             Node::For(f) if f.var == r => {
                 f.lo = IExpr::c(0);
                 match (lo.as_const(), hi.as_const(), groups) {
-                    (Some(clo), Some(chi), _) => {
+                    (Some(clo), Some(chi), None) => {
                         let at = term(IExpr::v(r));
                         for_each_expr_mut(&mut f.body, &mut |e| *e = e.substitute(r, &at));
                         let trip = chi - clo;
@@ -398,9 +468,13 @@ fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane
                         for_each_expr_mut(&mut f.body, &mut |e| *e = e.substitute(r, &at));
                         f.hi = IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::add(symbolic_trip(lo, hi), IExpr::c(lanes - 1)), IExpr::v(lane)), IExpr::c(lanes));
                     }
-                    (_, _, Some(g)) => {
-                        let n = IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::add(symbolic_trip(lo, hi), IExpr::c(lanes - 1)), IExpr::v(lane)), IExpr::c(lanes));
-                        let whole = IExpr::bin(IBin::FloorDiv, n.clone(), IExpr::c(DYN_GROUP));
+                    (clo, chi, Some(g)) => {
+                        // Constant steps where every lane takes as many.
+                        let n = match (clo, chi) {
+                            (Some(a), Some(b)) if (b - a) % lanes == 0 => IExpr::c((b - a) / lanes),
+                            _ => IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::add(symbolic_trip(lo, hi), IExpr::c(lanes - 1)), IExpr::v(lane)), IExpr::c(lanes)),
+                        };
+                        let whole = IExpr::fold(IBin::FloorDiv, n.clone(), IExpr::c(DYN_GROUP));
                         let mut tail = f.body.clone();
                         let at_last = term(IExpr::v(g.last));
                         for_each_expr_mut(&mut tail, &mut |e| *e = e.substitute(r, &at_last));
@@ -411,17 +485,21 @@ fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane
                         let unroll = |var, hi, body| Node::For(For { var, lo: IExpr::c(0), hi: IExpr::c(hi), kind: LoopKind::Unroll, body });
                         f.body = vec![unroll(g.half, DYN_GROUP / MAX_UNROLL, vec![unroll(g.unroll, MAX_UNROLL, body)])];
                         f.hi = whole.clone();
-                        let tail_lo = IExpr::mul(whole, IExpr::c(DYN_GROUP));
-                        nodes.insert(i + 1, Node::For(For { var: g.last, lo: tail_lo, hi: n, kind: LoopKind::Reduce, body: tail }));
+                        let tail_lo = IExpr::fold(IBin::Mul, whole, IExpr::c(DYN_GROUP));
+                        if tail_lo != n {
+                            nodes.insert(i + 1, Node::For(For { var: g.last, lo: tail_lo, hi: n, kind: LoopKind::Reduce, body: tail }));
+                            return true;
+                        }
                     }
                 }
-                return;
+                return false;
             }
-            Node::For(f) => stride_by_lanes(&mut f.body, r, lo, hi, lane, lanes, groups),
-            Node::Guard(g) => stride_by_lanes(&mut g.body, r, lo, hi, lane, lanes, groups),
+            Node::For(f) => inserted |= stride_by_lanes(&mut f.body, r, lo, hi, lane, lanes, groups),
+            Node::Guard(g) => inserted |= stride_by_lanes(&mut g.body, r, lo, hi, lane, lanes, groups),
             _ => {}
         }
     }
+    inserted
 }
 
 /// Points the (single) write of `nodes` at `buf[offset]`.
@@ -476,7 +554,8 @@ mod tests {
             assert_eq!(split_module(&mut split, FpContract::Off, &GpuTarget::default()), 1, "INT splits under any policy");
             verify::verify(&split).unwrap();
             assert_eq!(split.kernels.len(), 2);
-            assert_eq!(split.buffers[2].shape, static_shape(&[GpuTarget::default().lanes, keep]));
+            // Few cells keep all the lanes, one row of `P` per cell.
+            assert_eq!(split.buffers[2].shape, static_shape(&[keep, GpuTarget::default().lanes]));
             // Values chosen so that i32 sums wrap: order must not matter.
             let data: Vec<i32> = (0..keep * drop).map(|i| (i as i32).wrapping_mul(1_000_003).wrapping_add(7)).collect();
             let x = Tensor::new(vec![keep as usize, drop as usize], Data::I32(data.clone())).unwrap();
@@ -504,6 +583,90 @@ mod tests {
             })
             .collect();
         assert_eq!(run(&split, &x).data, Data::F32(want));
+    }
+
+    /// Lane `j` of `lanes` sums terms `j, j + lanes, ..` of a row in order,
+    /// then the lanes are added in order from -0.0: an independent formula
+    /// for the split order.
+    fn lanes_then_combine(row: &[f32], lanes: usize) -> f32 {
+        (0..lanes).map(|j| row.iter().skip(j).step_by(lanes).fold(-0.0f32, |a, &t| a + t)).fold(-0.0f32, |a, p| a + p)
+    }
+
+    #[test]
+    fn lanes_halve_where_each_would_sum_few_terms() {
+        let gpu = GpuTarget::default();
+        let first = |keep, drop| candidates(&row_sums(keep, drop, DType::F32), &row_sums(keep, drop, DType::F32).kernels[0], FpContract::Fast, &gpu)[0].lanes;
+        // 512 x 1024: 32 lanes would re-read 1/16 of the loads' bytes; 16
+        // lanes keep 8192 threads. Long rows, or few rows, keep 32.
+        assert_eq!(first(512, 1024), 16);
+        assert_eq!(first(4096, 4096), 32);
+        assert_eq!(first(64, 65536), 32);
+        assert_eq!(first(64, 1024), 32, "64 x 16 lanes would be fewer than min_threads");
+        assert_eq!(first(8192, 64), gpu.split_min_lanes, "no fewer than split_min_lanes");
+        // Every power of two still listed, the first one first.
+        let m = row_sums(512, 1024, DType::F32);
+        let lanes: Vec<i64> = candidates(&m, &m.kernels[0], FpContract::Fast, &gpu).iter().map(|c| c.lanes).collect();
+        assert_eq!(lanes, [16, 32, 8, 4, 2]);
+    }
+
+    /// The partial kernel's store offset.
+    fn store_slot(k: &Kernel) -> IExpr {
+        fn go(nodes: &[Node]) -> Option<IExpr> {
+            nodes.iter().find_map(|n| match n {
+                Node::Compute(c) if c.write.kind == WriteKind::Store => Some(c.write.offset.clone()),
+                _ => go(n.body()),
+            })
+        }
+        go(&k.body).expect("the partial kernel clears its slot")
+    }
+
+    #[test]
+    fn a_warps_partial_stores_fill_one_row() {
+        // Thread `cell * L + lane` (the lane loop innermost): the 32 slots
+        // of every warp are one aligned run of 32 words, 4 sectors of f32,
+        // and all slots are distinct and in the buffer.
+        for (keep, drop) in [(512, 1024), (3, 100), (8192, 64), (6, 4096), (1, 4096)] {
+            let m = row_sums(keep, drop, DType::F32);
+            let mut split = m.clone();
+            assert_eq!(split_module(&mut split, FpContract::Fast, &GpuTarget::default()), 1);
+            let (partial, len) = (&split.kernels[0], split.buffers[2].len().expect("static"));
+            let lanes = split.kernels[0].body.iter().find_map(|n| match n {
+                Node::For(f) => f.body.iter().find_map(|n| match n { Node::For(l) => l.hi.as_const(), _ => None }),
+                _ => None,
+            });
+            let (slot, lanes) = (store_slot(partial), lanes.unwrap_or(GpuTarget::default().lanes));
+            let lane_var = partial.vars.iter().position(|v| v.name == "lane").expect("lane");
+            let mut seen = vec![false; len as usize];
+            let mut env = vec![0; partial.vars.len()];
+            for t in 0..keep * lanes {
+                (env[0], env[lane_var]) = (t / lanes, t % lanes);
+                let at = slot.eval(&env);
+                assert!((0..len).contains(&at) && !seen[at as usize], "{keep}x{drop}: thread {t} slot {at}");
+                seen[at as usize] = true;
+                if keep * lanes % 32 == 0 {
+                    assert_eq!(at / 32, t / 32, "{keep}x{drop}: thread {t} leaves its warp's row");
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "{keep}x{drop}: every slot written");
+        }
+    }
+
+    #[test]
+    fn float_order_with_fewer_lanes_and_grouped_steps() {
+        // 512 x 1024 takes 16 lanes of 64 steps (two groups of 32); 4 x
+        // 4096 keeps 32 lanes of 128 steps (four groups), and 4 x 1000 has
+        // lanes of 31 and 32 steps. Each lane's terms and the lane order
+        // are the independent formula's, compared exactly.
+        for (keep, drop, lanes) in [(512, 1024, 16), (4, 4096, 32), (4, 1000, 32), (3, 2100, 32)] {
+            let m = row_sums(keep, drop, DType::F32);
+            let mut split = m.clone();
+            assert_eq!(split_module(&mut split, FpContract::Fast, &GpuTarget::default()), 1);
+            verify::verify(&split).unwrap();
+            let data: Vec<f32> = (0..keep * drop).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.37).collect();
+            let x = Tensor::new(vec![keep as usize, drop as usize], Data::F32(data.clone())).unwrap();
+            let want: Vec<f32> = data.chunks(drop as usize).map(|row| lanes_then_combine(row, lanes)).collect();
+            assert_eq!(run(&split, &x).data, Data::F32(want), "{keep}x{drop}");
+        }
     }
 
     #[test]
@@ -537,7 +700,7 @@ mod tests {
             split.buffers.push(buffer);
             split.kernels = vec![partial, combine];
             verify::verify(&split).unwrap();
-            assert_eq!(split.buffers[2].shape, static_shape(&[choice.lanes, keep]));
+            assert_eq!(split.buffers[2].shape, static_shape(&[keep, choice.lanes]), "3 cells: one a row");
             assert_eq!(run(&split, &x).data, want.data, "{choice:?}");
         }
         // The parallel loop is no reduction; FLOAT needs `fast`.

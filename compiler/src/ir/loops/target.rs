@@ -69,6 +69,15 @@ pub struct GpuTarget {
     /// `split-reductions`: only reductions of at least this many terms are
     /// split (each lane gets two or more).
     pub split_min_trip: i64,
+    /// `split-reductions`: the lanes halve (from `lanes`) while each lane
+    /// would sum fewer than this many terms and the kernel keeps
+    /// `min_threads` threads: the partial sums, written once and read
+    /// once, then cost at most 2/64 of the loads' bytes (issue #30: 1.05x
+    /// the compulsory bytes; 512 rows of 1024 take 16 lanes).
+    pub split_lane_terms: i64,
+    /// `split-reductions`: the lanes halve down to this many at most (8
+    /// lanes of `f32` still read whole 32-byte sectors).
+    pub split_min_lanes: i64,
     /// `split-reductions`: kernels with more cells keep one thread per cell
     /// (2^17 threads already fill an H100: 132 SMs x 1024 resident threads
     /// at the occupancy of these kernels).
@@ -135,6 +144,8 @@ impl GpuTarget {
             min_threads: 4096,
             lanes,
             split_min_trip: 2 * lanes,
+            split_lane_terms: 64,
+            split_min_lanes: 8,
             split_max_cells: 1 << 17,
             block_tile_max_dim: 16,
             block_tile_max_threads: 256,
