@@ -48,5 +48,5 @@ pub use device::{Device, DeviceInfo, DeviceKind, LaunchTiming, Timings};
 pub use emu::{EmuOptions, Fault, FaultKind, Profile, ProfileReport};
 pub use error::{Error, Result};
 pub use manifest::Manifest;
-pub use program::Program;
+pub use program::{Program, BUFFER_ALIGN};
 pub use tensor::{DType, Data, Tensor};

@@ -28,6 +28,11 @@ use crate::error::{Error, Result};
 use crate::manifest::{Init, Manifest, Role};
 use eintup_tensor::tensor::{Data, Tensor};
 
+/// Bytes a buffer bound to a program ([`Program::bind`]) must start at a
+/// multiple of: code generation assumes every buffer 16-byte aligned and
+/// vectorises loads by it (`base_align`, compiler/codegen/src/nvptx.rs).
+pub const BUFFER_ALIGN: u64 = 16;
+
 /// A bundle resident on a device: its module, kernels and buffers, kept
 /// between runs.
 pub struct Program<'d> {
@@ -235,6 +240,7 @@ impl<'d> Program<'d> {
     /// dropped.
     ///
     /// [`read`]: Program::read
+    /// Its memory must start at a multiple of [`BUFFER_ALIGN`] bytes.
     pub fn bind(&mut self, name: &str, buffer: &DeviceBuffer) -> Result<()> {
         let i = self.manifest.buffer_index(name).ok_or_else(|| Error::InvalidArgument(format!("binding buffer `{name}`: the bundle has no buffer of this name")))?;
         let b = &self.manifest.buffers[i];
@@ -243,6 +249,16 @@ impl<'d> Program<'d> {
         }
         if let Err(reason) = fits(b, buffer.dtype(), buffer.shape()) {
             return Err(Error::InvalidArgument(format!("binding buffer `{name}`: the DeviceBuffer has {reason}")));
+        }
+        // The kernels may load 16 bytes at a time where an offset is a
+        // multiple of 16 bytes from the buffer's start (docs/codegen.md,
+        // "Vector loads"): a start the device allocator gives (256-byte
+        // aligned), not a view at an odd element of one.
+        if buffer.byte_size() > 0 && !buffer.device_ptr().is_multiple_of(BUFFER_ALIGN) {
+            return Err(Error::InvalidArgument(format!(
+                "binding buffer `{name}`: the DeviceBuffer starts at {:#x}, not a multiple of {BUFFER_ALIGN} bytes (the kernels load 16 bytes at a time); copy it into an allocation of its own first",
+                buffer.device_ptr()
+            )));
         }
         self.check_aliasing(i, buffer)?;
         let zeroed = matches!(b.init, Init::Zero);

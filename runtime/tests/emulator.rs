@@ -217,6 +217,50 @@ fn shared_memory_and_barriers_reverse_each_block() {
     assert_eq!((p.shared_requests, p.shared_bank_conflicts), (8, 0));
 }
 
+const VCOPY: &str = "
+.visible .entry vcopy(.param .u64 vcopy_param_0, .param .u64 vcopy_param_1)
+{
+	.reg .b32 	%r<2>;
+	.reg .f32 	%f<5>;
+	.reg .b64 	%rd<6>;
+
+	ld.param.u64 	%rd1, [vcopy_param_0];
+	ld.param.u64 	%rd2, [vcopy_param_1];
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 16;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.nc.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd4+OFFSET];
+	add.s64 	%rd5, %rd2, %rd3;
+	st.global.v4.f32 	[%rd5], {%f1, %f2, %f3, %f4};
+	ret;
+}
+";
+
+/// A 128-bit load (what block tiles' copies use, docs/codegen.md "Vector
+/// loads") is one request of 16 bytes per lane: a warp's 512 contiguous
+/// bytes are 16 sectors, as 4 scalar requests of 4 sectors would be. One
+/// that is not 16-byte aligned is a fault.
+#[test]
+fn vector_loads_are_one_request_of_16_bytes_per_lane() {
+    let b = |offset: u32| {
+        bundle(
+            &module(&VCOPY.replace("OFFSET", &offset.to_string())),
+            json!([buf("x", "f32", 132, "input"), buf("y", "f32", 128, "output")]),
+            json!([launch("vcopy", 1, 32, &["x", "y"])]),
+        )
+    };
+    let x = Tensor::new(vec![132], Data::F32((0..132).map(|i| i as f32).collect())).unwrap();
+    let inputs = BTreeMap::from([("x".to_string(), x)]);
+    let (out, profile) = run(&b(0), inputs.clone()).unwrap();
+    assert_eq!(out["y"].data, Data::F32((0..128).map(|i| i as f32).collect()));
+    let p = profile.get("vcopy").unwrap();
+    assert_eq!((p.global_load_requests, p.global_load_sectors), (1, 16));
+    assert_eq!((p.global_store_requests, p.global_store_sectors), (1, 16));
+    assert_eq!(p.global_bytes, 2 * 32 * 16);
+    let f = fault(run(&b(4), inputs));
+    assert!(matches!(f.kind, FaultKind::Misaligned { size: 16, .. }), "{f}");
+}
+
 #[test]
 fn a_missing_barrier_is_a_shared_memory_race() {
     let ptx = REVERSE.replace("\tbar.sync \t0;\n", "");

@@ -377,10 +377,15 @@ fn inputs_may_share_memory_outputs_may_not() {
     assert_eq!(p.read("y").unwrap(), f32s((0..N).map(|i| 2.0 * (i as f32 * 0.5 - 3.0))), "y = x + x");
     // Overlapping, not equal: a window over the second half of a larger buffer.
     let whole = dev.alloc(DType::F32, &[2 * N]).unwrap();
-    let late = unsafe { dev.wrap(whole.device_ptr() + 4, N * 4, DType::F32, &[N]) }.unwrap();
+    let late = unsafe { dev.wrap(whole.device_ptr() + 16, N * 4, DType::F32, &[N]) }.unwrap();
     let early = unsafe { dev.wrap(whole.device_ptr(), N * 4, DType::F32, &[N]) }.unwrap();
     p.bind("a", &early).unwrap();
     assert_eq!(p.bind("y", &late).unwrap_err().to_string(), "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `a`; an output may share memory with no other buffer");
+    // A start that is not 16-byte aligned is refused (the kernels may load
+    // 16 bytes at a time), as an input too.
+    let odd = unsafe { dev.wrap(whole.device_ptr() + 4, N * 4, DType::F32, &[N]) }.unwrap();
+    let msg = p.bind("b", &odd).unwrap_err().to_string();
+    assert!(msg.starts_with("invalid argument: binding buffer `b`: the DeviceBuffer starts at 0x") && msg.contains("not a multiple of 16 bytes"), "{msg}");
     // Adjacent is not overlapping.
     let next = unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64, N * 4, DType::F32, &[N]) }.unwrap();
     p.bind("y", &next).unwrap();

@@ -144,6 +144,11 @@ impl TargetLowering for HostLowering {
         false
     }
 
+    /// `None`: a caller's host buffer is aligned to its element only.
+    fn base_align(&self) -> Option<u64> {
+        None
+    }
+
     fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine) {
         let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
         // A named CPU (HostCpu) has no feature string: its name implies them.

@@ -113,6 +113,14 @@ impl TargetLowering for NvptxLowering {
     fn dims_as_params(&self) -> bool {
         true
     }
+
+    /// 16: `cuMemAlloc` (and the emulator) start every allocation at a
+    /// multiple of 256 bytes, `Program::bind` refuses a caller's buffer
+    /// that is not 16-byte aligned, and shared buffers are declared
+    /// `.align 16`.
+    fn base_align(&self) -> Option<u64> {
+        Some(16)
+    }
 }
 
 /// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`;

@@ -154,6 +154,32 @@ fn profiles_of_the_examples() {
     }
 }
 
+/// Block tiles' copies load 16 bytes per thread (docs/codegen.md, "Vector
+/// loads"): a 256 x 64 x 256 f32 matmul (16 blocks of 16 x 16 threads, 64
+/// x 64 cells, 4 steps of 16) copies 64 x 16 values of `a` and of `b` per
+/// block and step, 2,048 in all: 16 warp requests of 32 lanes x 4 values,
+/// 16 sectors each. One `f32` per thread would take 4x the requests (64
+/// per block and step, 4 sectors each) for the same sectors. Without
+/// contraction the results are the interpreter's bit for bit.
+#[test]
+fn block_tile_copies_load_16_bytes_per_thread() {
+    let binds: Vec<String> = ["batch=[]", "row=[256]", "k=[64]", "col=[256]"].iter().map(|b| b.to_string()).collect();
+    let c = case_with(&eintup_testkit::example("matmul.et"), &binds, 0, FloatWidth::F32, FpContract::Off).unwrap();
+    let ptx = c.bundle.ptx();
+    let (start, end) = kernel_text(ptx, "s2_c");
+    let text = &ptx[start..end];
+    assert!(text.contains("ld.global.nc.v4.f32") && !text.contains("ld.global.nc.f32"), "{text}");
+    let (p, _) = check(&c);
+    let want = c.arrays.iter().find(|(n, _, _)| n == "c").unwrap().2.clone();
+    let got = Device::emulator().run(&c.bundle, &BTreeMap::new()).unwrap();
+    assert_eq!(got["c"].data, want.data, "bit for bit");
+    let k = p.get("s2_c").unwrap();
+    let (blocks, steps, values) = (16, 4, 2 * 64 * 16);
+    assert_eq!(k.global_load_requests, blocks * steps * values / (32 * 4));
+    assert_eq!(k.global_load_sectors, blocks * steps * values * 4 / 32);
+    assert_eq!(k.global_load_sectors, 16 * k.global_load_requests);
+}
+
 /// A matmul bundle (f64) and the interpreter's `c`.
 fn matmul(binds: &[&str]) -> (Bundle, Tensor) {
     let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();

@@ -29,7 +29,10 @@
 //! over the thread, tile and `k_i` variables it depends on (the others are
 //! the same in the whole block), laid out with the variable of smallest
 //! stride in the operand innermost, so that consecutive threads of the copy
-//! read consecutive addresses. The sums live in a `local` buffer (registers
+//! read consecutive addresses; where the first of every 4 (`f32`; 2 `f64`)
+//! consecutive values is provably 16-byte aligned, a thread copies those 4
+//! in one step (an inner `unroll` loop that code generation turns into one
+//! 128-bit load). The sums live in a `local` buffer (registers
 //! after unrolling) across the barriers. Each cell still adds its terms in
 //! the original order, starting from the value the kernel stored or found
 //! there: results do not change at all.
@@ -501,6 +504,9 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     // its copies also stop at the reduction's end.
     let mut last_stages: Vec<Node> = Vec::new();
     let mut shared_bytes = 0i64;
+    // Copies under no edge guard: a guard around each element would keep
+    // LLVM from merging a thread's loads, whose spacing then costs sectors.
+    let unguarded = k_trip.is_some() && threads.iter().all(|t| t.2.is_some()) && c.cell_guard.is_none();
     for j in 0..body.values.len() {
         let VOp::Load { buf, offset } = body.values[j].op.clone() else { continue };
         let depends = |v: VarId| offset.depends_on(v);
@@ -536,7 +542,13 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         layout.extend(box_vars.iter().copied().filter(|&(v, ..)| v != ki_v && !is_thread(v) && depends(v)));
         layout.extend(box_vars.iter().copied().filter(|&(v, ..)| is_thread(v) && depends(v)));
         let inner: i64 = layout[1..].iter().map(|d| d.2).product();
-        let row = if inner % 32 == 0 { inner + 1 } else { inner };
+        // A copy in the layout's own order (`b`, not `a`'s transpose)
+        // writes rows, not columns, so needs no padding, and unpadded its
+        // rows start 16-byte aligned: a thread's consecutive elements go
+        // to shared memory in one vector store (padded, each thread's four
+        // stores would hit one bank four times over, 4-way conflicts).
+        let writes_rows = layout.iter().map(|d| d.0).eq(dims.iter().map(|d| d.0));
+        let row = if inner % 32 == 0 && !writes_rows { inner + 1 } else { inner };
         let len: i64 = dims.iter().map(|d| d.2).product();
         let dtype = body.values[j].dtype;
         shared_bytes += bk * row * dtype.size() as i64;
@@ -560,19 +572,41 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         body.values[j].op = VOp::Load { buf: sh, offset: sh_index(&IExpr::v) };
         let e_v = add_var(&mut vars, &format!("{}_e", &m.buffers[buf].name));
         // Copy element e: the point whose digits (in `dims` order) are e's.
-        let mut digits: Vec<(VarId, IExpr)> = Vec::new();
-        let mut inner_stride = 1i64;
-        for (i, &(v, lo, tr)) in dims.iter().enumerate().rev() {
-            let q = IExpr::bin(IBin::FloorDiv, IExpr::v(e_v), IExpr::c(inner_stride));
-            let digit = if i == 0 { q } else { IExpr::bin(IBin::Mod, q, IExpr::c(tr)) };
-            digits.push((v, IExpr::add(digit, IExpr::c(lo))));
-            inner_stride *= tr;
-        }
-        let at_e = |v: VarId| digits.iter().find(|d| d.0 == v).map_or(IExpr::c(0), |d| d.1.clone());
+        // With `lanes` > 1 an iteration copies `lanes` consecutive
+        // elements of the fastest dimension (`e_v * lanes + e_l`).
+        let copy_digits = |e_v: VarId, lanes: i64, e_l: Option<IExpr>| {
+            let mut digits: Vec<(VarId, IExpr)> = Vec::new();
+            let mut inner_stride = 1i64;
+            for (i, &(v, lo, tr)) in dims.iter().enumerate().rev() {
+                let tr = if i + 1 == dims.len() { tr / lanes } else { tr };
+                let q = IExpr::bin(IBin::FloorDiv, IExpr::v(e_v), IExpr::c(inner_stride));
+                let mut digit = if i == 0 { q } else { IExpr::bin(IBin::Mod, q, IExpr::c(tr)) };
+                if let (Some(l), true) = (&e_l, i + 1 == dims.len()) {
+                    digit = IExpr::add(IExpr::mul(digit, IExpr::c(lanes)), l.clone());
+                }
+                digits.push((v, IExpr::add(digit, IExpr::c(lo))));
+                inner_stride *= tr;
+            }
+            digits
+        };
         // Box variables it uses without depending on them (`(i + t) - t`)
         // may take any value: their first.
         let unused = box_vars.iter().filter(|b| !dims.contains(b)).fold(offset.clone(), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
-        let source = digits.iter().fold(unused, |e, (v, d)| e.substitute(*v, d));
+        let source_at = |digits: &[(VarId, IExpr)]| digits.iter().fold(unused.clone(), |e, (v, d)| e.substitute(*v, d));
+        // A 16-byte load per thread (docs/passes.md, "Vector copies"): the
+        // fastest dimension walks the operand with stride 1, its trip is a
+        // multiple of the `lanes` elements of 16 bytes, and the first of a
+        // thread's elements is provably at a multiple of `lanes`, so that
+        // code generation can align it (`IExpr::residue`).
+        let lanes = 16 / dtype.size() as i64;
+        let vector = dims.last().is_some_and(|&(v, _, tr)| {
+            let atom = IExpr::v(v);
+            unguarded && lanes > 1 && tr % lanes == 0 && lin.coef(&atom) == 1 && !lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom)
+        }) && source_at(&copy_digits(e_v, lanes, Some(IExpr::c(0)))).residue(lanes) == Some(0);
+        let (lanes, e_l) = if vector { (lanes, Some(add_var(&mut vars, &format!("{}_l", &m.buffers[buf].name)))) } else { (1, None) };
+        let digits = copy_digits(e_v, lanes, e_l.map(IExpr::v));
+        let at_e = |v: VarId| digits.iter().find(|d| d.0 == v).map_or(IExpr::c(0), |d| d.1.clone());
+        let source = source_at(&digits);
         let copy = Compute {
             values: vec![Value { op: VOp::Load { buf, offset: source }, dtype }],
             write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(&at_e), value: 0 },
@@ -583,7 +617,14 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         let original = &sum.values[j].op;
         let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
         let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
-        let spread = |conds| Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len), kind: LoopKind::Spread, body: vec![guarded(conds, copy.clone())] });
+        let spread = |conds| {
+            let body = guarded(conds, copy.clone());
+            let body = match e_l {
+                Some(l) => Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Unroll, body: vec![body] }),
+                None => body,
+            };
+            Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len / lanes), kind: LoopKind::Spread, body: vec![body] })
+        };
         // A register tile's cells past a symbolic extent (`cell_guard`):
         // the copy loads only where the cell its element belongs to is
         // in range, when the operand moves with that cell (a `b` does not

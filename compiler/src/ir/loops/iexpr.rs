@@ -298,6 +298,42 @@ impl IExpr {
         }
     }
 
+    /// `Some(r)` when every value of the expression is `r` modulo `m`
+    /// (`0 <= r < m`, `m > 0`) whatever its variables and symbols are: a
+    /// congruence from its constants alone (`(k_o * 16) + 4` is 0 modulo 4,
+    /// `(e % 16) * 4` too). Code generation aligns a load to the bytes its
+    /// offset is provably a multiple of, and `block-tiles` gives a thread
+    /// `W` consecutive elements only where their first is a multiple of `W`.
+    pub fn residue(&self, m: i64) -> Option<i64> {
+        if m <= 0 {
+            return None;
+        }
+        let r = |x: i128| Some(x.rem_euclid(m as i128) as i64);
+        match self {
+            IExpr::Const(c) => r(*c as i128),
+            IExpr::Var(_) | IExpr::Sym(_) => None,
+            IExpr::Bin(op, a, b) => {
+                let (x, y) = (a.residue(m), b.residue(m));
+                match op {
+                    IBin::Add => r(x? as i128 + y? as i128),
+                    IBin::Sub => r(x? as i128 - y? as i128),
+                    // A multiple of m times anything is a multiple of m.
+                    IBin::Mul => match (x, y) {
+                        (Some(0), _) | (_, Some(0)) => Some(0),
+                        (x, y) => r(x? as i128 * y? as i128),
+                    },
+                    // a % c = a - c * (a // c) is a modulo any m dividing c.
+                    IBin::Mod => match b.as_const() {
+                        Some(c) if c != 0 && c % m == 0 => x,
+                        _ => None,
+                    },
+                    IBin::Min | IBin::Max => x.filter(|&x| Some(x) == y),
+                    IBin::FloorDiv | IBin::CeilDiv => None,
+                }
+            }
+        }
+    }
+
     /// Inclusive interval of the expression's values given each
     /// variable's interval, as `(lo, hi)`: [`IExpr::range`] (the one
     /// interval analysis, `interval.rs`), empty when `lo > hi`.
@@ -383,6 +419,32 @@ mod tests {
         assert_eq!((fixed.constant, fixed.terms), (5, vec![(t, 256)]));
         // Nothing fixed, no constant: no split.
         assert_eq!(IExpr::add(r, c).split_fixed(&|v| v == 1), None);
+    }
+
+    #[test]
+    fn residue_holds_for_every_value() {
+        let (e, k) = (IExpr::v(0), IExpr::v(1));
+        // The copy's source offset: ((e // 16) % 16) * 256 + k * 16 + (e % 4) * 4 + 8.
+        let off = IExpr::add(
+            IExpr::add(
+                IExpr::add(IExpr::mul(IExpr::bin(IBin::Mod, IExpr::bin(IBin::FloorDiv, e.clone(), IExpr::c(16)), IExpr::c(16)), IExpr::c(256)), IExpr::mul(k.clone(), IExpr::c(16))),
+                IExpr::mul(IExpr::bin(IBin::Mod, e.clone(), IExpr::c(4)), IExpr::c(4)),
+            ),
+            IExpr::c(8),
+        );
+        assert_eq!(off.residue(4), Some(0));
+        assert_eq!(off.residue(2), Some(0));
+        // `(e % 4) * 4` is 0, 4, 8 or 12 modulo 16.
+        assert_eq!(off.residue(16), None);
+        // `e % 16` is e modulo 4; `e // 4` is anything; a variable is anything.
+        let m = IExpr::add(IExpr::bin(IBin::Mod, IExpr::mul(e.clone(), IExpr::c(4)), IExpr::c(16)), IExpr::c(-3));
+        assert_eq!(m.residue(4), Some(1));
+        assert_eq!(IExpr::mul(IExpr::bin(IBin::FloorDiv, e.clone(), IExpr::c(4)), IExpr::c(2)).residue(4), None);
+        assert_eq!(IExpr::add(k.clone(), IExpr::c(4)).residue(4), None);
+        for (x, y) in (-40..40).flat_map(|x| (-5..5).map(move |y| (x, y))) {
+            assert_eq!(off.eval(&[x, y]).rem_euclid(4), 0);
+            assert_eq!(m.eval(&[x, y]).rem_euclid(4), 1);
+        }
     }
 
     #[test]
