@@ -633,6 +633,18 @@ fn many_launches_hit_the_run_instruction_limit() {
     assert_eq!(p.take_profile().unwrap().get("fill").unwrap().warp_instructions, 600);
 }
 
+/// A grid as large as CUDA allows (2^31 - 1 blocks) is run block after
+/// block, never listed: it ends at the run's instruction limit at once.
+#[test]
+fn the_largest_grid_ends_at_the_run_instruction_limit() {
+    let b = bundle(&module(FILL), json!([buf("y", "i32", 32, "output")]), json!([launch("fill", 2147483647, 1, &["y"])]));
+    let dev = Device::emulator_with(EmuOptions { run_instruction_limit: 60, ..EmuOptions::default() });
+    match dev.run(&b, &BTreeMap::new()) {
+        Err(Error::Fault(f)) => assert_eq!(f.kind, FaultKind::RunInstructionLimit(60)),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn unsupported_instructions_and_division_by_zero() {
     let ptx = module(&FILL.replace("\tret;", "\tsad.u32 \t%r1, %r1, %r1, %r1;\n\tret;"));

@@ -66,7 +66,8 @@ impl TargetLowering for NvptxLowering {
         let g = kl.module.add_global(ty, Some(AddressSpace::from(NVPTX_SHARED_AS)), &format!("{}__{}", kl.k.name, bf.name));
         g.set_linkage(inkwell::module::Linkage::Internal);
         g.set_initializer(&ty.get_undef());
-        g.set_alignment(16);
+        // As aligned as every other buffer (`base_align`).
+        g.set_alignment(eintup_runtime::BUFFER_ALIGN as u32);
         Ok(g.as_pointer_value())
     }
 
@@ -114,12 +115,13 @@ impl TargetLowering for NvptxLowering {
         true
     }
 
-    /// 16: `cuMemAlloc` (and the emulator) start every allocation at a
-    /// multiple of 256 bytes, `Program::bind` refuses a caller's buffer
-    /// that is not 16-byte aligned, and shared buffers are declared
-    /// `.align 16`.
+    /// The runtime's `BUFFER_ALIGN` (16): `cuMemAlloc` (and the emulator)
+    /// start every allocation at a multiple of 256 bytes, `Program::bind`
+    /// refuses a caller's buffer that is not so aligned, and shared
+    /// buffers are declared `.align 16`. One constant, so that what the
+    /// code assumes and what the runtime checks cannot drift apart.
     fn base_align(&self) -> Option<u64> {
-        Some(16)
+        Some(eintup_runtime::BUFFER_ALIGN)
     }
 }
 

@@ -145,10 +145,15 @@ pub(crate) fn run(
             }
         })
         .collect();
-    let before = ex.profile.clone();
-    let chosen = sampled_blocks(blocks, sample);
+    // Only a sampled run lists its blocks (a bundle's grid may be far
+    // larger than memory would hold as a list); every other run counts
+    // through them, stopped by the instruction limits.
+    let chosen = sample.map(|_| sampled_blocks(blocks, sample));
+    let ran = chosen.as_ref().map_or(blocks, |c| c.len() as u64);
+    let before = (ran < blocks).then(|| ex.profile.clone());
+    let every = chosen.is_none().then_some(0..blocks as u32);
     let mut result = Ok(());
-    for &b in &chosen {
+    for b in chosen.iter().flatten().copied().chain(every.into_iter().flatten()) {
         *tags = tags.wrapping_add(1);
         ex.block_tag = *tags;
         result = ex.run_block(b, &mut warps);
@@ -162,9 +167,8 @@ pub(crate) fn run(
             break;
         }
     }
-    let ran = chosen.len() as u64;
-    if ran < blocks {
-        ex.profile.scale_since(&before, blocks, ran);
+    if let Some(before) = &before {
+        ex.profile.scale_since(before, blocks, ran);
     }
     let p = &mut *ex.profile;
     p.launches += 1;
