@@ -117,7 +117,8 @@ impl View {
     /// Its elements in C order, as a tensor: the one copy of an array that
     /// does not fit.
     pub fn to_tensor(&self, what: &str) -> PyResult<Tensor> {
-        let mut data = Data::zeros(self.dtype, self.bytes() / self.dtype.size());
+        let mut data = Data::try_zeros(self.dtype, self.bytes() / self.dtype.size())
+            .ok_or_else(|| Error::new_err(format!("{what}: no memory for its copy ({} bytes)", self.bytes())))?;
         let dst = data_ptr(&mut data);
         // SAFETY: `dst` has room for exactly `len` bytes (the element count
         // times the element size); `raw` is a live export.

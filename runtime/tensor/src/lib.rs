@@ -10,5 +10,6 @@
 pub mod bind;
 pub mod npy;
 pub mod tensor;
+mod zeroed;
 
 pub use tensor::{DType, Data, Tensor};

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+use crate::zeroed::zeroed_vec;
+
 /// Element type of a buffer or tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -120,29 +122,15 @@ impl Data {
         })
     }
 
-    /// `len` zero elements of `dtype`.
-    pub fn zeros(dtype: DType, len: usize) -> Data {
-        match dtype {
-            DType::I32 => Data::I32(vec![0; len]),
-            DType::F32 => Data::F32(vec![0.0; len]),
-            DType::F64 => Data::F64(vec![0.0; len]),
-        }
-    }
-
-    /// [`Data::zeros`], or `None` when the memory cannot be allocated
+    /// `len` zero elements of `dtype`, or `None` when the memory cannot be allocated
     /// (rather than aborting the process: a user's large array is a user
-    /// error with its size, not a crash).
+    /// error with its size, not a crash). The zeros are the allocator's,
+    /// not written here, and large buffers use huge pages (`zeroed`).
     pub fn try_zeros(dtype: DType, len: usize) -> Option<Data> {
-        fn zeroed<T: Clone>(len: usize, zero: T) -> Option<Vec<T>> {
-            let mut v = Vec::new();
-            v.try_reserve_exact(len).ok()?;
-            v.resize(len, zero);
-            Some(v)
-        }
         Some(match dtype {
-            DType::I32 => Data::I32(zeroed(len, 0)?),
-            DType::F32 => Data::F32(zeroed(len, 0.0)?),
-            DType::F64 => Data::F64(zeroed(len, 0.0)?),
+            DType::I32 => Data::I32(zeroed_vec(len)?),
+            DType::F32 => Data::F32(zeroed_vec(len)?),
+            DType::F64 => Data::F64(zeroed_vec(len)?),
         })
     }
 }
