@@ -32,7 +32,7 @@ struct B {
 
 impl B {
     fn m(&mut self) -> &mut Module {
-        self.m.get_or_insert_with(|| Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![] })
+        self.m.get_or_insert_with(|| Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![], symbolic: None })
     }
     fn eintup(&mut self, name: &str, dims: &[i64]) -> EintupId {
         let m = self.m();

@@ -204,9 +204,9 @@ pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::s
     let m = &prog.module;
     let text = |e: &loops::IExpr| loops::print::shape_extent(lm, e);
     let checks: Vec<manifest::DimCheck> =
-        sym.checks.iter().map(|c| manifest::DimCheck { expr: text(&c.expr), min: c.min, about: m.eintups[c.about].name.clone(), rule: c.rule.clone() }).collect();
+        sym.dims.checks.iter().map(|c| manifest::DimCheck { expr: text(&c.expr), min: c.min, about: m.eintups[c.about].name.clone(), rule: c.rule.clone() }).collect();
     let holds = |dims: &[i64]| {
-        sym.checks.iter().all(|c| c.expr.bind_dims(dims).as_const().is_some_and(|x| x >= c.min))
+        sym.dims.checks.iter().all(|c| c.expr.bind_dims(dims).as_const().is_some_and(|x| x >= c.min))
             && lm.buffers.iter().all(|b| b.shape.iter().all(|e| e.bind_dims(dims).as_const().is_some_and(|x| x >= 0)))
     };
     let from_input: Vec<bool> = (0..lm.dims.len()).map(|d| lm.buffers.iter().any(|b| b.role == loops::Role::Input && b.shape.contains(&loops::IExpr::Sym(d)))).collect();
@@ -227,7 +227,7 @@ pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::s
             .iter()
             .enumerate()
             .filter(|(e, _)| sym.sources[*e] != eintup::sema::DimsSource::Constrained)
-            .map(|(e, t)| (t.name.clone(), sym.eintups[e].iter().map(text).collect()))
+            .map(|(e, t)| (t.name.clone(), sym.dims.eintups[e].iter().map(text).collect()))
             .collect();
     }
     man.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;

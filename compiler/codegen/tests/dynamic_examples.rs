@@ -244,3 +244,24 @@ fn dims_past_the_32_bit_limit_are_refused_before_anything_runs() {
     assert!(!err.contains("32-bit"), "{err}");
     bind([1, 33, 17], [1, 17, 65]).unwrap();
 }
+
+/// A dynamic `et` module prints and parses back (docs/ir-et.md, "Dynamic
+/// modules"): each example's module after `specialize{dynamic}` reads back
+/// from its text to the same text and the same dims, and lowers to the
+/// same loop module with no second `specialize`.
+#[test]
+fn every_dynamic_module_prints_and_reads_back() {
+    use eintup::ir::et::{parse, print};
+    for ex in EXAMPLES {
+        let src = Source::load(&example(ex.file)).unwrap();
+        let ranks: Vec<(String, usize)> = ex.ranks.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+        let (prog, _) = eintup::pipeline::symbolic_for(&src, &[], &ranks).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
+        let text = print::module(&prog.module);
+        assert!(text.starts_with("symbols("), "{}: {text}", ex.file);
+        let back = parse::parse_verified(&text).unwrap_or_else(|e| panic!("{}: {e:?}\n{text}", ex.file));
+        assert_eq!(print::module(&back), text, "{}", ex.file);
+        assert_eq!(back.symbolic, prog.module.symbolic, "{}", ex.file);
+        let lower = |m| eintup::ir::loops::print::module(&eintup::pipeline::lower(&src, m, FloatWidth::F64).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file)));
+        assert_eq!(lower(&back), lower(&prog.module), "{}", ex.file);
+    }
+}

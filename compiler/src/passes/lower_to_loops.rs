@@ -22,7 +22,8 @@
 
 use super::PassError;
 use crate::ir::loops::FloatWidth;
-use crate::sema::symbolic::{self, SymbolicConfig};
+use crate::ir::et::symbolic::SymbolicDims;
+use crate::sema::symbolic;
 use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexSlot, Module, OpKind};
 use crate::ir::loops::*;
 use crate::ir::et::dims;
@@ -48,12 +49,8 @@ impl Extents {
     /// A specialised module's static extents.
     pub fn of_specialized(m: &Module) -> Result<Extents, PassError> {
         if !m.is_specialized() {
-            // Reachable from a printed module: `specialize{dynamic=true}`
-            // prints its ranks (`?1`) but not its dim symbols, which the
-            // pass makes again from the module's constraints.
-            return Err(PassError::Message(
-                "etopt: error: pass `lower-to-loops` needs a specialised module: run `specialize` first (a module printed after `specialize{dynamic=true}` keeps its ranks, not its dim symbols: run `specialize{dynamic=true}` on it again)".into(),
-            ));
+            // Reachable from printed IR of a module not yet specialised.
+            return Err(PassError::Message("etopt: error: pass `lower-to-loops` needs a specialised module: run `specialize` first".into()));
         }
         let consts = |d: &Option<Vec<i64>>| d.as_deref().map(static_shape).unwrap_or_default();
         Ok(Extents::new(
@@ -63,9 +60,9 @@ impl Extents {
         ))
     }
 
-    /// A dynamic build's extents (ranks fixed, dims over symbols).
-    pub fn of_symbolic(m: &Module, sym: &SymbolicConfig) -> Result<Extents, PassError> {
-        let positions = (0..m.arrays.len()).map(|a| sym.array_positions(m, a)).collect::<Result<_, _>>().map_err(|d| PassError::User(vec![d]))?;
+    /// A dynamic module's extents (ranks fixed, dims over symbols).
+    pub fn of_symbolic(m: &Module, sym: &SymbolicDims) -> Result<Extents, PassError> {
+        let positions = (0..m.arrays.len()).map(|a| symbolic::array_positions(m, sym, a)).collect::<Result<_, _>>().map_err(|d| PassError::User(vec![d]))?;
         Ok(Extents::new(sym.symbols.clone(), sym.eintups.clone(), positions))
     }
 
@@ -652,7 +649,7 @@ impl super::PassOptions for LowerToLoopsOptions {
 /// The pass: et (specialised) -> loop.
 pub fn run(unit: &mut super::Unit, opts: &LowerToLoopsOptions) -> Result<Option<String>, PassError> {
     let super::Ir::Et(prog) = &unit.ir else { return Err(PassError::Internal("lower-to-loops runs on the et level".into())) };
-    let m = match &unit.symbolic {
+    let m = match &prog.module.symbolic {
         Some(sym) => lower_with(&prog.module, &Extents::of_symbolic(&prog.module, sym)?, opts.float)?,
         None => lower(&prog.module, opts.float)?,
     };

@@ -3,8 +3,8 @@
 //! deterministic in `--seed`) and substitute it: every eintup and array
 //! position gets static dims (`sema::specialize`). With `dynamic` it fixes
 //! the ranks alone (`--rank`, bindings, constraints, inference) and gives
-//! unbound eintups symbolic dims (`sema::symbolic`), for `lower-to-loops`;
-//! the module itself stays rank-polymorphic text.
+//! unbound eintups symbolic dims (`sema::symbolic`), which the module
+//! carries (`Module::symbolic`: printed, read back, lowered).
 
 use super::spec::{self, PassOptions};
 use super::{DriverOptions, Ir, PassError, Unit};
@@ -47,6 +47,16 @@ impl PassOptions for SpecializeOptions {
 
 pub fn run(unit: &mut Unit, opts: &SpecializeOptions) -> Result<Option<String>, PassError> {
     let Ir::Et(prog) = &mut unit.ir else { return Err(PassError::Internal("specialize runs on the et level".into())) };
+    if prog.module.symbolic.is_some() {
+        // A printed dynamic module read back: its ranks and dim symbols
+        // are in the text.
+        return match opts.binds.is_empty() && opts.ranks.is_empty() {
+            true => Ok(Some("already dynamic".into())),
+            false => Err(PassError::Message(
+                "error: the module is already specialised with symbolic dims (its `symbols(..)` line); `specialize` cannot bind or re-rank them: run it on the program instead".into(),
+            )),
+        };
+    }
     if prog.module.is_specialized() {
         // A printed specialised module read back: keep its configuration;
         // a --bind may only repeat it.
@@ -72,6 +82,7 @@ pub fn run(unit: &mut Unit, opts: &SpecializeOptions) -> Result<Option<String>, 
     if opts.dynamic {
         let space = Space::new(prog, &ranks, &binds, &[]).map_err(PassError::User)?;
         let sym = symbolic_config(prog, &space, &opts.ranks).map_err(PassError::User)?;
+        fix_symbolic(&mut prog.module, &sym).map_err(|d| PassError::User(vec![d]))?;
         let stats = prog.module.eintups.iter().zip(&sym.ranks).map(|(e, r)| format!("{}:{r}", e.name)).collect::<Vec<_>>().join(" ");
         unit.ranks = Some(ranks);
         unit.symbolic = Some(sym);
@@ -86,4 +97,21 @@ pub fn run(unit: &mut Unit, opts: &SpecializeOptions) -> Result<Option<String>, 
     unit.ranks = Some(ranks);
     unit.config = Some(cfg);
     Ok(Some(stats))
+}
+
+/// Writes a dynamic configuration into the module: every eintup's and
+/// array position's rank, and the symbolic dims (`Module::symbolic`),
+/// which is what `lower-to-loops` reads and the printer prints.
+fn fix_symbolic(m: &mut crate::ir::et::Module, sym: &crate::sema::symbolic::SymbolicConfig) -> Result<(), et_grammar::Diagnostic> {
+    let positions = (0..m.arrays.len()).map(|a| crate::sema::symbolic::array_positions(m, &sym.dims, a)).collect::<Result<Vec<_>, _>>()?;
+    for (e, r) in m.eintups.iter_mut().zip(&sym.ranks) {
+        e.rank = Some(*r);
+    }
+    for (arr, dims) in m.arrays.iter_mut().zip(positions) {
+        for (p, d) in arr.positions.iter_mut().zip(dims) {
+            p.rank = Some(d.len());
+        }
+    }
+    m.symbolic = Some(sym.dims.clone());
+    Ok(())
 }

@@ -59,7 +59,7 @@ impl Resolver {
             }
         }
         Resolver {
-            module: Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![] },
+            module: Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![], symbolic: None },
             diags: vec![],
             array_names,
             eintup_ids: HashMap::new(),
@@ -123,7 +123,7 @@ impl Resolver {
         }
         self.diags.extend(super::constraints::unused_names(&self.module, program_eintups, &constraints));
         self.diags.extend(super::constraints::dims_cycle(&self.module, &constraints));
-        Program { module: std::mem::replace(&mut self.module, Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![] }), constraints }
+        Program { module: std::mem::replace(&mut self.module, Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![], symbolic: None }), constraints }
     }
 
     /// Names of the arrays some statement writes (candidates for "did you

@@ -24,59 +24,35 @@
 use super::config::{DimsSource, Space};
 use super::infer_dims::Access;
 use super::Program;
+use crate::ir::et::symbolic::SymbolicDims;
+pub use crate::ir::et::symbolic::SymCheck;
 use crate::ir::et::{dims as et_dims, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, Module};
 use crate::ir::loops::{Dim, IBin, IExpr};
 use et_grammar::{Diagnostic, Span};
 
-/// One rank combination with symbolic dims.
+/// One rank combination with symbolic dims: what `specialize{dynamic}`
+/// decided, with why (`sources`); the module carries the dims themselves
+/// ([`Module::symbolic`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SymbolicConfig {
     /// Every eintup's rank (module order).
     pub ranks: Vec<usize>,
-    /// The dim symbols, in the order the eintups declare them.
-    pub symbols: Vec<Dim>,
-    /// Every eintup's dims over [`symbols`](Self::symbols) (module order).
-    pub eintups: Vec<Vec<IExpr>>,
+    /// The symbols, every eintup's dims over them and the run-time checks.
+    pub dims: SymbolicDims,
     /// How each eintup's dims are determined (module order).
     pub sources: Vec<DimsSource>,
-    /// What must hold at run time for the dims to be a configuration the
-    /// static rules accept: a derived dim not negative, a divisor in a
-    /// dims equation not zero.
-    pub checks: Vec<SymCheck>,
 }
 
-/// `expr >= min` must hold; `about` is the eintup, `rule` the equation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SymCheck {
-    pub expr: IExpr,
-    pub min: i64,
-    pub about: EintupId,
-    pub rule: String,
-}
-
-impl SymbolicConfig {
-    /// The dims of every signature position of array `a`.
-    pub fn array_positions(&self, m: &Module, a: ArrayId) -> Result<Vec<Vec<IExpr>>, Diagnostic> {
-        let arr = &m.arrays[a];
-        let at = |(k, p): (usize, &crate::ir::et::Position)| {
-            position_dims(&p.expr, &self.eintups).map_err(|err| match err {
-                PositionError::Static(err) => super::specialize::bound_diagnostic(err, &arr.name, k, p.expr.span),
-                PositionError::NotSymbolic(sp) => not_symbolic(sp),
-            })
-        };
-        arr.positions.iter().enumerate().map(at).collect()
-    }
-
-    /// Array `a`'s shape (its positions' dims, concatenated).
-    pub fn array_shape(&self, m: &Module, a: ArrayId) -> Result<Vec<IExpr>, Diagnostic> {
-        Ok(self.array_positions(m, a)?.concat())
-    }
-
-    /// The eintups whose dims mention a symbol: what a run-time caller
-    /// gives (by input shapes or `--bind`).
-    pub fn is_symbolic(&self, e: EintupId) -> bool {
-        self.eintups.get(e).is_some_and(|d| d.iter().any(IExpr::is_symbolic))
-    }
+/// The dims of every signature position of array `a` of `m`, at `dims`.
+pub fn array_positions(m: &Module, dims: &SymbolicDims, a: ArrayId) -> Result<Vec<Vec<IExpr>>, Diagnostic> {
+    let arr = &m.arrays[a];
+    let at = |(k, p): (usize, &crate::ir::et::Position)| {
+        position_dims(&p.expr, &dims.eintups).map_err(|err| match err {
+            PositionError::Static(err) => super::specialize::bound_diagnostic(err, &arr.name, k, p.expr.span),
+            PositionError::NotSymbolic(sp) => not_symbolic(sp),
+        })
+    };
+    arr.positions.iter().enumerate().map(at).collect()
 }
 
 /// Fixes the ranks (`rank_args`: `NAME=R` from `--rank`, else bindings,
@@ -175,7 +151,7 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
         dims[e] = Some(d);
     }
     let eintups: Vec<Vec<IExpr>> = dims.into_iter().map(Option::unwrap_or_default).collect();
-    Ok(SymbolicConfig { ranks, symbols, eintups, sources: space.sources().to_vec(), checks })
+    Ok(SymbolicConfig { ranks, dims: SymbolicDims { symbols, eintups, checks }, sources: space.sources().to_vec() })
 }
 
 /// Component `k` of inferred eintup `about`: the least

@@ -12,6 +12,7 @@
 pub mod dims;
 pub mod parse;
 pub mod print;
+pub mod symbolic;
 pub mod syntax;
 pub mod verify;
 
@@ -87,6 +88,10 @@ pub struct Module {
     /// The framework call and outputs sections, resolved to ids.
     pub call: Option<FrameworkCall>,
     pub outputs: Vec<ArrayId>,
+    /// A dynamic module's dims (after `specialize{dynamic=true}`): the
+    /// eintups' ranks are fixed, their `dims` stay `None`, and these give
+    /// them over dim symbols.
+    pub symbolic: Option<symbolic::SymbolicDims>,
 }
 
 /// An eintup (row variable). `rank`/`dims` are `None` until known.

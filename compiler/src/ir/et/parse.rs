@@ -14,8 +14,11 @@
 //! name on its declaration line, a statement at its header line, an op at its
 //! line, index expressions at their own text.
 
+use super::symbolic::{SymCheck, SymbolicDims};
 use super::syntax::{self, OpName};
 use super::*;
+use crate::ir::loops::parse::{self as loop_parse, IExprScope};
+use crate::ir::loops::{Dim, DimId, IExpr};
 use crate::ir::text::{self, one_of, Cursor, Dialect, PResult, Spelled, Tok, Token};
 use et_grammar::ast::{AssignOp, BinOp, ElemType, Literal};
 use et_grammar::{Diagnostic, Span};
@@ -48,8 +51,9 @@ pub fn parse_module(text: &str) -> Result<Module, Vec<Diagnostic>> {
     }
     let names = declare(&lines, &mut diags);
     let mut p = ModuleParser {
-        module: Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![] },
-        section: Section::Eintups,
+        module: Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![], symbolic: None },
+        symbols: HashMap::new(),
+        section: Section::Symbols,
         block: None,
         outputs_seen: false,
         skipping: false,
@@ -131,7 +135,9 @@ fn declare(lines: &[LineToks], diags: &mut Vec<Diagnostic>) -> Names {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Section {
+    Symbols,
     Eintups,
+    Checks,
     Arrays,
     Stmts,
     Call,
@@ -142,7 +148,9 @@ impl Section {
     /// The keyword of the section's lines.
     fn word(self) -> &'static str {
         match self {
+            Section::Symbols => syntax::SYMBOLS,
             Section::Eintups => syntax::EINTUP,
+            Section::Checks => syntax::CHECK,
             Section::Arrays => syntax::ARRAY,
             Section::Stmts => syntax::STMT,
             Section::Call => syntax::CALL,
@@ -160,6 +168,8 @@ struct Block {
 
 struct ModuleParser {
     module: Module,
+    /// A dynamic module's dim symbols by name (its `symbols(..)` line).
+    symbols: HashMap<String, DimId>,
     section: Section,
     block: Option<Block>,
     outputs_seen: bool,
@@ -206,7 +216,9 @@ impl ModuleParser {
         }
         let mut l = Line { c: Cursor::new(&text.toks, text.end, &ET), names, depth: 0, recursion: 0 };
         let r = match word {
+            syntax::SYMBOLS => self.ordered(Section::Symbols, first.span).and_then(|_| self.symbols(&mut l)),
             syntax::EINTUP => self.ordered(Section::Eintups, first.span).and_then(|_| self.eintup(&mut l)),
+            syntax::CHECK => self.ordered(Section::Checks, first.span).and_then(|_| self.check(&mut l)),
             syntax::ARRAY => self.ordered(Section::Arrays, first.span).and_then(|_| self.array(&mut l)),
             syntax::STMT => self.ordered(Section::Stmts, first.span).and_then(|_| self.stmt_header(&mut l)),
             "%" => self.op(&mut l),
@@ -214,7 +226,7 @@ impl ModuleParser {
             syntax::CALL => self.ordered(Section::Call, first.span).and_then(|_| self.call(&mut l)),
             syntax::OUTPUTS => self.ordered(Section::Outputs, first.span).and_then(|_| self.outputs(&mut l)),
             _ => {
-                let starts = [syntax::EINTUP, syntax::ARRAY, syntax::STMT, "%N = ...", "}", syntax::CALL, syntax::OUTPUTS];
+                let starts = [syntax::SYMBOLS, syntax::EINTUP, syntax::CHECK, syntax::ARRAY, syntax::STMT, "%N = ...", "}", syntax::CALL, syntax::OUTPUTS];
                 Err(Diagnostic::error("E0605", format!("unexpected {} at the start of a line", first.tok.describe()))
                     .at(first.span, format!("expected {}", one_of(starts))))
             }
@@ -232,7 +244,7 @@ impl ModuleParser {
             return Err(Diagnostic::error("E0606", format!("a second `{}` line", s.word())).at(at, "already given above"));
         }
         if s < self.section {
-            let order = [Section::Eintups, Section::Arrays, Section::Stmts, Section::Call, Section::Outputs].map(Section::word);
+            let order = [Section::Symbols, Section::Eintups, Section::Checks, Section::Arrays, Section::Stmts, Section::Call, Section::Outputs].map(Section::word);
             return Err(Diagnostic::error("E0606", format!("`{}` line after the `{}` section", s.word(), self.section.word()))
                 .at(at, "out of order")
                 .note(format!("lines come in this order: {}", order.join(", "))));
@@ -248,7 +260,12 @@ impl ModuleParser {
     fn recover(&mut self, word: &str) {
         let dummy = Span::default();
         match word {
-            syntax::EINTUP => self.module.eintups.push(Eintup { name: String::new(), rank: None, dims: None, span: dummy }),
+            syntax::EINTUP => {
+                self.module.eintups.push(Eintup { name: String::new(), rank: None, dims: None, span: dummy });
+                if let Some(sym) = self.module.symbolic.as_mut() {
+                    sym.eintups.push(Vec::new());
+                }
+            }
             syntax::ARRAY => self.module.arrays.push(Array {
                 name: String::new(),
                 dtype: ElemType::Int,
@@ -268,13 +285,70 @@ impl ModuleParser {
         }
     }
 
+    /// `symbols(%a.0, %b.0)`: the module is dynamic, with these symbols.
+    fn symbols(&mut self, l: &mut Line) -> PResult<()> {
+        l.c.word(syntax::SYMBOLS)?;
+        l.c.punct("(")?;
+        let mut sym = SymbolicDims::default();
+        if !l.c.eat(")") {
+            loop {
+                let (name, sp) = loop_parse::sym_name(&mut l.c)?;
+                if self.symbols.insert(name.clone(), sym.symbols.len()).is_some() {
+                    return Err(Diagnostic::error("E0607", format!("symbol `%{name}` is declared twice")).at(sp, "second declaration"));
+                }
+                sym.symbols.push(Dim { name });
+                if l.c.eat(")") {
+                    break;
+                }
+                l.c.punct(",")?;
+            }
+        }
+        l.c.finish()?;
+        self.module.symbolic = Some(sym);
+        Ok(())
+    }
+
     fn eintup(&mut self, l: &mut Line) -> PResult<()> {
         l.c.word(syntax::EINTUP)?;
         let (name, span) = l.c.ident("an eintup name")?;
         l.c.punct(":")?;
+        if self.module.symbolic.is_some() {
+            // A dynamic module's dims: expressions over its symbols.
+            let dims = l.sym_dims(&self.symbols)?;
+            l.c.finish()?;
+            self.module.eintups.push(Eintup { name, rank: Some(dims.len()), dims: None, span });
+            if let Some(s) = self.module.symbolic.as_mut() {
+                s.eintups.push(dims);
+            }
+            return Ok(());
+        }
         let (rank, dims) = l.dims()?;
         l.c.finish()?;
         self.module.eintups.push(Eintup { name, rank, dims, span });
+        Ok(())
+    }
+
+    /// `check EXPR >= MIN about NAME "rule"`, in a dynamic module.
+    fn check(&mut self, l: &mut Line) -> PResult<()> {
+        let at = l.c.word(syntax::CHECK)?;
+        if self.module.symbolic.is_none() {
+            return Err(Diagnostic::error("E0606", format!("a `{}` line in a module without a `{}(..)` line", syntax::CHECK, syntax::SYMBOLS)).at(at, "not a dynamic module"));
+        }
+        let expr = l.sym_expr(&self.symbols)?;
+        l.c.punct(">")?;
+        l.c.punct("=")?;
+        let (min, _) = l.c.int("the least value")?;
+        l.c.word(syntax::ABOUT)?;
+        let (about, _) = l.eintup_name()?;
+        let rule = match l.c.tok_at(0) {
+            Some(Tok::Str(r)) => r.clone(),
+            _ => return Err(l.c.unexpected("the rule as a string")),
+        };
+        l.c.bump();
+        l.c.finish()?;
+        if let Some(s) = self.module.symbolic.as_mut() {
+            s.checks.push(SymCheck { expr, min, about, rule });
+        }
         Ok(())
     }
 
@@ -560,6 +634,29 @@ impl Line<'_> {
     }
 
     /// `?` (unknown), `?R` (rank R, dims unknown) or `[d1, ...]` (static).
+    /// `[e, ...]`: a dynamic module's dims over `symbols`.
+    fn sym_dims(&mut self, symbols: &HashMap<String, DimId>) -> PResult<Vec<IExpr>> {
+        self.c.punct("[")?;
+        let mut d = Vec::new();
+        if !self.c.eat("]") {
+            loop {
+                d.push(self.sym_expr(symbols)?);
+                if self.c.eat("]") {
+                    break;
+                }
+                self.c.punct(",")?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// An expression over a dynamic module's `symbols`, in the `loop`
+    /// dialect's syntax (the same printer writes both).
+    fn sym_expr(&mut self, symbols: &HashMap<String, DimId>) -> PResult<IExpr> {
+        let mut sc = SymScope { symbols, depth: &mut self.depth };
+        loop_parse::iexpr(&mut self.c, &mut sc)
+    }
+
     fn dims(&mut self) -> PResult<(Option<usize>, Option<Vec<i64>>)> {
         if self.c.eat("?") {
             if matches!(self.c.tok_at(0), Some(Tok::Int(_))) {
@@ -820,6 +917,34 @@ impl Line<'_> {
     }
 }
 
+/// The scope of a dynamic module's dims: its symbols, no variables.
+struct SymScope<'a> {
+    symbols: &'a HashMap<String, DimId>,
+    depth: &'a mut usize,
+}
+
+impl IExprScope for SymScope<'_> {
+    fn sym(&self, name: &str, at: Span) -> PResult<IExpr> {
+        self.symbols
+            .get(name)
+            .map(|&d| IExpr::Sym(d))
+            .ok_or_else(|| Diagnostic::error("E0608", format!("unknown symbol `%{name}`")).at(at, format!("not in the `{}(..)` line", syntax::SYMBOLS)))
+    }
+    fn var(&self, name: &str, at: Span) -> PResult<IExpr> {
+        Err(Diagnostic::error("E0604", format!("unexpected `{name}`, expected a number, a `%` symbol or `(`")).at(at, "a dim has no variables"))
+    }
+    fn enter(&mut self, at: Span) -> PResult<()> {
+        *self.depth += 1;
+        if *self.depth > MAX_DEPTH {
+            return Err(Diagnostic::error("E0619", "index expression nested too deeply").at(at, "too deep").note(format!("at most {MAX_DEPTH} levels")));
+        }
+        Ok(())
+    }
+    fn leave(&mut self) {
+        *self.depth -= 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1033,5 +1158,60 @@ outputs z, y
         let m = parse_module("// nothing\n\n").expect("parses");
         assert!(m.eintups.is_empty() && m.stmts.is_empty() && m.call.is_none() && m.outputs.is_empty());
         assert_eq!(print::module(&m), "");
+    }
+
+    /// A dynamic module (`symbols(..)`, dims over them, checks).
+    const DYNAMIC: &str = "\
+symbols(%i.0, %j.0)
+eintup i : [%i.0]
+eintup j : [(%j.0 - 2), 3]
+check (%j.0 - 2) >= 0 about j \"range inference\"
+array x : INT [i : ?1] def=0 input range=[0, 10)
+stmt 0 x[i] = %2 vars(i) {
+  %0 = const 0 : INT<>
+  %1 = const 10 : INT<>
+  %2 = random %0, %1, INT : INT<i:?1>
+}
+outputs x
+";
+
+    #[test]
+    fn a_dynamic_module_reads_back_with_its_symbols_dims_and_checks() {
+        let m = parse_verified(DYNAMIC).expect("parses");
+        let sym = m.symbolic.as_ref().expect("dynamic");
+        assert_eq!(sym.symbols.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["i.0", "j.0"]);
+        assert_eq!(sym.eintups[1], vec![IExpr::sub(IExpr::Sym(1), IExpr::Const(2)), IExpr::Const(3)]);
+        assert_eq!((m.eintups[1].rank, &m.eintups[1].dims), (Some(2), &None));
+        assert_eq!(sym.checks, vec![SymCheck { expr: IExpr::sub(IExpr::Sym(1), IExpr::Const(2)), min: 0, about: 1, rule: "range inference".into() }]);
+        assert_eq!(print::module(&m), DYNAMIC);
+        // No symbols at all is still a dynamic module.
+        let none = "symbols()\neintup k : [4]\n";
+        let m = parse_verified(none).expect("parses");
+        assert_eq!(m.symbolic.as_ref().map(|s| s.eintups.clone()), Some(vec![vec![IExpr::Const(4)]]));
+        assert_eq!(print::module(&m), none);
+    }
+
+    #[test]
+    fn dynamic_module_errors_are_located() {
+        let dyn_edit = |from: &str, to: &str| DYNAMIC.replacen(from, to, 1);
+        let cases: Vec<(String, &str, &str)> = vec![
+            (dyn_edit("[%i.0]", "[%q.0]"), "E0608", "%q.0"),
+            (dyn_edit("symbols(%i.0, %j.0)", "symbols(%i.0, %i.0)"), "E0607", "%i.0"),
+            (dyn_edit("[%i.0]", "[(i + 1)]"), "E0604", "i"),
+            (dyn_edit("check (%j.0 - 2) >= 0", "check (%j.0 - 2) > 0"), "E0604", "0"),
+            (dyn_edit("about j", "about q"), "E0608", "q"),
+            (format!("{}\n{BASE}", "check 1 >= 0 about i \"r\""), "E0606", "check"),
+            (format!("eintup i : [1]\n{DYNAMIC}"), "E0606", "symbols"),
+        ];
+        for (text, code, under) in cases {
+            let (c, u) = first_error(&text);
+            assert_eq!((c, u.as_str()), (code, under), "{text}");
+        }
+        // The verifier: a symbolic module's eintups all have symbolic dims.
+        let mut m = parse_module(DYNAMIC).expect("parses");
+        m.eintups[0].dims = Some(vec![5]);
+        m.symbolic.as_mut().unwrap().checks[0].about = 7;
+        let v = verify::verify(&m).unwrap_err().to_string();
+        assert!(v.contains("eintup `i`: static dims in a module with symbolic dims") && v.contains("eintup id 7 out of range"), "{v}");
     }
 }

@@ -6,6 +6,7 @@
 
 use super::syntax::{self, OpName};
 use super::*;
+use crate::ir::loops::print::sym_expr;
 use crate::ir::text::{float_text, quote, Spelled};
 use et_grammar::ast::Literal;
 use std::fmt::Write;
@@ -81,8 +82,22 @@ fn bound(m: &Module, b: &Bound) -> String {
 /// Prints a whole module.
 pub fn module(m: &Module) -> String {
     let mut o = String::new();
-    for e in &m.eintups {
-        let _ = writeln!(o, "{} {} : {}", syntax::EINTUP, e.name, dims_text(e.rank, &e.dims));
+    if let Some(sym) = &m.symbolic {
+        let names = sym.symbols.iter().map(|d| format!("%{}", d.name)).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(o, "{}({names})", syntax::SYMBOLS);
+    }
+    for (i, e) in m.eintups.iter().enumerate() {
+        let dims = match m.symbolic.as_ref() {
+            Some(sym) => format!("[{}]", sym.eintups.get(i).map_or(&[][..], Vec::as_slice).iter().map(|x| sym_expr(&sym.symbols, x)).collect::<Vec<_>>().join(", ")),
+            None => dims_text(e.rank, &e.dims),
+        };
+        let _ = writeln!(o, "{} {} : {dims}", syntax::EINTUP, e.name);
+    }
+    if let Some(sym) = &m.symbolic {
+        for c in &sym.checks {
+            let about = names(m, &[c.about]);
+            let _ = writeln!(o, "{} {} >= {} {} {about} {}", syntax::CHECK, sym_expr(&sym.symbols, &c.expr), c.min, syntax::ABOUT, quote(&c.rule));
+        }
     }
     for a in &m.arrays {
         let pos = a

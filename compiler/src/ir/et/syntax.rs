@@ -6,8 +6,12 @@ use super::IndexOp;
 use crate::ir::text::{spelled, Spelled};
 use et_grammar::ast::{AssignOp, BinOp, ElemType};
 
-/// Line keywords, in the order their sections come.
+/// Line keywords, in the order their sections come. A dynamic module
+/// (docs/ir-et.md, "Dynamic modules") starts with its `symbols(..)` and
+/// has `check` lines after its eintups.
+pub const SYMBOLS: &str = "symbols";
 pub const EINTUP: &str = "eintup";
+pub const CHECK: &str = "check";
 pub const ARRAY: &str = "array";
 pub const STMT: &str = "stmt";
 pub const CALL: &str = "call";
@@ -17,6 +21,9 @@ pub const OUTPUTS: &str = "outputs";
 pub const DEF: &str = "def";
 pub const INPUT: &str = "input";
 pub const RANGE: &str = "range";
+
+/// What a `check` line is about: `about NAME`.
+pub const ABOUT: &str = "about";
 
 /// A statement's variables: `vars(a, b)`.
 pub const VARS: &str = "vars";

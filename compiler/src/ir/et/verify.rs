@@ -121,6 +121,50 @@ impl Verifier<'_> {
         }
     }
 
+    /// A dynamic module: every eintup has a rank, no static dims, and
+    /// symbolic dims of its rank; every symbol is declared once and every
+    /// expression names declared ones; checks are about eintups.
+    fn symbolic(&mut self, sym: &symbolic::SymbolicDims) {
+        let m = self.m;
+        let mut names = HashSet::new();
+        for d in &sym.symbols {
+            if !names.insert(d.name.as_str()) {
+                self.err(format!("symbol `%{}` is declared twice", d.name));
+            }
+        }
+        if sym.eintups.len() != m.eintups.len() {
+            self.at = None;
+            self.err(format!("symbolic dims for {} eintups, the module has {}", sym.eintups.len(), m.eintups.len()));
+        }
+        let symbols = sym.symbols.len();
+        let undeclared = |x: &crate::ir::loops::IExpr| {
+            let mut bad = None;
+            x.for_each_sym(&mut |d| if d >= symbols { bad = Some(d) });
+            bad
+        };
+        for (e, dims) in m.eintups.iter().zip(&sym.eintups) {
+            self.at = Some(e.span);
+            if e.dims.is_some() {
+                self.err(format!("eintup `{}`: static dims in a module with symbolic dims", e.name));
+            }
+            if e.rank != Some(dims.len()) {
+                self.err(format!("eintup `{}`: rank {:?} but {} symbolic dims", e.name, e.rank, dims.len()));
+            }
+            if let Some(d) = dims.iter().find_map(undeclared) {
+                self.err(format!("eintup `{}`: symbol {d} is not declared ({symbols} symbols)", e.name));
+            }
+        }
+        self.at = None;
+        for c in &sym.checks {
+            if c.about >= m.eintups.len() {
+                self.err(format!("check `{}`: eintup id {} out of range", c.rule, c.about));
+            }
+            if let Some(d) = undeclared(&c.expr) {
+                self.err(format!("check `{}`: symbol {d} is not declared ({symbols} symbols)", c.rule));
+            }
+        }
+    }
+
     /// A known rank is at most [`MAX_RANK`].
     fn rank_limit(&mut self, what: &str, rank: Option<usize>) {
         if let Some(r) = rank.filter(|&r| r > MAX_RANK) {
@@ -141,6 +185,9 @@ impl Verifier<'_> {
             }
             self.rank_dims(&format!("eintup `{}`", e.name), e.rank, &e.dims);
             self.rank_limit(&format!("eintup `{}`", e.name), e.rank);
+        }
+        if let Some(sym) = &m.symbolic {
+            self.symbolic(sym);
         }
         // First-mention dims of a specialised module follow from the
         // eintups' dims (LANGUAGE.md s.5); recompute and compare.

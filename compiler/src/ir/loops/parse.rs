@@ -351,61 +351,12 @@ impl Parser<'_> {
 
     /// `%NAME` or `%NAME.N` (the `%` included): a dim symbol's name.
     fn sym_name(&mut self) -> PResult<(String, Span)> {
-        let start = self.c.span();
-        self.c.punct("%")?;
-        let (mut name, _) = self.c.ident("a dim name")?;
-        if self.c.eat(".") {
-            let (n, _) = self.c.usize("a dim component")?;
-            name = format!("{name}.{n}");
-        }
-        Ok((name, self.since(start)))
+        sym_name(&mut self.c)
     }
 
     fn iexpr(&mut self, sc: &mut KScope) -> PResult<IExpr> {
-        if self.c.at_int() {
-            return Ok(IExpr::Const(self.c.int("an index expression")?.0));
-        }
-        if self.c.is_punct("%") {
-            let (name, sp) = self.sym_name()?;
-            return self.dims.get(&name).map(|&d| IExpr::Sym(d)).ok_or_else(|| Diagnostic::error("E0644", format!("unknown dim `%{name}`")).at(sp, format!("not declared by a `{}` line above", syntax::DIM)));
-        }
-        let call = self.c.tok_at(1) == Some(&Tok::Punct("("));
-        match (self.c.peek(), self.c.peek_spelled::<IBin>()) {
-            (Some(Token { tok: Tok::Ident(_), .. }), Some(op @ (IBin::Min | IBin::Max))) if call => {
-                self.c.bump();
-                self.c.bump();
-                self.enter()?;
-                let a = self.iexpr(sc)?;
-                self.c.punct(",")?;
-                let b = self.iexpr(sc)?;
-                self.c.punct(")")?;
-                self.leave();
-                Ok(IExpr::bin(op, a, b))
-            }
-            (Some(Token { tok: Tok::Ident(s), span }), _) => {
-                self.c.bump();
-                sc.names
-                    .get(s)
-                    .map(|&v| IExpr::Var(v))
-                    .ok_or_else(|| Diagnostic::error("E0644", format!("unknown variable `{s}`")).at(*span, format!("not bound by a loop or {} above", syntax::LOAD_INDEX)))
-            }
-            (Some(Token { tok: Tok::Punct("("), .. }), _) => {
-                self.c.bump();
-                self.enter()?;
-                let a = self.iexpr(sc)?;
-                let infix = |op: &IBin| !matches!(op, IBin::Min | IBin::Max);
-                let Some(op) = self.c.peek_spelled::<IBin>().filter(infix) else {
-                    let ops = IBin::ALL.iter().filter(|op| infix(op)).map(|op| op.spelling());
-                    return Err(self.c.unexpected(&format!("an index operator ({})", one_of(ops))));
-                };
-                self.c.bump();
-                let b = self.iexpr(sc)?;
-                self.c.punct(")")?;
-                self.leave();
-                Ok(IExpr::bin(op, a, b))
-            }
-            _ => Err(self.c.unexpected("an index expression")),
-        }
+        let mut scope = LoopScope { dims: &self.dims, names: &sc.names, depth: &mut self.depth };
+        iexpr(&mut self.c, &mut scope)
     }
 
     fn compute(&mut self, sc: &mut KScope) -> PResult<Compute> {
@@ -541,5 +492,106 @@ mod tests {
                 let _ = parse_module(&t);
             }
         }
+    }
+}
+
+/// `%NAME` or `%NAME.N` (the `%` included): a dim symbol's name.
+pub(crate) fn sym_name(c: &mut Cursor) -> PResult<(String, Span)> {
+    let start = c.span();
+    c.punct("%")?;
+    let (mut name, _) = c.ident("a dim name")?;
+    if c.eat(".") {
+        let (n, _) = c.usize("a dim component")?;
+        name = format!("{name}.{n}");
+    }
+    Ok((name, start.to(c.prev_span())))
+}
+
+/// What parsing an index expression needs from the dialect it is part
+/// of: its dim symbols, its variables (a loop's; the `et` dialect's dims
+/// have none), its nesting limit, and its error codes for them.
+pub(crate) trait IExprScope {
+    /// The dim symbol `%name` names, or a located error.
+    fn sym(&self, name: &str, at: Span) -> PResult<IExpr>;
+    /// The variable `name` names, or a located error.
+    fn var(&self, name: &str, at: Span) -> PResult<IExpr>;
+    /// Enters one parenthesis (bounding recursion); `leave` leaves it.
+    fn enter(&mut self, at: Span) -> PResult<()>;
+    fn leave(&mut self);
+}
+
+/// A loop body's scope: the variables bound around it.
+struct LoopScope<'a> {
+    dims: &'a HashMap<String, DimId>,
+    names: &'a HashMap<String, VarId>,
+    depth: &'a mut usize,
+}
+
+impl IExprScope for LoopScope<'_> {
+    fn sym(&self, name: &str, at: Span) -> PResult<IExpr> {
+        self.dims.get(name).map(|&d| IExpr::Sym(d)).ok_or_else(|| Diagnostic::error("E0644", format!("unknown dim `%{name}`")).at(at, format!("not declared by a `{}` line above", syntax::DIM)))
+    }
+    fn var(&self, name: &str, at: Span) -> PResult<IExpr> {
+        self.names
+            .get(name)
+            .map(|&v| IExpr::Var(v))
+            .ok_or_else(|| Diagnostic::error("E0644", format!("unknown variable `{name}`")).at(at, format!("not bound by a loop or {} above", syntax::LOAD_INDEX)))
+    }
+    fn enter(&mut self, at: Span) -> PResult<()> {
+        *self.depth += 1;
+        if *self.depth > MAX_DEPTH {
+            return Err(Diagnostic::error("E0650", format!("nesting deeper than {MAX_DEPTH} levels")).at(at, "too deeply nested"));
+        }
+        Ok(())
+    }
+    fn leave(&mut self) {
+        *self.depth -= 1;
+    }
+}
+
+/// An index expression as `print` writes it: constants, `%dim` symbols
+/// and variables of `sc`, `(a op b)`, `min(a, b)`, `max(a, b)`. Both
+/// dialects read their index expressions with it.
+pub(crate) fn iexpr(c: &mut Cursor, sc: &mut impl IExprScope) -> PResult<IExpr> {
+    if c.at_int() {
+        return Ok(IExpr::Const(c.int("an index expression")?.0));
+    }
+    if c.is_punct("%") {
+        let (name, sp) = sym_name(c)?;
+        return sc.sym(&name, sp);
+    }
+    let call = c.tok_at(1) == Some(&Tok::Punct("("));
+    match (c.peek(), c.peek_spelled::<IBin>()) {
+        (Some(Token { tok: Tok::Ident(_), span }), Some(op @ (IBin::Min | IBin::Max))) if call => {
+            sc.enter(*span)?;
+            c.bump();
+            c.bump();
+            let a = iexpr(c, sc)?;
+            c.punct(",")?;
+            let b = iexpr(c, sc)?;
+            c.punct(")")?;
+            sc.leave();
+            Ok(IExpr::bin(op, a, b))
+        }
+        (Some(Token { tok: Tok::Ident(s), span }), _) => {
+            c.bump();
+            sc.var(s, *span)
+        }
+        (Some(Token { tok: Tok::Punct("("), span }), _) => {
+            sc.enter(*span)?;
+            c.bump();
+            let a = iexpr(c, sc)?;
+            let infix = |op: &IBin| !matches!(op, IBin::Min | IBin::Max);
+            let Some(op) = c.peek_spelled::<IBin>().filter(infix) else {
+                let ops = IBin::ALL.iter().filter(|op| infix(op)).map(|op| op.spelling());
+                return Err(c.unexpected(&format!("an index operator ({})", one_of(ops))));
+            };
+            c.bump();
+            let b = iexpr(c, sc)?;
+            c.punct(")")?;
+            sc.leave();
+            Ok(IExpr::bin(op, a, b))
+        }
+        _ => Err(c.unexpected("an index expression")),
     }
 }

@@ -39,8 +39,14 @@ pub fn module(m: &LoopModule) -> String {
 /// One extent of a buffer's shape (a constant, or an expression over dim
 /// symbols).
 pub fn shape_extent(m: &LoopModule, e: &IExpr) -> String {
+    sym_expr(&m.dims, e)
+}
+
+/// An expression over the dim symbols `dims` alone (a buffer's extent, a
+/// dynamic `et` module's dims).
+pub fn sym_expr(dims: &[Dim], e: &IExpr) -> String {
     let mut s = String::new();
-    iexpr_into(&mut s, &m.dims, &[], e);
+    iexpr_into(&mut s, dims, &[], e);
     s
 }
 

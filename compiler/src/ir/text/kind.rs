@@ -5,7 +5,8 @@
 //! The first line that is neither blank nor an IR comment decides. Printed
 //! IR starts with a keyword, a blank and a name (`eintup a : ?`, `array
 //! x : ...`, `buffer x : ...`, `kernel @k {`) or with a loop module's
-//! `facts(..)`, which no program line can:
+//! `facts(..)` or a dynamic `et` module's `symbols(..)`, which no program
+//! line can:
 //! a statement starts with an array name and `[`. A `#` comment is the
 //! language's, a `//` line an IR comment (in a program `//` is an operator
 //! and cannot start a line).
@@ -56,6 +57,9 @@ pub fn kind_of(text: &str) -> TextKind {
             // A dynamic loop module's dim symbols: `dim %NAME`, which no
             // program line is either (`%` starts no index).
             "dim" if rest.starts_with(char::is_whitespace) && rest.trim_start().starts_with('%') => TextKind::LoopIr,
+            // A dynamic `et` module's symbols: `symbols(%a.0, ..)` or
+            // `symbols()`; no program line starts with a name and `(%`.
+            "symbols" if rest.starts_with("(%") || rest.starts_with("()") => TextKind::EtIr,
             w if blank_follows && LOOP_KEYWORDS.contains(&w) => TextKind::LoopIr,
             w if blank_follows && ET_KEYWORDS.contains(&w) => TextKind::EtIr,
             _ if comments => TextKind::EtIr,
@@ -87,6 +91,9 @@ mod tests {
         assert_eq!(kind_of("facts(parallelized)\nbuffer x : f64[4] input\n"), TextKind::LoopIr);
         assert_eq!(kind_of("dim %n.0\nbuffer x : f64[%n.0] input\n"), TextKind::LoopIr);
         assert_eq!(kind_of("dim[i] = 1\n"), TextKind::Program);
+        assert_eq!(kind_of("symbols(%n.0)\neintup n : [%n.0]\n"), TextKind::EtIr);
+        assert_eq!(kind_of("symbols()\neintup n : [3]\n"), TextKind::EtIr);
+        assert_eq!(kind_of("symbols[i] = 1\n"), TextKind::Program);
         assert_eq!(kind_of("// only a comment\n"), TextKind::EtIr);
         assert_eq!(kind_of(""), TextKind::Program);
     }
