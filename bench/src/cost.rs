@@ -15,8 +15,9 @@
 //!   barriers per warp x barrier latency`: at a barrier the block waits
 //!   for its slowest warp, typically for the global loads of the step
 //!   before);
-//! - **shared**: one shared-memory wavefront per SM per cycle (requests
-//!   plus bank conflicts);
+//! - **shared**: one shared-memory wavefront per SM per cycle (the
+//!   emulator's `shared_wavefronts`: a request of 32 distinct words or
+//!   fewer is one, a 128-bit one up to 4, plus bank conflicts);
 //! - **L1**: global sectors (loads and stores, 32 bytes each, as
 //!   requested) at the L1s' 128 bytes per SM per cycle;
 //! - **L2**: the distinct sectors each block touches (what reaches the L2
@@ -116,7 +117,7 @@ pub struct Work {
     pub warp_instructions: u64,
     /// Warp-level barriers reached.
     pub barriers: u64,
-    /// Shared-memory requests plus their bank conflicts.
+    /// Shared-memory wavefronts, bank conflicts included.
     pub shared_wavefronts: u64,
     /// Global load and store sectors.
     pub global_sectors: u64,
@@ -138,7 +139,7 @@ impl Work {
             registers,
             warp_instructions: p.warp_instructions,
             barriers: p.barriers,
-            shared_wavefronts: p.shared_requests + p.shared_bank_conflicts,
+            shared_wavefronts: p.shared_wavefronts,
             global_sectors: p.global_load_sectors + p.global_store_sectors,
             block_sectors: p.global_block_sectors,
             dram_bytes,

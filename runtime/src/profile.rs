@@ -32,6 +32,11 @@ pub struct Profile {
     /// Extra wavefronts those requests need beyond the ideal
     /// (`l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum`).
     pub shared_bank_conflicts: u64,
+    /// Wavefronts those requests need, conflicts included: at least one
+    /// per 32 distinct words (a 128-bit access of 32 distinct lanes takes
+    /// 4, one quarter-warp each) (`l1tex__data_pipe_lsu_wavefronts_mem_shared.sum`).
+    #[serde(default)]
+    pub shared_wavefronts: u64,
     /// Warp-level `atom` and `red` instructions with an active thread.
     pub atomic_requests: u64,
     /// Floating-point operations: `add`, `sub` and `mul` count 1 per
@@ -75,7 +80,7 @@ impl Profile {
     /// The per-block counters (everything but `name`, `launches` and the
     /// launch geometry) as mutable references, so that a sampled launch can
     /// scale them together.
-    fn counters(&mut self) -> [&mut u64; 14] {
+    fn counters(&mut self) -> [&mut u64; 15] {
         [
             &mut self.warp_instructions,
             &mut self.thread_instructions,
@@ -85,6 +90,7 @@ impl Profile {
             &mut self.global_store_sectors,
             &mut self.shared_requests,
             &mut self.shared_bank_conflicts,
+            &mut self.shared_wavefronts,
             &mut self.atomic_requests,
             &mut self.flops,
             &mut self.fma,
@@ -141,12 +147,12 @@ impl ProfileReport {
     /// A table, one line per kernel.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12} {:>9}\n",
-            "kernel", "launch", "warp_inst", "thread_inst", "ld_req", "ld_sect", "st_req", "st_sect", "shm_req", "shm_conf", "atomics", "flops", "fma", "global_B", "barriers"
+            "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12} {:>9}\n",
+            "kernel", "launch", "warp_inst", "thread_inst", "ld_req", "ld_sect", "st_req", "st_sect", "shm_req", "shm_wave", "shm_conf", "atomics", "flops", "fma", "global_B", "barriers"
         );
         for p in &self.kernels {
             s.push_str(&format!(
-                "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12} {:>9}\n",
+                "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12} {:>9}\n",
                 p.name,
                 p.launches,
                 p.warp_instructions,
@@ -156,6 +162,7 @@ impl ProfileReport {
                 p.global_store_requests,
                 p.global_store_sectors,
                 p.shared_requests,
+                p.shared_wavefronts,
                 p.shared_bank_conflicts,
                 p.atomic_requests,
                 p.flops,
@@ -184,11 +191,12 @@ pub(crate) fn sectors(accesses: &mut Vec<u64>, spans: &[(u64, u32)]) -> u64 {
 /// Shared-memory banks: 32 of 4 bytes each.
 const BANKS: u64 = 32;
 
-/// Bank conflicts of one shared-memory request: the wavefronts it needs
-/// (the most distinct words any one bank must deliver; one word read by
-/// many threads is broadcast) minus the wavefronts its distinct words
-/// need at best (32 words per wavefront).
-pub(crate) fn bank_conflicts(words: &mut Vec<u64>, spans: &[(u64, u32)]) -> u64 {
+/// The wavefronts one shared-memory request needs (the most distinct
+/// words any one bank must deliver; one word read by many threads is
+/// broadcast) and its bank conflicts: those wavefronts minus the ones its
+/// distinct words need at best (32 words per wavefront; a warp's 128-bit
+/// accesses to 512 distinct bytes need 4 however they lie).
+pub(crate) fn shared_wavefronts(words: &mut Vec<u64>, spans: &[(u64, u32)]) -> (u64, u64) {
     words.clear();
     for &(addr, bytes) in spans {
         let first = addr / 4;
@@ -203,7 +211,7 @@ pub(crate) fn bank_conflicts(words: &mut Vec<u64>, spans: &[(u64, u32)]) -> u64 
     }
     let wavefronts = per_bank.iter().copied().max().unwrap_or(0);
     let ideal = (words.len() as u64).div_ceil(BANKS);
-    wavefronts.saturating_sub(ideal)
+    (wavefronts, wavefronts.saturating_sub(ideal))
 }
 
 #[cfg(test)]
@@ -229,15 +237,25 @@ mod tests {
     fn bank_conflicts_of_common_patterns() {
         let mut buf = Vec::new();
         let linear: Vec<(u64, u32)> = (0..32).map(|l| (4 * l, 4)).collect();
-        assert_eq!(bank_conflicts(&mut buf, &linear), 0);
+        assert_eq!(shared_wavefronts(&mut buf, &linear), (1, 0));
         let stride2: Vec<(u64, u32)> = (0..32).map(|l| (8 * l, 4)).collect();
-        assert_eq!(bank_conflicts(&mut buf, &stride2), 1);
+        assert_eq!(shared_wavefronts(&mut buf, &stride2), (2, 1));
         let column: Vec<(u64, u32)> = (0..32).map(|l| (128 * l, 4)).collect();
-        assert_eq!(bank_conflicts(&mut buf, &column), 31);
+        assert_eq!(shared_wavefronts(&mut buf, &column), (32, 31));
         let broadcast = vec![(64u64, 4u32); 32];
-        assert_eq!(bank_conflicts(&mut buf, &broadcast), 0);
+        assert_eq!(shared_wavefronts(&mut buf, &broadcast), (1, 0));
         let doubles: Vec<(u64, u32)> = (0..32).map(|l| (8 * l, 8)).collect();
-        assert_eq!(bank_conflicts(&mut buf, &doubles), 0);
+        assert_eq!(shared_wavefronts(&mut buf, &doubles), (2, 0));
+        // 128-bit accesses: 32 lanes of 16 consecutive bytes are 4
+        // wavefronts (a quarter-warp each), no conflict; two half-warps
+        // reading the same 16 vectors 2 (broadcast); 16-byte vectors 32
+        // bytes apart 8, 4 of them conflicts (2-way in each quarter-warp).
+        let vectors: Vec<(u64, u32)> = (0..32).map(|l| (16 * l, 16)).collect();
+        assert_eq!(shared_wavefronts(&mut buf, &vectors), (4, 0));
+        let halves: Vec<(u64, u32)> = (0..32).map(|l| (16 * (l % 16), 16)).collect();
+        assert_eq!(shared_wavefronts(&mut buf, &halves), (2, 0));
+        let spaced: Vec<(u64, u32)> = (0..32).map(|l| (32 * l, 16)).collect();
+        assert_eq!(shared_wavefronts(&mut buf, &spaced), (8, 4));
     }
 
     #[test]

@@ -261,6 +261,63 @@ fn vector_loads_are_one_request_of_16_bytes_per_lane() {
     assert!(matches!(f.kind, FaultKind::Misaligned { size: 16, .. }), "{f}");
 }
 
+const VSHARED: &str = "
+.visible .entry vshared(.param .u64 vshared_param_0, .param .u64 vshared_param_1)
+{
+	.reg .b32 	%r<6>;
+	.reg .f32 	%f<9>;
+	.reg .b64 	%rd<6>;
+	.shared .align 16 .b8 tile[512];
+
+	ld.param.u64 	%rd1, [vshared_param_0];
+	ld.param.u64 	%rd2, [vshared_param_1];
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 16;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.nc.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd4];
+	mov.u32 	%r2, tile;
+	shl.b32 	%r3, %r1, 4;
+	add.s32 	%r4, %r2, %r3;
+	st.shared.v4.f32 	[%r4], {%f1, %f2, %f3, %f4};
+	bar.sync 	0;
+	mul.lo.s32 	%r5, %r1, MUL;
+	and.b32 	%r5, %r5, MASK;
+	shl.b32 	%r5, %r5, 4;
+	add.s32 	%r5, %r2, %r5;
+	ld.shared.v4.f32 	{%f5, %f6, %f7, %f8}, [%r5];
+	add.s64 	%rd5, %rd2, %rd3;
+	st.global.v4.f32 	[%rd5], {%f5, %f6, %f7, %f8};
+	ret;
+}
+";
+
+/// A 128-bit shared access (block tiles' register-tile operands, docs/
+/// passes.md "Shared layout") is one request; its wavefronts are those of
+/// a GPU, a quarter-warp each when 32 lanes read distinct vectors: a
+/// warp's 512 contiguous bytes are 4 wavefronts and no conflict, two
+/// half-warps reading the same 16 vectors 2 (broadcast), 16 vectors 32
+/// bytes apart 4, 2 of them conflicts (words 8 apart share a bank).
+#[test]
+fn vector_shared_accesses_are_one_request_of_quarter_warp_wavefronts() {
+    let x = Tensor::new(vec![128], Data::F32((0..128).map(|i| i as f32).collect())).unwrap();
+    let inputs = BTreeMap::from([("x".to_string(), x)]);
+    // (thread t reads vector (t * mul) & mask, the read's wavefronts and conflicts)
+    for (mul, mask, wavefronts, conflicts) in [(1, 31, 4, 0), (1, 15, 2, 0), (2, 31, 4, 2)] {
+        let ptx = VSHARED.replace("MUL", &mul.to_string()).replace("MASK", &mask.to_string());
+        let b = bundle(
+            &module(&ptx),
+            json!([buf("x", "f32", 128, "input"), buf("y", "f32", 128, "output")]),
+            json!([launch("vshared", 1, 32, &["x", "y"])]),
+        );
+        let (out, profile) = run(&b, inputs.clone()).unwrap();
+        let want: Vec<f32> = (0..128).map(|i| (((i / 4 * mul) & mask) * 4 + i % 4) as f32).collect();
+        assert_eq!(out["y"].data, Data::F32(want), "mul {mul} mask {mask}");
+        let p = profile.get("vshared").unwrap();
+        // The store: 32 distinct vectors side by side, 4 wavefronts.
+        assert_eq!((p.shared_requests, p.shared_wavefronts, p.shared_bank_conflicts), (2, 4 + wavefronts, conflicts), "mul {mul} mask {mask}");
+    }
+}
+
 #[test]
 fn a_missing_barrier_is_a_shared_memory_race() {
     let ptx = REVERSE.replace("\tbar.sync \t0;\n", "");

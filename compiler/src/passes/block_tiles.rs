@@ -27,13 +27,19 @@
 //!
 //! A shared buffer holds an operand's *box*: the values its offset takes
 //! over the thread, tile and `k_i` variables it depends on (the others are
-//! the same in the whole block), laid out with the variable of smallest
-//! stride in the operand innermost, so that consecutive threads of the copy
+//! the same in the whole block). The copy walks it with the variable of
+//! smallest stride in the operand fastest, so that consecutive threads
 //! read consecutive addresses; where the first of every 4 (`f32`; 2 `f64`)
 //! consecutive values is provably 16-byte aligned, a thread copies those 4
 //! in one step (an inner `unroll` loop that code generation turns into one
-//! 128-bit load). The sums live in a `local` buffer (registers
-//! after unrolling) across the barriers. Each cell still adds its terms in
+//! 128-bit load). The buffer is laid out for the reads: a row per `k_i`,
+//! each thread's register-tile values side by side (`[k_i][t // 4]
+//! [thread][t % 4]`), so that a thread reads 4 of them in one 128-bit
+//! shared load; where those run across the copy's vectors, a thread copies
+//! a 4 x 4 block (4 vector loads, 4 vector stores). Rows are padded by
+//! whole vectors where that spreads the copy's stores over the banks. The
+//! sums live in a `local` buffer (registers after unrolling) across the
+//! barriers. Each cell still adds its terms in
 //! the original order, starting from the value the kernel stored or found
 //! there: results do not change at all.
 //!
@@ -533,56 +539,36 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         };
         let mut dims: Vec<(VarId, i64, i64)> = box_vars.iter().copied().filter(|&(v, ..)| depends(v)).collect();
         dims.sort_by_key(|&(v, ..)| std::cmp::Reverse(stride(v)));
-        // The shared buffer is laid out for the reads instead: one row per
-        // k_i, threads innermost (a warp reads consecutive words or one
-        // broadcast word), a row padded by one word when it is a multiple
-        // of the 32 banks, so that the copy's column writes spread over
-        // the banks.
-        let mut layout = vec![(ki_v, 0, bk)];
-        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| v != ki_v && !is_thread(v) && depends(v)));
-        layout.extend(box_vars.iter().copied().filter(|&(v, ..)| is_thread(v) && depends(v)));
-        let inner: i64 = layout[1..].iter().map(|d| d.2).product();
-        // A copy in the layout's own order (`b`, not `a`'s transpose)
-        // writes rows, not columns, so needs no padding, and unpadded its
-        // rows start 16-byte aligned: a thread's consecutive elements go
-        // to shared memory in one vector store (padded, each thread's four
-        // stores would hit one bank four times over, 4-way conflicts).
-        let writes_rows = layout.iter().map(|d| d.0).eq(dims.iter().map(|d| d.0));
-        let row = if inner % 32 == 0 && !writes_rows { inner + 1 } else { inner };
         let len: i64 = dims.iter().map(|d| d.2).product();
         let dtype = body.values[j].dtype;
-        shared_bytes += bk * row * dtype.size() as i64;
-        if shared_bytes > MAX_SHARED_BYTES {
-            return None;
-        }
-        let sh = m.buffers.len() + scratch.len();
-        scratch.push(Buffer {
-            name: format!("{}_{}_shared", k.name, m.buffers[buf].name),
-            dtype,
-            shape: static_shape(&[bk, row]),
-            role: Role::Shared,
-            init: Init::Zero,
-        });
+        // The shared buffer is laid out for the reads (docs/passes.md,
+        // "Shared layout"): one row per k_i, and in a row each thread's
+        // values of its register tile side by side, so that it reads up to
+        // 16 bytes of them in one vector load; the threads of a warp read
+        // consecutive vectors or one broadcast vector.
+        let (row_digits, width) = shared_row(&box_vars, ki_v, &depends, &is_thread, 16 / dtype.size() as i64);
+        let inner: i64 = row_digits.iter().map(|d| d.trip).product();
         // The element of the box at the point where each box variable `v`
-        // is `at(v)`.
-        let sh_index = |at: &dyn Fn(VarId) -> IExpr| {
-            let cols = layout[1..].iter().fold(IExpr::c(0), |a, &(v, lo, tr)| IExpr::add(IExpr::mul(a, IExpr::c(tr)), IExpr::sub(at(v), IExpr::c(lo))));
+        // is `at(v)`, in rows of `row` elements.
+        let sh_index = |row: i64, at: &dyn Fn(VarId) -> IExpr| {
+            let cols = row_digits.iter().fold(IExpr::c(0), |a, d| IExpr::add(IExpr::mul(a, IExpr::c(d.trip)), d.of(at(d.var))));
             IExpr::add(IExpr::mul(at(ki_v), IExpr::c(row)), cols)
         };
-        body.values[j].op = VOp::Load { buf: sh, offset: sh_index(&IExpr::v) };
         let e_v = add_var(&mut vars, &format!("{}_e", &m.buffers[buf].name));
         // Copy element e: the point whose digits (in `dims` order) are e's.
-        // With `lanes` > 1 an iteration copies `lanes` consecutive
-        // elements of the fastest dimension (`e_v * lanes + e_l`).
-        let copy_digits = |e_v: VarId, lanes: i64, e_l: Option<IExpr>| {
+        // A dimension in `groups` (`(var, n, lane)`) takes `n` consecutive
+        // values per element (`digit * n + lane`): with `lanes` > 1 the
+        // fastest one, with a block also the read vector's tile variable.
+        let copy_digits = |e_v: VarId, groups: &[(VarId, i64, IExpr)]| {
             let mut digits: Vec<(VarId, IExpr)> = Vec::new();
             let mut inner_stride = 1i64;
             for (i, &(v, lo, tr)) in dims.iter().enumerate().rev() {
-                let tr = if i + 1 == dims.len() { tr / lanes } else { tr };
+                let group = groups.iter().find(|g| g.0 == v);
+                let tr = tr / group.map_or(1, |g| g.1);
                 let q = IExpr::bin(IBin::FloorDiv, IExpr::v(e_v), IExpr::c(inner_stride));
                 let mut digit = if i == 0 { q } else { IExpr::bin(IBin::Mod, q, IExpr::c(tr)) };
-                if let (Some(l), true) = (&e_l, i + 1 == dims.len()) {
-                    digit = IExpr::add(IExpr::mul(digit, IExpr::c(lanes)), l.clone());
+                if let Some((_, n, lane)) = group {
+                    digit = IExpr::add(IExpr::mul(digit, IExpr::c(*n)), lane.clone());
                 }
                 digits.push((v, IExpr::add(digit, IExpr::c(lo))));
                 inner_stride *= tr;
@@ -599,17 +585,59 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         // thread's elements is provably at a multiple of `lanes`, so that
         // code generation can align it (`IExpr::residue`).
         let lanes = 16 / dtype.size() as i64;
+        let fastest = dims.last().map(|d| d.0);
         let vector = dims.last().is_some_and(|&(v, _, tr)| {
             let atom = IExpr::v(v);
             unguarded && lanes > 1 && tr % lanes == 0 && lin.coef(&atom) == 1 && !lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom)
-        }) && source_at(&copy_digits(e_v, lanes, Some(IExpr::c(0)))).residue(lanes) == Some(0);
+        }) && fastest.is_some_and(|f| source_at(&copy_digits(e_v, &[(f, lanes, IExpr::c(0))])).residue(lanes) == Some(0));
         let (lanes, e_l) = if vector { (lanes, Some(add_var(&mut vars, &format!("{}_l", &m.buffers[buf].name)))) } else { (1, None) };
-        let digits = copy_digits(e_v, lanes, e_l.map(IExpr::v));
+        // Where the reads' vectors run across the copy's (`a`, and `b` of a
+        // cyclic tile), a thread copies a block of `width` vectors, one per
+        // value of the read vector's tile variable, each of whose `lanes`
+        // values goes to another read vector: `width` 16-byte loads and
+        // `lanes` vector stores instead of `width * lanes` scalar stores.
+        let read_var = row_digits.last().filter(|_| width > 1).map(|d| d.var);
+        let across = read_var.filter(|&r| {
+            let e_m = IExpr::v(vars.len());
+            let groups = [(r, width, e_m), (fastest.unwrap_or(r), lanes, IExpr::c(0))];
+            vector && Some(r) != fastest && source_at(&copy_digits(e_v, &groups)).residue(lanes) == Some(0)
+        });
+        let e_m = across.map(|r| (r, add_var(&mut vars, &format!("{}_m", &m.buffers[buf].name))));
+        let mut groups: Vec<(VarId, i64, IExpr)> = e_m.iter().map(|&(r, v)| (r, width, IExpr::v(v))).collect();
+        if let (Some(f), Some(l)) = (fastest, e_l) {
+            groups.push((f, lanes, IExpr::v(l)));
+        }
+        let per_element = lanes * if e_m.is_some() { width } else { 1 };
+        let digits = copy_digits(e_v, &groups);
         let at_e = |v: VarId| digits.iter().find(|d| d.0 == v).map_or(IExpr::c(0), |d| d.1.clone());
         let source = source_at(&digits);
+        // Rows padded where that spreads the copy's stores over more banks,
+        // by whole vectors so that every row starts aligned for the reads.
+        let block: i64 = threads.iter().map(|t| t.3).product();
+        let mut unrolled: Vec<(VarId, i64)> = e_m.iter().map(|&(_, v)| (v, width)).collect();
+        unrolled.extend(e_l.map(|l| (l, lanes)));
+        let copies = CopyWarps { e_v, unrolled: unrolled.clone(), iterations: len / per_element, block, elem: dtype.size() as i64, nvars: vars.len() };
+        let row = (0..)
+            .map(|p| inner + p * width)
+            .take_while(|&r| (r - inner) * (dtype.size() as i64) <= 4 * BANKS)
+            .min_by_key(|&r| copies.bank_conflicts(&sh_index(r, &at_e)))
+            .unwrap_or(inner);
+        shared_bytes += bk * row * dtype.size() as i64;
+        if shared_bytes > MAX_SHARED_BYTES {
+            return None;
+        }
+        let sh = m.buffers.len() + scratch.len();
+        scratch.push(Buffer {
+            name: format!("{}_{}_shared", k.name, m.buffers[buf].name),
+            dtype,
+            shape: static_shape(&[bk, row]),
+            role: Role::Shared,
+            init: Init::Zero,
+        });
+        body.values[j].op = VOp::Load { buf: sh, offset: sh_index(row, &IExpr::v) };
         let copy = Compute {
             values: vec![Value { op: VOp::Load { buf, offset: source }, dtype }],
-            write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(&at_e), value: 0 },
+            write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(row, &at_e), value: 0 },
         };
         // Past an edge the copy loads nothing: the slots it leaves are read
         // only by cells past the edge (never stored) or by `k_i` the
@@ -618,12 +646,8 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
         let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
         let spread = |conds| {
-            let body = guarded(conds, copy.clone());
-            let body = match e_l {
-                Some(l) => Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Unroll, body: vec![body] }),
-                None => body,
-            };
-            Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len / lanes), kind: LoopKind::Spread, body: vec![body] })
+            let body = unrolled.iter().rev().fold(guarded(conds, copy.clone()), |body, &(l, n)| Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(n), kind: LoopKind::Unroll, body: vec![body] }));
+            Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len / per_element), kind: LoopKind::Spread, body: vec![body] })
         };
         // A register tile's cells past a symbolic extent (`cell_guard`):
         // the copy loads only where the cell its element belongs to is
@@ -776,6 +800,138 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     Some((what, t, scratch))
 }
 
+/// Shared-memory banks: 32 of 4 bytes.
+const BANKS: i64 = 32;
+
+/// One digit of a shared row's index: `((x - lo) // div) % trip` of the
+/// box variable `var` at `x`, where `whole` is the variable's trip.
+#[derive(Clone, Copy, Debug)]
+struct Digit {
+    var: VarId,
+    lo: i64,
+    div: i64,
+    trip: i64,
+    whole: i64,
+}
+
+impl Digit {
+    fn of(&self, x: IExpr) -> IExpr {
+        let mut e = IExpr::sub(x, IExpr::c(self.lo));
+        if self.div > 1 {
+            e = IExpr::bin(IBin::FloorDiv, e, IExpr::c(self.div));
+        }
+        if self.div * self.trip < self.whole {
+            e = IExpr::bin(IBin::Mod, e, IExpr::c(self.trip));
+        }
+        e
+    }
+}
+
+/// The digits of a shared row (after `k_i`), outermost first, and the
+/// elements a thread reads in one vector load: the register tile's
+/// variables the operand `depends` on, the innermost of them (trip `T`)
+/// split at `W`, the largest power of two up to `lanes` (16 bytes)
+/// dividing `T`; its outer digit with the other tile variables, then the
+/// thread variables, then its inner digit. A thread's `W` values for one
+/// outer digit lie side by side, aligned to `W` elements where the row's
+/// length is a multiple of `W`; the threads of a warp read consecutive
+/// vectors (or one, broadcast). `W` is 1 (no vector) for an odd tile.
+fn shared_row(box_vars: &[(VarId, i64, i64)], ki_v: VarId, depends: &dyn Fn(VarId) -> bool, is_thread: &dyn Fn(VarId) -> bool, lanes: i64) -> (Vec<Digit>, i64) {
+    let whole = |&(var, lo, trip): &(VarId, i64, i64)| Digit { var, lo, div: 1, trip, whole: trip };
+    let tiles: Vec<Digit> = box_vars.iter().filter(|&&(v, ..)| v != ki_v && !is_thread(v) && depends(v)).map(whole).collect();
+    let threads = box_vars.iter().filter(|&&(v, ..)| is_thread(v) && depends(v)).map(whole);
+    let Some((&last, outer)) = tiles.split_last() else { return (threads.collect(), 1) };
+    let width = pow2_factor(last.trip, lanes);
+    let mut row = outer.to_vec();
+    if width < last.trip {
+        row.push(Digit { div: width, trip: last.trip / width, ..last });
+    }
+    row.extend(threads);
+    row.push(Digit { trip: width, ..last });
+    (row, width)
+}
+
+/// How a block's threads run one copy loop (`spread` over `iterations`
+/// of `e_v`, iteration `e` on thread `e mod block`, the `unrolled` loops
+/// `(var, trip)` inside, outermost first: at most two), for counting its
+/// stores' bank conflicts.
+struct CopyWarps {
+    e_v: VarId,
+    unrolled: Vec<(VarId, i64)>,
+    iterations: i64,
+    block: i64,
+    /// Bytes of an element.
+    elem: i64,
+    nvars: usize,
+}
+
+impl CopyWarps {
+    /// The extra wavefronts (beyond 32 distinct words each) of the copy's
+    /// warp-level stores to the shared element `index`, per warp and
+    /// round: where each thread's elements along one unrolled loop are
+    /// consecutive and aligned, one vector store per value of the other
+    /// (as LLVM merges them), else one store per element.
+    fn bank_conflicts(&self, index: &IExpr) -> i64 {
+        let mut env = vec![0i64; self.nvars];
+        let (outer, inner) = match self.unrolled[..] {
+            [] => ((self.e_v, 1), (self.e_v, 1)),
+            [i] => ((self.e_v, 1), i),
+            [o, i, ..] => (o, i),
+        };
+        let mut total = 0;
+        for first in (0..self.iterations).step_by(self.block.max(1) as usize) {
+            for warp in (first..(first + self.block).min(self.iterations)).step_by(BANKS as usize) {
+                let end = (warp + BANKS).min(first + self.block).min(self.iterations);
+                // `at[t][o][i]`: the element thread `t` stores at the
+                // unrolled point `(o, i)`.
+                let at: Vec<Vec<Vec<i64>>> = (warp..end)
+                    .map(|e| {
+                        env[self.e_v] = e;
+                        (0..outer.1)
+                            .map(|o| {
+                                env[outer.0] = if outer.1 > 1 { o } else { env[outer.0] };
+                                (0..inner.1)
+                                    .map(|i| {
+                                        env[inner.0] = if inner.1 > 1 { i } else { env[inner.0] };
+                                        index.eval(&env)
+                                    })
+                                    .collect()
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let run = |xs: &[i64]| xs.len() > 1 && xs[0] % xs.len() as i64 == 0 && xs.iter().enumerate().all(|(l, &x)| x == xs[0] + l as i64);
+                let column = |t: &Vec<Vec<i64>>, i: usize| -> Vec<i64> { t.iter().map(|o| o[i]).collect() };
+                let along_inner = at.iter().all(|t| t.iter().all(|o| run(o)));
+                let along_outer = at.iter().all(|t| (0..inner.1 as usize).all(|i| run(&column(t, i))));
+                let requests: Vec<Vec<i64>> = if along_inner {
+                    (0..outer.1 as usize).map(|o| at.iter().flat_map(|t| t[o].clone()).collect()).collect()
+                } else if along_outer {
+                    (0..inner.1 as usize).map(|i| at.iter().flat_map(|t| column(t, i)).collect()).collect()
+                } else {
+                    (0..outer.1 as usize).flat_map(|o| (0..inner.1 as usize).map(move |i| (o, i))).map(|(o, i)| at.iter().map(|t| t[o][i]).collect()).collect()
+                };
+                for elems in requests {
+                    total += self.request_conflicts(&elems);
+                }
+            }
+        }
+        total
+    }
+
+    fn request_conflicts(&self, elems: &[i64]) -> i64 {
+        let mut words: Vec<i64> = elems.iter().flat_map(|&e| (e * self.elem).div_euclid(4)..=((e + 1) * self.elem - 1).div_euclid(4)).collect();
+        words.sort_unstable();
+        words.dedup();
+        let mut per_bank = [0i64; BANKS as usize];
+        for w in &words {
+            per_bank[w.rem_euclid(BANKS) as usize] += 1;
+        }
+        let wavefronts = per_bank.iter().copied().max().unwrap_or(0);
+        wavefronts - (words.len() as i64 + BANKS - 1) / BANKS
+    }
+}
+
 /// `e - lo`, written as `e` when `lo` is 0.
 fn offset_from(e: &IExpr, lo: i64) -> IExpr {
     if lo == 0 {
@@ -892,6 +1048,33 @@ mod tests {
         let mm = matmul(512, 512, 32);
         let (what, _, scratch) = tile_kernel(&mm, &mm.kernels[0], &GpuTarget::default()).expect("tiled");
         assert_eq!(scratch.iter().filter(|b| b.role == Role::Shared).count(), 2, "{what}");
+    }
+
+    #[test]
+    fn copy_store_conflicts_count_a_warps_banks() {
+        // e_v = 0, e_l = 1; one warp of 32 threads, one round.
+        let warps = |unrolled: Vec<(VarId, i64)>, elem| CopyWarps { e_v: 0, unrolled, iterations: 32, block: 256, elem, nvars: 2 };
+        let (e, l) = (IExpr::v(0), IExpr::v(1));
+        // A row: 32 consecutive words, one wavefront.
+        assert_eq!(warps(vec![], 4).bank_conflicts(&e), 0);
+        // A column of a 64-word row: every thread in bank 0, 32 wavefronts.
+        assert_eq!(warps(vec![], 4).bank_conflicts(&IExpr::mul(e.clone(), IExpr::c(64))), 31);
+        // A padded column (65 words): every bank once.
+        assert_eq!(warps(vec![], 4).bank_conflicts(&IExpr::mul(e.clone(), IExpr::c(65))), 0);
+        // 4 lanes side by side and aligned: one vector store of 128 words,
+        // 4 wavefronts, none extra.
+        let side_by_side = IExpr::add(IExpr::mul(e.clone(), IExpr::c(4)), l.clone());
+        assert_eq!(warps(vec![(1, 4)], 4).bank_conflicts(&side_by_side), 0);
+        // 4 lanes 64 words apart, threads side by side: 4 scalar stores,
+        // each a row.
+        let rows = IExpr::add(IExpr::mul(l.clone(), IExpr::c(64)), e.clone());
+        assert_eq!(warps(vec![(1, 4)], 4).bank_conflicts(&rows), 0);
+        // Threads 4 words apart, lanes 64 apart: 4 stores whose 32 words
+        // share 8 banks, 4 wavefronts each (3 extra).
+        let spread = IExpr::add(IExpr::mul(l, IExpr::c(64)), IExpr::mul(e.clone(), IExpr::c(4)));
+        assert_eq!(warps(vec![(1, 4)], 4).bank_conflicts(&spread), 4 * 3);
+        // f64 side by side: 64 words, 2 wavefronts, none extra.
+        assert_eq!(warps(vec![], 8).bank_conflicts(&e), 0);
     }
 
     #[test]

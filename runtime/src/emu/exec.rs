@@ -31,7 +31,7 @@ use super::decode::{
 };
 use crate::fault::{Fault, FaultKind, OtherAccess};
 use super::memory::{describe_miss, load, store, Accessor, Conflict, Global, Shadow};
-use crate::profile::{bank_conflicts, sectors, Profile};
+use crate::profile::{sectors, shared_wavefronts, Profile};
 use super::EmuOptions;
 use crate::error::{Error, Result};
 
@@ -1008,8 +1008,9 @@ impl Exec<'_> {
             p.global_bytes += bytes;
         }
         if !self.shared_spans.is_empty() {
-            let c = bank_conflicts(&mut self.scratch, &self.shared_spans);
+            let (w, c) = shared_wavefronts(&mut self.scratch, &self.shared_spans);
             self.profile.shared_requests += 1;
+            self.profile.shared_wavefronts += w;
             self.profile.shared_bank_conflicts += c;
         }
     }

@@ -298,6 +298,15 @@ impl IExpr {
         }
     }
 
+    /// The value of an expression of constants alone.
+    fn closed(&self) -> Option<i64> {
+        match self {
+            IExpr::Const(c) => Some(*c),
+            IExpr::Var(_) | IExpr::Sym(_) => None,
+            IExpr::Bin(op, a, b) => Some(op.apply(a.closed()?, b.closed()?)),
+        }
+    }
+
     /// `Some(r)` when every value of the expression is `r` modulo `m`
     /// (`0 <= r < m`, `m > 0`) whatever its variables and symbols are: a
     /// congruence from its constants alone (`(k_o * 16) + 4` is 0 modulo 4,
@@ -325,10 +334,15 @@ impl IExpr {
                     // a % c = a - c * (a // c) is a modulo any m dividing c.
                     IBin::Mod => match b.as_const() {
                         Some(c) if c != 0 && c % m == 0 => x,
-                        _ => None,
+                        _ => self.closed().and_then(|v| r(v as i128)),
                     },
                     IBin::Min | IBin::Max => x.filter(|&x| Some(x) == y),
-                    IBin::FloorDiv | IBin::CeilDiv => None,
+                    // Of constants alone (an unrolled tile variable's digit
+                    // `(3 - 0) // 4`, once code generation knows it): its value.
+                    IBin::FloorDiv | IBin::CeilDiv => match (a.closed(), b.closed()) {
+                        (Some(x), Some(y)) => r(op.apply(x, y) as i128),
+                        _ => None,
+                    },
                 }
             }
         }
@@ -440,6 +454,10 @@ mod tests {
         let m = IExpr::add(IExpr::bin(IBin::Mod, IExpr::mul(e.clone(), IExpr::c(4)), IExpr::c(16)), IExpr::c(-3));
         assert_eq!(m.residue(4), Some(1));
         assert_eq!(IExpr::mul(IExpr::bin(IBin::FloorDiv, e.clone(), IExpr::c(4)), IExpr::c(2)).residue(4), None);
+        // A quotient of constants is known: `(7 - 0) // 4` is 1.
+        let q = IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::c(7), IExpr::c(0)), IExpr::c(4));
+        assert_eq!(IExpr::add(IExpr::mul(q.clone(), IExpr::c(64)), IExpr::mul(e.clone(), IExpr::c(4))).residue(4), Some(0));
+        assert_eq!(q.residue(4), Some(1));
         assert_eq!(IExpr::add(k.clone(), IExpr::c(4)).residue(4), None);
         for (x, y) in (-40..40).flat_map(|x| (-5..5).map(move |y| (x, y))) {
             assert_eq!(off.eval(&[x, y]).rem_euclid(4), 0);
