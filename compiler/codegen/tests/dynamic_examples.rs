@@ -56,8 +56,8 @@ fn dynamic_bundle(ex: &Example) -> (Source, Bundle, Vec<usize>) {
     let ranks: Vec<(String, usize)> = ex.ranks.iter().map(|(n, r)| (n.to_string(), *r)).collect();
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &ranks).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
-    assert!(lm.is_dynamic(), "{}: no dim symbols", ex.file);
+    let lm = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
+    assert!(lm.module.is_dynamic(), "{}: no dim symbols", ex.file);
     let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
     (src, b, sym.ranks)
 }
@@ -161,8 +161,9 @@ fn the_dynamic_row_sum_is_split_like_the_static_one() {
     let src = Source::load(&example("reduce_sum")).unwrap();
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("keep".to_string(), 1)]).unwrap();
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Fast, 80);
-    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap();
-    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Fast }).unwrap();
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap();
+    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Fast }).unwrap();
+    let lm = &lowered.module;
     let names: Vec<&str> = lm.kernels.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["s1_s_partial", "s1_s"]);
     assert_eq!(narrow_kernels(&b), ["s1_s_partial", "s1_s"]);
@@ -178,13 +179,19 @@ fn the_dynamic_row_sum_is_split_like_the_static_one() {
 /// conv_valid's dynamic bundle at `rank` spatial dims with the bench's
 /// stride 1 bound, and its loop module.
 fn conv_stride_1(rank: usize) -> (Source, Bundle, Vec<usize>, eintup::ir::loops::LoopModule) {
+    let (src, b, ranks, lowered) = conv_stride_1_variants(rank);
+    (src, b, ranks, lowered.module)
+}
+
+/// [`conv_stride_1`] with the run-time variants the build made.
+fn conv_stride_1_variants(rank: usize) -> (Source, Bundle, Vec<usize>, eintup::variants::Lowered) {
     let src = Source::load(&example("conv_valid")).unwrap();
     let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[stride], &[("ipos".to_string(), rank)]).unwrap();
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap();
-    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
-    (src, b, sym.ranks, lm)
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap();
+    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    (src, b, sym.ranks, lowered)
 }
 
 #[test]
