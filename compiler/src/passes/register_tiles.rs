@@ -439,7 +439,7 @@ mod tests {
         // Without the thread threshold every tile is a candidate, largest first.
         let all = candidates(&lm.kernels[0], TileLayout::Cyclic, &GpuTarget { min_threads: 1, ..gpu }, None);
         assert_eq!(all.iter().map(|c| c.tile).collect::<Vec<_>>(), vec![(8, 8), (4, 4), (2, 2)]);
-        let host = candidates(&lm.kernels[0], TileLayout::Blocked, &gpu);
+        let host = candidates(&lm.kernels[0], TileLayout::Blocked, &gpu, None);
         assert_eq!(host.first().map(|c| c.tile), Some((4, 16)));
         assert_eq!(host.len(), HOST_TILES.len());
         // The default is the first candidate.
