@@ -119,8 +119,11 @@ pub fn lower_gpu_dynamic(src: &Source, prog: &Program, sym: &SymbolicConfig, opt
             if when.is_empty() {
                 continue;
             }
-            let Some(kernel) = rebuffer(k, &other, &module, &mut appended) else { continue };
             let name = format!("{}__{}", general.name, rule.name);
+            if module.kernels.iter().chain(variants.iter().map(|v: &KernelVariant| &v.kernel)).any(|k| k.name == name) {
+                continue;
+            }
+            let Some(kernel) = rebuffer(k, &other, &module, &mut appended) else { continue };
             rule_variants.push(KernelVariant { of: i, rule: rule.name.to_string(), kernel: Kernel { name, ..kernel }, when });
         }
         // Scratch buffers get names unique in the merged module.
@@ -139,11 +142,12 @@ pub fn lower_gpu_dynamic(src: &Source, prog: &Program, sym: &SymbolicConfig, opt
 /// those already in `appended`). `None` when a buffer does not match.
 fn rebuffer(k: &Kernel, from: &LoopModule, into: &LoopModule, appended: &mut Vec<crate::ir::loops::Buffer>) -> Option<Kernel> {
     let mut map = std::collections::BTreeMap::new();
+    let mut scratch = Vec::new();
     for b in k.buffers() {
-        let fb = &from.buffers[b];
+        let fb = from.buffers.get(b)?;
         let to = if fb.role.is_scratch() {
-            appended.push(fb.clone());
-            into.buffers.len() + appended.len() - 1
+            scratch.push(fb.clone());
+            into.buffers.len() + appended.len() + scratch.len() - 1
         } else {
             let t = into.buffer_by_name(&fb.name)?;
             let tb = &into.buffers[t];
@@ -154,6 +158,7 @@ fn rebuffer(k: &Kernel, from: &LoopModule, into: &LoopModule, appended: &mut Vec
         };
         map.insert(b, to);
     }
+    appended.extend(scratch);
     let mut out = k.clone();
     renumber(&mut out.body, &|b| map.get(&b).copied().unwrap_or(b));
     Some(out)
