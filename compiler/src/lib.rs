@@ -8,7 +8,7 @@
 //! `eintup-tools`'. This crate also holds the reference interpreters and
 //! the framework bridge of `eintup check`.
 //!
-//! Calls flow one way: `pipeline` -> `passes` -> `sema`, `simplify` ->
+//! Calls flow one way: `variants` -> `pipeline` -> `passes` -> `sema`, `simplify` ->
 //! `ir`; `interp`, `check` and `tensor` sit beside them.
 
 pub mod arith;
@@ -22,5 +22,6 @@ pub mod random;
 pub mod sema;
 pub mod simplify;
 pub mod tensor;
+pub mod variants;
 
 pub use et_grammar as grammar;

@@ -114,9 +114,19 @@ pub fn symbolic_for(src: &Source, binds: &[String], ranks: &[(String, usize)]) -
 /// [`lower_gpu`] for a dynamic build: the loop module with dim symbols
 /// that one bundle for many shapes runs.
 pub fn lower_gpu_symbolic(src: &Source, prog: &Program, sym: &SymbolicConfig, opts: &GpuOptions) -> Result<LoopModule, Failure> {
+    lower_gpu_symbolic_before(src, prog, sym, opts, None)
+}
+
+/// [`lower_gpu_symbolic`] stopped before the GPU pass `stop` (all:
+/// `None`): the kernels a run-time variant's condition is about
+/// (`crate::variants`).
+pub fn lower_gpu_symbolic_before(src: &Source, prog: &Program, sym: &SymbolicConfig, opts: &GpuOptions, stop: Option<&str>) -> Result<LoopModule, Failure> {
+    if stop.is_some_and(|s| !GPU_PASSES.contains(&s)) {
+        return Err(Failure::Internal(format!("`{stop:?}` is not a GPU pass")));
+    }
     let mut unit = et_unit(src, &prog.module);
     unit.symbolic = Some(sym.clone());
-    loops_of(run(unit, &opts.passes(None), &opts.driver())?)
+    loops_of(run(unit, &opts.passes(stop), &opts.driver())?)
 }
 
 /// [`specialized_for`] with FLOAT counted as f64 (what the interpreter
@@ -156,9 +166,10 @@ pub fn lower_host(src: &Source, module: &Module, float: FloatWidth, fp_contract:
 }
 
 /// How the GPU stages lower a module: the float width and policy, the
-/// GPU the passes tile for, whether they consult its tuning table, and
+/// GPU the passes tile for, whether they consult its tuning table,
 /// candidates forced on passes (`(pass, choice)`: the tuner's variants;
-/// docs/tuning.md).
+/// docs/tuning.md) and other options given to passes (`(pass,
+/// "key=value")`: a run-time variant's rule, `crate::variants`).
 #[derive(Clone, Debug)]
 pub struct GpuOptions {
     pub float: FloatWidth,
@@ -166,12 +177,13 @@ pub struct GpuOptions {
     pub gpu: GpuTarget,
     pub tuning: bool,
     pub choices: Vec<(String, String)>,
+    pub options: Vec<(String, String)>,
 }
 
 impl GpuOptions {
     /// For `sm`, with its tuning table and nothing forced.
     pub fn new(float: FloatWidth, fp_contract: FpContract, sm: u32) -> GpuOptions {
-        GpuOptions { float, fp_contract, gpu: GpuTarget::for_sm(sm), tuning: true, choices: Vec::new() }
+        GpuOptions { float, fp_contract, gpu: GpuTarget::for_sm(sm), tuning: true, choices: Vec::new(), options: Vec::new() }
     }
 
     fn driver(&self) -> DriverOptions {
@@ -179,12 +191,17 @@ impl GpuOptions {
     }
 
     /// The GPU passes up to (not including) `stop` (all: `None`), each
-    /// with its forced choice.
+    /// with its forced choice and options.
     fn passes(&self, stop: Option<&str>) -> Vec<String> {
         let end = stop.and_then(|s| GPU_PASSES.iter().position(|p| *p == s)).unwrap_or(GPU_PASSES.len());
-        let gpu = GPU_PASSES[..end].iter().map(|p| match self.choices.iter().find(|(pass, _)| pass == p) {
-            Some((_, c)) => format!("{p}{{choice={c}}}"),
-            None => p.to_string(),
+        let gpu = GPU_PASSES[..end].iter().map(|p| {
+            let choice = self.choices.iter().filter(|(pass, _)| pass == p).take(1).map(|(_, c)| format!("choice={c}"));
+            let given: Vec<String> = choice.chain(self.options.iter().filter(|(pass, _)| pass == p).map(|(_, o)| o.clone())).collect();
+            if given.is_empty() {
+                p.to_string()
+            } else {
+                format!("{p}{{{}}}", given.join(" "))
+            }
         });
         MIDDLE_END.iter().map(|p| p.to_string()).chain(gpu).collect()
     }

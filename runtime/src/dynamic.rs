@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Error, Result};
-use crate::manifest::{Dynamic, Manifest, Role, Step, MAX_GRID_DIM};
+use crate::manifest::{check_launch_dims, Dynamic, Manifest, Role, Step, Variant, MAX_GRID_DIM};
 use crate::shape::ShapeExpr;
 
 impl Dynamic {
@@ -84,7 +84,35 @@ impl Dynamic {
                 return bad(format!("kernel `{}` takes dim `{d}`, which is not among the symbols", k.name));
             }
         }
+        for (i, v) in self.variants.iter().enumerate() {
+            let at = format!("variant {i}");
+            if !matches!(m.steps.get(v.step), Some(Step::Launch { .. })) {
+                return bad(format!("{at}: step {} is not a launch", v.step));
+            }
+            let Some(k) = m.kernel(&v.kernel) else { return bad(format!("{at}: unknown kernel `{}`", v.kernel)) };
+            if let Some(p) = k.params.iter().find(|p| m.buffer(p).is_none()) {
+                return bad(format!("{at}: kernel `{}` takes `{p}`, which is not a buffer", v.kernel));
+            }
+            // A zero would skip the launch (no threads): the step's cells
+            // would silently stay unwritten.
+            if v.block.contains(&0) {
+                return bad(format!("{at}: block {:?} has no threads", v.block));
+            }
+            check_launch_dims(&format!("dynamic: {at}"), &v.kernel, &[0; 3], &v.block)?;
+            known(&ShapeExpr::parse(&v.threads)?)?;
+            for e in &v.when {
+                known(&ShapeExpr::parse(e)?)?;
+            }
+        }
         Ok(())
+    }
+
+    /// The variant step `step` launches at `dims`: the first whose
+    /// conditions all hold, else `None` (the step's own kernel). A
+    /// condition that cannot be evaluated (an overflow) does not hold.
+    fn chosen(&self, step: usize, dims: &BTreeMap<String, i64>) -> Option<&Variant> {
+        let holds = |e: &String| ShapeExpr::parse(e).and_then(|x| x.eval(dims)).is_ok_and(|v| v >= 0);
+        self.variants.iter().find(|v| v.step == step && v.when.iter().all(holds))
     }
 }
 
@@ -194,11 +222,26 @@ impl Manifest {
                 e => e,
             })
         };
-        // 32-bit kernels are exact only where their limits hold: checked
-        // before anything is launched (an overflow in the limit itself is
-        // a value beyond it). Those a buffer bounds first: the error then
-        // names the buffer.
-        let (named, others): (Vec<_>, Vec<_>) = d.index32.iter().partition(|l| l.buffer.is_some());
+        let mut m = self.clone();
+        m.dynamic = None;
+        // Each launch step's kernel: a variant whose condition holds, else
+        // its own.
+        let mut threads = d.threads.clone();
+        for (i, step) in m.steps.iter_mut().enumerate() {
+            let (Step::Launch { kernel, block, args, .. }, Some(v)) = (step, d.chosen(i, dims)) else { continue };
+            let k = self.kernel(&v.kernel).ok_or_else(|| Error::BadManifest(format!("dynamic: variant of unknown kernel `{}`", v.kernel)))?;
+            (*kernel, *block, *args) = (v.kernel.clone(), v.block, k.params.clone());
+            if let Some(t) = threads.get_mut(i) {
+                *t = Some(v.threads.clone());
+            }
+        }
+        let launched: BTreeSet<&str> = m.steps.iter().filter_map(|s| if let Step::Launch { kernel, .. } = s { Some(kernel.as_str()) } else { None }).collect();
+        // 32-bit kernels are exact only where their limits hold: checked,
+        // for the kernels launched (a variant's limits may refuse dims its
+        // condition never admits), before anything is launched (an
+        // overflow in the limit itself is a value beyond it). Those a
+        // buffer bounds first: the error then names the buffer.
+        let (named, others): (Vec<_>, Vec<_>) = d.index32.iter().filter(|l| launched.contains(l.kernel.as_str())).partition(|l| l.buffer.is_some());
         for l in named.into_iter().chain(others) {
             let v = ShapeExpr::parse(&l.expr)?.eval(dims).ok();
             if v.is_none_or(|v| v > i64::from(i32::MAX)) {
@@ -213,11 +256,9 @@ impl Manifest {
                 });
             }
         }
-        let mut m = self.clone();
-        m.dynamic = None;
         m.config.eintups = dims.iter().map(|(s, &v)| (s.clone(), vec![v])).collect();
         for b in &mut m.buffers {
-            let shape = &d.shapes[&b.name];
+            let shape = d.shapes.get(&b.name).ok_or_else(|| Error::BadManifest(format!("dynamic: no shape for buffer `{}`", b.name)))?;
             b.shape = shape
                 .iter()
                 .map(|e| {
@@ -226,7 +267,7 @@ impl Manifest {
                 })
                 .collect::<Result<_>>()?;
         }
-        for (step, threads) in m.steps.iter_mut().zip(&d.threads) {
+        for (step, threads) in m.steps.iter_mut().zip(&threads) {
             let (Step::Launch { kernel, grid, block, dims: values, .. }, Some(t)) = (step, threads) else { continue };
             let n = eval(t, kernel)?.max(0) as u64;
             let per_block = u64::from(block[0]).max(1) * u64::from(block[1]).max(1) * u64::from(block[2]).max(1);
@@ -236,7 +277,7 @@ impl Manifest {
             grid[1] = 1;
             grid[2] = 1;
             let k = self.kernel(kernel).ok_or_else(|| Error::BadManifest(format!("launch of unknown kernel `{kernel}`")))?;
-            *values = k.dims.iter().map(|s| dims[s]).collect();
+            *values = k.dims.iter().map(|s| dims.get(s).copied().ok_or_else(|| Error::Input { name: s.clone(), reason: "this dim has no value".into() })).collect::<Result<_>>()?;
         }
         for k in &mut m.kernels {
             // Element counts were the build configuration's.

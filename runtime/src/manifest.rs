@@ -99,6 +99,26 @@ pub struct Dynamic {
     /// not. Empty: 64-bit kernels (and bundles from before the field).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub index32: Vec<IndexLimit>,
+    /// Alternative kernels for launch steps, each launched instead of the
+    /// step's own where its condition holds (docs/bundle.md, "Run-time
+    /// variants"); [`Manifest::bind`] takes the first that holds. Empty in
+    /// bundles from before the field, whose steps keep their kernels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<Variant>,
+}
+
+/// Kernel `kernel` computes what step `step`'s kernel does, with another
+/// tiling: launched with its own parameters (by name, as the step passes
+/// its kernel's), `threads` threads (a shape expression) in blocks of
+/// `block`, where every expression of `when` is non-negative at the bound
+/// dims.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Variant {
+    pub step: usize,
+    pub kernel: String,
+    pub threads: String,
+    pub block: [u32; 3],
+    pub when: Vec<String>,
 }
 
 /// `expr` bounds values of kernel `kernel`'s 32-bit index arithmetic;
@@ -536,7 +556,7 @@ impl Manifest {
 
 /// Rejects grids and blocks no CUDA device can launch, so that the error
 /// names the step instead of being a bare CUDA_ERROR_INVALID_VALUE.
-fn check_launch_dims(at: &str, kernel: &str, grid: &[u32; 3], block: &[u32; 3]) -> Result<()> {
+pub(crate) fn check_launch_dims(at: &str, kernel: &str, grid: &[u32; 3], block: &[u32; 3]) -> Result<()> {
     let bad = |msg: String| Err(Error::BadManifest(format!("{at}: launch of `{kernel}`: {msg}")));
     for axis in 0..3 {
         if grid[axis] > MAX_GRID_DIM[axis] {

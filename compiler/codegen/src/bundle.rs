@@ -20,6 +20,7 @@ use eintup::driver::{Failure, Source};
 use eintup::ir::et::{self, Module, OpKind};
 use eintup::ir::loops::target::GpuTarget;
 use eintup::ir::loops::{self, LoopModule};
+use eintup::variants::{KernelVariant, Lowered};
 use eintup::sema::Config;
 use eintup_runtime::manifest::{self, Buffer, Init, Kernel, RandomSpec, Role, Step};
 use crate::FpContract;
@@ -187,7 +188,7 @@ fn launch_step(all: &LoopModule, k: &loops::Kernel, gpu: &GpuTarget, dims: &[i64
 /// manifest's shape program, which will let the runtime do this binding
 /// from input shapes, is step 3 of the note, not built yet.
 pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims: &[i64]) -> Result<Bundle, Failure> {
-    let m = dynamic_manifest(lm, ptx_version, sm, dims)?;
+    let m = dynamic_manifest(lm, &[], ptx_version, sm, dims)?;
     m.validate().map_err(|e| Failure::Internal(format!("the bundle manifest does not validate: {e}")))?;
     Bundle::new(m, ptx.to_string()).map_err(|e| Failure::Internal(format!("bundle: {e}")))
 }
@@ -198,9 +199,11 @@ pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims
 /// `exec` re-specialises the program to the dims its inputs give) and the
 /// checks the dims must pass. Recorded at the first small configuration
 /// the checks accept: every symbol `v`, or (a slice's `e - lo - hi`) the
-/// symbols inputs give `4v` and the others `v`.
-pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::sema::symbolic::SymbolicConfig, lm: &LoopModule, o: &BuildOptions) -> Result<Bundle, Failure> {
-    let (ptx, info, _) = checked_ptx(lm, o)?;
+/// symbols inputs give `4v` and the others `v`. The run-time variants of
+/// `lowered` go into the PTX and the manifest's `dynamic.variants`.
+pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::sema::symbolic::SymbolicConfig, lowered: &Lowered, o: &BuildOptions) -> Result<Bundle, Failure> {
+    let (ptx, info, _) = checked_ptx(&lowered.with_variants(), o)?;
+    let lm = &lowered.module;
     let m = &prog.module;
     let text = |e: &loops::IExpr| loops::print::shape_extent(lm, e);
     let checks: Vec<manifest::DimCheck> =
@@ -214,7 +217,7 @@ pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::s
     let Some(at) = candidates.into_iter().find(|d| holds(d)) else {
         return Err(Failure::user(format!("eintup: error: {}: no small configuration passes the program's dims checks; bind some eintups (--bind)", src.name)));
     };
-    let mut man = dynamic_manifest(lm, &info.ptx_version, o.sm, &at)?;
+    let mut man = dynamic_manifest(lm, &lowered.variants, &info.ptx_version, o.sm, &at)?;
     man.source = manifest::SourceInfo { name: src.name.clone(), text: src.text.clone() };
     man.config.seed = o.seed;
     man.config.fp_contract = Some(o.fp_contract.name().to_string());
@@ -235,8 +238,9 @@ pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::s
 }
 
 /// The manifest of loop module `lm` (static, or dynamic with its symbols
-/// recorded at `dims`), its source the printed module.
-fn dynamic_manifest(lm: &LoopModule, ptx_version: &str, sm: u32, dims: &[i64]) -> Result<Manifest, Failure> {
+/// recorded at `dims` and the run-time `variants` of its kernels), its
+/// source the printed module.
+fn dynamic_manifest(lm: &LoopModule, variants: &[KernelVariant], ptx_version: &str, sm: u32, dims: &[i64]) -> Result<Manifest, Failure> {
     let bound = lm.bind_dims(dims).map_err(Failure::user)?;
     let buffers = bound
         .buffers
@@ -258,18 +262,20 @@ fn dynamic_manifest(lm: &LoopModule, ptx_version: &str, sm: u32, dims: &[i64]) -
         },
         target: manifest::Target { arch: format!("sm_{sm}"), ptx_version: ptx_version.to_string() },
         buffers,
-        kernels: lm.kernels.iter().map(|k| manifest_kernel(lm, k, &[])).collect(),
+        kernels: lm.kernels.iter().chain(variants.iter().map(|v| &v.kernel)).map(|k| manifest_kernel(lm, k, &[])).collect(),
         steps: lm.kernels.iter().filter_map(|k| launch_step(lm, k, &gpu, dims)).collect(),
         generate: Vec::new(),
-        dynamic: lm.is_dynamic().then(|| dynamic_section(lm)),
+        dynamic: lm.is_dynamic().then(|| dynamic_section(lm, variants, &gpu)),
     };
     Ok(m)
 }
 
 /// How a runtime re-binds a dynamic module's bundle (format 2): each
 /// symbol from the first input axis whose extent it is, every buffer's
-/// shape and every launch's thread count as printed shape expressions.
-fn dynamic_section(lm: &LoopModule) -> manifest::Dynamic {
+/// shape and every launch's thread count as printed shape expressions,
+/// and each variant with its launch and condition (one launch step per
+/// kernel of `lm`: a variant's step is its general kernel's index).
+fn dynamic_section(lm: &LoopModule, variants: &[KernelVariant], gpu: &GpuTarget) -> manifest::Dynamic {
     let text = |e: &loops::IExpr| loops::print::shape_extent(lm, e);
     let mut derive = Vec::new();
     for d in 0..lm.dims.len() {
@@ -285,20 +291,34 @@ fn dynamic_section(lm: &LoopModule) -> manifest::Dynamic {
         threads: lm.kernels.iter().map(|k| Some(text(&crate::thread_count_expr(k)))).collect(),
         checks: Vec::new(),
         eintups: Default::default(),
-        index32: index_limits(lm),
+        index32: index_limits(lm, variants),
+        // One entry per alternative of a variant's condition.
+        variants: variants
+            .iter()
+            .flat_map(|v| {
+                v.when.iter().map(|all| manifest::Variant {
+                    step: v.of,
+                    kernel: v.kernel.name.clone(),
+                    threads: text(&crate::thread_count_expr(&v.kernel)),
+                    block: [crate::block_size(&v.kernel).unwrap_or(gpu.launch_block) as u32, 1, 1],
+                    when: all.iter().map(text).collect(),
+                })
+            })
+            .collect(),
     }
 }
 
-/// The limits of the module's 32-bit kernels (`Kernel::index32_limits`,
-/// the same decision code generation makes), each once, naming the first
-/// buffer whose last offset bounds it.
-fn index_limits(lm: &LoopModule) -> Vec<manifest::IndexLimit> {
+/// The limits of the module's 32-bit kernels and their variants
+/// (`Kernel::index32_limits`, the same decision code generation makes),
+/// each once per kernel (the runtime checks those of the kernels it
+/// launches), naming the first buffer whose last offset bounds it.
+fn index_limits(lm: &LoopModule, variants: &[KernelVariant]) -> Vec<manifest::IndexLimit> {
     let mut out: Vec<manifest::IndexLimit> = Vec::new();
-    for k in &lm.kernels {
+    for k in lm.kernels.iter().chain(variants.iter().map(|v| &v.kernel)) {
         for f in k.index32_limits(lm).unwrap_or_default() {
             // A limit beyond i64 cannot be printed: no run could meet it.
             let expr = f.to_expr().map_or_else(|| i64::MAX.to_string(), |e| loops::print::shape_extent(lm, &e));
-            if out.iter().any(|l| l.expr == expr) {
+            if out.iter().any(|l| l.expr == expr && l.kernel == k.name) {
                 continue;
             }
             let buffer = lm.buffers.iter().find(|b| !b.role.is_scratch() && f.below(&b.shape)).map(|b| b.name.clone());

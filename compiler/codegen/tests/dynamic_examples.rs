@@ -56,8 +56,8 @@ fn dynamic_bundle(ex: &Example) -> (Source, Bundle, Vec<usize>) {
     let ranks: Vec<(String, usize)> = ex.ranks.iter().map(|(n, r)| (n.to_string(), *r)).collect();
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &ranks).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
-    assert!(lm.is_dynamic(), "{}: no dim symbols", ex.file);
+    let lm = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
+    assert!(lm.module.is_dynamic(), "{}: no dim symbols", ex.file);
     let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
     (src, b, sym.ranks)
 }
@@ -70,9 +70,17 @@ fn run_at(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], seed
 
 /// [`run_at`], FLOAT outputs compared within `rel * max(1, max |want|)`.
 fn run_within(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], seed: u64, rel: f64) -> bool {
-    let Ok((m, _)) = eintup::pipeline::specialized_module(src, binds, seed) else { return false };
-    if m.eintups.iter().zip(ranks).any(|(e, r)| e.dims.as_ref().map(Vec::len) != Some(*r)) || m.largest_extent() > 1 << 18 {
-        return false;
+    run_kernels(src, bundle, ranks, binds, seed, rel, 1 << 18).is_some()
+}
+
+/// [`run_within`] where the statements' instantiations and arrays are at
+/// most `largest` (the interpreter's work), returning the kernels that
+/// ran (the emulator's profile names each: a run-time variant by its own
+/// name).
+fn run_kernels(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], seed: u64, rel: f64, largest: i64) -> Option<Vec<String>> {
+    let Ok((m, _)) = eintup::pipeline::specialized_module(src, binds, seed) else { return None };
+    if m.eintups.iter().zip(ranks).any(|(e, r)| e.dims.as_ref().map(Vec::len) != Some(*r)) || m.largest_extent() > largest {
+        return None;
     }
     let what = format!("{} {binds:?} seed {seed}", src.name);
     let want = interp::run(&m, &RunOptions { seed, ..RunOptions::default() }).unwrap_or_else(|e| panic!("{what}: {e:?}"));
@@ -87,7 +95,7 @@ fn run_within(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], 
     let shapes = inputs.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect();
     let given = man.given_dims(&given).unwrap_or_else(|e| panic!("{what}: {e}"));
     let (bound, _) = bundle.bind_given(&shapes, &given).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let out = Device::emulator().run(&bound, &inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (out, profile) = Device::emulator().run_profiled(&bound, &inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
     for a in m.result_arrays() {
         let (name, want) = (&m.arrays[a].name, &want[a]);
         let got = &out[name];
@@ -101,7 +109,7 @@ fn run_within(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String], 
             }
         }
     }
-    true
+    Some(profile.kernels.iter().map(|p| p.name.clone()).collect())
 }
 
 #[test]
@@ -144,10 +152,13 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
     // `(n - k + 1) //^ s` extent is not a polynomial: i64).
     for (file, want) in [("matmul", &["s2_c"][..]), ("reduce_sum", &["s1_s"]), ("gather_nd", &["s2_dst"])] {
         let ex = EXAMPLES.iter().find(|e| e.file == file).unwrap();
-        assert_eq!(narrow_kernels(&dynamic_bundle(ex).1), want, "{file}");
+        let b = dynamic_bundle(ex).1;
+        assert_eq!(narrow_kernels(&b), want, "{file}");
+        // No window: no run-time variant (their kernels are the general ones).
+        assert!(b.manifest().dynamic.as_ref().unwrap().variants.is_empty(), "{file}");
     }
     let (src, b, ranks, _) = conv_stride_1(2);
-    assert_eq!(narrow_kernels(&b), ["s2_y"]);
+    assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__rt2x2"]);
     // And it runs, at a size that is no multiple of anything.
     assert!(run_at(&src, &b, &ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
 }
@@ -161,8 +172,9 @@ fn the_dynamic_row_sum_is_split_like_the_static_one() {
     let src = Source::load(&example("reduce_sum")).unwrap();
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("keep".to_string(), 1)]).unwrap();
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Fast, 80);
-    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap();
-    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Fast }).unwrap();
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap();
+    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Fast }).unwrap();
+    let lm = &lowered.module;
     let names: Vec<&str> = lm.kernels.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["s1_s_partial", "s1_s"]);
     assert_eq!(narrow_kernels(&b), ["s1_s_partial", "s1_s"]);
@@ -178,13 +190,20 @@ fn the_dynamic_row_sum_is_split_like_the_static_one() {
 /// conv_valid's dynamic bundle at `rank` spatial dims with the bench's
 /// stride 1 bound, and its loop module.
 fn conv_stride_1(rank: usize) -> (Source, Bundle, Vec<usize>, eintup::ir::loops::LoopModule) {
-    let src = Source::load(&example("conv_valid")).unwrap();
+    let (src, b, ranks, lowered) = conv_stride_1_variants(&example("conv_valid"), rank);
+    (src, b, ranks, lowered.module)
+}
+
+/// [`conv_stride_1`] of the convolution in `file`, with the run-time
+/// variants the build made.
+fn conv_stride_1_variants(file: &std::path::Path, rank: usize) -> (Source, Bundle, Vec<usize>, eintup::variants::Lowered) {
+    let src = Source::load(file).unwrap();
     let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[stride], &[("ipos".to_string(), rank)]).unwrap();
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lm = eintup::pipeline::lower_gpu_symbolic(&src, &prog, &sym, &opts).unwrap();
-    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
-    (src, b, sym.ranks, lm)
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap();
+    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    (src, b, sym.ranks, lowered)
 }
 
 #[test]
@@ -208,7 +227,7 @@ fn the_stride_1_convolution_sums_in_one_kernel_without_atomics() {
         // The window's `min` bounds go (simplify-index), the window loops
         // shift to `[0, %fpos.d)`, and the kernel is block-tiled (both
         // operands staged).
-        let shared = lm.buffers.iter().filter(|b| b.role == eintup::ir::loops::Role::Shared).count();
+        let shared = lm.kernels[0].buffers().iter().filter(|&&b| lm.buffers[b].role == eintup::ir::loops::Role::Shared).count();
         assert_eq!(shared, 2, "rank {rank}");
         let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
         for binds in at {
@@ -263,5 +282,51 @@ fn every_dynamic_module_prints_and_reads_back() {
         assert_eq!(back.symbolic, prog.module.symbolic, "{}", ex.file);
         let lower = |m| eintup::ir::loops::print::module(&eintup::pipeline::lower(&src, m, FloatWidth::F64).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file)));
         assert_eq!(lower(&back), lower(&prog.module), "{}", ex.file);
+    }
+}
+
+/// `b` with its run-time variants replaced by `variants`.
+fn with_variants(b: &Bundle, variants: Vec<eintup_runtime::manifest::Variant>) -> Bundle {
+    let mut m = b.manifest().clone();
+    m.dynamic.as_mut().unwrap().variants = variants;
+    Bundle::new(m, b.ptx().to_string()).unwrap()
+}
+
+/// The stride-1 convolution's run-time variant (docs/dynamic-shapes.md,
+/// "Run-time variants"): a 2x2 register tile of output columns and
+/// channels, launched where either is at least 16. At each configuration
+/// the bundle launches the kernel its conditions pick (the profile names
+/// it), and each kernel forced alone — the general one (no variants), the
+/// variant (its conditions dropped) — computes what the interpreter does:
+/// few and many channels, tiles cut by the edges along both tiled loops.
+#[test]
+fn the_convolution_launches_its_variant_where_its_condition_holds() {
+    // The bench's convolution: the example's constraints allow 3 channels at most.
+    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/ops/conv2d.et");
+    let (src, b, ranks, lowered) = conv_stride_1_variants(&bench, 2);
+    let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
+    assert_eq!(names, ["s2_y__rt2x2"]);
+    let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
+    let conditions: Vec<&[String]> = listed.iter().map(|v| &v.when[..]).collect();
+    assert_eq!(conditions, [&["(((%ipos.1 - %fpos.1) + 1) - 16)".to_string()][..], &["(%ochan.0 - 16)".to_string()][..]]);
+    let general = with_variants(&b, Vec::new());
+    let tiled = with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[0].clone() }]);
+    for (binds, chosen) in [
+        // The bench's: 5 channels, 8 output columns.
+        (["batch=[2]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[5]"], "s2_y"),
+        // 32 channels, 16 columns: the realistic case (a row of it).
+        (["batch=[1]", "ipos=[3,18]", "fpos=[3,3]", "ichan=[32]", "ochan=[32]"], "s2_y__rt2x2"),
+        // Either condition alone; edges of both tiled loops cut a tile.
+        (["batch=[1]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[17]"], "s2_y__rt2x2"),
+        (["batch=[1]", "ipos=[7,21]", "fpos=[2,3]", "ichan=[3]", "ochan=[5]"], "s2_y__rt2x2"),
+        (["batch=[2]", "ipos=[9,18]", "fpos=[3,4]", "ichan=[5]", "ochan=[15]"], "s2_y"),
+        // One channel in, a filter as large as the input: one output row.
+        (["batch=[1]", "ipos=[5,18]", "fpos=[5,1]", "ichan=[1]", "ochan=[16]"], "s2_y__rt2x2"),
+    ] {
+        let binds: Vec<String> = binds.iter().map(|s| s.to_string()).chain(["stride=[1,1]".to_string()]).collect();
+        for (bundle, want) in [(&b, chosen), (&general, "s2_y"), (&tiled, "s2_y__rt2x2")] {
+            let ran = run_kernels(&src, bundle, &ranks, &binds, 0, 1e-12, 1 << 22).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
+            assert_eq!(ran, [want], "{binds:?}");
+        }
     }
 }

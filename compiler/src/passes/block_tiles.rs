@@ -296,33 +296,11 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     // a step of 4 channels: its channels are often few, and a step past
     // them copies (and guards) a box mostly empty.
     const ANY: i64 = 1 << 62;
-    let (dyn_threads, dyn_step) = if windows { (DYN_WINDOW_THREADS, DYN_WINDOW_STEP) } else { (ANY, ANY) };
-    // From the innermost: `(var, trip, threads)`, up to
-    // `block_tile_max_dim` threads along each of the first two and a block
-    // of `block_tile_max_threads`, a third only where the first two leave
-    // room (a convolution's output rows).
-    let max_block = gpu.block_tile_max_threads;
-    let mut dims: Vec<(VarId, i64)> = Vec::new();
-    let mut size = 1;
-    for &(v, trip) in free.iter().rev().take(3) {
-        let trip = trip.unwrap_or(dyn_threads);
-        if trip <= 0 {
-            return out;
-        }
-        let cap = if dims.len() < 2 { gpu.block_tile_max_dim } else { max_block };
-        let f = pow2_factor(trip, cap.min(max_block / size));
-        if dims.len() == 2 && f < 2 {
-            break;
-        }
-        dims.push((v, f));
-        size *= f;
-    }
-    dims.reverse();
-    if dims.len() < 2 || size < gpu.block_tile_min_threads {
-        return out;
-    }
+    let symbolic = free.iter().any(|f| f.1.is_none()) || k_trip.is_none();
+    let built = if windows { [DYN_WINDOW_THREADS; 3] } else { [ANY; 3] };
+    let Some((dims, size)) = thread_dims(&free, built, gpu) else { return out };
     let steps = gpu.block_tile_steps;
-    let k_trip = k_trip.unwrap_or(dyn_step);
+    let k_trip = k_trip.unwrap_or(if windows { DYN_WINDOW_STEP } else { ANY });
     let Some(bk) = (if k_trip <= steps[0] { Some(k_trip) } else { steps.iter().copied().find(|&s| k_trip % s == 0) }) else { return out };
     if bk <= 0 {
         return out;
@@ -341,7 +319,45 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
             out.push(BlockChoice { threads: smaller, step: bk });
         }
     }
+    // A window of symbolic trips also offers the block of many channels
+    // (a run-time variant's: `choice=2x8x16k16`, docs/dynamic-shapes.md).
+    if windows && symbolic {
+        if let Some((wide, _)) = thread_dims(&free, DYN_WINDOW_WIDE_THREADS, gpu) {
+            let wide = BlockChoice { threads: wide, step: DYN_WINDOW_WIDE_STEP };
+            if !out.contains(&wide) {
+                out.push(wide);
+            }
+        }
+    }
     out
+}
+
+/// The thread dimensions from the innermost free chain loop out
+/// (`(var, threads)`, outermost first) and the block's size: up to
+/// `block_tile_max_dim` threads along each of the first two and a block
+/// of `block_tile_max_threads`, a third only where the first two leave
+/// room (a convolution's output rows); a symbolic trip counts as
+/// `symbolic[i]` at the `i`th from the innermost. `None` when a trip is
+/// empty or the block too small.
+fn thread_dims(free: &[(VarId, Option<i64>)], symbolic: [i64; 3], gpu: &GpuTarget) -> Option<(Vec<(VarId, i64)>, i64)> {
+    let max_block = gpu.block_tile_max_threads;
+    let mut dims: Vec<(VarId, i64)> = Vec::new();
+    let mut size = 1;
+    for (i, &(v, trip)) in free.iter().rev().take(3).enumerate() {
+        let trip = trip.unwrap_or(symbolic[i]);
+        if trip <= 0 {
+            return None;
+        }
+        let cap = if dims.len() < 2 { gpu.block_tile_max_dim } else { max_block };
+        let f = pow2_factor(trip, cap.min(max_block / size));
+        if dims.len() == 2 && f < 2 {
+            break;
+        }
+        dims.push((v, f));
+        size *= f;
+    }
+    dims.reverse();
+    (dims.len() >= 2 && size >= gpu.block_tile_min_threads).then_some((dims, size))
 }
 
 /// Bytes of the shared buffers among `scratch`.
@@ -353,6 +369,11 @@ fn shared_bytes(scratch: &[Buffer]) -> i64 {
 const DYN_WINDOW_THREADS: i64 = 8;
 /// The step of a dynamic convolution's symbolic channel reduction.
 const DYN_WINDOW_STEP: i64 = 4;
+/// The block of many channels a dynamic convolution also offers: what a
+/// symbolic trip counts as, from the innermost (16 output channels, 8
+/// columns, the rows the block has room for), and its step.
+const DYN_WINDOW_WIDE_THREADS: [i64; 3] = [16, 8, 8];
+const DYN_WINDOW_WIDE_STEP: i64 = 16;
 
 /// The chain loops `k`'s write depends on that no chain guard or index
 /// load uses (`(var, lo, trip)`, outermost first), the innermost

@@ -42,7 +42,9 @@
 //! symbolic chain loops, a batch, as 1): the build does not know the
 //! dims, and the large shapes are the ones whose speed matters. A kernel
 //! with nested reductions (a convolution's window) is tiled only along
-//! constant trips.
+//! constant trips, unless the option `window=TMxTN` asks for that tile of
+//! its symbolic ones (a run-time variant's, docs/dynamic-shapes.md: the
+//! build cannot tell few channels from many; the variant's condition can).
 
 use super::tuning::{self, Choosing};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
@@ -92,16 +94,24 @@ pub struct RegisterTilesOptions {
     pub layout: TileLayout,
     pub gpu: GpuTarget,
     pub choosing: Choosing,
+    /// The tile of a window's symbolic trips (`window=TMxTN`); `None`:
+    /// they stay whole.
+    pub window: Option<(i64, i64)>,
 }
 
 impl PassOptions for RegisterTilesOptions {
-    const KEYS: &'static [(&'static str, &'static str)] = &[("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)"), tuning::CHOICE];
+    const KEYS: &'static [(&'static str, &'static str)] = &[
+        ("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)"),
+        tuning::CHOICE,
+        ("window", "TMxTN: tile a window's symbolic trips (a dynamic convolution's) so, their cells guarded (default: whole)"),
+    ];
     fn from_driver(d: &DriverOptions) -> Self {
-        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) } }
+        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) }, window: None }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
             "layout" => self.layout = value.parse()?,
+            "window" => self.window = Some(parse_tile(value)?),
             "choice" => tuning::set_choice(&mut self.choosing, value)?,
             _ => return Err(format!("option `{key}` is not declared")),
         }
@@ -117,7 +127,7 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
     for ki in 0..m.kernels.len() {
         let k = &m.kernels[ki];
         symbolic |= k.is_symbolic();
-        let cands = candidates(k, opts.layout, &opts.gpu);
+        let cands = candidates(k, opts.layout, &opts.gpu, opts.window);
         let described: Vec<String> = cands.iter().map(|c| c.describe(k)).collect();
         let Some((i, why)) = tuning::pick("register-tiles", m, k, &described, &choosing) else { continue };
         if let Some(t) = apply(k, &cands[i]) {
@@ -135,6 +145,17 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
 /// are the ones whose speed matters, and 256 is the tile a 256x256 output
 /// gets (4x4 at `min_threads` 4096).
 pub const DYN_TRIP: i64 = 256;
+
+/// `TMxTN`, both positive and at most 16 (a thread's cells are registers).
+fn parse_tile(s: &str) -> Result<(i64, i64), String> {
+    let bad = || format!("expected TMxTN (each 1 to 16), got `{s}`");
+    let (a, b) = s.split_once('x').ok_or_else(bad)?;
+    let (a, b): (i64, i64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+    if !(1..=16).contains(&a) || !(1..=16).contains(&b) {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
 
 /// One way to tile a kernel: the chain loop `m` tiled with the innermost
 /// one (`n`), the tile `(TM, TN)` and its layout.
@@ -158,7 +179,7 @@ impl TileChoice {
 /// The tiled kernel and its tile, when `k` qualifies (see the module doc):
 /// [`apply`] of the first of [`candidates`].
 pub fn tile_kernel(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Option<((i64, i64), Kernel)> {
-    let choice = *candidates(k, layout, gpu).first()?;
+    let choice = *candidates(k, layout, gpu, None).first()?;
     Some((choice.tile, apply(k, &choice)?))
 }
 
@@ -231,7 +252,10 @@ fn tileable(k: &Kernel) -> Option<Tileable> {
 /// (innermost on ties): a convolution with 62 output columns tiles 4
 /// images x 16 channels, 8 vector sums, rather than 2 columns x 16
 /// channels, 4 (too few independent chains to hide the adds' latency).
-pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Vec<TileChoice> {
+/// A window's symbolic trips take the tile `window` alone (cyclic, no
+/// thread threshold: a run-time variant's condition stands for it), or
+/// none.
+pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget, window: Option<(i64, i64)>) -> Vec<TileChoice> {
     let Some(t) = tileable(k) else { return Vec::new() };
     let mut out: Vec<TileChoice> = Vec::new();
     // A window (reductions nested around the innermost, a convolution's)
@@ -240,7 +264,15 @@ pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Vec<TileCh
     // operands without one.
     let mut reduces = 0;
     k.walk(&mut |n| reduces += matches!(n, Node::For(f) if f.kind == LoopKind::Reduce) as usize);
-    for m in t.ms.iter().filter(|m| reduces <= 1 || (m.trip.is_some() && t.n.trip.is_some())) {
+    let windows = reduces > 1;
+    for m in t.ms.iter() {
+        let symbolic = m.trip.is_none() || t.n.trip.is_none();
+        if windows && symbolic {
+            if let (Some(tile), TileLayout::Cyclic) = (window, layout) {
+                out.push(TileChoice { m: m.var, tile, layout });
+            }
+            continue;
+        }
         let cells: i64 = t
             .chain
             .loops
@@ -401,13 +433,13 @@ mod tests {
         let lm = matmul(m, n, k);
         let gpu = GpuTarget::default();
         let row = 0; // the kernel's first variable
-        let cs = candidates(&lm.kernels[0], TileLayout::Cyclic, &gpu);
+        let cs = candidates(&lm.kernels[0], TileLayout::Cyclic, &gpu, None);
         // 32768 cells: 8x8 would leave 512 threads, 4x4 2048, 2x2 8192.
         assert_eq!(cs, vec![TileChoice { m: row, tile: (2, 2), layout: TileLayout::Cyclic }]);
         // Without the thread threshold every tile is a candidate, largest first.
-        let all = candidates(&lm.kernels[0], TileLayout::Cyclic, &GpuTarget { min_threads: 1, ..gpu });
+        let all = candidates(&lm.kernels[0], TileLayout::Cyclic, &GpuTarget { min_threads: 1, ..gpu }, None);
         assert_eq!(all.iter().map(|c| c.tile).collect::<Vec<_>>(), vec![(8, 8), (4, 4), (2, 2)]);
-        let host = candidates(&lm.kernels[0], TileLayout::Blocked, &gpu);
+        let host = candidates(&lm.kernels[0], TileLayout::Blocked, &gpu, None);
         assert_eq!(host.first().map(|c| c.tile), Some((4, 16)));
         assert_eq!(host.len(), HOST_TILES.len());
         // The default is the first candidate.

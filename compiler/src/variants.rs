@@ -1,0 +1,184 @@
+//! Run-time kernel variants of a dynamic build (docs/dynamic-shapes.md,
+//! "Run-time variants: design"): the GPU passes run once more per
+//! [`RULES`] entry, a set of pass options, and each kernel that comes out
+//! different from the general one is kept, renamed `NAME__rule`, with the
+//! condition on the dims under which its launch step should run it. The
+//! runtime picks (`Manifest::bind`); every variant computes the same cells
+//! as the general kernel at any dims (their edges are guarded), so a
+//! condition decides speed only, never correctness.
+
+use crate::driver::{Failure, Source};
+use crate::ir::loops::chain::Chain;
+use crate::ir::loops::{BufId, IExpr, Kernel, LoopKind, LoopModule, Node, VOp};
+use crate::pipeline::{self, GpuOptions};
+use crate::sema::symbolic::SymbolicConfig;
+use crate::sema::Program;
+
+/// One way to lower a kernel again: options given to GPU passes, and the
+/// conditions on the kernel (as it is before `register-tiles`) under which
+/// the result is worth launching.
+pub struct Rule {
+    /// The suffix of a variant kernel's name (`NAME__rt2x2`).
+    pub name: &'static str,
+    /// `(pass, "key=value")`, as [`GpuOptions::options`] takes them.
+    pub options: &'static [(&'static str, &'static str)],
+    /// Alternatives, each index expressions over the dims that must all
+    /// be non-negative; `None` where the rule says nothing of this kernel.
+    pub when: fn(&Kernel) -> Option<Vec<Vec<IExpr>>>,
+}
+
+/// The rules, in the order the runtime tries them (the first whose
+/// condition holds wins). From the convolution measurements
+/// (docs/dynamic-shapes.md, "What run-time variants measured"): a 2x2
+/// register tile of output columns and channels pays wherever one of the
+/// two is at least 16; below, most of a block's tiles are guarded off and
+/// the general kernel is cheaper.
+pub const RULES: &[Rule] = &[Rule { name: "rt2x2", options: &[("register-tiles", "window=2x2")], when: window_tile_16 }];
+
+/// The trip of one of a window's tiled loops from which the 2x2 tile
+/// pays: the general block's 8 threads along it, times 2.
+const MIN_TILED_TRIP: i64 = 16;
+
+/// A convolution's (a kernel with nested reductions) two innermost chain
+/// loops — the ones `register-tiles` tiles — either of at least
+/// [`MIN_TILED_TRIP`].
+fn window_tile_16(k: &Kernel) -> Option<Vec<Vec<IExpr>>> {
+    let mut reduces = 0;
+    k.walk(&mut |n| reduces += matches!(n, Node::For(f) if f.kind == LoopKind::Reduce) as usize);
+    let chain = Chain::of_dynamic(&k.body);
+    if reduces < 2 || chain.bounds.len() < 2 {
+        return None;
+    }
+    let inner = &chain.bounds[chain.bounds.len() - 2..];
+    Some(inner.iter().map(|(lo, hi)| vec![at_least(lo, hi, MIN_TILED_TRIP)]).collect())
+}
+
+/// `hi - lo - n`: non-negative where the trip `[lo, hi)` is at least `n`.
+fn at_least(lo: &IExpr, hi: &IExpr, n: i64) -> IExpr {
+    let trip = if lo.as_const() == Some(0) { hi.clone() } else { IExpr::sub(hi.clone(), lo.clone()) };
+    IExpr::sub(trip, IExpr::c(n))
+}
+
+/// A variant of one of the general module's kernels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelVariant {
+    /// The general kernel's index in the module's kernels (its launch step).
+    pub of: usize,
+    /// The rule's name.
+    pub rule: String,
+    /// Named `NAME__rule`; its buffer ids are the merged module's
+    /// ([`Lowered::with_variants`]).
+    pub kernel: Kernel,
+    /// Alternatives (the first that holds picks it), each dim expressions
+    /// that must all be non-negative.
+    pub when: Vec<Vec<IExpr>>,
+}
+
+/// A dynamic build's loop module and the variants of its kernels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lowered {
+    /// The general module, plus the variants' scratch buffers (after its
+    /// own; no general kernel uses them).
+    pub module: LoopModule,
+    pub variants: Vec<KernelVariant>,
+}
+
+impl Lowered {
+    /// The module with every variant kernel after the general ones: what
+    /// code generation emits (one PTX module holds them all).
+    pub fn with_variants(&self) -> LoopModule {
+        let mut all = self.module.clone();
+        all.kernels.extend(self.variants.iter().map(|v| v.kernel.clone()));
+        all
+    }
+}
+
+/// [`pipeline::lower_gpu_symbolic`] and the variants [`RULES`] give: a rule
+/// whose module does not pair kernel for kernel and buffer for buffer
+/// with the general one (it split a reduction differently, say) gives
+/// none; a kernel that comes out the same as the general one is dropped.
+pub fn lower_gpu_dynamic(src: &Source, prog: &Program, sym: &SymbolicConfig, opts: &GpuOptions) -> Result<Lowered, Failure> {
+    let mut module = pipeline::lower_gpu_symbolic(src, prog, sym, opts)?;
+    let before = pipeline::lower_gpu_symbolic_before(src, prog, sym, opts, Some("register-tiles"))?;
+    let mut variants = Vec::new();
+    for rule in RULES {
+        let ropts = GpuOptions { options: rule.options.iter().map(|(p, o)| (p.to_string(), o.to_string())).collect(), ..opts.clone() };
+        let other = pipeline::lower_gpu_symbolic(src, prog, sym, &ropts)?;
+        if other.dims != module.dims || other.kernels.len() != module.kernels.len() {
+            continue;
+        }
+        let mut rule_variants = Vec::new();
+        let mut appended = Vec::new();
+        for (i, (general, k)) in module.kernels.iter().zip(&other.kernels).enumerate() {
+            if general == k {
+                continue;
+            }
+            let Some(when) = before.kernels.iter().find(|b| b.name == general.name).and_then(rule.when) else { continue };
+            // Alternatives no dims meet.
+            let when: Vec<Vec<IExpr>> = when.into_iter().filter(|all| !all.iter().any(|e| e.as_const().is_some_and(|c| c < 0))).collect();
+            if when.is_empty() {
+                continue;
+            }
+            let name = format!("{}__{}", general.name, rule.name);
+            if module.kernels.iter().chain(variants.iter().map(|v: &KernelVariant| &v.kernel)).any(|k| k.name == name) {
+                continue;
+            }
+            let Some(kernel) = rebuffer(k, &other, &module, &mut appended) else { continue };
+            rule_variants.push(KernelVariant { of: i, rule: rule.name.to_string(), kernel: Kernel { name, ..kernel }, when });
+        }
+        // Scratch buffers get names unique in the merged module.
+        for mut b in appended {
+            b.name = module.unique_buffer_name(b.name);
+            module.buffers.push(b);
+        }
+        variants.extend(rule_variants);
+    }
+    Ok(Lowered { module, variants })
+}
+
+/// `k`, a kernel of `from`, with its buffers renumbered as `into`'s: a
+/// buffer the program has (not scratch) must be `into`'s of the same
+/// name, type and shape; a scratch one is appended (after `into`'s and
+/// those already in `appended`). `None` when a buffer does not match.
+fn rebuffer(k: &Kernel, from: &LoopModule, into: &LoopModule, appended: &mut Vec<crate::ir::loops::Buffer>) -> Option<Kernel> {
+    let mut map = std::collections::BTreeMap::new();
+    let mut scratch = Vec::new();
+    for b in k.buffers() {
+        let fb = from.buffers.get(b)?;
+        let to = if fb.role.is_scratch() {
+            scratch.push(fb.clone());
+            into.buffers.len() + appended.len() + scratch.len() - 1
+        } else {
+            let t = into.buffer_by_name(&fb.name)?;
+            let tb = &into.buffers[t];
+            if tb.dtype != fb.dtype || tb.shape != fb.shape || tb.role != fb.role {
+                return None;
+            }
+            t
+        };
+        map.insert(b, to);
+    }
+    appended.extend(scratch);
+    let mut out = k.clone();
+    renumber(&mut out.body, &|b| map.get(&b).copied().unwrap_or(b));
+    Some(out)
+}
+
+fn renumber(nodes: &mut [Node], f: &impl Fn(BufId) -> BufId) {
+    for n in nodes {
+        match n {
+            Node::For(l) => renumber(&mut l.body, f),
+            Node::Guard(g) => renumber(&mut g.body, f),
+            Node::LoadIndex { buf, .. } => *buf = f(*buf),
+            Node::Compute(c) => {
+                for v in &mut c.values {
+                    if let VOp::Load { buf, .. } = &mut v.op {
+                        *buf = f(*buf);
+                    }
+                }
+                c.write.buf = f(c.write.buf);
+            }
+            Node::Sync => {}
+        }
+    }
+}
