@@ -411,3 +411,92 @@ fn run_verdict(l: &For, m: &LoopModule) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Source;
+    use crate::passes::test_matmul::{matmul, run_matmul};
+
+    /// The matmul block-tiled (`block-tiles` on the GPU pipeline's earlier
+    /// passes), then `pipeline-copies` with `opts`: the module and the stats.
+    fn pipelined(lm: &LoopModule, opts: &PipelineCopiesOptions) -> (LoopModule, String) {
+        let mut unit = Unit::from_source(Source::from_string("mm.etir", ""));
+        unit.ir = Ir::Loop(lm.clone());
+        let stats = run(&mut unit, opts).unwrap().unwrap_or_default();
+        let Ir::Loop(out) = unit.ir else { panic!("not a loop module") };
+        verify::verify(&out).unwrap_or_else(|e| panic!("{stats}: {e:?}"));
+        (out, stats)
+    }
+
+    fn block_tiled(m: i64, n: i64, k: i64) -> LoopModule {
+        let mut lm = matmul(m, n, k);
+        let mut unit = Unit::from_source(Source::from_string("mm.etir", ""));
+        unit.ir = Ir::Loop(lm.clone());
+        let d = DriverOptions::default();
+        for pass in ["shift-loops", "register-tiles", "block-tiles"] {
+            let info = crate::passes::manager::lookup(pass).unwrap();
+            (info.run.run)(&mut unit, pass, &[], &d).unwrap();
+        }
+        if let Ir::Loop(t) = unit.ir {
+            lm = t;
+        }
+        lm
+    }
+
+    fn count(m: &LoopModule, p: &dyn Fn(&Node) -> bool) -> usize {
+        let mut n = 0;
+        for k in &m.kernels {
+            k.walk(&mut |x| n += p(x) as usize);
+        }
+        n
+    }
+
+    #[test]
+    fn double_buffered_steps_compute_what_the_single_buffered_ones_do() {
+        let (m, n, k) = (64, 64, 64);
+        let tiled = block_tiled(m, n, k);
+        assert_eq!(count(&tiled, &|x| matches!(x, Node::Sync)), 2, "block-tiles made one step loop");
+        let want = run_matmul(&matmul(m, n, k), m, n, k);
+        assert_eq!(run_matmul(&tiled, m, n, k), want);
+        for async_copies in [true, false] {
+            let (out, stats) = pipelined(&tiled, &PipelineCopiesOptions { stages: 2, async_copies });
+            assert!(stats.starts_with("1 loops pipelined"), "{stats}");
+            // One barrier per step, the peeled step's and the final one.
+            assert_eq!(count(&out, &|x| matches!(x, Node::Sync)), 3, "{stats}");
+            let asyncs = count(&out, &|x| matches!(x, Node::Compute(c) if c.write.kind == WriteKind::CopyAsync));
+            let groups = count(&out, &|x| matches!(x, Node::Copies(_)));
+            // `b`'s copy (rows of 4 contiguous values) in the prologue and the loop.
+            assert_eq!((asyncs, groups), if async_copies { (2, 4) } else { (0, 0) }, "{stats}");
+            for b in out.buffers.iter().filter(|b| b.role == Role::Shared) {
+                assert_eq!(b.shape[0], IExpr::c(2), "{}", b.name);
+            }
+            // The loop interpreter runs copy_async as a store.
+            assert_eq!(run_matmul(&out, m, n, k), want, "{stats}");
+        }
+    }
+
+    #[test]
+    fn single_steps_and_stages_1_are_left_alone() {
+        // k = 16: one step of 16.
+        let tiled = block_tiled(64, 64, 16);
+        let (out, stats) = pipelined(&tiled, &PipelineCopiesOptions { stages: 2, async_copies: true });
+        assert_eq!(out, tiled);
+        assert!(stats.contains("left alone: fewer than 2 steps"), "{stats}");
+        let tiled = block_tiled(64, 64, 64);
+        let (out, stats) = pipelined(&tiled, &PipelineCopiesOptions { stages: 1, async_copies: true });
+        assert_eq!((out, stats.as_str()), (tiled, "0 loops pipelined (stages=1)"));
+    }
+
+    #[test]
+    fn options_parse() {
+        let mut o = PipelineCopiesOptions::from_driver(&DriverOptions::default());
+        assert_eq!(o, PipelineCopiesOptions { stages: 2, async_copies: DriverOptions::default().gpu.sm >= CP_ASYNC_SM });
+        o.set("stages", "1").unwrap();
+        o.set("async", "false").unwrap();
+        assert_eq!(o, PipelineCopiesOptions { stages: 1, async_copies: false });
+        assert!(o.set("stages", "3").is_err());
+        assert!(o.set("async", "maybe").is_err());
+        assert!(o.set("depth", "2").is_err());
+    }
+}
