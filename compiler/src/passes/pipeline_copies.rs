@@ -183,51 +183,38 @@ impl Pipeliner<'_> {
             let buf = &mut self.m.buffers[b];
             buf.shape.insert(0, IExpr::c(2));
         }
-        let k = l.var;
-        let at = |e: IExpr| IExpr::bin(IBin::Mod, IExpr::sub(e, IExpr::c(lo)), IExpr::c(2));
-        let next = IExpr::add(IExpr::v(k), IExpr::c(1));
-        let vars = &mut self.m.kernels[self.ki].vars;
-
+        // The copies as they go async (decided once, on the prologue's copy).
         let mut stats = CopyStats::default();
-        let mut prologue = fresh_copy(&step.copies, vars, "first");
-        substitute(&mut prologue, k, &IExpr::c(lo));
-        select(&mut prologue, &lens, &IExpr::c(0));
-        // The loop keeps the copies' own variables; the prologue and the
-        // peeled step are second copies, with variables of their own.
-        let mut copies = step.copies;
-        substitute(&mut copies, k, &next);
-        select(&mut copies, &lens, &at(next.clone()));
+        let mut probe = step.copies.clone();
         if self.opts.async_copies {
-            make_async(&mut prologue, self.m, &mut CopyStats::default());
-            make_async(&mut copies, self.m, &mut stats);
+            make_async(&mut probe, self.m, &lens, &mut stats);
         }
         let any_async = stats.async_runs > 0;
+        let shape = Shape { k: l.var, lens, any_async };
+        let n = hi - lo;
         let vars = &mut self.m.kernels[self.ki].vars;
-        let mut compute = step.compute.clone();
-        select(&mut compute, &lens, &at(IExpr::v(k)));
+        // Prologue: step 0's copies into buffer 0.
+        let mut out = shape.copies(&probe, vars, "first", &IExpr::c(lo), 0);
+        // Steps 0 .. n-2 in pairs, buffer 0 then 1: constant buffer
+        // offsets (a `k % 2` would cost index arithmetic every step, and
+        // LLVM widens it to i64). `k` counts the pairs now.
+        let pairs = (n - 1) / 2;
+        if pairs > 0 {
+            let pair = IExpr::add(IExpr::c(lo), IExpr::mul(IExpr::c(2), IExpr::v(l.var)));
+            let mut body = shape.step(&probe, &step.compute, vars, None, &pair, 0);
+            let odd = IExpr::add(pair.clone(), IExpr::c(1));
+            body.extend(shape.step(&probe, &step.compute, vars, Some("odd"), &odd, 1));
+            vars[l.var].name = unique_var_name(vars, &format!("{name}_pair"));
+            out.push(Node::For(For { var: l.var, lo: IExpr::c(0), hi: IExpr::c(pairs), kind: LoopKind::Reduce, body }));
+        }
+        if (n - 1) % 2 == 1 {
+            out.extend(shape.step(&probe, &step.compute, vars, Some("rest"), &IExpr::c(hi - 2), 0));
+        }
+        // The last step, peeled: nothing to copy.
+        out.extend(shape.wait());
         let mut last = fresh_copy(&step.compute, vars, "last");
-        substitute(&mut last, k, &IExpr::c(hi - 1));
-        select(&mut last, &lens, &IExpr::c((hi - 1 - lo) % 2));
-
-        let wait = |out: &mut Vec<Node>| {
-            if any_async {
-                out.push(Node::Copies(CopyGroup::Wait { pending: 0 }));
-            }
-            out.push(Node::Sync);
-        };
-        let mut out = prologue;
-        if any_async {
-            out.push(Node::Copies(CopyGroup::Commit));
-        }
-        let mut body = Vec::new();
-        wait(&mut body);
-        body.extend(copies);
-        if any_async {
-            body.push(Node::Copies(CopyGroup::Commit));
-        }
-        body.extend(compute);
-        out.push(Node::For(For { var: k, lo: l.lo.clone(), hi: IExpr::c(hi - 1), kind: LoopKind::Reduce, body }));
-        wait(&mut out);
+        substitute(&mut last, l.var, &IExpr::c(hi - 1));
+        select(&mut last, &shape.lens, (n - 1) % 2);
         out.extend(last);
         out.push(Node::Sync);
 
@@ -254,6 +241,63 @@ impl Pipeliner<'_> {
     fn bytes(&self, b: BufId) -> i64 {
         let buf = &self.m.buffers[b];
         buf.len().unwrap_or(i64::MAX / 4).saturating_mul(buf.dtype.size() as i64)
+    }
+}
+
+/// How a pipelined step is written: the step loop's variable, the tiles (`(buffer, elements per buffer)`), and whether copies
+/// went async (then `commit_copies`/`wait_copies` frame them).
+struct Shape {
+    k: VarId,
+    lens: Vec<(BufId, i64)>,
+    any_async: bool,
+}
+
+impl Shape {
+    /// Waiting for a step's copies: its group, then the block.
+    fn wait(&self) -> Vec<Node> {
+        let mut out = Vec::new();
+        if self.any_async {
+            out.push(Node::Copies(CopyGroup::Wait { pending: 0 }));
+        }
+        out.push(Node::Sync);
+        out
+    }
+
+    /// The copies of step `k := at` into buffer `buf` (fresh variables
+    /// with `suffix`), closed into a group.
+    fn copies(&self, copies: &[Node], vars: &mut Vec<Var>, suffix: &str, at: &IExpr, buf: i64) -> Vec<Node> {
+        let mut out = fresh_copy(copies, vars, suffix);
+        substitute(&mut out, self.k, at);
+        select(&mut out, &self.lens, buf);
+        if self.any_async {
+            out.push(Node::Copies(CopyGroup::Commit));
+        }
+        out
+    }
+
+    /// One pipelined step `k := at` reading buffer `buf`: wait, copy step
+    /// `at + 1` into the other buffer, compute. `suffix`: fresh variables
+    /// for a second copy of the body, `None` to keep the originals.
+    fn step(&self, copies: &[Node], compute: &[Node], vars: &mut Vec<Var>, suffix: Option<&str>, at: &IExpr, buf: i64) -> Vec<Node> {
+        let mut out = self.wait();
+        let next = IExpr::add(at.clone(), IExpr::c(1));
+        let (cs, mut body) = match suffix {
+            Some(sx) => (self.copies(copies, vars, &format!("{sx}_next"), &next, 1 - buf), fresh_copy(compute, vars, sx)),
+            None => {
+                let mut cs = copies.to_vec();
+                substitute(&mut cs, self.k, &next);
+                select(&mut cs, &self.lens, 1 - buf);
+                if self.any_async {
+                    cs.push(Node::Copies(CopyGroup::Commit));
+                }
+                (cs, compute.to_vec())
+            }
+        };
+        out.extend(cs);
+        substitute(&mut body, self.k, at);
+        select(&mut body, &self.lens, buf);
+        out.extend(body);
+        out
     }
 }
 
@@ -318,11 +362,13 @@ fn substitute(nodes: &mut [Node], v: VarId, by: &IExpr) {
 }
 
 /// Every access of a tile (`(buf, len)`) in `nodes` moved into buffer
-/// `sel` of its two: offset `sel * len + offset`.
-fn select(nodes: &mut [Node], tiles: &[(BufId, i64)], sel: &IExpr) {
+/// `sel` (0 or 1) of its two: offset `sel * len + offset`.
+fn select(nodes: &mut [Node], tiles: &[(BufId, i64)], sel: i64) {
     let moved = |buf: BufId, off: &mut IExpr| {
         if let Some(&(_, len)) = tiles.iter().find(|t| t.0 == buf) {
-            *off = IExpr::add(IExpr::mul(sel.clone(), IExpr::c(len)), off.clone());
+            if sel != 0 {
+                *off = IExpr::add(IExpr::c(sel * len), off.clone());
+            }
         }
     };
     for n in nodes.iter_mut() {
@@ -351,10 +397,12 @@ struct CopyStats {
 
 /// Turns the copies of `nodes` that one `cp.async` per element or per
 /// `unroll` run can do into `copy_async` writes (module doc).
-fn make_async(nodes: &mut [Node], m: &LoopModule, stats: &mut CopyStats) {
+/// `lens`: each tile's elements per buffer (the second buffer's offset,
+/// which a wide copy into it must keep aligned).
+fn make_async(nodes: &mut [Node], m: &LoopModule, lens: &[(BufId, i64)], stats: &mut CopyStats) {
     for n in nodes.iter_mut() {
         match n {
-            Node::For(l) if l.kind == LoopKind::Unroll => match run_verdict(l, m) {
+            Node::For(l) if l.kind == LoopKind::Unroll => match run_verdict(l, m, lens) {
                 Ok(()) => {
                     if let [Node::Compute(c)] = l.body.as_mut_slice() {
                         c.write.kind = WriteKind::CopyAsync;
@@ -363,7 +411,7 @@ fn make_async(nodes: &mut [Node], m: &LoopModule, stats: &mut CopyStats) {
                 }
                 Err(why) => stats.sync_reasons.push(why),
             },
-            Node::For(l) => make_async(&mut l.body, m, stats),
+            Node::For(l) => make_async(&mut l.body, m, lens, stats),
             // An edge tile's guarded copy (dynamic bundles) stays a store:
             // its elements are not all there to copy.
             Node::Guard(_) => stats.sync_reasons.push("a guarded copy".into()),
@@ -391,7 +439,7 @@ fn element_copy<'c>(c: &'c Compute, m: &LoopModule) -> Option<(BufId, &'c IExpr)
 
 /// Whether an `unroll` run of one copy is one `cp.async` of 8 or 16
 /// bytes: contiguous in both offsets and aligned to its size in both.
-fn run_verdict(l: &For, m: &LoopModule) -> Result<(), String> {
+fn run_verdict(l: &For, m: &LoopModule, lens: &[(BufId, i64)]) -> Result<(), String> {
     let [Node::Compute(c)] = l.body.as_slice() else { return Err("a copy run of several nodes".into()) };
     let dst = m.buffers.get(c.write.buf).map_or("?", |b| b.name.as_str());
     let Some((_, src_off)) = element_copy(c, m) else { return Err(format!("`{dst}` is not a plain global load")) };
@@ -406,7 +454,8 @@ fn run_verdict(l: &For, m: &LoopModule) -> Result<(), String> {
     }
     let lanes = bytes / elem;
     let aligned = |e: &IExpr| e.substitute(l.var, &IExpr::c(lo)).residue(lanes) == Some(0);
-    if !aligned(&c.write.offset) || !aligned(src_off) {
+    let second = lens.iter().find(|t| t.0 == c.write.buf).map_or(0, |t| t.1);
+    if !aligned(&c.write.offset) || !aligned(src_off) || second % lanes != 0 {
         return Err(format!("`{dst}`'s run is not {bytes}-byte aligned"));
     }
     Ok(())
@@ -462,12 +511,15 @@ mod tests {
         for async_copies in [true, false] {
             let (out, stats) = pipelined(&tiled, &PipelineCopiesOptions { stages: 2, async_copies });
             assert!(stats.starts_with("1 loops pipelined"), "{stats}");
-            // One barrier per step, the peeled step's and the final one.
-            assert_eq!(count(&out, &|x| matches!(x, Node::Sync)), 3, "{stats}");
+            // 4 steps of 16: the prologue's copy, a loop over one pair of
+            // steps, the third step, the peeled last step and a final
+            // barrier. One barrier per step, one after.
+            assert_eq!(count(&out, &|x| matches!(x, Node::Sync)), 4 + 1, "{stats}");
             let asyncs = count(&out, &|x| matches!(x, Node::Compute(c) if c.write.kind == WriteKind::CopyAsync));
-            let groups = count(&out, &|x| matches!(x, Node::Copies(_)));
-            // `b`'s copy (rows of 4 contiguous values) in the prologue and the loop.
-            assert_eq!((asyncs, groups), if async_copies { (2, 4) } else { (0, 0) }, "{stats}");
+            let commits = count(&out, &|x| matches!(x, Node::Copies(CopyGroup::Commit)));
+            let waits = count(&out, &|x| matches!(x, Node::Copies(CopyGroup::Wait { pending: 0 })));
+            // `b`'s copy (rows of 4 contiguous values) of steps 0, 1 + 2 (the pair) and 3.
+            assert_eq!((asyncs, commits, waits), if async_copies { (4, 4, 4) } else { (0, 0, 0) }, "{stats}");
             for b in out.buffers.iter().filter(|b| b.role == Role::Shared) {
                 assert_eq!(b.shape[0], IExpr::c(2), "{}", b.name);
             }
