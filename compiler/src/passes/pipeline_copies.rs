@@ -4,19 +4,25 @@
 //! `block-tiles` leaves each step `for k { COPIES(k); sync; COMPUTE(k);
 //! sync }`: the copy's latency is exposed once per step and every step
 //! waits at two barriers. Here every shared buffer the copies write gets a
-//! leading dim of 2 (buffer `(k - lo) % 2` holds step `k`) and the loop
+//! leading dim of 2 (step `s = k - lo` in buffer `s % 2`) and the loop
 //! becomes a two-stage pipeline:
 //!
 //! ```text
 //! COPIES(lo) -> buffer 0; commit_copies
-//! for k in [lo, hi - 1) reduce {
-//!   wait_copies 0; sync            // step k landed and is visible, step k-1's reads are done
-//!   COPIES(k + 1) -> buffer (k + 1 - lo) % 2; commit_copies
-//!   COMPUTE(k) <- buffer (k - lo) % 2 }
-//! wait_copies 0; sync; COMPUTE(hi - 1) <- buffer (hi - 1 - lo) % 2    // the last step, peeled
-//! sync                                                                // before the buffers are reused
+//! for p in [0, (n - 1) / 2) reduce {            // steps s = 2p and 2p + 1
+//!   wait_copies 0; sync                         // step s landed and is visible, step s-1's reads are done
+//!   COPIES(lo + 2p + 1) -> buffer 1; commit_copies
+//!   COMPUTE(lo + 2p) <- buffer 0
+//!   wait_copies 0; sync
+//!   COPIES(lo + 2p + 2) -> buffer 0; commit_copies
+//!   COMPUTE(lo + 2p + 1) <- buffer 1 }
+//! [the same for step n - 2 alone, when n - 1 is odd]
+//! wait_copies 0; sync; COMPUTE(hi - 1) <- buffer (n - 1) % 2      // the last step, peeled
+//! sync                                                            // before the buffers are reused
 //! ```
 //!
+//! Steps go in pairs so that every buffer offset is a constant (a `k % 2`
+//! selector costs index arithmetic each step, which LLVM widened to i64).
 //! One barrier per step orders both hazards: passing it, every thread has
 //! finished step `k-1`'s reads of the buffer the copy of `k+1` overwrites.
 //! The last step is peeled rather than its copy guarded: a `spread` loop
@@ -84,9 +90,10 @@ pub fn run(unit: &mut Unit, opts: &PipelineCopiesOptions) -> Result<Option<Strin
     let mut notes = Vec::new();
     let mut pipelined = 0;
     for ki in 0..m.kernels.len() {
+        let shared_bytes = m.kernels[ki].scratch_buffers(m).into_iter().filter(|&b| m.buffers[b].role == Role::Shared).map(|b| bytes(&m.buffers[b])).sum();
         let mut body = std::mem::take(&mut m.kernels[ki].body);
         let uses = (0..m.buffers.len()).map(|b| uses(&body, b)).collect();
-        let mut p = Pipeliner { m, ki, opts, uses, notes: Vec::new(), done: 0 };
+        let mut p = Pipeliner { m, ki, opts, uses, shared_bytes, notes: Vec::new(), done: 0 };
         p.nodes(&mut body, false);
         let (done, kn) = (p.done, p.notes);
         m.kernels[ki].body = body;
@@ -108,6 +115,8 @@ struct Pipeliner<'a> {
     opts: &'a PipelineCopiesOptions,
     /// Uses of each buffer in the kernel, as it was before the pass.
     uses: Vec<usize>,
+    /// The kernel's shared memory so far.
+    shared_bytes: i64,
     /// What happened to each candidate loop, for `--stats`.
     notes: Vec<String>,
     done: usize,
@@ -163,7 +172,8 @@ impl Pipeliner<'_> {
             self.notes.push(format!("`{name}` left alone: its bounds are not constants"));
             return None;
         };
-        if hi - lo < 2 {
+        let n = hi.checked_sub(lo).unwrap_or(0);
+        if n < 2 {
             self.notes.push(format!("`{name}` left alone: fewer than 2 steps"));
             return None;
         }
@@ -171,12 +181,12 @@ impl Pipeliner<'_> {
             self.notes.push(format!("`{name}` left alone: `{}` is used outside it", self.m.buffers[*b].name));
             return None;
         }
-        let shared: i64 = self.kernel().scratch_buffers(self.m).into_iter().filter(|&b| self.m.buffers[b].role == Role::Shared).map(|b| self.bytes(b)).sum();
-        let extra: i64 = step.tiles.iter().map(|&b| self.bytes(b)).sum();
-        if shared + extra > MAX_SHARED_BYTES {
-            self.notes.push(format!("`{name}` left alone: double buffers take {} bytes of shared memory, more than {MAX_SHARED_BYTES}", shared + extra));
+        let total = step.tiles.iter().fold(self.shared_bytes, |t, &b| t.saturating_add(bytes(&self.m.buffers[b])));
+        if total > MAX_SHARED_BYTES {
+            self.notes.push(format!("`{name}` left alone: double buffers would take {total} bytes of shared memory, more than {MAX_SHARED_BYTES}"));
             return None;
         }
+        self.shared_bytes = total;
         // Element offsets of the second buffer of each tile.
         let lens: Vec<(BufId, i64)> = step.tiles.iter().map(|&b| (b, self.m.buffers[b].len().unwrap_or(0))).collect();
         for &b in &step.tiles {
@@ -191,7 +201,6 @@ impl Pipeliner<'_> {
         }
         let any_async = stats.async_runs > 0;
         let shape = Shape { k: l.var, lens, any_async };
-        let n = hi - lo;
         let vars = &mut self.m.kernels[self.ki].vars;
         // Prologue: step 0's copies into buffer 0.
         let mut out = shape.copies(&probe, vars, "first", &IExpr::c(lo), 0);
@@ -238,10 +247,11 @@ impl Pipeliner<'_> {
         self.uses.get(b).copied().unwrap_or(0) != uses(&l.body, b)
     }
 
-    fn bytes(&self, b: BufId) -> i64 {
-        let buf = &self.m.buffers[b];
-        buf.len().unwrap_or(i64::MAX / 4).saturating_mul(buf.dtype.size() as i64)
-    }
+}
+
+/// Bytes of a (static) buffer; a symbolic one counts as too large.
+fn bytes(buf: &Buffer) -> i64 {
+    buf.len().unwrap_or(i64::MAX).saturating_mul(buf.dtype.size() as i64)
 }
 
 /// How a pipelined step is written: the step loop's variable, the tiles (`(buffer, elements per buffer)`), and whether copies
@@ -538,6 +548,18 @@ mod tests {
         let tiled = block_tiled(64, 64, 64);
         let (out, stats) = pipelined(&tiled, &PipelineCopiesOptions { stages: 1, async_copies: true });
         assert_eq!((out, stats.as_str()), (tiled, "0 loops pipelined (stages=1)"));
+    }
+
+    #[test]
+    fn tiles_that_would_pass_48_kib_doubled_are_left_alone() {
+        let mut tiled = block_tiled(64, 64, 64);
+        // A (padded) tile of 25 KiB: within the limit once, not twice.
+        let a = tiled.buffers.iter().position(|b| b.role == Role::Shared).unwrap();
+        tiled.buffers[a].shape = static_shape(&[16, 400]);
+        verify::verify(&tiled).unwrap();
+        let (out, stats) = pipelined(&tiled, &PipelineCopiesOptions { stages: 2, async_copies: true });
+        assert_eq!(out, tiled);
+        assert!(stats.contains("more than 49152"), "{stats}");
     }
 
     #[test]
