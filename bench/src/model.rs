@@ -255,10 +255,11 @@ mod tests {
         let b = bundle(&["batch=[]", "row=[256]", "k=[64]", "col=[256]"], &[("register-tiles", "4x4@0"), ("block-tiles", "16x16k8")]);
         let (full, sampled) = full_and_sampled(&b);
         assert_eq!((full.blocks, full.blocks_run, sampled.blocks, sampled.blocks_run), (16, 16, 16, u64::from(SAMPLE_BLOCKS)));
-        // 8 steps of k, two barriers each, 8 warps; each block reads its
+        // 8 steps of k, double-buffered (`pipeline-copies`): one barrier
+        // each and one closing the pipeline, 8 warps; each block reads its
         // 64 rows of `a` and 64 columns of `b` once (64 x 64 x 2 x 4
         // bytes: 1024 sectors) and writes 64 x 64 floats (512 sectors).
-        assert_eq!(full.barriers, 16 * 8 * 8 * 2);
+        assert_eq!(full.barriers, 16 * 8 * (8 + 1));
         assert_eq!(full.global_block_sectors, 16 * (1024 + 512));
         let strip = |p: &eintup_runtime::Profile| eintup_runtime::Profile { blocks_run: 0, ..p.clone() };
         assert_eq!(strip(&full), strip(&sampled));

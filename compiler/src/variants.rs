@@ -9,7 +9,8 @@
 
 use crate::driver::{Failure, Source};
 use crate::ir::loops::chain::Chain;
-use crate::ir::loops::{BufId, IExpr, Kernel, LoopKind, LoopModule, Node, VOp};
+use crate::ir::loops::walk::rename_buffers;
+use crate::ir::loops::{IExpr, Kernel, LoopKind, LoopModule, Node};
 use crate::pipeline::{self, GpuOptions};
 use crate::sema::symbolic::SymbolicConfig;
 use crate::sema::Program;
@@ -160,25 +161,6 @@ fn rebuffer(k: &Kernel, from: &LoopModule, into: &LoopModule, appended: &mut Vec
     }
     appended.extend(scratch);
     let mut out = k.clone();
-    renumber(&mut out.body, &|b| map.get(&b).copied().unwrap_or(b));
+    rename_buffers(&mut out.body, &|b| map.get(&b).copied().unwrap_or(b));
     Some(out)
-}
-
-fn renumber(nodes: &mut [Node], f: &impl Fn(BufId) -> BufId) {
-    for n in nodes {
-        match n {
-            Node::For(l) => renumber(&mut l.body, f),
-            Node::Guard(g) => renumber(&mut g.body, f),
-            Node::LoadIndex { buf, .. } => *buf = f(*buf),
-            Node::Compute(c) => {
-                for v in &mut c.values {
-                    if let VOp::Load { buf, .. } = &mut v.op {
-                        *buf = f(*buf);
-                    }
-                }
-                c.write.buf = f(c.write.buf);
-            }
-            Node::Sync => {}
-        }
-    }
 }

@@ -20,6 +20,10 @@ pub enum RaceKind {
     /// An `ld.global.nc` reads a word written during the launch: the
     /// non-coherent path may return stale data.
     NonCoherentRead,
+    /// A thread accesses a shared word that a `cp.async` (of the other
+    /// thread) has not yet landed in: no `cp.async.wait_group` completed
+    /// the copy's group (and, for another thread, no barrier after it).
+    PendingAsyncCopy,
 }
 
 /// A kernel fault: which kernel, block, thread and instruction, and what.
@@ -94,13 +98,14 @@ impl fmt::Display for Fault {
                     RaceKind::ReadAfterWrite => "reads a word another thread wrote",
                     RaceKind::WriteAfterRead => "writes a word another thread read",
                     RaceKind::NonCoherentRead => "non-coherent load (ld.global.nc) of a word written in this launch",
+                    RaceKind::PendingAsyncCopy => "accesses a word a cp.async copies into, before the cp.async.wait_group that lands it",
                 };
                 let who = match &other.thread {
                     Some(([bx, by, bz], [tx, ty, tz])) => format!("thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz})"),
                     None => "several threads".to_string(),
                 };
                 let order = match kind {
-                    RaceKind::NonCoherentRead => String::new(),
+                    RaceKind::NonCoherentRead | RaceKind::PendingAsyncCopy => String::new(),
                     _ => " with no barrier between".to_string(),
                 };
                 write!(f, "{space} memory race: {what} at {address:#x} (the other access: {who} at line {}){order}", other.line)

@@ -318,6 +318,110 @@ fn vector_shared_accesses_are_one_request_of_quarter_warp_wavefronts() {
     }
 }
 
+/// Each block copies its 64 floats of `x` into shared memory with
+/// `cp.async` of SIZE bytes (COPIERS threads, `.CACHE`), waits for the
+/// group, and writes them back reversed (as `REVERSE`).
+const ACOPY: &str = "
+.visible .entry acopy(.param .u64 acopy_param_0, .param .u64 acopy_param_1)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<10>;
+	.reg .f32 	%f<2>;
+	.reg .b64 	%rd<8>;
+	.shared .align 16 .b8 buf[256];
+
+	ld.param.u64 	%rd1, [acopy_param_0];
+	ld.param.u64 	%rd2, [acopy_param_1];
+	mov.u32 	%r1, %tid.x;
+	mov.u32 	%r2, %ctaid.x;
+	mov.u32 	%r6, buf;
+	setp.ge.u32 	%p1, %r1, COPIERS;
+	@%p1 bra 	WAIT;
+	mul.wide.u32 	%rd3, %r1, SIZE;
+	mul.wide.u32 	%rd5, %r2, 256;
+	add.s64 	%rd4, %rd1, %rd5;
+	add.s64 	%rd4, %rd4, %rd3;
+	mul.lo.s32 	%r5, %r1, SIZE;
+	add.s32 	%r7, %r6, %r5;
+	cp.async.CACHE.shared.global 	[%r7], [%rd4], SIZEEXTRA;
+WAIT:
+	cp.async.commit_group;
+	cp.async.wait_group 	0;
+	bar.sync 	0;
+	sub.s32 	%r5, 63, %r1;
+	shl.b32 	%r5, %r5, 2;
+	add.s32 	%r5, %r5, %r6;
+	ld.shared.f32 	%f1, [%r5];
+	mad.lo.s32 	%r8, %r2, 64, %r1;
+	mul.wide.s32 	%rd6, %r8, 4;
+	add.s64 	%rd7, %rd2, %rd6;
+	st.global.f32 	[%rd7], %f1;
+	ret;
+}
+";
+
+/// `ACOPY` with copies of `size` bytes (`.ca` up to 8, `.cg` for 16), the
+/// source size operand `extra` (", 0" or nothing), and `edit` applied.
+fn acopy(size: u32, extra: &str, edit: &dyn Fn(String) -> String) -> String {
+    let cache = if size == 16 { "cg" } else { "ca" };
+    let ptx = ACOPY.replace("COPIERS", &(256 / size).to_string()).replace("CACHE", cache).replace("SIZEEXTRA", &format!("{size}{extra}")).replace("SIZE", &size.to_string());
+    edit(ptx)
+}
+
+fn acopy_bundle(ptx: &str) -> Bundle {
+    bundle(&module(ptx), json!([buf("x", "f32", 128, "input"), buf("y", "f32", 128, "output")]), json!([launch("acopy", 2, 64, &["x", "y"])]))
+}
+
+/// `cp.async` of 4, 8 and 16 bytes lands at `cp.async.wait_group`, and is
+/// profiled as a global load request (its sectors) and a shared request.
+#[test]
+fn cp_async_copies_land_at_their_wait_group() {
+    for size in [4u32, 8, 16] {
+        let ptx = acopy(size, "", &|p| p);
+        let (out, profile) = run(&acopy_bundle(&ptx), x128()).unwrap_or_else(|e| panic!("{size}: {e}"));
+        let want: Vec<f32> = (0..128).map(|i| (i / 64 * 64 + 63 - i % 64) as f32).collect();
+        assert_eq!(out["y"].data, Data::F32(want), "{size}-byte copies");
+        let p = profile.get("acopy").unwrap();
+        // 2 blocks; 256 / size copying threads per block, 32 to a warp
+        // request; each block's 256 bytes are 8 sectors of 32 bytes.
+        let copy_warps = (256 / size).div_ceil(32) as u64;
+        assert_eq!((p.global_load_requests, p.global_load_sectors), (2 * copy_warps, 2 * 8), "{size}-byte copies");
+        // Shared: the copies' requests, then one load per warp (2 per block).
+        assert_eq!(p.shared_requests, 2 * copy_warps + 2 * 2, "{size}-byte copies");
+    }
+    // `wait_all` commits the open group and waits for it.
+    let ptx = acopy(4, "", &|p| p.replace("\tcp.async.commit_group;\n\tcp.async.wait_group \t0;\n", "\tcp.async.wait_all;\n"));
+    assert!(ptx.contains("wait_all"));
+    assert!(run(&acopy_bundle(&ptx), x128()).is_ok());
+    // A source size of 0 copies no byte and fills the destination with zeros.
+    let (out, _) = run(&acopy_bundle(&acopy(4, ", 0", &|p| p)), x128()).unwrap();
+    assert_eq!(out["y"].data, Data::F32(vec![0.0; 128]));
+}
+
+/// Reading a `cp.async` destination before the `cp.async.wait_group`
+/// that lands it is a race, reported with the copy's thread and line:
+/// without the wait, and with a wait that leaves the only group in flight.
+#[test]
+fn reading_a_cp_async_destination_before_its_wait_is_a_race() {
+    let no_wait = acopy(4, "", &|p| p.replace("\tcp.async.wait_group \t0;\n", ""));
+    let one_left = acopy(4, "", &|p| p.replace("wait_group \t0", "wait_group \t1"));
+    for ptx in [no_wait, one_left] {
+        let f = fault(run(&acopy_bundle(&ptx), x128()));
+        // Thread 0 reads word 63, which thread 63's copy has not landed in.
+        assert_eq!((f.kernel.as_str(), f.block, f.thread), ("acopy", [0, 0, 0], [0, 0, 0]));
+        assert_eq!(f.line, line_of(&module(&ptx), "ld.shared.f32"));
+        let FaultKind::Race { space, kind, other, address } = &f.kind else { panic!("{f}") };
+        assert_eq!((*space, *kind), ("shared", eintup_runtime::emu::RaceKind::PendingAsyncCopy));
+        assert_eq!(*address, 63 * 4);
+        assert_eq!(other, &OtherAccess { thread: Some(([0, 0, 0], [63, 0, 0])), line: line_of(&module(&ptx), "cp.async.ca") });
+        assert!(f.to_string().contains("before the cp.async.wait_group that lands it"), "{f}");
+    }
+    // A misaligned destination is a fault, as for any access.
+    let ptx = acopy(16, "", &|p| p.replace("add.s32 \t%r7, %r6, %r5;", "add.s32 \t%r7, %r6, %r5;\n\tadd.s32 \t%r7, %r7, 4;"));
+    let f = fault(run(&acopy_bundle(&ptx), x128()));
+    assert!(matches!(f.kind, FaultKind::Misaligned { size: 16, .. }), "{f}");
+}
+
 #[test]
 fn a_missing_barrier_is_a_shared_memory_race() {
     let ptx = REVERSE.replace("\tbar.sync \t0;\n", "");

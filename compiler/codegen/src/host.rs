@@ -8,7 +8,7 @@
 
 use super::lower::{lower_and_optimize, split_range, KernelLowering, TargetLowering};
 use super::{kernel_params, CodegenError, FpContract};
-use eintup::ir::loops::{BufId, DType, Kernel, LoopModule, WriteKind};
+use eintup::ir::loops::{BufId, CopyGroup, DType, Kernel, LoopModule, WriteKind};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
@@ -133,6 +133,15 @@ impl TargetLowering for HostLowering {
             WriteKind::AtomicAccumulate => WriteKind::Accumulate,
             k => k,
         }
+    }
+
+    /// Asynchronous copies are made for the GPU only (`pipeline-copies`).
+    fn copy_async<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, _dst: PointerValue<'ctx>, _src: PointerValue<'ctx>, _bytes: u32) -> Result<(), CodegenError> {
+        Err(kl.err("`copy_async` is GPU-only (host code runs no `pipeline-copies`)"))
+    }
+
+    fn copy_group(&self, kl: &mut KernelLowering<'_, '_>, _g: CopyGroup) -> Result<(), CodegenError> {
+        Err(kl.err("`commit_copies`/`wait_copies` are GPU-only (host code runs no `pipeline-copies`)"))
     }
 
     /// The JIT makes its own target machine for a generic CPU (MCJIT has

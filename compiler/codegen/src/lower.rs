@@ -24,7 +24,7 @@
 use super::{kernel_params, CodegenError, FpContract};
 use eintup::ir::loops::poly::Extents;
 use eintup::ir::loops::{
-    BufId, Compute, Cond, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
+    BufId, Compute, Cond, CopyGroup, For, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
     WriteKind,
 };
 use eintup::random::{fnv1a64, GOLDEN, SPLITMIX_ROUNDS};
@@ -77,6 +77,12 @@ pub(crate) trait TargetLowering {
     fn sync(&self, kl: &mut KernelLowering<'_, '_>) -> Result<(), CodegenError>;
     /// The write a `Compute` of kind `kind` becomes.
     fn write_kind(&self, kind: WriteKind) -> WriteKind;
+    /// A `copy_async` of `bytes` (4, 8 or 16) from global `src` to
+    /// shared `dst` (docs/async-copies.md); an error where the target has
+    /// no asynchronous copies.
+    fn copy_async<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, dst: PointerValue<'ctx>, src: PointerValue<'ctx>, bytes: u32) -> Result<(), CodegenError>;
+    /// `commit_copies` / `wait_copies N`.
+    fn copy_group(&self, kl: &mut KernelLowering<'_, '_>, g: CopyGroup) -> Result<(), CodegenError>;
     /// Function attributes for target machine `tm`, set on every defined
     /// function before the optimisation pipeline.
     fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine);
@@ -369,6 +375,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let (Some(lo), Some(hi)) = (l.lo.as_const(), l.hi.as_const()) else {
                     return Err(self.err("internal error: an `unroll` loop without constant bounds"));
                 };
+                if self.copy_run(l, lo, hi)? {
+                    return Ok(());
+                }
                 for i in lo..hi {
                     let saved = self.env.clone();
                     self.bind(l.var, self.cix(i))?;
@@ -456,8 +465,38 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let target = self.target;
                 target.sync(self)?;
             }
+            Node::Copies(g) => {
+                let target = self.target;
+                target.copy_group(self, *g)?;
+            }
         }
         Ok(())
+    }
+
+    /// An `unroll` loop whose body is one `copy_async` contiguous in both
+    /// offsets, of 8 or 16 bytes aligned to its size in both: one wide
+    /// `cp.async` for the whole run (LLVM does not merge the intrinsics as
+    /// it merges loads). `false`: not such a run, nothing built.
+    fn copy_run(&mut self, l: &For, lo: i64, hi: i64) -> Result<bool, CodegenError> {
+        let [Node::Compute(c)] = l.body.as_slice() else { return Ok(false) };
+        let (w, [Value { op: VOp::Load { buf: src, offset: src_off }, dtype }]) = (&c.write, c.values.as_slice()) else { return Ok(false) };
+        let bytes = (hi - lo).saturating_mul(dtype.size() as i64);
+        if w.kind != WriteKind::CopyAsync || !matches!(bytes, 8 | 16) || !w.offset.unit_stride_in(l.var) || !src_off.unit_stride_in(l.var) {
+            return Ok(false);
+        }
+        let saved = self.env.clone();
+        self.bind(l.var, self.cix(lo))?;
+        let aligned = |a: Option<u32>| a.is_some_and(|a| i64::from(a) >= bytes);
+        if !aligned(self.load_align(&w.offset, *dtype)) || !aligned(self.load_align(src_off, *dtype)) {
+            self.env = saved;
+            return Ok(false);
+        }
+        let (d, _) = self.elem_ptr(w.buf, &w.offset)?;
+        let (s, _) = self.elem_ptr(*src, src_off)?;
+        let target = self.target;
+        target.copy_async(self, d, s, bytes as u32)?;
+        self.env = saved;
+        Ok(true)
     }
 
     /// Marks the loop whose back edge is `br` `llvm.loop.unroll.disable`.
@@ -697,6 +736,21 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         })
     }
 
+    /// One element's `copy_async` (the verifier made the compute one
+    /// global load into shared memory of the same dtype).
+    fn copy_async(&mut self, c: &Compute) -> Result<(), CodegenError> {
+        let [Value { op: VOp::Load { buf, offset }, dtype }] = c.values.as_slice() else {
+            return Err(self.err("internal error: a `copy_async` whose compute is not one load"));
+        };
+        let (d, dt) = self.elem_ptr(c.write.buf, &c.write.offset)?;
+        if dt != *dtype {
+            return Err(self.err("internal error: a `copy_async` between buffers of different dtypes"));
+        }
+        let (s, _) = self.elem_ptr(*buf, offset)?;
+        let target = self.target;
+        target.copy_async(self, d, s, dt.size() as u32)
+    }
+
     // ---- values ---------------------------------------------------------
 
     fn ty(&self, d: DType) -> BasicTypeEnum<'ctx> {
@@ -719,6 +773,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     }
 
     fn compute(&mut self, c: &Compute) -> Result<(), CodegenError> {
+        if c.write.kind == WriteKind::CopyAsync {
+            return self.copy_async(c);
+        }
         let mut vals: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(c.values.len());
         for (i, v) in c.values.iter().enumerate() {
             let x = self.value(v, &vals, &c.values[..i])?;
@@ -747,6 +804,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let sum = self.add(dt, old, val)?;
                 self.b.build_store(p, sum)?;
             }
+            WriteKind::CopyAsync => return Err(self.err("internal error: `copy_async` reached the store path")),
             WriteKind::AtomicAccumulate => {
                 // Monotonic (relaxed) suffices: only the sum must be
                 // atomic; kernel boundaries order everything else.

@@ -9,7 +9,7 @@ use super::lower::{lower_and_optimize, KernelLowering, TargetLowering};
 use super::{CodegenError, FpContract};
 use eintup::ir::loops::chain::Step;
 use eintup::ir::loops::geometry::GridChain;
-use eintup::ir::loops::{BufId, IExpr, Kernel, LoopModule, Role, VarId, WriteKind};
+use eintup::ir::loops::{BufId, CopyGroup, IExpr, Kernel, LoopModule, Role, VarId, WriteKind};
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
@@ -32,7 +32,10 @@ const NVPTX_GLOBAL_AS: u16 = 1;
 
 /// The GPU's side of the lowering: the kernel is a `ptx_kernel` taking one
 /// global pointer per buffer, its parallel chain one grid-stride loop.
-pub(crate) struct NvptxLowering;
+pub(crate) struct NvptxLowering {
+    /// The compute capability: `cp.async` needs sm_80.
+    pub sm: u32,
+}
 
 impl TargetLowering for NvptxLowering {
     /// The PTX entry has exactly the kernel's name.
@@ -106,6 +109,40 @@ impl TargetLowering for NvptxLowering {
 
     fn write_kind(&self, kind: WriteKind) -> WriteKind {
         kind
+    }
+
+    /// `cp.async.ca.shared.global` of 4 or 8 bytes, `cp.async.cg` (L2
+    /// only, as CUTLASS's multistage kernels) of 16.
+    fn copy_async<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, dst: PointerValue<'ctx>, src: PointerValue<'ctx>, bytes: u32) -> Result<(), CodegenError> {
+        if self.sm < 80 {
+            return Err(kl.err(format_args!("`copy_async` needs sm_80 or later (cp.async), not sm_{}", self.sm)));
+        }
+        let name = match bytes {
+            4 | 8 => format!("llvm.nvvm.cp.async.ca.shared.global.{bytes}"),
+            16 => "llvm.nvvm.cp.async.cg.shared.global.16".to_string(),
+            _ => return Err(kl.err(format_args!("no cp.async of {bytes} bytes (4, 8 or 16)"))),
+        };
+        let f = kl.intrinsic(&name, &[])?;
+        kl.b.build_call(f, &[dst.into(), src.into()], "")?;
+        Ok(())
+    }
+
+    /// `cp.async.commit_group`, `cp.async.wait_group N`.
+    fn copy_group(&self, kl: &mut KernelLowering<'_, '_>, g: CopyGroup) -> Result<(), CodegenError> {
+        if self.sm < 80 {
+            return Err(kl.err(format_args!("`commit_copies`/`wait_copies` need sm_80 or later (cp.async), not sm_{}", self.sm)));
+        }
+        match g {
+            CopyGroup::Commit => {
+                let f = kl.intrinsic("llvm.nvvm.cp.async.commit.group", &[])?;
+                kl.b.build_call(f, &[], "")?;
+            }
+            CopyGroup::Wait { pending } => {
+                let f = kl.intrinsic("llvm.nvvm.cp.async.wait.group", &[])?;
+                kl.b.build_call(f, &[kl.i32.const_int(u64::from(pending), false).into()], "")?;
+            }
+        }
+        Ok(())
     }
 
     fn annotate<'ctx>(&self, _ctx: &'ctx Context, _module: &Module<'ctx>, _tm: &TargetMachine) {}
@@ -322,7 +359,7 @@ pub(crate) fn optimized_module<'ctx>(
     fp_contract: FpContract,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = machine(sm)?;
-    let module = lower_and_optimize(ctx, m, seed, &NvptxLowering, fp_contract, &tm)?;
+    let module = lower_and_optimize(ctx, m, seed, &NvptxLowering { sm }, fp_contract, &tm)?;
     Ok((module, tm))
 }
 

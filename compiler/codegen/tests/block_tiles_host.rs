@@ -2,25 +2,47 @@
 //! shared and local buffers) on the host, where a block's threads run one
 //! after another: the GPU lowering of a matmul and a convolution, compiled
 //! for the host, gives the et interpreter's results bit for bit (each cell
-//! sums in the original order; no contraction on the host).
+//! sums in the original order; no contraction on the host). On sm_70
+//! `pipeline-copies` double-buffers the tiles with synchronous copies,
+//! which the host runs too; on sm_80 its `copy_async` writes are GPU-only,
+//! and host code generation refuses them with an error.
 
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
-use eintup::ir::loops::{FloatWidth, FpContract, LoopKind, Node};
+use eintup::ir::loops::{FloatWidth, FpContract, LoopKind, Node, WriteKind};
 use eintup::tensor::Tensor;
 use eintup_codegen::run_host;
+
+/// Below sm_80 there is no `cp.async`: `pipeline-copies` keeps copies
+/// synchronous, which host code can run.
+const NO_CP_ASYNC_SM: u32 = 70;
 
 fn check(file: &str, binds: &[&str], float: FloatWidth) {
     let path = eintup_testkit::example(file);
     let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
     let src = Source::load(&path).unwrap();
     let (m, _) = eintup::pipeline::specialized_for(&src, &binds, &[], 0, float).unwrap();
-    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
+    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, NO_CP_ASYNC_SM)).unwrap();
     let mut threads = false;
     for k in &lm.kernels {
         k.walk(&mut |n| threads |= matches!(n, Node::For(f) if f.kind == LoopKind::Thread));
     }
     assert!(threads, "{file} {binds:?}: block-tiles did not fire");
+    // With cp.async (sm_80), the host refuses the GPU-only writes.
+    let sm80 = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
+    let mut copies = false;
+    for k in &sm80.kernels {
+        k.walk(&mut |n| copies |= matches!(n, Node::Compute(c) if c.write.kind == WriteKind::CopyAsync));
+    }
+    if copies {
+        let mut bufs = interp::initial_arrays(&m, &RunOptions { seed: 0, float, ..RunOptions::default() }).unwrap();
+        for b in &sm80.buffers[bufs.len()..] {
+            let shape: Vec<usize> = b.dims().expect("static shape").iter().map(|&d| d as usize).collect();
+            bufs.push(Tensor::zeros(b.dtype, &shape).unwrap());
+        }
+        let e = run_host(&sm80, 0, &mut bufs).expect_err("host code of copy_async");
+        assert!(e.to_string().contains("GPU-only"), "{e}");
+    }
     let ro = RunOptions { seed: 0, float, inputs: Default::default(), ..RunOptions::default() };
     let want = interp::run(&m, &ro).unwrap();
     let mut bufs = interp::initial_arrays(&m, &ro).unwrap();

@@ -113,7 +113,7 @@ impl Exec<'_> {
                 }
                 Node::Compute(c) => self.compute(c)?,
                 // One thread at a time: every write is already visible.
-                Node::Sync => {}
+                Node::Sync | Node::Copies(_) => {}
             }
         }
         Ok(())
@@ -144,7 +144,7 @@ impl Exec<'_> {
         let w = &c.write;
         let i = self.offset(w.buf, &w.offset)?;
         let x = self.vals[w.value];
-        let acc = w.kind != WriteKind::Store;
+        let acc = w.kind.adds();
         match (&mut self.buffers[w.buf].data, x) {
             (Data::I32(d), Val::I(x)) => d[i] = if acc { d[i].wrapping_add(x) } else { x },
             (Data::F64(d), Val::F(x)) => d[i] = if acc { d[i] + x } else { x },

@@ -307,7 +307,7 @@ fn retarget_load(nodes: &mut [Node], vi: usize, buf: BufId, offset: &IExpr) {
             }
             Node::For(l) => retarget_load(&mut l.body, vi, buf, offset),
             Node::Guard(g) => retarget_load(&mut g.body, vi, buf, offset),
-            Node::LoadIndex { .. } | Node::Sync => {}
+            Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {}
         }
     }
 }

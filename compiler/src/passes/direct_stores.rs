@@ -75,7 +75,7 @@ fn all_parallel(nodes: &[Node]) -> bool {
         Node::For(l) => l.kind == LoopKind::Parallel && all_parallel(&l.body),
         Node::Guard(g) => all_parallel(&g.body),
         Node::LoadIndex { .. } | Node::Compute(_) => true,
-        Node::Sync => false,
+        Node::Sync | Node::Copies(_) => false,
     })
 }
 
@@ -92,7 +92,7 @@ fn only_compute(nodes: &[Node]) -> Option<&Compute> {
                 }
                 Node::For(l) => go(&l.body, found, count),
                 Node::Guard(g) => go(&g.body, found, count),
-                Node::LoadIndex { .. } | Node::Sync => {}
+                Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {}
             }
         }
     }
@@ -112,7 +112,7 @@ fn only_compute_mut(nodes: &mut [Node]) -> Option<&mut Compute> {
                 Node::Compute(c) => Some(c),
                 Node::For(l) => go(&mut l.body),
                 Node::Guard(g) => go(&mut g.body),
-                Node::LoadIndex { .. } | Node::Sync => None,
+                Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => None,
             };
             if found.is_some() {
                 return found;

@@ -236,6 +236,16 @@ pub static PASSES: &[PassInfo] = &[
         run: run_with!(super::NoOptions, super::fuse_kernels::run),
     },
     PassInfo {
+        name: "pipeline-copies",
+        summary: "GPU: double-buffer a block-tiled step's shared tiles, the copy of step k+1 (cp.async on sm_80+) overlapping step k",
+        input: Level::Loop,
+        output: Level::Loop,
+        needs: &[Fact::BlockTiled],
+        refuses: &[],
+        provides: &[],
+        run: run_with!(super::pipeline_copies::PipelineCopiesOptions, super::pipeline_copies::run),
+    },
+    PassInfo {
         name: "interleave-sums",
         summary: "host: sum neighbouring cells of a long reduction at once, each in its own order",
         input: Level::Loop,
@@ -285,7 +295,7 @@ pub const MIDDLE_END: &[&str] =
 pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums", "cache-tiles"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "fuse-kernels", "simplify-index"];
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "fuse-kernels", "pipeline-copies", "simplify-index"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

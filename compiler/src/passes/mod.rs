@@ -16,6 +16,7 @@ pub mod interchange;
 pub mod lower_to_loops;
 pub mod manager;
 pub mod parallelize;
+pub mod pipeline_copies;
 pub mod plan_products;
 pub mod register_tiles;
 pub mod block_tiles;

@@ -153,7 +153,7 @@ fn collect(ns: &[Node], sp: &mut Spine, on_spine: bool) {
                 sp.write_value_const = matches!(c.values.get(c.write.value).map(|v| &v.op), Some(VOp::Const(_)));
                 sp.write = Some(c.write.clone());
             }
-            Node::Sync => {}
+            Node::Sync | Node::Copies(_) => {}
         }
     }
 }
@@ -288,7 +288,7 @@ fn mark(ns: &mut [Node], cands: &[VarId], atomic: bool) {
                 mark(&mut l.body, cands, atomic);
             }
             Node::Guard(g) => mark(&mut g.body, cands, atomic),
-            Node::LoadIndex { .. } | Node::Sync => {}
+            Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {}
             Node::Compute(c) => {
                 if atomic && c.write.kind == WriteKind::Accumulate {
                     c.write.kind = WriteKind::AtomicAccumulate;

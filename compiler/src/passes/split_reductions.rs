@@ -512,7 +512,7 @@ fn retarget_write(nodes: &mut [Node], buf: BufId, offset: IExpr) {
             }
             Node::For(f) => retarget_write(&mut f.body, buf, offset.clone()),
             Node::Guard(g) => retarget_write(&mut g.body, buf, offset.clone()),
-            Node::LoadIndex { .. } | Node::Sync => {}
+            Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {}
         }
     }
 }

@@ -56,7 +56,7 @@ fn nodes(ns: &mut Vec<Node>, scope: &mut Vec<VarId>, stats: &mut Stats) {
             }
             Node::Guard(g) => nodes(&mut g.body, scope, stats),
             Node::LoadIndex { var, .. } => scope.push(*var),
-            Node::Compute(_) | Node::Sync => {}
+            Node::Compute(_) | Node::Sync | Node::Copies(_) => {}
         }
         i += 1;
     }

@@ -13,7 +13,7 @@
 //! the `choice=` option, the table and `--stats`.
 
 use crate::ir::loops::chain::Chain;
-use crate::ir::loops::{Compute, Kernel, LoopKind, LoopModule, Node, VOp, WriteKind};
+use crate::ir::loops::{Compute, Kernel, LoopKind, LoopModule, Node, VOp};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
@@ -37,7 +37,7 @@ impl KernelShape {
     /// clear is not the sum's cell by variable any more, so not
     /// [`Kernel::sum`]) and its loops below the chain have constant trips.
     pub fn of(m: &LoopModule, k: &Kernel) -> Option<KernelShape> {
-        let sums: Vec<&Compute> = k.computes().into_iter().filter(|c| c.write.kind != WriteKind::Store).collect();
+        let sums: Vec<&Compute> = k.computes().into_iter().filter(|c| c.write.kind.adds()).collect();
         let [sum] = sums[..] else { return None };
         let chain = Chain::of(&k.body);
         let (mut reduce, mut unroll) = (Vec::new(), Vec::new());

@@ -370,6 +370,7 @@ impl Simplifier {
                     out.push(Node::Compute(c));
                 }
                 Node::Sync => out.push(Node::Sync),
+                Node::Copies(g) => out.push(Node::Copies(g)),
             }
         }
         out

@@ -382,6 +382,15 @@ pub(crate) enum Op {
     /// `membar`/`fence`: the emulator runs one thread at a time, so every
     /// access is already ordered.
     Fence,
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`:
+    /// `size` bytes (4, 8 or 16) from global to shared memory, landing at
+    /// a later `cp.async.wait_group`; bytes past `src_size` are zeros.
+    CpAsync { size: u8, dst: Addr, src: Addr, src_size: Option<Src> },
+    /// `cp.async.commit_group`.
+    CpAsyncCommit,
+    /// `cp.async.wait_group n` (`all`: `cp.async.wait_all`, which also
+    /// commits the open group and waits for every group).
+    CpAsyncWait { n: u32, all: bool },
 }
 
 /// Where `vote` writes.
@@ -1038,6 +1047,7 @@ impl<'a> Ctx<'a> {
                 self.operands::<0>(i)?;
                 Op::Fence
             }
+            "cp" if m.has("async") => self.cp_async(m, i)?,
             "shfl" => self.shfl(m, i)?,
             "vote" => self.vote(m, i)?,
             "activemask" => {
@@ -1427,6 +1437,48 @@ impl<'a> Ctx<'a> {
             *slot = self.dst_or_sink(o, ty)?;
         }
         Ok(Op::Ld { space, size: (ty.bits() / 8) as u8, n, nc, d: out, addr: self.addr(a, space)? })
+    }
+
+    /// The `cp.async` family (sm_80): copies, `commit_group`,
+    /// `wait_group N`, `wait_all`.
+    fn cp_async(&self, m: &mut Mods<'a>, i: &'a ptx::Instruction) -> Result<Op> {
+        if m.has("commit_group") {
+            self.operands::<0>(i)?;
+            return Ok(Op::CpAsyncCommit);
+        }
+        if m.has("wait_all") {
+            self.operands::<0>(i)?;
+            return Ok(Op::CpAsyncWait { n: 0, all: true });
+        }
+        if m.has("wait_group") {
+            let [n] = self.operands(i)?;
+            let Operand::Int(n) = n else { return Err(self.err(format!("`{}` takes a constant group count", i.opcode))) };
+            let n = u32::try_from(*n).map_err(|_| self.err(format!("`{}`: group count {n} out of range", i.opcode)))?;
+            return Ok(Op::CpAsyncWait { n, all: false });
+        }
+        // `.ca` may copy 4, 8 or 16 bytes, `.cg` (L2 only) 16.
+        let cg = match (m.has("ca"), m.has("cg")) {
+            (true, false) => false,
+            (false, true) => true,
+            _ => return Err(self.unsupported(&format!("`{}`", i.opcode))),
+        };
+        if !(m.has("shared") || m.has("shared::cta")) || !m.has("global") {
+            return Err(self.unsupported(&format!("`{}` (cp.async copies global to shared memory)", i.opcode)));
+        }
+        // L2 prefetch hints change nothing the emulator models.
+        m.drop_all(|x| matches!(x, "L2::64B" | "L2::128B" | "L2::256B"));
+        let (d, s, size, src_size) = match i.operands.as_slice() {
+            [d, s, size] => (d, s, size, None),
+            [d, s, size, src_size] => (d, s, size, Some(self.src(src_size, Ty::U32)?)),
+            _ => return Err(self.err(format!("`{}` takes [dst], [src], size and an optional source size", i.opcode))),
+        };
+        let size = match size {
+            Operand::Int(4) if !cg => 4,
+            Operand::Int(8) if !cg => 8,
+            Operand::Int(16) => 16,
+            _ => return Err(self.err(format!("`{}` copies {} bytes: .ca takes 4, 8 or 16, .cg 16", i.opcode, size))),
+        };
+        Ok(Op::CpAsync { size, dst: self.addr(d, Space::Shared)?, src: self.addr(s, Space::Global)?, src_size })
     }
 
     fn store(&self, m: &mut Mods<'a>, i: &'a ptx::Instruction) -> Result<Op> {

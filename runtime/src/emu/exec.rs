@@ -26,10 +26,11 @@
 
 use super::arith::{self, mask};
 use super::decode::{
-    AtomOp, Dst, Kernel, Op, PredSrc, ShflMode, Space, Special, Src, Ty, VoteDst, VoteMode, LOCAL_WINDOW, NO_PC,
+    Addr, AtomOp, Dst, Kernel, Op, PredSrc, ShflMode, Space, Special, Src, Ty, VoteDst, VoteMode, LOCAL_WINDOW, NO_PC,
     SHARED_WINDOW, WARP, WINDOW_BYTES,
 };
-use crate::fault::{Fault, FaultKind, OtherAccess};
+use crate::fault::{Fault, FaultKind, OtherAccess, RaceKind};
+use super::async_copy::{AsyncCopies, MAX_COPY};
 use super::memory::{describe_miss, load, store, Accessor, Conflict, Global, Shadow};
 use crate::profile::{sectors, shared_wavefronts, Profile};
 use super::EmuOptions;
@@ -127,6 +128,7 @@ pub(crate) fn run(
         // The per-block footprint is for the cost model's sampled
         // profiles: every other run skips its bookkeeping (a sort per block).
         track_block_sectors: sample.is_some(),
+        copies: AsyncCopies::default(),
     };
     let nwarps = tpb.div_ceil(WARP as u32);
     let mut warps: Vec<Warp> = (0..nwarps)
@@ -341,6 +343,8 @@ struct Exec<'a> {
     /// `track_block_sectors`.
     block_sectors: Vec<u64>,
     track_block_sectors: bool,
+    /// The block's `cp.async` copies in flight.
+    copies: AsyncCopies,
 }
 
 impl Exec<'_> {
@@ -370,6 +374,8 @@ impl Exec<'_> {
         self.ctaid = Self::coords(b, self.grid);
         self.epoch = 0;
         self.shared.fill(POISON);
+        // Copies a thread never waited for die with its block.
+        self.copies.reset(self.tpb as usize, self.shared.len());
         for w in warps.iter_mut() {
             w.exited = 0;
             w.stack.clear();
@@ -833,6 +839,28 @@ impl Exec<'_> {
             Op::ActiveMask { d } => w.write(d, exec, &[u64::from(active); WARP]),
             // Fences order nothing in a sequential execution; control flow
             // is run_warp's.
+            Op::CpAsync { size, dst, src, src_size } => self.cp_async(w, pc, exec, size, dst, src, src_size)?,
+            Op::CpAsyncCommit => {
+                for l in lanes(exec) {
+                    self.copies.commit(w.index as usize * WARP + l);
+                }
+            }
+            Op::CpAsyncWait { n, all } => {
+                for l in lanes(exec) {
+                    let t = w.index as usize * WARP + l;
+                    if all {
+                        self.copies.commit(t);
+                    }
+                    for c in self.copies.land(t, n) {
+                        // A shared store of the issuing thread, now.
+                        let mut bytes = [0u8; 32];
+                        bytes[..MAX_COPY].copy_from_slice(&c.bytes);
+                        let size = u32::from(c.size);
+                        self.resolve(w, l, pc, Space::Shared, c.dst as u64, size, Access::Store(bytes))?;
+                        self.shared[c.dst..c.dst + size as usize].copy_from_slice(&c.bytes[..size as usize]);
+                    }
+                }
+            }
             Op::Fence | Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
         }
         Ok(())
@@ -912,6 +940,11 @@ impl Exec<'_> {
                     return Err(self.fault(w, lane, pc, oob(detail)));
                 }
                 let o = off as usize;
+                if self.opts.check_races {
+                    if let Some((thread, other)) = self.copies.pending_in(o, size as usize) {
+                        return Err(self.race(w, lane, pc, "shared", addr, Conflict { kind: RaceKind::PendingAsyncCopy, thread: Some(thread), pc: other }));
+                    }
+                }
                 if self.opts.check_races && access != Access::Atomic {
                     let acc = Accessor { tag: self.block_tag, ..acc };
                     for wd in words(o) {
@@ -946,6 +979,61 @@ impl Exec<'_> {
                 Ok(Loc::Param(off as usize))
             }
         }
+    }
+
+    /// `cp.async`: each lane reads its global bytes now (a checked global
+    /// load) and leaves them in flight to its shared destination, which
+    /// must be in bounds and aligned to the copy's size. Profiled as the
+    /// global load request it is and the shared store it will be.
+    #[allow(clippy::too_many_arguments)]
+    fn cp_async(&mut self, w: &mut Warp, pc: u32, exec: u32, size: u8, dst: Addr, src: Addr, src_size: Option<Src>) -> Result<()> {
+        let (dbase, sbase) = (dst.base.map(|r| self.read(w, Src::Reg(r))), src.base.map(|r| self.read(w, Src::Reg(r))));
+        let src_sizes = src_size.map(|s| self.read(w, s));
+        self.global_spans.clear();
+        self.shared_spans.clear();
+        for l in lanes(exec) {
+            let d = dbase.map_or(0, |b| b[l]).wrapping_add(dst.offset as u64);
+            let s = sbase.map_or(0, |b| b[l]).wrapping_add(src.offset as u64);
+            let n = src_sizes.map_or(u64::from(size), |v| v[l]);
+            if n > u64::from(size) {
+                let detail = format!("the source size {n} is more than the copy's {size} bytes");
+                return Err(self.fault(w, l, pc, FaultKind::OutOfBounds { space: "global", access: "cp.async", address: s, size: u32::from(size), detail }));
+            }
+            let oob = |detail: String| FaultKind::OutOfBounds { space: "shared", access: "cp.async", address: d, size: u32::from(size), detail };
+            if d % u64::from(size) != 0 {
+                return Err(self.fault(w, l, pc, FaultKind::Misaligned { space: "shared", access: "cp.async", address: d, size: u32::from(size) }));
+            }
+            if d.checked_add(u64::from(size)).is_none_or(|end| end > self.shared.len() as u64) {
+                let detail = format!("the kernel has {} bytes of shared memory", self.shared.len());
+                return Err(self.fault(w, l, pc, oob(detail)));
+            }
+            let mut bytes = [0u8; MAX_COPY];
+            // The bytes past the source size are zeros (`src-size`).
+            if n == u64::from(size) {
+                let loc = self.resolve(w, l, pc, Space::Global, s, u32::from(size), Access::Load { nc: false })?;
+                for (i, b) in bytes.iter_mut().enumerate().take(usize::from(size)) {
+                    *b = self.load_at(w, l, loc.plus(i), 1) as u8;
+                }
+                self.note(loc, s, u32::from(size));
+            } else {
+                for (i, b) in bytes.iter_mut().enumerate().take(n as usize) {
+                    let loc = self.resolve(w, l, pc, Space::Global, s + i as u64, 1, Access::Load { nc: false })?;
+                    *b = self.load_at(w, l, loc, 1) as u8;
+                    self.note(loc, s + i as u64, 1);
+                }
+            }
+            if self.opts.check_races {
+                // Two copies in flight to one word land in no defined order.
+                if let Some((thread, other)) = self.copies.pending_in(d as usize, usize::from(size)) {
+                    return Err(self.race(w, l, pc, "shared", d, Conflict { kind: RaceKind::PendingAsyncCopy, thread: Some(thread), pc: other }));
+                }
+            }
+            let t = w.index * WARP as u32 + l as u32;
+            self.copies.issue(t as usize, self.block_lin * self.tpb + t, d as usize, bytes, size, pc);
+            self.shared_spans.push((d, u32::from(size)));
+        }
+        self.count_requests(true);
+        Ok(())
     }
 
     fn race(&self, w: &Warp, lane: usize, pc: u32, space: &'static str, address: u64, c: Conflict) -> Error {

@@ -20,6 +20,7 @@
 //! [`Backend`] the shared run path drives.
 
 mod arith;
+mod async_copy;
 mod cfg;
 pub(crate) mod decode;
 mod exec;

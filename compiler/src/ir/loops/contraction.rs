@@ -37,7 +37,7 @@ pub struct KernelSum<'k> {
 impl Kernel {
     /// The kernel's sum, when it has exactly that shape.
     pub fn sum(&self) -> Option<KernelSum<'_>> {
-        let (sums, clears): (Vec<&Compute>, Vec<&Compute>) = self.computes().into_iter().partition(|c| c.write.kind != WriteKind::Store);
+        let (sums, clears): (Vec<&Compute>, Vec<&Compute>) = self.computes().into_iter().partition(|c| c.write.kind.adds());
         let [sum] = sums[..] else { return None };
         if !sum.is_plain_sum() {
             return None;

@@ -284,6 +284,20 @@ impl IExpr {
         Some((Linear { constant: 0, terms: rest }.to_expr(), Linear { constant: l.constant, terms: fixed }))
     }
 
+    /// Is the expression `v + rest` with `rest` free of `v`: do
+    /// consecutive values of `v` give consecutive elements? (A run of an
+    /// `unroll` loop that one wide access can copy.)
+    pub fn unit_stride_in(&self, v: VarId) -> bool {
+        let l = self.linear();
+        let me = IExpr::Var(v);
+        l.coef(&me) == 1
+            && l.terms.iter().all(|(a, _)| {
+                let mut uses = false;
+                a.for_each_var(&mut |x| uses |= x == v);
+                *a == me || !uses
+            })
+    }
+
     pub fn linear(&self) -> Linear {
         match self {
             IExpr::Const(c) => Linear { constant: *c, terms: vec![] },

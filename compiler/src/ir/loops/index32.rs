@@ -363,7 +363,7 @@ impl Walk {
                     }
                     continue;
                 }
-                Node::Compute(_) | Node::Sync => {}
+                Node::Compute(_) | Node::Sync | Node::Copies(_) => {}
             }
             self.truncate(n_atoms);
         }
@@ -414,7 +414,7 @@ impl Walk {
                         None => false,
                     }
                 }
-                Node::Compute(_) | Node::Sync => true,
+                Node::Compute(_) | Node::Sync | Node::Copies(_) => true,
             };
             self.truncate(n_atoms);
             ok

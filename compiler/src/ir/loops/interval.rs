@@ -284,7 +284,7 @@ fn nodes_fit_i32(nodes: &[Node], spread_step: i64, unrolled: &dyn Fn(VarId) -> b
                 }
                 None => false,
             },
-            Node::Compute(_) | Node::Sync => true,
+            Node::Compute(_) | Node::Sync | Node::Copies(_) => true,
         }
     })
 }

@@ -271,6 +271,18 @@ impl Parser<'_> {
             self.spans.insert(self.node_site(), self.since(start));
             return Ok(Node::Sync);
         }
+        if self.c.eat_word(syntax::COMMIT_COPIES) {
+            self.spans.insert(self.node_site(), self.since(start));
+            return Ok(Node::Copies(CopyGroup::Commit));
+        }
+        if self.c.eat_word(syntax::WAIT_COPIES) {
+            let (n, sp) = self.c.usize("the number of groups left in flight")?;
+            let Ok(pending) = u32::try_from(n) else {
+                return Err(Diagnostic::error("E0642", format!("`{}` takes at most {} groups, not {n}", syntax::WAIT_COPIES, u32::MAX)).at(sp, "too large"));
+            };
+            self.spans.insert(self.node_site(), self.since(start));
+            return Ok(Node::Copies(CopyGroup::Wait { pending }));
+        }
         if self.c.eat_word(syntax::FOR) {
             let (name, sp) = self.c.ident("a loop variable")?;
             self.c.word(syntax::IN)?;
@@ -308,7 +320,7 @@ impl Parser<'_> {
             return Ok(Node::Compute(c));
         }
         let load_index = format!("NAME = {}", syntax::LOAD_INDEX);
-        let starts = [syntax::FOR, syntax::GUARD, &load_index, "%N = .."].into_iter().chain(WriteKind::ALL.iter().map(|w| w.spelling()));
+        let starts = [syntax::FOR, syntax::GUARD, syntax::SYNC, syntax::COMMIT_COPIES, syntax::WAIT_COPIES, &load_index, "%N = .."].into_iter().chain(WriteKind::ALL.iter().map(|w| w.spelling()));
         Err(self.c.unexpected(&one_of(starts)))
     }
 

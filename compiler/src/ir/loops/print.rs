@@ -131,7 +131,7 @@ fn numbering_is_implicit(k: &Kernel) -> bool {
                         self.uses(offset);
                         self.bind(*var);
                     }
-                    Node::Sync => {}
+                    Node::Sync | Node::Copies(_) => {}
                     Node::Compute(c) => {
                         for e in c.values.iter().filter_map(|v| v.op.index_expr()) {
                             self.uses(e);
@@ -195,7 +195,7 @@ fn nodes(o: &mut String, m: &LoopModule, k: &Kernel, ns: &[Node], depth: usize) 
     for n in ns {
         match n {
             Node::Compute(c) => compute(o, m, k, c, depth),
-            Node::LoadIndex { .. } | Node::Sync => {
+            Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {
                 indent(o, depth);
                 let _ = writeln!(o, "{}", node_line(m, k, n));
             }
@@ -225,6 +225,8 @@ fn node_line(m: &LoopModule, k: &Kernel, n: &Node) -> String {
         Node::LoadIndex { var, buf, offset } => format!("{} = {} {}[{}]", var_name(k, *var), syntax::LOAD_INDEX, buf_name(m, *buf), iexpr(m, k, offset)),
         Node::Compute(c) => c.values.first().map_or_else(|| write_line(m, k, &c.write), |v| value_line(m, k, 0, v)),
         Node::Sync => syntax::SYNC.to_string(),
+        Node::Copies(CopyGroup::Commit) => syntax::COMMIT_COPIES.to_string(),
+        Node::Copies(CopyGroup::Wait { pending }) => format!("{} {pending}", syntax::WAIT_COPIES),
     }
 }
 

@@ -27,6 +27,9 @@ pub const GUARD: &str = "guard";
 pub const LOAD_INDEX: &str = "load_index";
 /// The block barrier (`Node::Sync`).
 pub const SYNC: &str = "sync";
+/// `commit_copies` and `wait_copies N` (`Node::Copies`).
+pub const COMMIT_COPIES: &str = "commit_copies";
+pub const WAIT_COPIES: &str = "wait_copies";
 
 /// The op word of every value operation that is not binary; a binary one
 /// is written as its `BinOp`'s spelling.
@@ -47,7 +50,7 @@ spelled!(VOpName { Const => "const", Load => "load", Index => "index", Lookup =>
 // Infix operators inside `( .. )`; `min` and `max` are written as calls.
 spelled!(IBin { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv => "//^", Mod => "%", Min => "min", Max => "max" });
 
-spelled!(WriteKind { Store => "store", Accumulate => "accumulate", AtomicAccumulate => "atomic_accumulate" });
+spelled!(WriteKind { Store => "store", Accumulate => "accumulate", AtomicAccumulate => "atomic_accumulate", CopyAsync => "copy_async" });
 
 spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce", Unroll => "unroll", Thread => "thread", Spread => "spread" });
 
@@ -78,7 +81,7 @@ impl Spelled for DType {
 /// `+=` for the accumulating writes.
 pub fn write_operator(kind: WriteKind) -> &'static str {
     match kind {
-        WriteKind::Store => "=",
+        WriteKind::Store | WriteKind::CopyAsync => "=",
         WriteKind::Accumulate | WriteKind::AtomicAccumulate => "+=",
     }
 }
@@ -104,7 +107,7 @@ mod tests {
         checks::table::<KernelRole>(&D);
         checks::table::<Fact>(&D);
         checks::table::<DType>(&D);
-        for w in [FACTS, BUFFER, INIT, KERNEL, ROLE, STMT, VARS, FOR, IN, GUARD, LOAD_INDEX] {
+        for w in [FACTS, BUFFER, INIT, KERNEL, ROLE, STMT, VARS, FOR, IN, GUARD, LOAD_INDEX, SYNC, COMMIT_COPIES, WAIT_COPIES] {
             checks::one_token(w, &D);
         }
         for k in WriteKind::ALL {

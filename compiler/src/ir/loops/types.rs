@@ -297,6 +297,21 @@ pub enum Node {
     /// kernel's `thread` nest, at a point every thread reaches (see
     /// `Thread`); a no-op for sequential execution.
     Sync,
+    /// `commit_copies` / `wait_copies N`: this thread's groups of
+    /// asynchronous copies (`WriteKind::CopyAsync`; docs/async-copies.md).
+    /// Only in a kernel's `thread` nest; a no-op for sequential execution.
+    Copies(CopyGroup),
+}
+
+/// What a [`Node::Copies`] does with the thread's asynchronous copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyGroup {
+    /// Close the copies issued since the last commit into one group
+    /// (`cp.async.commit_group`).
+    Commit,
+    /// Wait until at most `pending` committed groups are in flight; the
+    /// others have landed (`cp.async.wait_group`).
+    Wait { pending: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -425,6 +440,18 @@ pub enum WriteKind {
     Accumulate,
     /// `buf[offset] += value` where other threads may add to the same cell.
     AtomicAccumulate,
+    /// `buf[offset] = value` where `buf` is shared and the value is the
+    /// compute's only one, a load of a global buffer: on the GPU an
+    /// asynchronous copy (`cp.async`) that lands when a `wait_copies` of
+    /// this thread completes its group; sequentially a store.
+    CopyAsync,
+}
+
+impl WriteKind {
+    /// Does the write add to the cell (rather than replace it)?
+    pub fn adds(self) -> bool {
+        matches!(self, WriteKind::Accumulate | WriteKind::AtomicAccumulate)
+    }
 }
 
 impl LoopModule {

@@ -255,7 +255,7 @@ impl Ck<'_> {
                     self.node(n).map_err(|e| self.at(self.node_site(), e))?;
                     loaded.push(*var);
                 }
-                Node::Sync => {}
+                Node::Sync | Node::Copies(_) => {}
             }
             self.path.pop();
         }
@@ -292,7 +292,7 @@ impl Ck<'_> {
                 self.expr(offset, &format!("offset of {what}"))?;
                 self.bind(*var, &what)
             }
-            Node::Compute(_) | Node::Sync => Ok(()),
+            Node::Compute(_) | Node::Sync | Node::Copies(_) => Ok(()),
         }
     }
 

@@ -38,7 +38,7 @@ impl Node {
             Node::For(l) => vec![&l.lo, &l.hi],
             Node::Guard(g) => g.conds.iter().flat_map(|c| c.exprs()).collect(),
             Node::LoadIndex { offset, .. } => vec![offset],
-            Node::Sync => vec![],
+            Node::Sync | Node::Copies(_) => vec![],
             Node::Compute(c) => {
                 let mut v: Vec<&IExpr> = c
                     .values
@@ -221,12 +221,33 @@ pub fn rename_vars(nodes: &mut [Node], f: &impl Fn(VarId) -> VarId) {
                 }
                 Node::LoadIndex { var, .. } => *var = f(*var),
                 Node::Guard(g) => binders(&mut g.body, f),
-                Node::Compute(_) | Node::Sync => {}
+                Node::Compute(_) | Node::Sync | Node::Copies(_) => {}
             }
         }
     }
     binders(nodes, f);
     for_each_expr_mut(nodes, &mut |e| *e = e.rename_vars(f));
+}
+
+/// Every buffer `b` that `nodes` read or write renamed `f(b)`, at any
+/// depth (a kernel moved into another module's numbering).
+pub fn rename_buffers(nodes: &mut [Node], f: &impl Fn(BufId) -> BufId) {
+    for n in nodes {
+        match n {
+            Node::For(l) => rename_buffers(&mut l.body, f),
+            Node::Guard(g) => rename_buffers(&mut g.body, f),
+            Node::LoadIndex { buf, .. } => *buf = f(*buf),
+            Node::Compute(c) => {
+                for v in &mut c.values {
+                    if let VOp::Load { buf, .. } = &mut v.op {
+                        *buf = f(*buf);
+                    }
+                }
+                c.write.buf = f(c.write.buf);
+            }
+            Node::Sync | Node::Copies(_) => {}
+        }
+    }
 }
 
 /// Replaces each `Compute` node of `nodes` (at any depth) by `f(node)`.
@@ -239,7 +260,7 @@ pub fn wrap_computes(nodes: &mut [Node], f: &mut impl FnMut(Node) -> Node) {
             }
             Node::For(l) => wrap_computes(&mut l.body, f),
             Node::Guard(g) => wrap_computes(&mut g.body, f),
-            Node::LoadIndex { .. } | Node::Sync => {}
+            Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {}
         }
     }
 }
@@ -271,7 +292,7 @@ pub fn for_each_expr_mut(nodes: &mut [Node], f: &mut impl FnMut(&mut IExpr)) {
                 for_each_expr_mut(&mut g.body, f);
             }
             Node::LoadIndex { offset, .. } => f(offset),
-            Node::Sync => {}
+            Node::Sync | Node::Copies(_) => {}
             Node::Compute(c) => {
                 for e in c.values.iter_mut().filter_map(|v| v.op.index_expr_mut()) {
                     f(e);

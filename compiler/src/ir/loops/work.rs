@@ -108,7 +108,7 @@ impl Counter {
                 Node::LoadIndex { var, .. } => env[*var] = Interval::FULL,
                 Node::Compute(_) if self.exact => leaf = true,
                 Node::Compute(_) => total = total.saturating_add(1),
-                Node::Sync => {}
+                Node::Sync | Node::Copies(_) => {}
             }
         }
         self.add(total, leaf as u128)

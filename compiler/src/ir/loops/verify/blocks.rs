@@ -156,6 +156,8 @@ impl Blocks<'_> {
             (Node::Sync, Place::Divergent | Place::Spread) => Err(self.err(
                 "`sync` where not every thread of the block gets (under a guard, a `spread` loop, or a loop whose bounds differ between threads)",
             )),
+            // Copy groups are per thread: any place inside the nest will do.
+            (Node::Copies(_), Place::Outside) => Err(self.err("`commit_copies`/`wait_copies` outside a `thread` nest")),
             _ => {
                 for e in n.own_exprs() {
                     let mut thread = false;
@@ -176,8 +178,42 @@ impl Blocks<'_> {
                         _ => {}
                     }
                 }
-                Ok(())
+                match n {
+                    Node::Compute(c) if c.write.kind == WriteKind::CopyAsync => self.copy_async(c, place),
+                    _ => Ok(()),
+                }
             }
+        }
+    }
+}
+
+impl Blocks<'_> {
+    /// A `copy_async` (docs/async-copies.md): inside a `thread` nest, the
+    /// compute one load of a global buffer, the write into a shared buffer
+    /// of the same dtype, so that it is a `cp.async` from global to shared
+    /// memory and nothing else.
+    fn copy_async(&self, c: &Compute, place: Place) -> Result<(), VerifyError> {
+        if place == Place::Outside {
+            return Err(self.err("`copy_async` outside a `thread` nest"));
+        }
+        let dst = self.m.buffers.get(c.write.buf);
+        let src = match c.values.as_slice() {
+            [Value { op: VOp::Load { buf, .. }, .. }] if c.write.value == 0 => self.m.buffers.get(*buf),
+            _ => return Err(self.err("`copy_async` writes the compute's only value, a `load`")),
+        };
+        match (src, dst) {
+            (Some(s), Some(d)) if !s.role.is_scratch() && d.role == Role::Shared && s.dtype == d.dtype => Ok(()),
+            (Some(s), Some(d)) => Err(self.err(format_args!(
+                "`copy_async` from {} {} buffer `{}` into {} {} buffer `{}` (only global into shared memory of one dtype)",
+                s.role.spelling(),
+                s.dtype.name(),
+                s.name,
+                d.role.spelling(),
+                d.dtype.name(),
+                d.name
+            ))),
+            // Unknown ids are the main verifier's to report.
+            _ => Ok(()),
         }
     }
 }
