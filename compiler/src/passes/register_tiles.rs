@@ -17,7 +17,10 @@
 //! ```
 //!
 //! The tile is cyclic (`n + (N/TN)*n_t`), so the threads of a warp still
-//! read consecutive addresses for each `n_t`. Code generation unrolls the
+//! read consecutive addresses for each `n_t`; along a dimension every
+//! access reads contiguously and aligned, in vectors of 16 bytes
+//! (`W*n + n_l + W*(N/TN)*n_v`, [`vector_width`]): one 128-bit access per
+//! vector, and a block tile's straight copy into shared memory. Code generation unrolls the
 //! `unroll` loops; LLVM then keeps the `TM*TN` sums in registers across the
 //! reduction and loads `a[m.., k]` once per `m_t` and `b[k, n..]` once per
 //! `n_t`: `TM + TN` loads for `TM*TN` multiply-adds. Each cell still sums
@@ -341,17 +344,40 @@ pub fn apply(k: &Kernel, choice: &TileChoice) -> Option<Kernel> {
             None => chain.set_hi(&mut t.body, d.var, if d.lo == 0 { stride(d, f) } else { IExpr::add(IExpr::c(d.lo), stride(d, f)) }),
         }
     }
-    // Each computation (the sum, and a clear before it) gets its own pair
-    // of tile variables: a variable is bound once.
+    // A cyclic tile along a dimension every access of the sum reads or
+    // writes contiguously keeps a thread's cells in vectors (`vector_width`).
+    let widths = [vector_width(k, &m, tm, layout), vector_width(k, &n, tn, layout)];
+    // Each computation (the sum, and a clear before it) gets its own tile
+    // variables: a variable is bound once.
     let mut vars = t.vars.clone();
     wrap_computes(chain.rest_mut(&mut t.body), &mut |node| {
-        let mt = add_var(&mut vars, &format!("{}_t", k.vars[m.var].name));
-        let nt = add_var(&mut vars, &format!("{}_t", k.vars[n.var].name));
-        let at = |d: &Dim, t: i64, vt: VarId| match layout {
-            TileLayout::Cyclic => IExpr::add(IExpr::v(d.var), IExpr::mul(stride(d, t), IExpr::v(vt))),
-            TileLayout::Blocked => tile_index(d.var, d.lo, t, vt),
+        // Per dimension: the cell, and the unroll loops `(var, trip)` of its
+        // tile, outermost first.
+        let mut tile = |d: &Dim, f: i64, w: i64| -> (IExpr, Vec<(VarId, i64)>) {
+            let name = &k.vars[d.var].name;
+            if w > 1 {
+                // `lo + w*(m - lo) + m_l + w*(trip/T)*m_v`: vectors of `w`
+                // consecutive cells, cyclic beyond.
+                // (One vector per thread: no `m_v` loop.)
+                let mv = (f > w).then(|| add_var(&mut vars, &format!("{name}_tv")));
+                let ml = add_var(&mut vars, &format!("{name}_tl"));
+                let cell = IExpr::add(vector_start(d, w), IExpr::v(ml));
+                return match mv {
+                    None => (cell, vec![(ml, w)]),
+                    Some(mv) => {
+                        let s = d.trip.map_or(0, |trip| trip / f);
+                        (IExpr::add(cell, IExpr::mul(IExpr::c(w * s), IExpr::v(mv))), vec![(mv, f / w), (ml, w)])
+                    }
+                };
+            }
+            let vt = add_var(&mut vars, &format!("{name}_t"));
+            let cell = match layout {
+                TileLayout::Cyclic => IExpr::add(IExpr::v(d.var), IExpr::mul(stride(d, f), IExpr::v(vt))),
+                TileLayout::Blocked => tile_index(d.var, d.lo, f, vt),
+            };
+            (cell, vec![(vt, f)])
         };
-        let (m_at, n_at) = (at(&m, tm, mt), at(&n, tn, nt));
+        let ((m_at, m_loops), (n_at, n_loops)) = (tile(&m, tm, widths[0]), tile(&n, tn, widths[1]));
         let mut inner = vec![node];
         for_each_expr_mut(&mut inner, &mut |e| *e = e.substitute(m.var, &m_at).substitute(n.var, &n_at));
         // The cells past a symbolic extent compute nothing.
@@ -363,11 +389,56 @@ pub fn apply(k: &Kernel, choice: &TileChoice) -> Option<Kernel> {
         if !conds.is_empty() {
             inner = vec![Node::Guard(Guard { conds, body: inner })];
         }
-        let cols = Node::For(For { var: nt, lo: IExpr::c(0), hi: IExpr::c(tn), kind: LoopKind::Unroll, body: inner });
-        Node::For(For { var: mt, lo: IExpr::c(0), hi: IExpr::c(tm), kind: LoopKind::Unroll, body: vec![cols] })
+        let loops = m_loops.into_iter().chain(n_loops).rev();
+        let nest = loops.fold(inner, |body, (var, trip)| vec![Node::For(For { var, lo: IExpr::c(0), hi: IExpr::c(trip), kind: LoopKind::Unroll, body })]);
+        nest.into_iter().next().unwrap_or(Node::Sync)
     });
     t.vars = vars;
     Some(t)
+}
+
+/// `lo + w*(m - lo)`: the first cell of thread `m`'s vectors of `w`.
+fn vector_start(d: &Dim, w: i64) -> IExpr {
+    match d.lo {
+        0 => IExpr::mul(IExpr::c(w), IExpr::v(d.var)),
+        lo => IExpr::add(IExpr::c(lo), IExpr::mul(IExpr::c(w), IExpr::sub(IExpr::v(d.var), IExpr::c(lo)))),
+    }
+}
+
+/// How many consecutive cells of a cyclic tile of `f` along `d` a thread
+/// keeps side by side (1: none): the most that fit 16 bytes of the sum's
+/// element and divide `f`, where `d`'s trip is constant and every load
+/// and write of the sum that depends on `d` is contiguous along it and
+/// starts each vector 16-byte aligned. A thread's cells then make one
+/// 128-bit access per vector where they made `w` scalar ones, and a
+/// block tile's copy of them into shared memory, laid out for 128-bit
+/// reads (`block-tiles`), stays a straight copy that `cp.async` can do
+/// (docs/passes.md, "Vector cells"). Other dimensions (a matmul's rows,
+/// strided in both operands) stay plainly cyclic.
+fn vector_width(k: &Kernel, d: &Dim, f: i64, layout: TileLayout) -> i64 {
+    let Some(KernelSum { sum, .. }) = k.sum() else { return 1 };
+    let Some(elem) = sum.values.last().map(|v| v.dtype.size() as i64) else { return 1 };
+    let Some(trip) = d.trip else { return 1 };
+    let mut w = 16 / elem.max(1);
+    while w > 1 && f % w != 0 {
+        w /= 2;
+    }
+    if layout != TileLayout::Cyclic || w <= 1 || trip % f != 0 {
+        return 1;
+    }
+    let offsets = sum.values.iter().filter_map(|v| match &v.op {
+        VOp::Load { offset, .. } => Some(offset),
+        _ => None,
+    });
+    // At the first cell of a vector (`lo + w*(m - lo) + w*s*m_v`; `m_v`,
+    // like `m`, any value): what an aligned vector access needs.
+    let start = vector_start(d, w);
+    let aligned = |o: &IExpr| !o.depends_on(d.var) || (o.unit_stride_in(d.var) && o.substitute(d.var, &start).residue(w) == Some(0));
+    if offsets.chain([&sum.write.offset]).all(aligned) {
+        w
+    } else {
+        1
+    }
 }
 
 /// Does a node of `nodes` other than the computation (a loop bound, a
