@@ -125,7 +125,7 @@ impl Data {
     /// `len` zero elements of `dtype`, or `None` when the memory cannot be allocated
     /// (rather than aborting the process: a user's large array is a user
     /// error with its size, not a crash). The zeros are the allocator's,
-    /// not written here, and large buffers use huge pages (`zeroed`).
+    /// not written here (`zeroed`).
     pub fn try_zeros(dtype: DType, len: usize) -> Option<Data> {
         Some(match dtype {
             DType::I32 => Data::I32(zeroed_vec(len)?),

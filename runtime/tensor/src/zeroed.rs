@@ -2,14 +2,16 @@
 //!
 //! Every tensor the interpreter fills and every buffer a host program
 //! writes starts as zeros. Writing those zeros on the allocating thread
-//! touched every page there, one thread, before the (parallel) fill or
-//! kernel touched them again; a 1024 x 1024 f64 array is 2,048 page faults.
-//! Instead the memory comes from the allocator already zero (`calloc`:
-//! fresh pages from the kernel, never written), and on Linux a large
-//! buffer is advised to transparent huge pages, so that its first touch,
-//! by whichever thread, maps 2 MiB at a time (512 times fewer faults).
-//! The advice is only advice: where huge pages are off or unavailable the
-//! buffer is the same zeros with 4 KiB pages.
+//! (`Vec::resize`) touched every page there, one thread, before the
+//! parallel fill or kernel touched them again. Instead the memory comes
+//! from the allocator already zero (`calloc`: fresh pages from the kernel,
+//! zeroed by it on first touch, by whichever thread touches them).
+//!
+//! Tried and not kept (2026-11-26, docs/performance.md section 9): advising
+//! large buffers to transparent huge pages (`madvise(MADV_HUGEPAGE)`) cut
+//! the page faults of the 1024 chain from 16,481 to 5,752 but not its
+//! time (0.212-0.224 s against 0.221-0.250 s, `perf stat -r 8`, within the
+//! noise), and made the kernel's compaction a risk on a busy machine.
 
 use std::alloc::{alloc_zeroed, Layout};
 
@@ -19,9 +21,6 @@ pub(crate) trait ZeroBits: Copy {}
 impl ZeroBits for i32 {}
 impl ZeroBits for f32 {}
 impl ZeroBits for f64 {}
-
-/// Huge pages pay off only for buffers spanning several of them.
-const HUGE_PAGE: usize = 2 << 20;
 
 /// `len` zeros, or `None` when the memory cannot be allocated.
 pub(crate) fn zeroed_vec<T: ZeroBits>(len: usize) -> Option<Vec<T>> {
@@ -34,29 +33,10 @@ pub(crate) fn zeroed_vec<T: ZeroBits>(len: usize) -> Option<Vec<T>> {
     if p.is_null() {
         return None;
     }
-    advise_huge_pages(p.cast::<u8>(), layout.size());
     // SAFETY: `p` was allocated by the global allocator with the layout
     // of `len` elements of `T` (what `Vec` itself would use), and all its
     // bytes are zero, a valid `T` each (`ZeroBits`).
     Some(unsafe { Vec::from_raw_parts(p, len, len) })
-}
-
-/// Asks the kernel to back the whole 2 MiB pages inside `[p, p + bytes)`
-/// with huge pages (`madvise(MADV_HUGEPAGE)`); the advice cannot change
-/// the memory's contents, and its failure changes nothing but speed.
-fn advise_huge_pages(p: *mut u8, bytes: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        let start = (p as usize).next_multiple_of(HUGE_PAGE);
-        let end = (p as usize + bytes) / HUGE_PAGE * HUGE_PAGE;
-        if end > start {
-            // SAFETY: `[start, end)` lies inside the allocation just made
-            // and is page aligned; MADV_HUGEPAGE neither reads nor writes it.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (p, bytes, HUGE_PAGE);
 }
 
 #[cfg(test)]
@@ -65,7 +45,7 @@ mod tests {
 
     #[test]
     fn buffers_are_zero_whatever_their_size() {
-        for len in [0usize, 1, 7, 1 << 10, (3 * HUGE_PAGE) / 8 + 5] {
+        for len in [0usize, 1, 7, 1 << 10, (3 << 20) / 8 + 5] {
             let v = zeroed_vec::<f64>(len).unwrap();
             assert_eq!(v.len(), len);
             assert!(v.iter().all(|&x| x.to_bits() == 0), "len {len}");
@@ -81,8 +61,8 @@ mod tests {
     }
 
     #[test]
-    fn a_huge_buffer_is_writable_across_its_pages() {
-        let mut v = zeroed_vec::<f32>(5 * HUGE_PAGE / 4 + 3).unwrap();
+    fn a_large_buffer_is_writable_across_its_pages() {
+        let mut v = zeroed_vec::<f32>((5 << 20) / 4 + 3).unwrap();
         let n = v.len();
         for i in (0..n).step_by(997) {
             v[i] = i as f32;
