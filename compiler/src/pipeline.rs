@@ -113,20 +113,19 @@ pub fn symbolic_for(src: &Source, binds: &[String], ranks: &[(String, usize)]) -
 
 /// [`lower_gpu`] for a dynamic build: the loop module with dim symbols
 /// that one bundle for many shapes runs.
-pub fn lower_gpu_symbolic(src: &Source, prog: &Program, sym: &SymbolicConfig, opts: &GpuOptions) -> Result<LoopModule, Failure> {
-    lower_gpu_symbolic_before(src, prog, sym, opts, None)
+pub fn lower_gpu_symbolic(src: &Source, prog: &Program, opts: &GpuOptions) -> Result<LoopModule, Failure> {
+    lower_gpu_symbolic_before(src, prog, opts, None)
 }
 
 /// [`lower_gpu_symbolic`] stopped before the GPU pass `stop` (all:
 /// `None`): the kernels a run-time variant's condition is about
 /// (`crate::variants`).
-pub fn lower_gpu_symbolic_before(src: &Source, prog: &Program, sym: &SymbolicConfig, opts: &GpuOptions, stop: Option<&str>) -> Result<LoopModule, Failure> {
+pub fn lower_gpu_symbolic_before(src: &Source, prog: &Program, opts: &GpuOptions, stop: Option<&str>) -> Result<LoopModule, Failure> {
     if stop.is_some_and(|s| !GPU_PASSES.contains(&s)) {
         return Err(Failure::Internal(format!("`{stop:?}` is not a GPU pass")));
     }
-    let mut unit = et_unit(src, &prog.module);
-    unit.symbolic = Some(sym.clone());
-    loops_of(run(unit, &opts.passes(stop), &opts.driver())?)
+    // The module carries its symbolic dims (`Module::symbolic`).
+    loops_of(run(et_unit(src, &prog.module), &opts.passes(stop), &opts.driver())?)
 }
 
 /// [`specialized_for`] with FLOAT counted as f64 (what the interpreter

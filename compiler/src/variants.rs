@@ -12,7 +12,6 @@ use crate::ir::loops::chain::Chain;
 use crate::ir::loops::walk::rename_buffers;
 use crate::ir::loops::{IExpr, Kernel, LoopKind, LoopModule, Node};
 use crate::pipeline::{self, GpuOptions};
-use crate::sema::symbolic::SymbolicConfig;
 use crate::sema::Program;
 
 /// One way to lower a kernel again: options given to GPU passes, and the
@@ -98,13 +97,13 @@ impl Lowered {
 /// whose module does not pair kernel for kernel and buffer for buffer
 /// with the general one (it split a reduction differently, say) gives
 /// none; a kernel that comes out the same as the general one is dropped.
-pub fn lower_gpu_dynamic(src: &Source, prog: &Program, sym: &SymbolicConfig, opts: &GpuOptions) -> Result<Lowered, Failure> {
-    let mut module = pipeline::lower_gpu_symbolic(src, prog, sym, opts)?;
-    let before = pipeline::lower_gpu_symbolic_before(src, prog, sym, opts, Some("register-tiles"))?;
+pub fn lower_gpu_dynamic(src: &Source, prog: &Program, opts: &GpuOptions) -> Result<Lowered, Failure> {
+    let mut module = pipeline::lower_gpu_symbolic(src, prog, opts)?;
+    let before = pipeline::lower_gpu_symbolic_before(src, prog, opts, Some("register-tiles"))?;
     let mut variants = Vec::new();
     for rule in RULES {
         let ropts = GpuOptions { options: rule.options.iter().map(|(p, o)| (p.to_string(), o.to_string())).collect(), ..opts.clone() };
-        let other = pipeline::lower_gpu_symbolic(src, prog, sym, &ropts)?;
+        let other = pipeline::lower_gpu_symbolic(src, prog, &ropts)?;
         if other.dims != module.dims || other.kernels.len() != module.kernels.len() {
             continue;
         }

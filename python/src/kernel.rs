@@ -176,7 +176,7 @@ impl Kernel {
             None => {
                 let rank_args: Vec<(String, usize)> = config.dims.iter().map(|(n, d)| (n.clone(), d.len())).collect();
                 let (prog, sym) = pipeline::symbolic_for(&self.src, &self.binds, &rank_args)?;
-                let lowered = eintup::variants::lower_gpu_dynamic(&self.src, &prog, &sym, &gpu)?;
+                let lowered = eintup::variants::lower_gpu_dynamic(&self.src, &prog, &gpu)?;
                 let b = Rc::new((eintup_codegen::bundle::build_dynamic(&self.src, &prog, &sym, &lowered, &opts)?, lowered.module));
                 self.dynamic_bundles.borrow_mut().insert(key, b.clone());
                 b

@@ -56,7 +56,7 @@ fn dynamic_bundle(ex: &Example) -> (Source, Bundle, Vec<usize>) {
     let ranks: Vec<(String, usize)> = ex.ranks.iter().map(|(n, r)| (n.to_string(), *r)).collect();
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &ranks).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lm = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
+    let lm = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
     assert!(lm.module.is_dynamic(), "{}: no dim symbols", ex.file);
     let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
     (src, b, sym.ranks)
@@ -172,7 +172,7 @@ fn the_dynamic_row_sum_is_split_like_the_static_one() {
     let src = Source::load(&example("reduce_sum")).unwrap();
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("keep".to_string(), 1)]).unwrap();
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Fast, 80);
-    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap();
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
     let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Fast }).unwrap();
     let lm = &lowered.module;
     let names: Vec<&str> = lm.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -201,7 +201,7 @@ fn conv_stride_1_variants(file: &std::path::Path, rank: usize) -> (Source, Bundl
     let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
     let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[stride], &[("ipos".to_string(), rank)]).unwrap();
     let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &sym, &opts).unwrap();
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
     let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
     (src, b, sym.ranks, lowered)
 }

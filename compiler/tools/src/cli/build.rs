@@ -77,7 +77,7 @@ fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure>
         .collect::<Result<Vec<_>, _>>()?;
     let (prog, sym) = eintup::pipeline::symbolic_for(src, &args.bind, &ranks)?;
     let opts = eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm);
-    let lowered = eintup::variants::lower_gpu_dynamic(src, &prog, &sym, &opts)?;
+    let lowered = eintup::variants::lower_gpu_dynamic(src, &prog, &opts)?;
     let b = bundle::build_dynamic(src, &prog, &sym, &lowered, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
     let symbolic: Vec<&str> = prog.module.eintups.iter().enumerate().filter(|(e, _)| sym.dims.is_symbolic(*e)).map(|(_, t)| t.name.as_str()).collect();
     let mut what = format!("{}; symbolic eintups: {}", count(sym.dims.symbols.len(), "dim symbol", "dim symbols"), if symbolic.is_empty() { "none".to_string() } else { symbolic.join(", ") });
