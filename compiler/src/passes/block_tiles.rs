@@ -638,11 +638,19 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         let mut unrolled: Vec<(VarId, i64)> = e_m.iter().map(|&(_, v)| (v, width)).collect();
         unrolled.extend(e_l.map(|l| (l, lanes)));
         let copies = CopyWarps { e_v, unrolled: unrolled.clone(), iterations: len / per_element, block, elem: dtype.size() as i64, nvars: vars.len() };
-        let row = (0..)
-            .map(|p| inner + p * width)
-            .take_while(|&r| (r - inner) * (dtype.size() as i64) <= 4 * BANKS)
-            .min_by_key(|&r| copies.bank_conflicts(&sh_index(r, &at_e)))
-            .unwrap_or(inner);
+        // The least padding with the fewest conflicts; counting stops at
+        // the first conflict-free one (a straight copy's: no padding).
+        let mut best = (i64::MAX, inner);
+        for r in (0..).map(|p| inner + p * width).take_while(|&r| (r - inner) * (dtype.size() as i64) <= 4 * BANKS) {
+            let conflicts = copies.bank_conflicts(&sh_index(r, &at_e));
+            if conflicts < best.0 {
+                best = (conflicts, r);
+            }
+            if conflicts == 0 {
+                break;
+            }
+        }
+        let row = best.1;
         shared_bytes += bk * row * dtype.size() as i64;
         if shared_bytes > MAX_SHARED_BYTES {
             return None;
