@@ -374,28 +374,14 @@ fn substitute(nodes: &mut [Node], v: VarId, by: &IExpr) {
 /// Every access of a tile (`(buf, len)`) in `nodes` moved into buffer
 /// `sel` (0 or 1) of its two: offset `sel * len + offset`.
 fn select(nodes: &mut [Node], tiles: &[(BufId, i64)], sel: i64) {
-    let moved = |buf: BufId, off: &mut IExpr| {
-        if let Some(&(_, len)) = tiles.iter().find(|t| t.0 == buf) {
-            if sel != 0 {
-                *off = IExpr::add(IExpr::c(sel * len), off.clone());
-            }
-        }
-    };
-    for n in nodes.iter_mut() {
-        match n {
-            Node::For(l) => select(&mut l.body, tiles, sel),
-            Node::Guard(g) => select(&mut g.body, tiles, sel),
-            Node::Compute(c) => {
-                for v in &mut c.values {
-                    if let VOp::Load { buf, offset } = &mut v.op {
-                        moved(*buf, offset);
-                    }
-                }
-                moved(c.write.buf, &mut c.write.offset);
-            }
-            Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {}
-        }
+    if sel == 0 {
+        return;
     }
+    for_each_access_mut(nodes, &mut |buf, off| {
+        if let Some(&(_, len)) = tiles.iter().find(|t| t.0 == *buf) {
+            *off = IExpr::add(IExpr::c(sel * len), off.clone());
+        }
+    });
 }
 
 /// Which copies went asynchronous, and why the others did not.

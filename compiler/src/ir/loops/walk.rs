@@ -229,25 +229,31 @@ pub fn rename_vars(nodes: &mut [Node], f: &impl Fn(VarId) -> VarId) {
     for_each_expr_mut(nodes, &mut |e| *e = e.rename_vars(f));
 }
 
-/// Every buffer `b` that `nodes` read or write renamed `f(b)`, at any
-/// depth (a kernel moved into another module's numbering).
-pub fn rename_buffers(nodes: &mut [Node], f: &impl Fn(BufId) -> BufId) {
+/// Applies `f` to the buffer and offset of every access of `nodes` (index
+/// loads, loads, writes), at any depth.
+pub fn for_each_access_mut(nodes: &mut [Node], f: &mut impl FnMut(&mut BufId, &mut IExpr)) {
     for n in nodes {
         match n {
-            Node::For(l) => rename_buffers(&mut l.body, f),
-            Node::Guard(g) => rename_buffers(&mut g.body, f),
-            Node::LoadIndex { buf, .. } => *buf = f(*buf),
+            Node::For(l) => for_each_access_mut(&mut l.body, f),
+            Node::Guard(g) => for_each_access_mut(&mut g.body, f),
+            Node::LoadIndex { buf, offset, .. } => f(buf, offset),
             Node::Compute(c) => {
                 for v in &mut c.values {
-                    if let VOp::Load { buf, .. } = &mut v.op {
-                        *buf = f(*buf);
+                    if let VOp::Load { buf, offset } = &mut v.op {
+                        f(buf, offset);
                     }
                 }
-                c.write.buf = f(c.write.buf);
+                f(&mut c.write.buf, &mut c.write.offset);
             }
             Node::Sync | Node::Copies(_) => {}
         }
     }
+}
+
+/// Every buffer `b` that `nodes` read or write renamed `f(b)`, at any
+/// depth (a kernel moved into another module's numbering).
+pub fn rename_buffers(nodes: &mut [Node], f: &impl Fn(BufId) -> BufId) {
+    for_each_access_mut(nodes, &mut |b, _| *b = f(*b));
 }
 
 /// Replaces each `Compute` node of `nodes` (at any depth) by `f(node)`.
