@@ -7,9 +7,9 @@
 //! stream order. Host arrays given to a CUDA program are uploaded (a copy,
 //! counted). The caller's memory stays alive while the program may use it:
 //! the imported tensors of a call are held (their deleters not called)
-//! until the next call has released them from the program, which waits for
-//! the work that used them (`Program::bind`'s rule), or until a
-//! `synchronize`.
+//! until a later call has released them from the program and the run that
+//! used them is seen finished (`Program::finished_runs`, an event query:
+//! nothing waits), or until a `synchronize`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -140,7 +140,8 @@ pub struct CudaProgram {
     // Field order is drop order: the program (which waits for its work)
     // before the caller's tensors it may still use.
     program: RefCell<Program<'static>>,
-    held: RefCell<Vec<Imported>>,
+    /// Each call's imported tensors, with the run that may use them.
+    held: RefCell<Vec<(u64, Vec<Imported>)>>,
     pub ordinal: usize,
     device: &'static Device,
     /// Inputs the last call uploaded from the host: a later call that
@@ -197,12 +198,20 @@ impl CudaProgram {
         let mut fresh: Vec<Imported> = Vec::new();
         let r = self.bind_and_run(py, what, args, results, out, stream, &mut fresh);
         let mut held = self.held.borrow_mut();
-        match &r {
-            // Every buffer the last call bound was rebound or unbound, after
-            // its work finished: its tensors may go.
-            Ok(_) => *held = fresh,
-            // Some of this call's tensors may be bound: all are kept.
-            Err(_) => held.extend(fresh),
+        if let Ok(mut p) = self.program.try_borrow_mut() {
+            // Earlier calls' tensors were rebound or unbound by this one:
+            // they go once their run has finished. An error of the query
+            // (a kernel fault) keeps them; the next call or `synchronize`
+            // reports it.
+            let done = p.finished_runs().unwrap_or(0);
+            held.retain(|(run, _)| *run > done);
+            // A failed call's tensors may be bound, and a run may have
+            // been enqueued on them or be the next: kept at least until
+            // that one finishes.
+            let run = if r.is_ok() { p.runs() } else { p.runs() + 1 };
+            held.push((run, fresh));
+        } else {
+            held.push((u64::MAX, fresh));
         }
         r
     }

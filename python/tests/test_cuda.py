@@ -492,6 +492,31 @@ def test_gpu_torch_tensors_in_place_on_the_current_stream():
         k(a=a.double(), b=b.double())
 
 
+@gpu
+def test_gpu_consecutive_calls_on_fresh_tensors_stay_correct():
+    """Calls enqueue without waiting for earlier ones' kernels (each call's
+    tensors are let go once its run is seen finished): inputs deleted right
+    after each call, their memory refilled by PyTorch, never reach a run."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA")
+    k = eintup.compile(MATMUL, target="cuda")
+    want, got = [], []
+    for _ in range(64):
+        a = torch.rand((2, 48, 64), device="cuda")
+        b = torch.rand((2, 64, 32), device="cuda")
+        want.append(a @ b)
+        got.append(torch.from_dlpack(k(a=a, b=b)["c"]))
+        del a, b
+        # Likely the freed blocks: overwritten while earlier runs may be queued.
+        torch.full((2, 48, 64), float("nan"), device="cuda")
+        torch.full((2, 64, 32), float("nan"), device="cuda")
+    k.synchronize()
+    torch.cuda.synchronize()
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
 def shipped_or_built(tmp_path, name, args):
     """`python/NAME` where the GPU kit ships it (scripts/gpu-check: the kit
     machine has no compiler); in the repository, `eintup build ARGS` with

@@ -59,6 +59,17 @@ pub(crate) trait Backend {
     /// A loaded program starts another run (the emulator's whole-run
     /// instruction limit counts each run on its own).
     fn start_run(&mut self) {}
+    /// Marks the work enqueued so far as run `n`'s (`n` increasing), so
+    /// that [`Backend::finished`] can tell, without waiting, when it is
+    /// done. A synchronous backend (the emulator) has nothing to record.
+    fn mark(&mut self, _n: u64) -> Result<()> {
+        Ok(())
+    }
+    /// The highest mark whose work has finished, without waiting; `last`
+    /// is the highest recorded, a synchronous backend's answer.
+    fn finished(&mut self, last: u64) -> Result<u64> {
+        Ok(last)
+    }
     /// The profile of the launches since the last call (the emulator's);
     /// `None` where the device has none.
     fn take_profile(&mut self) -> Option<ProfileReport> {

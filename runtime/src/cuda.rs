@@ -8,7 +8,7 @@
 //! (never managed memory) and all work goes to the device's one stream,
 //! unless the caller hands a program its own ([`Backend::use_stream`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -214,7 +214,7 @@ impl Cuda {
 
     fn session(&self) -> Result<CudaRun<'_>> {
         self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))?;
-        Ok(CudaRun { dev: self, stream: self.stream.cu_stream(), staged: Vec::new(), events: None })
+        Ok(CudaRun { dev: self, stream: self.stream.cu_stream(), staged: Vec::new(), events: None, marks: VecDeque::new(), marked: 0, done: 0 })
     }
 
     /// A zeroed buffer of `bytes` bytes for the caller (none for 0 bytes:
@@ -326,6 +326,12 @@ impl crate::program::Resident for Guarded<'_> {
     fn start_run(&mut self) {
         self.0.start_run();
     }
+    fn mark(&mut self, n: u64) -> Result<()> {
+        self.bound("marking a run", |l| l.mark(n))
+    }
+    fn finished(&mut self, last: u64) -> Result<u64> {
+        self.bound("querying finished runs", |l| l.finished(last))
+    }
     fn download(&mut self, i: usize) -> Result<Vec<u8>> {
         self.bound("downloading a buffer", |l| l.download(i))
     }
@@ -362,10 +368,17 @@ struct CudaRun<'a> {
     dev: &'a Cuda,
     /// Where work is enqueued: the device's stream, or the caller's.
     stream: sys::CUstream,
-    /// Host copies of uploads, alive until the stream has read them.
-    staged: Vec<Vec<u8>>,
+    /// Host copies of uploads, alive until the stream has read them: each
+    /// with the first mark recorded after it (`marked + 1` when made).
+    staged: Vec<(u64, Vec<u8>)>,
     /// When timing launches: one event pair per launch, and the next one.
     events: Option<(Vec<(CudaEvent, CudaEvent)>, usize)>,
+    /// Events recorded after runs ([`Backend::mark`]), oldest first, until
+    /// seen complete.
+    marks: VecDeque<(u64, CudaEvent)>,
+    /// The last mark recorded, and the last one seen complete.
+    marked: u64,
+    done: u64,
 }
 
 impl Backend for CudaRun<'_> {
@@ -411,8 +424,8 @@ impl Backend for CudaRun<'_> {
     fn write(&mut self, addr: u64, host: &[u8]) -> Result<()> {
         // The copy is asynchronous: the bytes it reads live in `staged`
         // until the next synchronisation.
-        self.staged.push(host.to_vec());
-        let staged = self.staged.last().map(|v| v.as_slice()).unwrap_or_default();
+        self.staged.push((self.marked + 1, host.to_vec()));
+        let staged = self.staged.last().map(|(_, v)| v.as_slice()).unwrap_or_default();
         // SAFETY: `addr` is a live buffer of the host slice's size (the
         // program's, or a bound one the program holds a handle to).
         unsafe { result::memcpy_htod_async(addr, staged, self.stream) }.map_err(|e| driver("cuMemcpyHtoDAsync", e))
@@ -457,7 +470,35 @@ impl Backend for CudaRun<'_> {
         // while the program uses it (`use_stream`).
         unsafe { result::stream::synchronize(self.stream) }.map_err(|e| driver("cuStreamSynchronize", e))?;
         self.staged.clear();
+        self.marks.clear();
+        self.done = self.marked;
         self.dev.ctx.check_err().map_err(|e| driver("deferred error", e))
+    }
+
+    fn mark(&mut self, n: u64) -> Result<()> {
+        // Timing is off: a query is all these events are for.
+        let event = self.dev.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| driver("cuEventCreate", e))?;
+        // SAFETY: the event is this context's and the stream is the one
+        // work is enqueued on (as in `synchronize`).
+        unsafe { result::event::record(event.cu_event(), self.stream) }.map_err(|e| driver("cuEventRecord", e))?;
+        self.marks.push_back((n, event));
+        self.marked = n;
+        Ok(())
+    }
+
+    fn finished(&mut self, _last: u64) -> Result<u64> {
+        while let Some((n, event)) = self.marks.front() {
+            // A kernel fault of an earlier launch surfaces here, as at a
+            // synchronisation.
+            if !event.try_is_complete().map_err(|e| driver("cuEventQuery", e))? {
+                break;
+            }
+            self.done = *n;
+            self.marks.pop_front();
+        }
+        let done = self.done;
+        self.staged.retain(|(first_mark, _)| *first_mark > done);
+        Ok(done)
     }
 
     fn download(&mut self, addr: u64, bytes: usize) -> Result<Vec<u8>> {

@@ -52,6 +52,14 @@ pub struct Program<'d> {
     bound: Vec<Option<DeviceBuffer>>,
     /// Whether work may be enqueued that nobody waited for yet.
     pending: bool,
+    /// Runs enqueued so far: run `n` is marked `n` on the device
+    /// ([`Resident::mark`]) when its steps are enqueued.
+    runs: u64,
+    /// The caller's buffers the program let go of (unbound, rebound) while
+    /// a run that may use them was enqueued, each with that run's mark:
+    /// held until the run is seen finished ([`Resident::finished`]), so
+    /// that letting go of a buffer never waits for the device.
+    retired: Vec<(u64, DeviceBuffer)>,
 }
 
 /// The backend-independent operations a program needs, over one loaded
@@ -64,6 +72,10 @@ pub(crate) trait Resident {
     fn execute(&mut self) -> Result<()>;
     /// Another run begins (before its generators, zeroing and steps).
     fn start_run(&mut self);
+    /// [`Backend::mark`].
+    fn mark(&mut self, n: u64) -> Result<()>;
+    /// [`Backend::finished`].
+    fn finished(&mut self, last: u64) -> Result<u64>;
     /// Buffer `i`'s bytes, after everything enqueued before has finished.
     fn download(&mut self, i: usize) -> Result<Vec<u8>>;
     /// The emulator's profile of the launches since the last call.
@@ -106,6 +118,12 @@ impl<B: Backend> Resident for Loaded<B> {
     fn start_run(&mut self) {
         self.b.start_run();
     }
+    fn mark(&mut self, n: u64) -> Result<()> {
+        self.b.mark(n)
+    }
+    fn finished(&mut self, last: u64) -> Result<u64> {
+        self.b.finished(last)
+    }
     fn download(&mut self, i: usize) -> Result<Vec<u8>> {
         let bytes = backend::download_one(&mut self.b, &self.p, i)?;
         // Kernel faults of a GPU surface here, at the first synchronisation.
@@ -142,7 +160,7 @@ impl<'d> Program<'d> {
     pub(crate) fn new(bundle: &Bundle, imp: Box<dyn Resident + 'd>) -> Program<'d> {
         let manifest = bundle.manifest().clone();
         let n = manifest.buffers.len();
-        Program { manifest, ptx: ptx_digest(bundle.ptx()), imp, filled: vec![false; n], stale: vec![false; n], bound: vec![None; n], pending: false }
+        Program { manifest, ptx: ptx_digest(bundle.ptx()), imp, filled: vec![false; n], stale: vec![false; n], bound: vec![None; n], pending: false, runs: 0, retired: Vec::new() }
     }
 
     /// Re-binds the program to `bundle`: the dynamic bundle (format 2) it
@@ -306,13 +324,50 @@ impl<'d> Program<'d> {
         Ok(())
     }
 
-    /// Before the program lets go of a bound buffer, the work that may use
-    /// it finishes: the caller's handle may be the last one.
+    /// Before the program lets go of the buffer bound to `i` (the caller
+    /// sets `bound[i]` once the device side is rebound): a run that may
+    /// use it can still be on the device, and the caller's handle may be
+    /// the last one, so a handle is retired until that run is seen
+    /// finished. Nothing waits: consecutive runs on new buffers stay
+    /// asynchronous (issue #29 item 1).
     fn release(&mut self, i: usize) -> Result<()> {
-        match self.bound[i].is_some() && self.pending {
-            true => self.synchronize(),
-            false => Ok(()),
+        self.collect()?;
+        if let Some(b) = self.bound[i].as_ref().filter(|_| self.pending) {
+            self.retired.push((self.runs, b.clone()));
         }
+        Ok(())
+    }
+
+    /// Drops the retired handles whose run has finished (and lets the
+    /// device free what it staged for finished work); the last run known
+    /// finished.
+    fn collect(&mut self) -> Result<u64> {
+        if !self.pending {
+            return Ok(self.runs);
+        }
+        let done = self.imp.finished(self.runs)?;
+        self.retired.retain(|(run, _)| *run > done);
+        Ok(done)
+    }
+
+    /// Everything enqueued has finished: nothing is pending or retired.
+    fn waited(&mut self) {
+        self.pending = false;
+        self.retired.clear();
+    }
+
+    /// Runs enqueued so far ([`run`](Program::run) numbers them from 1).
+    pub fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    /// The last run known to have finished on the device, without waiting
+    /// (every run on the emulator, which runs them when enqueued): a
+    /// caller that keeps memory alive for the program's runs (the Python
+    /// package, for the arrays it imported) may let go of what runs up to
+    /// this one used.
+    pub fn finished_runs(&mut self) -> Result<u64> {
+        self.collect()
     }
 
     /// The caller's buffer bound to `name`, if any.
@@ -337,7 +392,7 @@ impl<'d> Program<'d> {
     pub unsafe fn use_stream(&mut self, stream: *mut c_void) -> Result<()> {
         // SAFETY: the caller's promise.
         unsafe { self.imp.use_stream(stream) }?;
-        self.pending = false;
+        self.waited();
         Ok(())
     }
 
@@ -345,7 +400,7 @@ impl<'d> Program<'d> {
     /// here).
     pub fn synchronize(&mut self) -> Result<()> {
         self.imp.synchronize()?;
-        self.pending = false;
+        self.waited();
         Ok(())
     }
 
@@ -368,8 +423,19 @@ impl<'d> Program<'d> {
                 return Err(Error::Input { name: b.name.clone(), reason });
             }
         }
+        self.collect()?;
         self.imp.start_run();
         self.pending = true;
+        let enqueued = self.enqueue_run();
+        // Marked even where enqueueing failed part way: what was enqueued
+        // may use the bound buffers.
+        self.runs += 1;
+        let marked = self.imp.mark(self.runs);
+        enqueued.and(marked)
+    }
+
+    /// [`run`](Program::run)'s work: generators, zeroing, the steps.
+    fn enqueue_run(&mut self) -> Result<()> {
         for i in 0..self.manifest.buffers.len() {
             let b = &self.manifest.buffers[i];
             if b.role == Role::Input && !self.filled[i] && self.bound[i].is_none() {
@@ -407,7 +473,7 @@ impl<'d> Program<'d> {
 
     fn read_at(&mut self, i: usize) -> Result<Tensor> {
         let bytes = self.imp.download(i)?;
-        self.pending = false;
+        self.waited();
         let buf = &self.manifest.buffers[i];
         let data = Data::from_ne_bytes(buf.dtype, &bytes).ok_or_else(|| Error::Driver(format!("buffer `{}`: downloaded {} bytes", buf.name, bytes.len())))?;
         Ok(Tensor { shape: buf.shape.clone(), data })
@@ -431,5 +497,165 @@ impl Drop for Program<'_> {
             // caller's `read` or `synchronize`, or not at all.
             let _ = self.imp.synchronize();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Letting go of a bound buffer while a run may still use it, against
+    //! a device whose runs finish when the test says (a GPU's are
+    //! asynchronous; the emulator's finish when enqueued).
+
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::buffer::DeviceId;
+    use eintup_tensor::tensor::DType;
+
+    /// What the fake device was asked, and the last run it has finished.
+    #[derive(Default)]
+    struct State {
+        finished: AtomicU64,
+        synchronized: AtomicUsize,
+    }
+
+    struct FakeDevice(Arc<State>);
+
+    impl Resident for FakeDevice {
+        fn upload(&mut self, _: usize, _: &str, _: &[u8]) -> Result<()> {
+            Ok(())
+        }
+        fn generate(&mut self, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn zero(&mut self, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn execute(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn start_run(&mut self) {}
+        fn mark(&mut self, _: u64) -> Result<()> {
+            Ok(())
+        }
+        fn finished(&mut self, _: u64) -> Result<u64> {
+            Ok(self.0.finished.load(Ordering::SeqCst))
+        }
+        fn download(&mut self, _: usize) -> Result<Vec<u8>> {
+            Ok(vec![0; 16])
+        }
+        fn take_profile(&mut self) -> Option<ProfileReport> {
+            None
+        }
+        fn bind(&mut self, _: usize, _: &str, _: Option<&dyn DeviceMemory>) -> Result<()> {
+            Ok(())
+        }
+        fn synchronize(&mut self) -> Result<()> {
+            self.0.synchronized.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        unsafe fn use_stream(&mut self, _: *mut c_void) -> Result<()> {
+            Ok(())
+        }
+        fn place(&mut self, m: &Manifest) -> Result<Vec<bool>> {
+            Ok(vec![false; m.buffers.len()])
+        }
+    }
+
+    /// Memory that says when it is freed.
+    struct Memory(Arc<AtomicBool>);
+
+    impl DeviceMemory for Memory {
+        fn device(&self) -> DeviceId {
+            DeviceId::Emu(0)
+        }
+        fn address(&self) -> u64 {
+            // Distinct, aligned, never overlapping: each is its own handle.
+            Arc::as_ptr(&self.0) as u64 & !0xf
+        }
+        fn write(&self, _: &[u8]) -> Result<()> {
+            Ok(())
+        }
+        fn read(&self, bytes: usize) -> Result<Vec<u8>> {
+            Ok(vec![0; bytes])
+        }
+    }
+
+    impl Drop for Memory {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn buffer() -> (DeviceBuffer, Arc<AtomicBool>) {
+        let freed = Arc::new(AtomicBool::new(false));
+        (DeviceBuffer::new(DType::F32, vec![4], 16, Box::new(Memory(freed.clone()))), freed)
+    }
+
+    fn program(state: &Arc<State>) -> Program<'static> {
+        let m = serde_json::json!({
+            "format_version": 1,
+            "producer": "program unit tests",
+            "source": {"name": "t.et", "text": ""},
+            "config": {"seed": 0, "float": "f32", "eintups": {}},
+            "target": {"arch": "sm_80", "ptx_version": "7.0"},
+            "buffers": [{"name": "y", "dtype": "f32", "shape": [4], "role": "output", "init": {"kind": "zero"}}],
+            "kernels": [{"name": "k", "params": ["y"], "registers": null, "spill_stores": null, "spill_loads": null}],
+            "steps": [{"op": "launch", "kernel": "k", "grid": [1, 1, 1], "block": [4, 1, 1], "args": ["y"]}],
+        });
+        let ptx = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 k_param_0)\n{\n\tret;\n}\n";
+        let bundle = Bundle::new(Manifest::parse(&m.to_string()).unwrap(), ptx.to_string()).unwrap();
+        Program::new(&bundle, Box::new(FakeDevice(state.clone())))
+    }
+
+    #[test]
+    fn a_buffer_let_go_of_during_a_run_is_held_until_the_run_finishes_without_waiting() {
+        let state = Arc::new(State::default());
+        let mut p = program(&state);
+        let (first, first_freed) = buffer();
+        p.bind("y", &first).unwrap();
+        drop(first);
+        p.run().unwrap();
+        assert_eq!(p.runs(), 1);
+        // The next call's buffer: the first may still be in use by run 1.
+        let (second, second_freed) = buffer();
+        p.bind("y", &second).unwrap();
+        assert!(!first_freed.load(Ordering::SeqCst), "the program's handle was the last: run 1 may still write it");
+        assert_eq!(state.synchronized.load(Ordering::SeqCst), 0, "binding waited for the device");
+        p.run().unwrap();
+        assert_eq!(p.finished_runs().unwrap(), 0);
+        assert!(!first_freed.load(Ordering::SeqCst));
+        // Run 1 done: its buffer goes, not the one run 2 uses.
+        state.finished.store(1, Ordering::SeqCst);
+        assert_eq!(p.finished_runs().unwrap(), 1);
+        assert!(first_freed.load(Ordering::SeqCst));
+        p.unbind("y").unwrap();
+        drop(second);
+        assert!(!second_freed.load(Ordering::SeqCst), "run 2 has not finished");
+        assert_eq!(state.synchronized.load(Ordering::SeqCst), 0);
+        // Waiting for everything lets go of everything.
+        p.synchronize().unwrap();
+        assert!(second_freed.load(Ordering::SeqCst));
+        assert_eq!(p.finished_runs().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_buffer_let_go_of_with_nothing_enqueued_goes_at_once() {
+        let state = Arc::new(State::default());
+        let mut p = program(&state);
+        let (b, freed) = buffer();
+        p.bind("y", &b).unwrap();
+        drop(b);
+        p.unbind("y").unwrap();
+        assert!(freed.load(Ordering::SeqCst));
+        let (b, freed) = buffer();
+        p.bind("y", &b).unwrap();
+        drop(b);
+        p.run().unwrap();
+        p.read("y").unwrap();
+        // `read` waited for run 1.
+        p.unbind("y").unwrap();
+        assert!(freed.load(Ordering::SeqCst));
     }
 }
