@@ -385,4 +385,11 @@ fn the_matmul_launches_its_divisibility_variant_where_its_row_lengths_are_multip
         let ran = run_kernels(&src, &b, &sym.ranks, &binds, 0, 1e-4, 1 << 20).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
         assert_eq!(ran, [chosen], "{binds:?}");
     }
+    // The condition is what makes it correct: forced where `%k.0` is 6,
+    // its 128-bit loads are misaligned (the emulator faults).
+    let forced = with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[0].clone() }]);
+    let inputs: BTreeMap<String, eintup_runtime::Tensor> =
+        [("a", [9, 6]), ("b", [6, 20])].into_iter().map(|(n, s)| (n.to_string(), eintup_runtime::Tensor { shape: s.to_vec(), data: Data::F32(vec![1.0; s[0] * s[1]]) })).collect();
+    let err = Device::emulator().run_profiled(&forced, &inputs).unwrap_err().to_string();
+    assert!(err.contains("s2_c__div4") && err.contains("misaligned"), "{err}");
 }
