@@ -223,6 +223,16 @@ pub fn optimize_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions) -> Result<L
     loops_of(run(unit, &names, &opts.driver())?)
 }
 
+/// The GPU passes alone on `lm`, a module through the middle end
+/// ([`lower_gpu_symbolic_before`] stopped at the first GPU pass): a
+/// run-time variant's kernels, given dim facts there (`crate::variants`).
+pub fn finish_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions) -> Result<LoopModule, Failure> {
+    let mut unit = Unit::from_source(src.clone());
+    unit.ir = Ir::Loop(lm);
+    let names: Vec<String> = opts.passes(None).into_iter().skip(MIDDLE_END.len()).collect();
+    loops_of(run(unit, &names, &opts.driver())?)
+}
+
 /// [`lower_gpu`] stopped before the GPU pass `stop`: the module that pass
 /// would choose for (the tuner lists its candidates on it).
 pub fn lower_gpu_before(src: &Source, module: &Module, opts: &GpuOptions, stop: &str) -> Result<LoopModule, Failure> {

@@ -4,13 +4,16 @@
 //! different from the general one is kept, renamed `NAME__rule`, with the
 //! condition on the dims under which its launch step should run it. The
 //! runtime picks (`Manifest::bind`); every variant computes the same cells
-//! as the general kernel at any dims (their edges are guarded), so a
-//! condition decides speed only, never correctness.
+//! as the general kernel at any dims its condition admits (their edges are
+//! guarded): a tiling's condition decides speed only, a divisibility
+//! rule's (`Rule::multiple`) is exactly the facts its kernel's alignment
+//! was proven under.
 
 use crate::driver::{Failure, Source};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::walk::rename_buffers;
-use crate::ir::loops::{IExpr, Kernel, LoopKind, LoopModule, Node};
+use crate::ir::loops::{IExpr, Kernel, LoopKind, LoopModule, Multiples, Node};
+use crate::passes::GPU_PASSES;
 use crate::pipeline::{self, GpuOptions};
 use crate::sema::Program;
 
@@ -22,6 +25,11 @@ pub struct Rule {
     pub name: &'static str,
     /// `(pass, "key=value")`, as [`GpuOptions::options`] takes them.
     pub options: &'static [(&'static str, &'static str)],
+    /// `Some(n)`: each kernel is compiled as if the dims its buffers'
+    /// row lengths use were multiples of `n` ([`stride_multiples`],
+    /// `Kernel::multiples`), and is launched only where they are: its
+    /// conditions are `when`'s with those facts added to each alternative.
+    pub multiple: Option<i64>,
     /// Alternatives, each index expressions over the dims that must all
     /// be non-negative; `None` where the rule says nothing of this kernel.
     pub when: fn(&Kernel) -> Option<Vec<Vec<IExpr>>>,
@@ -33,7 +41,39 @@ pub struct Rule {
 /// register tile of output columns and channels pays wherever one of the
 /// two is at least 16; below, most of a block's tiles are guarded off and
 /// the general kernel is cheaper.
-pub const RULES: &[Rule] = &[Rule { name: "rt2x2", options: &[("register-tiles", "window=2x2")], when: window_tile_16 }];
+///
+/// Then kernels whose row lengths are multiples of 4 (16 bytes of `f32`):
+/// their vector cells, 128-bit copies and stores are aligned, as a
+/// static kernel's (docs/dynamic-shapes.md, "Divisibility variants";
+/// Triton specialises on arguments divisible by 16 for the same reason).
+pub const RULES: &[Rule] = &[
+    Rule { name: "rt2x2", options: &[("register-tiles", "window=2x2")], multiple: None, when: window_tile_16 },
+    Rule { name: "div4", options: &[], multiple: Some(4), when: always },
+];
+
+/// No condition beyond the rule's facts.
+fn always(_: &Kernel) -> Option<Vec<Vec<IExpr>>> {
+    Some(vec![Vec::new()])
+}
+
+/// `n` for each dim symbol that is the row length (innermost extent) of
+/// a buffer `k` uses. What a vector access's alignment turns on: a vector
+/// runs along a row (unit stride), and every other stride is a multiple
+/// of the row length, so `a[row * %k.0 + k]` starts rows 16 bytes apart
+/// only where `%k.0` is a multiple of 4. A row length of several symbols
+/// (`%ipos.1 - %fpos.1 + 1`) gives none: their facts would not make it a
+/// multiple.
+pub fn stride_multiples(m: &LoopModule, k: &Kernel, n: i64) -> Multiples {
+    let mut dims = Vec::new();
+    for b in k.buffers() {
+        if let Some(IExpr::Sym(d)) = m.buffers.get(b).and_then(|b| b.shape.last()) {
+            dims.push(*d);
+        }
+    }
+    dims.sort_unstable();
+    dims.dedup();
+    Multiples { facts: dims.into_iter().map(|d| (d, n)).collect() }
+}
 
 /// The trip of one of a window's tiled loops from which the 2x2 tile
 /// pays: the general block's 8 threads along it, times 2.
@@ -103,19 +143,34 @@ pub fn lower_gpu_dynamic(src: &Source, prog: &Program, opts: &GpuOptions) -> Res
     let mut variants = Vec::new();
     for rule in RULES {
         let ropts = GpuOptions { options: rule.options.iter().map(|(p, o)| (p.to_string(), o.to_string())).collect(), ..opts.clone() };
-        let other = pipeline::lower_gpu_symbolic(src, prog, &ropts)?;
+        let other = match rule.multiple {
+            None => pipeline::lower_gpu_symbolic(src, prog, &ropts)?,
+            Some(n) => {
+                let mut lm = pipeline::lower_gpu_symbolic_before(src, prog, &ropts, GPU_PASSES.first().copied())?;
+                for i in 0..lm.kernels.len() {
+                    lm.kernels[i].multiples = stride_multiples(&lm, &lm.kernels[i], n);
+                }
+                pipeline::finish_gpu(src, lm, &ropts)?
+            }
+        };
         if other.dims != module.dims || other.kernels.len() != module.kernels.len() {
             continue;
         }
         let mut rule_variants = Vec::new();
         let mut appended = Vec::new();
         for (i, (general, k)) in module.kernels.iter().zip(&other.kernels).enumerate() {
-            if general == k {
+            // The same code under facts: no gain, and a narrower launch.
+            if general.body == k.body && general.vars == k.vars {
                 continue;
             }
             let Some(when) = before.kernels.iter().find(|b| b.name == general.name).and_then(rule.when) else { continue };
             // Alternatives no dims meet.
-            let when: Vec<Vec<IExpr>> = when.into_iter().filter(|all| !all.iter().any(|e| e.as_const().is_some_and(|c| c < 0))).collect();
+            // Exactly the facts the kernel was compiled under, in each.
+            let when: Vec<Vec<IExpr>> = when
+                .into_iter()
+                .filter(|all| !all.iter().any(|e| e.as_const().is_some_and(|c| c < 0)))
+                .map(|all| all.into_iter().chain(k.multiples.conditions()).collect())
+                .collect();
             if when.is_empty() {
                 continue;
             }

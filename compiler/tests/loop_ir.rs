@@ -650,6 +650,7 @@ mod round_trip {
                         stmt,
                         vars: names.iter().map(|n| Var { name: n.to_string() }).collect(),
                         body: vec![Node::For(For { var: i, lo: remap(lo), hi: remap(hi), kind, body })],
+                        multiples: Multiples::default(),
                     }],
                 }
             })

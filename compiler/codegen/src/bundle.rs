@@ -241,6 +241,12 @@ pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::s
 /// recorded at `dims` and the run-time `variants` of its kernels), its
 /// source the printed module.
 fn dynamic_manifest(lm: &LoopModule, variants: &[KernelVariant], ptx_version: &str, sm: u32, dims: &[i64]) -> Result<Manifest, Failure> {
+    // A step launches its kernel at any dims: one compiled under dim
+    // facts would be wrong where they fail (only a variant's `when` can
+    // hold them to it).
+    if let Some(k) = lm.kernels.iter().find(|k| !k.multiples.is_empty()) {
+        return Err(Failure::user(format!("eintup: error: kernel `@{}` is compiled under dim facts (`multiples(..)`): only a run-time variant, launched where they hold, may be", k.name)));
+    }
     let bound = lm.bind_dims(dims).map_err(Failure::user)?;
     let buffers = bound
         .buffers

@@ -605,7 +605,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 known = known.substitute(v, &IExpr::c(c));
             }
         }
-        let r = known.residue(lanes)?;
+        // Under the kernel's dim facts (a run-time variant's): `k * %col.0`
+        // is a multiple of 4 where `%col.0` is.
+        let r = known.residue_under(lanes, &self.k.multiples)?;
         // The largest power of two dividing both `lanes` and `r` elements.
         let elems = if r == 0 { lanes } else { 1i64 << r.trailing_zeros().min(lanes.trailing_zeros()) };
         (elems > 1).then(|| (elems as u64 * elem) as u32)

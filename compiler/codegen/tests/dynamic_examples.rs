@@ -85,7 +85,9 @@ fn run_kernels(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String],
     let what = format!("{} {binds:?} seed {seed}", src.name);
     let want = interp::run(&m, &RunOptions { seed, ..RunOptions::default() }).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let man = bundle.manifest();
-    let inputs: BTreeMap<_, _> = m.arrays.iter().zip(&want).filter(|(a, _)| a.is_input).map(|(a, t)| (a.name.clone(), t.clone())).collect();
+    // The interpreter's inputs at the bundle's float width (`--float f32`).
+    let f32 = man.buffers.iter().any(|b| b.dtype == eintup_runtime::DType::F32);
+    let inputs: BTreeMap<_, _> = m.arrays.iter().zip(&want).filter(|(a, _)| a.is_input).map(|(a, t)| (a.name.clone(), t.clone().with_float_width(f32))).collect();
     // A caller's --bind for each eintup whose symbols no input gives.
     let derived: Vec<String> = man.dynamic.as_ref().unwrap().derive.iter().map(|r| format!("%{}", r.sym)).collect();
     let given: Vec<(String, Vec<i64>)> = man.dynamic.as_ref().unwrap().eintups.iter()
@@ -150,15 +152,16 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
     // matmul, reduce_sum and gather_nd as the runs above build them; the
     // convolution with the bench's stride 1 (a symbolic stride's
     // `(n - k + 1) //^ s` extent is not a polynomial: i64).
-    for (file, want) in [("matmul", &["s2_c"][..]), ("reduce_sum", &["s1_s"]), ("gather_nd", &["s2_dst"])] {
+    // The matmul's divisibility variant too; no window and no vector
+    // access for the others: no run-time variant.
+    for (file, want) in [("matmul", &["s2_c", "s2_c__div4"][..]), ("reduce_sum", &["s1_s"]), ("gather_nd", &["s2_dst"])] {
         let ex = EXAMPLES.iter().find(|e| e.file == file).unwrap();
         let b = dynamic_bundle(ex).1;
         assert_eq!(narrow_kernels(&b), want, "{file}");
-        // No window: no run-time variant (their kernels are the general ones).
-        assert!(b.manifest().dynamic.as_ref().unwrap().variants.is_empty(), "{file}");
+        assert_eq!(b.manifest().dynamic.as_ref().unwrap().variants.len(), want.len() - 1, "{file}");
     }
     let (src, b, ranks, _) = conv_stride_1(2);
-    assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__rt2x2"]);
+    assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__rt2x2", "s2_y__div4"]);
     // And it runs, at a size that is no multiple of anything.
     assert!(run_at(&src, &b, &ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
 }
@@ -254,9 +257,10 @@ fn dims_past_the_32_bit_limit_are_refused_before_anything_runs() {
     assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 2147483648 (`(%row.0 * %k.0)`)"), "{err}");
     // Empty arrays but a row count at the top of i32: the kernel's padded
     // last row (`%row.0 + 17`: register tiles of 4 rows in blocks of 16)
-    // would wrap, so the kernel is named.
+    // would wrap, so the kernel is named: the one launched there, the
+    // divisibility variant (0 is a multiple of 4).
     let err = bind([1, i32::MAX as usize, 0], [1, 0, 0]).unwrap_err();
-    assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 2147483664"), "{err}");
+    assert!(err.starts_with("input `s2_c__div4`: kernel `s2_c__div4` reaches 2147483664"), "{err}");
     // One row fewer of `a` is within the limit (the memory limit refuses
     // it then, a separate rule), and small dims bind.
     let err = bind([1, (1 << 16) - 1, 1 << 15], [1, 1 << 15, 1]).unwrap_err();
@@ -305,10 +309,11 @@ fn the_convolution_launches_its_variant_where_its_condition_holds() {
     let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/ops/conv2d.et");
     let (src, b, ranks, lowered) = conv_stride_1_variants(&bench, 2);
     let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
-    assert_eq!(names, ["s2_y__rt2x2"]);
+    assert_eq!(names, ["s2_y__rt2x2", "s2_y__div4"]);
     let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
     let conditions: Vec<&[String]> = listed.iter().map(|v| &v.when[..]).collect();
-    assert_eq!(conditions, [&["(((%ipos.1 - %fpos.1) + 1) - 16)".to_string()][..], &["(%ochan.0 - 16)".to_string()][..]]);
+    let div4 = ["(0 - (%ichan.0 % 4))".to_string(), "(0 - (%ochan.0 % 4))".to_string()];
+    assert_eq!(conditions, [&["(((%ipos.1 - %fpos.1) + 1) - 16)".to_string()][..], &["(%ochan.0 - 16)".to_string()][..], &div4[..]]);
     let general = with_variants(&b, Vec::new());
     let tiled = with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[0].clone() }]);
     for (binds, chosen) in [
@@ -329,4 +334,62 @@ fn the_convolution_launches_its_variant_where_its_condition_holds() {
             assert_eq!(ran, [want], "{binds:?}");
         }
     }
+}
+
+/// The matmul's divisibility variant (docs/dynamic-shapes.md,
+/// "Divisibility variants"), built as the bar measures it (`f32`, rank-0
+/// batch): its kernel is compiled under `%k.0` and `%col.0` (the row
+/// lengths of `a`, `b` and `c`) being multiples of 4, and its conditions
+/// are exactly those facts. The bundle launches it where they hold (0 is a
+/// multiple: an empty reduction), edges of blocks and of the short last
+/// step included, and the general kernel where one does not; each equals
+/// the interpreter.
+#[test]
+fn the_matmul_launches_its_divisibility_variant_where_its_row_lengths_are_multiples_of_4() {
+    let src = Source::load(&example("matmul")).unwrap();
+    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("batch".to_string(), 0)]).unwrap();
+    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Off, 80);
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
+    let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
+    assert_eq!(names, ["s2_c__div4"]);
+    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F32, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
+    let conditions: Vec<&[String]> = listed.iter().map(|v| &v.when[..]).collect();
+    assert_eq!(conditions, [&["(0 - (%k.0 % 4))".to_string(), "(0 - (%col.0 % 4))".to_string()][..]]);
+    // Its copies load 128 bits: the general kernel's PTX has no such load.
+    let ptx = b.ptx();
+    let variant_ptx = &ptx[ptx.find(".entry s2_c__div4").unwrap()..];
+    assert!(variant_ptx.contains("ld.global.nc.v4.f32") && !ptx[..ptx.len() - variant_ptx.len()].contains("ld.global.nc.v4.f32"));
+    // The bar's sizes, chosen by binding alone (the interpreter takes
+    // minutes on them in a debug build; docs/dynamic-shapes.md reports
+    // their runs against the static bundle).
+    for ([row, k, col], chosen) in [([256, 256, 256], "s2_c__div4"), ([260, 252, 244], "s2_c__div4"), ([255, 257, 253], "s2_c")] {
+        let shapes: BTreeMap<String, Vec<usize>> = [("a".to_string(), vec![row, k]), ("b".to_string(), vec![k, col])].into();
+        let (bound, _) = b.bind_given(&shapes, &BTreeMap::new()).unwrap();
+        let launched: Vec<&str> = bound.manifest().steps.iter().filter_map(|s| match s { eintup_runtime::manifest::Step::Launch { kernel, .. } => Some(kernel.as_str()), _ => None }).collect();
+        assert_eq!(launched, [chosen], "{row}x{k}x{col}");
+    }
+    // Run: multiples of 4 that are no multiples of the 64x64 block or the
+    // 16-step (edge blocks, a short last step), whole blocks, tiny and
+    // empty reductions; one non-multiple of each kind.
+    for ([row, k, col], chosen) in [
+        ([68, 36, 132], "s2_c__div4"),
+        ([64, 32, 64], "s2_c__div4"),
+        ([7, 12, 4], "s2_c__div4"),
+        ([5, 0, 8], "s2_c__div4"),
+        ([67, 37, 133], "s2_c"),
+        ([9, 20, 6], "s2_c"),
+        ([9, 6, 20], "s2_c"),
+    ] {
+        let binds = vec!["batch=[]".to_string(), format!("row=[{row}]"), format!("k=[{k}]"), format!("col=[{col}]")];
+        let ran = run_kernels(&src, &b, &sym.ranks, &binds, 0, 1e-4, 1 << 20).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
+        assert_eq!(ran, [chosen], "{binds:?}");
+    }
+    // The condition is what makes it correct: forced where `%k.0` is 6,
+    // its 128-bit loads are misaligned (the emulator faults).
+    let forced = with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[0].clone() }]);
+    let inputs: BTreeMap<String, eintup_runtime::Tensor> =
+        [("a", [9, 6]), ("b", [6, 20])].into_iter().map(|(n, s)| (n.to_string(), eintup_runtime::Tensor { shape: s.to_vec(), data: Data::F32(vec![1.0; s[0] * s[1]]) })).collect();
+    let err = Device::emulator().run_profiled(&forced, &inputs).unwrap_err().to_string();
+    assert!(err.contains("s2_c__div4") && err.contains("misaligned"), "{err}");
 }

@@ -609,8 +609,11 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         let fastest = dims.last().map(|d| d.0);
         let vector = dims.last().is_some_and(|&(v, _, tr)| {
             let atom = IExpr::v(v);
-            unguarded && lanes > 1 && tr % lanes == 0 && lin.coef(&atom) == 1 && !lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom)
-        }) && fastest.is_some_and(|f| source_at(&copy_digits(e_v, &[(f, lanes, IExpr::c(0))])).residue(lanes) == Some(0));
+            // Guarded copies too in a kernel with dim facts (a run-time
+            // variant's): their guards test a vector's first element
+            // where that decides all of it (`spread`).
+            (unguarded || !k.multiples.is_empty()) && lanes > 1 && tr % lanes == 0 && lin.coef(&atom) == 1 && !lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom)
+        }) && fastest.is_some_and(|f| source_at(&copy_digits(e_v, &[(f, lanes, IExpr::c(0))])).residue_under(lanes, &k.multiples) == Some(0));
         let (lanes, e_l) = if vector { (lanes, Some(add_var(&mut vars, &format!("{}_l", &m.buffers[buf].name)))) } else { (1, None) };
         // Where the reads' vectors run across the copy's (`a`, and `b` of a
         // cyclic tile), a thread copies a block of `width` vectors, one per
@@ -621,7 +624,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         let across = read_var.filter(|&r| {
             let e_m = IExpr::v(vars.len());
             let groups = [(r, width, e_m), (fastest.unwrap_or(r), lanes, IExpr::c(0))];
-            vector && Some(r) != fastest && source_at(&copy_digits(e_v, &groups)).residue(lanes) == Some(0)
+            vector && Some(r) != fastest && source_at(&copy_digits(e_v, &groups)).residue_under(lanes, &k.multiples) == Some(0)
         });
         let e_m = across.map(|r| (r, add_var(&mut vars, &format!("{}_m", &m.buffers[buf].name))));
         let mut groups: Vec<(VarId, i64, IExpr)> = e_m.iter().map(|&(r, v)| (r, width, IExpr::v(v))).collect();
@@ -674,8 +677,25 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         let original = &sum.values[j].op;
         let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
         let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
-        let spread = |conds| {
-            let body = unrolled.iter().rev().fold(guarded(conds, copy.clone()), |body, &(l, n)| Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(n), kind: LoopKind::Unroll, body: vec![body] }));
+        let spread = |conds: Vec<Cond>| {
+            // A condition the same for each lane of a vector guards the
+            // vector, at its first lane, so that its loads stay together
+            // (one 128-bit load); the others guard each element.
+            let (whole, each): (Vec<Cond>, Vec<Cond>) = match e_l {
+                Some(l) => conds.into_iter().partition(|c| c.same_across_lanes(l, lanes, &k.multiples)),
+                None => (Vec::new(), conds),
+            };
+            let body = unrolled.iter().rev().fold(guarded(each, copy.clone()), |body, &(l, n)| {
+                let lanes = Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(n), kind: LoopKind::Unroll, body: vec![body] });
+                if Some(l) != e_l || whole.is_empty() {
+                    return lanes;
+                }
+                let mut first = whole.clone();
+                for e in first.iter_mut().flat_map(Cond::exprs_mut) {
+                    *e = e.substitute(l, &IExpr::c(0));
+                }
+                Node::Guard(Guard { conds: first, body: vec![lanes] })
+            });
             Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len / per_element), kind: LoopKind::Spread, body: vec![body] })
         };
         // A register tile's cells past a symbolic extent (`cell_guard`):
@@ -982,8 +1002,9 @@ fn guarded(conds: Vec<Cond>, c: Compute) -> Node {
 /// [`cells_distinct`] for a dynamic kernel's register tile: each
 /// condition of the cell guard is `0 <= v + E*v_t < H` with `v` a chain
 /// loop over `[0, E)`, `v_t` an unroll loop over `[0, T)` and `E = H //^
-/// T` (as `register-tiles` writes it), so the points `(v, v_t)` whose cell
-/// is in range are the original loop's `[0, H)`, one to one. Where `w`
+/// T` (as `register-tiles` writes it; its vector cells `T*v + v_t`
+/// likewise), so the points `(v, v_t)` whose cell is in range are the
+/// original loop's `[0, H)`, one to one. Where `w`
 /// uses `v` and `v_t` only in `v + E*v_t`, its guarded cells are the
 /// original kernel's (distinct: the chain is parallel); the other unroll
 /// variables are checked as [`cells_distinct`] does.
@@ -994,14 +1015,29 @@ fn guarded_cells_distinct(w: &IExpr, unrolls: &[&For], conds: &[Cond], chain: &C
     for c in conds {
         let Cond::InRange { e, lo, hi } = c else { return false };
         let IExpr::Bin(IBin::Add, a, b) = e else { return false };
-        let (IExpr::Var(v), IExpr::Bin(IBin::Mul, stride, vt)) = (&**a, &**b) else { return false };
-        let (v, IExpr::Var(vt)) = (*v, &**vt) else { return false };
+        // `v + E*v_t` (cyclic), or `T*v + v_t` (one vector per thread,
+        // `register-tiles`' vector cells): either way `(v, v_t)` walks
+        // `[0, T*E)` one to one.
+        let (v, vt, cells) = match (&**a, &**b) {
+            (IExpr::Var(v), IExpr::Bin(IBin::Mul, stride, vt)) => (*v, &**vt, Some(&**stride)),
+            (IExpr::Bin(IBin::Mul, t, v), vt) => match (&**t, &**v) {
+                (IExpr::Const(_), IExpr::Var(v)) => (*v, vt, None),
+                _ => return false,
+            },
+            _ => return false,
+        };
+        let IExpr::Var(vt) = vt else { return false };
         let vt = *vt;
         let Some(at) = rest.iter().position(|l| l.var == vt) else { return false };
         let l = rest.remove(at);
         let (Some(0), Some(t)) = (l.lo.as_const(), l.hi.as_const()) else { return false };
         let Some(ci) = chain.loops.iter().position(|x| x.0 == v) else { return false };
-        if lo.as_const() != Some(0) || **stride != IExpr::bin(IBin::CeilDiv, hi.clone(), IExpr::c(t)) || chain.bounds[ci] != (IExpr::c(0), (**stride).clone()) {
+        let stride = IExpr::bin(IBin::CeilDiv, hi.clone(), IExpr::c(t));
+        let form = match cells {
+            Some(s) => *s == stride,
+            None => **a == IExpr::mul(IExpr::c(t), IExpr::v(v)),
+        };
+        if lo.as_const() != Some(0) || !form || chain.bounds[ci] != (IExpr::c(0), stride) {
             return false;
         }
         w = replace(&w, e, &IExpr::v(next));

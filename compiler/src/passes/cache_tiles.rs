@@ -291,7 +291,8 @@ fn packing(m: &LoopModule, k: &Kernel, c: &Compute, n: Dim, red: Dim, chain: &[D
     while m.kernels.iter().any(|o| o.name == name) {
         name.push('_');
     }
-    let pack = Kernel { name, role: KernelRole::Pack, stmt: k.stmt, vars: k.vars.clone(), body };
+    // Packed under the facts of the kernel it packs for.
+    let pack = Kernel { name, role: KernelRole::Pack, stmt: k.stmt, vars: k.vars.clone(), body, multiples: k.multiples.clone() };
     Some((panel, pack, index))
 }
 

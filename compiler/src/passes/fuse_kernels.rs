@@ -158,6 +158,8 @@ fn fuse(p: &Kernel, c: &Kernel) -> Option<Kernel> {
         return None;
     }
     let mut fused = p.clone();
+    // Code of each, compiled under its dim facts (a run-time variant's).
+    fused.multiples = p.multiples.union(&c.multiples);
     for v in &c.vars {
         let name = unique_var_name(&fused.vars, &v.name);
         fused.vars.push(Var { name });

@@ -136,6 +136,8 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
         return None;
     }
     let mut fused = main.clone();
+    // Code of each, compiled under its dim facts (a run-time variant's).
+    fused.multiples = main.multiples.union(&reset.multiples);
     let rest = mc.rest_mut(&mut fused.body);
     match node {
         // The guard says that the loops of the sum's nest run: where it

@@ -437,6 +437,7 @@ fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, ou
                     write: Write { kind: WriteKind::Store, buf: snap, offset: i, value: 0 },
                 })],
             })],
+            multiples: Multiples::default(),
         });
         Some((lhs, snap))
     } else {
@@ -579,10 +580,10 @@ fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, ou
             values: vec![Value { op: VOp::Const(zero), dtype: lhs_ty }],
             write: Write { kind: WriteKind::Store, buf: lhs, offset: lhs_off.clone(), value: 0 },
         };
-        out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}_reset"), role: KernelRole::Reset, stmt: Some(si), vars: vars.clone(), body: nest(Node::Compute(zero)) });
+        out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}_reset"), role: KernelRole::Reset, stmt: Some(si), vars: vars.clone(), body: nest(Node::Compute(zero)), multiples: Multiples::default() });
     }
     let main = Compute { values, write: Write { kind: WriteKind::Accumulate, buf: lhs, offset: lhs_off, value: result } };
-    out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}"), role: KernelRole::Main, stmt: Some(si), vars, body: nest(Node::Compute(main)) });
+    out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}"), role: KernelRole::Main, stmt: Some(si), vars, body: nest(Node::Compute(main)), multiples: Multiples::default() });
     Ok(())
 }
 

@@ -407,9 +407,10 @@ fn vector_start(d: &Dim, w: i64) -> IExpr {
 
 /// How many consecutive cells of a cyclic tile of `f` along `d` a thread
 /// keeps side by side (1: none): the most that fit 16 bytes of the sum's
-/// element and divide `f`, where `d`'s trip is constant and every load
-/// and write of the sum that depends on `d` is contiguous along it and
-/// starts each vector 16-byte aligned. A thread's cells then make one
+/// element and divide `f`, where `d`'s trip is constant (or symbolic, in
+/// a kernel with dim facts, with `f` one vector) and every load and write
+/// of the sum that depends on `d` is contiguous along it and starts each
+/// vector 16-byte aligned (under the kernel's facts). A thread's cells then make one
 /// 128-bit access per vector where they made `w` scalar ones, and a
 /// block tile's copy of them into shared memory, laid out for 128-bit
 /// reads (`block-tiles`), stays a straight copy that `cp.async` can do
@@ -418,12 +419,15 @@ fn vector_start(d: &Dim, w: i64) -> IExpr {
 fn vector_width(k: &Kernel, d: &Dim, f: i64, layout: TileLayout) -> i64 {
     let Some(KernelSum { sum, .. }) = k.sum() else { return 1 };
     let Some(elem) = sum.values.last().map(|v| v.dtype.size() as i64) else { return 1 };
-    let Some(trip) = d.trip else { return 1 };
     let mut w = 16 / elem.max(1);
     while w > 1 && f % w != 0 {
         w /= 2;
     }
-    if layout != TileLayout::Cyclic || w <= 1 || trip % f != 0 {
+    // A symbolic trip takes one vector per thread (`w*m + m_l`, its cells
+    // guarded as the cyclic tile's), where the kernel's dim facts
+    // (`Kernel::multiples`, a run-time variant's) prove the alignment.
+    let fits = d.trip.map_or(f == w && !k.multiples.is_empty(), |trip| trip % f == 0);
+    if layout != TileLayout::Cyclic || w <= 1 || !fits {
         return 1;
     }
     let offsets = sum.values.iter().filter_map(|v| match &v.op {
@@ -433,7 +437,7 @@ fn vector_width(k: &Kernel, d: &Dim, f: i64, layout: TileLayout) -> i64 {
     // At the first cell of a vector (`lo + w*(m - lo) + w*s*m_v`; `m_v`,
     // like `m`, any value): what an aligned vector access needs.
     let start = vector_start(d, w);
-    let aligned = |o: &IExpr| !o.depends_on(d.var) || (o.unit_stride_in(d.var) && o.substitute(d.var, &start).residue(w) == Some(0));
+    let aligned = |o: &IExpr| !o.depends_on(d.var) || (o.unit_stride_in(d.var) && o.substitute(d.var, &start).residue_under(w, &k.multiples) == Some(0));
     if offsets.chain([&sum.write.offset]).all(aligned) {
         w
     } else {

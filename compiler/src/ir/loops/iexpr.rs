@@ -3,6 +3,53 @@
 
 use super::{Cond, DimId, Interval, VarId};
 
+/// Dim symbols known to be multiples of a constant: what a run-time
+/// variant's kernel is compiled under (`Kernel::multiples`,
+/// docs/dynamic-shapes.md, "Divisibility variants"), so that its residues
+/// (`IExpr::residue_under`) prove the 16-byte alignment a symbolic row
+/// length otherwise cannot. Code compiled under them is correct only
+/// where they hold: its launch condition is exactly [`Multiples::conditions`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Multiples {
+    /// `(dim, n)`: `dim` is a multiple of `n` (`n >= 2`), by dim, each once.
+    pub facts: Vec<(DimId, i64)>,
+}
+
+impl Multiples {
+    /// The `n` that dim `d` is known to be a multiple of (1: nothing known).
+    pub fn of(&self, d: DimId) -> i64 {
+        self.facts.iter().find(|f| f.0 == d).map_or(1, |f| f.1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.facts.is_empty()
+    }
+
+    /// Both sets of facts (a dim both name: a multiple of the least
+    /// common multiple): what a kernel fused from two, each compiled under
+    /// its own, assumes.
+    pub fn union(&self, other: &Multiples) -> Multiples {
+        fn gcd(a: i64, b: i64) -> i64 {
+            if b == 0 { a } else { gcd(b, a % b) }
+        }
+        let mut facts = self.facts.clone();
+        for &(d, n) in &other.facts {
+            match facts.iter_mut().find(|f| f.0 == d) {
+                Some(f) => f.1 = (f.1 / gcd(f.1, n)).saturating_mul(n),
+                None => facts.push((d, n)),
+            }
+        }
+        Multiples { facts }
+    }
+
+    /// One index expression per fact, non-negative exactly where it holds
+    /// (dims are non-negative): `0 - (%d % n)`, as a run-time variant's
+    /// `when` writes a condition.
+    pub fn conditions(&self) -> Vec<IExpr> {
+        self.facts.iter().map(|&(d, n)| IExpr::sub(IExpr::c(0), IExpr::bin(IBin::Mod, IExpr::Sym(d), IExpr::c(n)))).collect()
+    }
+}
+
 /// Scalar index expression (i64). Pure; total: division or modulo by zero
 /// yields 0 (a `NonZero` guard keeps such points from mattering), and
 /// arithmetic wraps on overflow.
@@ -328,15 +375,23 @@ impl IExpr {
     /// offset is provably a multiple of, and `block-tiles` gives a thread
     /// `W` consecutive elements only where their first is a multiple of `W`.
     pub fn residue(&self, m: i64) -> Option<i64> {
+        self.residue_under(m, &Multiples::default())
+    }
+
+    /// [`IExpr::residue`] where the dim symbols are the multiples `facts`
+    /// says (a run-time variant's kernel, `Kernel::multiples`): `k * %col.0`
+    /// is 0 modulo 4 where `%col.0` is a multiple of 4.
+    pub fn residue_under(&self, m: i64, facts: &Multiples) -> Option<i64> {
         if m <= 0 {
             return None;
         }
         let r = |x: i128| Some(x.rem_euclid(m as i128) as i64);
         match self {
             IExpr::Const(c) => r(*c as i128),
+            IExpr::Sym(d) if facts.of(*d) % m == 0 => Some(0),
             IExpr::Var(_) | IExpr::Sym(_) => None,
             IExpr::Bin(op, a, b) => {
-                let (x, y) = (a.residue(m), b.residue(m));
+                let (x, y) = (a.residue_under(m, facts), b.residue_under(m, facts));
                 match op {
                     IBin::Add => r(x? as i128 + y? as i128),
                     IBin::Sub => r(x? as i128 - y? as i128),
@@ -397,6 +452,30 @@ impl Cond {
             Cond::InRange { e, lo, hi } => vec![e, lo, hi],
             Cond::NonZero(e) => vec![e],
         }
+    }
+
+    /// Does the condition hold at every `v` in `[0, lanes)` exactly where
+    /// it holds at `v = 0`, under the dim facts `facts`? So where `v` does
+    /// not matter, and for `lo <= e0 + v < hi` with `e0 - lo` and `hi -
+    /// e0` multiples of `lanes` (a vector of `lanes` elements aligned to
+    /// a range whose ends are: wholly in or wholly out). A guard of a
+    /// vector's elements can then test its first alone.
+    pub fn same_across_lanes(&self, v: VarId, lanes: i64, facts: &Multiples) -> bool {
+        let Cond::InRange { e, lo, hi } = self else { return !self.exprs().iter().any(|e| e.depends_on(v)) };
+        if lo.depends_on(v) || hi.depends_on(v) {
+            return false;
+        }
+        if !e.depends_on(v) {
+            return true;
+        }
+        let lin = e.linear();
+        let atom = IExpr::v(v);
+        if lin.coef(&atom) != 1 || lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom) {
+            return false;
+        }
+        let e0 = e.substitute(v, &IExpr::c(0));
+        let aligned = |x: IExpr| x.residue_under(lanes, facts) == Some(0);
+        aligned(IExpr::sub(e0.clone(), lo.clone())) && aligned(IExpr::sub(hi.clone(), e0))
     }
 }
 
@@ -476,6 +555,51 @@ mod tests {
         for (x, y) in (-40..40).flat_map(|x| (-5..5).map(move |y| (x, y))) {
             assert_eq!(off.eval(&[x, y]).rem_euclid(4), 0);
             assert_eq!(m.eval(&[x, y]).rem_euclid(4), 1);
+        }
+    }
+
+    #[test]
+    fn residues_count_the_dim_facts_and_nothing_else() {
+        // `(r * %1 + 4 * c) + l` with `%1` (a row length) a multiple of 4.
+        let (r, c, l) = (IExpr::v(0), IExpr::v(1), IExpr::v(2));
+        let row = IExpr::add(IExpr::mul(r.clone(), IExpr::Sym(1)), IExpr::mul(IExpr::c(4), c.clone()));
+        let facts = Multiples { facts: vec![(1, 4)] };
+        assert_eq!(row.residue(4), None);
+        assert_eq!(row.residue_under(4, &facts), Some(0));
+        assert_eq!(row.residue_under(2, &facts), Some(0));
+        // A multiple of 4 is not known modulo 8, nor is another symbol.
+        assert_eq!(row.residue_under(8, &facts), None);
+        assert_eq!(IExpr::mul(r.clone(), IExpr::Sym(0)).residue_under(4, &facts), None);
+        assert_eq!(IExpr::add(IExpr::Sym(1), IExpr::c(6)).residue_under(4, &facts), Some(2));
+        // Every value agrees, at dims that meet the fact.
+        let e = IExpr::add(IExpr::add(row.clone(), IExpr::Sym(1)), IExpr::c(3));
+        assert_eq!(e.residue_under(4, &facts), Some(3));
+        for (x, y, d) in (-6..6).flat_map(|x| (-3..3).flat_map(move |y| (0..40).step_by(4).map(move |d| (x, y, d)))) {
+            assert_eq!(e.bind_dims(&[7, d]).eval(&[x, y, 0]).rem_euclid(4), 3);
+        }
+        // A fused kernel assumes both kernels' facts.
+        let both = facts.union(&Multiples { facts: vec![(0, 2), (1, 6)] });
+        assert_eq!(both, Multiples { facts: vec![(1, 12), (0, 2)] });
+        // The conditions are exactly the facts: non-negative at multiples.
+        let when = facts.conditions();
+        assert_eq!(when.len(), 1);
+        for d in 0..20 {
+            assert_eq!(when[0].bind_dims(&[5, d]).eval(&[]) >= 0, d % 4 == 0, "{d}");
+        }
+        // Lanes: `0 <= row + l < %1` holds for all of `l` in [0, 4) exactly
+        // where it holds at `l = 0` under the fact, not without it, and not
+        // for a row that does not start at a multiple.
+        let lanes = Cond::InRange { e: IExpr::add(row.clone(), l.clone()), lo: IExpr::c(0), hi: IExpr::Sym(1) };
+        assert!(lanes.same_across_lanes(2, 4, &facts));
+        assert!(!lanes.same_across_lanes(2, 4, &Multiples::default()));
+        let off = Cond::InRange { e: IExpr::add(IExpr::add(row.clone(), IExpr::c(1)), l.clone()), lo: IExpr::c(0), hi: IExpr::Sym(1) };
+        assert!(!off.same_across_lanes(2, 4, &facts));
+        let twice = Cond::InRange { e: IExpr::add(row.clone(), IExpr::mul(IExpr::c(2), l.clone())), lo: IExpr::c(0), hi: IExpr::Sym(1) };
+        assert!(!twice.same_across_lanes(2, 4, &facts));
+        assert!(Cond::InRange { e: row.clone(), lo: IExpr::c(0), hi: IExpr::Sym(0) }.same_across_lanes(2, 4, &Multiples::default()));
+        for (x, y, d) in (-3..6).flat_map(|x| (-3..12).flat_map(move |y| (0..24).step_by(4).map(move |d| (x, y, d)))) {
+            let at = |lv: i64| Cond::InRange { e: lanes.exprs()[0].bind_dims(&[0, d]), lo: IExpr::c(0), hi: IExpr::c(d) }.holds(&[x, y, lv]);
+            assert!((0..4).all(|lv| at(lv) == at(0)), "{x} {y} {d}");
         }
     }
 

@@ -199,6 +199,26 @@ impl Parser<'_> {
             }
             self.c.punct(")")?;
         }
+        let mut multiples = Multiples::default();
+        if self.c.eat_word(syntax::MULTIPLES) {
+            self.c.punct("(")?;
+            loop {
+                let (name, sp) = self.sym_name()?;
+                let Some(&d) = self.dims.get(&name) else {
+                    return Err(Diagnostic::error("E0644", format!("unknown dim `%{name}`")).at(sp, format!("not declared by a `{}` line above", syntax::DIM)));
+                };
+                self.c.punct(":")?;
+                let (n, nsp) = self.c.int("a positive multiple")?;
+                if n < 2 || multiples.facts.iter().any(|f| f.0 == d) {
+                    return Err(Diagnostic::error("E0645", format!("`%{name}: {n}` in `{}(..)`: each dim once, a multiple of at least 2", syntax::MULTIPLES)).at(sp.to(nsp), "not a fact"));
+                }
+                multiples.facts.push((d, n));
+                if !self.c.eat(",") {
+                    break;
+                }
+            }
+            self.c.punct(")")?;
+        }
         let mut sc = KScope { names: HashMap::new(), vars: Vec::new(), fixed: false };
         if self.c.eat_word(syntax::VARS) {
             sc.fixed = true;
@@ -220,7 +240,7 @@ impl Parser<'_> {
         }
         self.spans.insert(Site::Kernel(self.m.kernels.len()), self.since(start));
         let body = self.block(&mut sc)?;
-        Ok(Kernel { name, role, stmt, vars: sc.vars, body })
+        Ok(Kernel { name, role, stmt, vars: sc.vars, body, multiples })
     }
 
     /// `{ node* }`.
@@ -457,6 +477,23 @@ mod tests {
         let d = parse_module(text).expect_err("should fail");
         let sp = d[0].primary_span().expect("located");
         (d[0].code, line_col(text, sp.start))
+    }
+
+    #[test]
+    fn a_kernels_dim_facts_read_back_and_bad_ones_are_refused() {
+        let text = "dim %n.0\ndim %w.0\nbuffer a : f32[%n.0, %w.0] output\n\nkernel @k multiples(%w.0: 4, %n.0: 2) {\n  for i in [0, %w.0) parallel {\n    %0 = const 1.0 : f32\n    store a[i] = %0\n  }\n}\n";
+        let m = parse_module(text).unwrap();
+        assert_eq!(m.kernels[0].multiples, Multiples { facts: vec![(1, 4), (0, 2)] });
+        assert_eq!(super::super::print::module(&m), text);
+        crate::ir::loops::verify::verify(&m).unwrap();
+        let with = |facts: &str| text.replace("multiples(%w.0: 4, %n.0: 2)", facts);
+        assert_eq!(err(&with("multiples(%w.0: 4, %w.0: 8)")).0, "E0645");
+        assert_eq!(err(&with("multiples(%w.0: 1)")).0, "E0645");
+        assert_eq!(err(&with("multiples(%x.0: 4)")).0, "E0644");
+        // Built by hand: a fact of no declared dim does not verify.
+        let mut bad = m.clone();
+        bad.kernels[0].multiples.facts.push((7, 4));
+        assert!(crate::ir::loops::verify::verify(&bad).is_err());
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub fn site_line(m: &LoopModule, site: &Site) -> Option<String> {
     match site {
         Site::Module => None,
         Site::Buffer(b) => m.buffers.get(*b).map(|b| buffer(m, b)),
-        Site::Kernel(k) => m.kernels.get(*k).map(kernel_header),
+        Site::Kernel(k) => m.kernels.get(*k).map(|k| kernel_header(m, k)),
         Site::Node(k, _) => Some(node_line(m, &m.kernels[*k], site.node(m)?)),
         Site::Value(k, _, i) => match site.node(m)? {
             Node::Compute(c) => c.values.get(*i).map(|v| value_line(m, &m.kernels[*k], *i, v)),
@@ -148,14 +148,14 @@ fn numbering_is_implicit(k: &Kernel) -> bool {
 }
 
 fn kernel(o: &mut String, m: &LoopModule, k: &Kernel) {
-    o.push_str(&kernel_header(k));
+    o.push_str(&kernel_header(m, k));
     o.push('\n');
     nodes(o, m, k, &k.body, 1);
     o.push_str("}\n");
 }
 
-/// `kernel @NAME [role(ROLE[, stmt N])] [vars(..)] {`.
-fn kernel_header(k: &Kernel) -> String {
+/// `kernel @NAME [role(ROLE[, stmt N])] [multiples(%D: N, ..)] [vars(..)] {`.
+fn kernel_header(m: &LoopModule, k: &Kernel) -> String {
     let mut o = format!("{} @{}", syntax::KERNEL, k.name);
     // A main kernel of no statement (one written by hand) says nothing.
     if k.role != KernelRole::Main || k.stmt.is_some() {
@@ -164,6 +164,10 @@ fn kernel_header(k: &Kernel) -> String {
             let _ = write!(o, ", {} {s}", syntax::STMT);
         }
         o.push(')');
+    }
+    if !k.multiples.is_empty() {
+        let facts: Vec<String> = k.multiples.facts.iter().map(|&(d, n)| format!("{}: {n}", sym_name(&m.dims, d))).collect();
+        let _ = write!(o, " {}({})", syntax::MULTIPLES, facts.join(", "));
     }
     // A `vars(..)` clause records what the parser could not infer, so that
     // parse(print(m)) == m holds for every module.

@@ -17,6 +17,9 @@ pub const FACTS: &str = "facts";
 /// A kernel's role and statement: `role(reset, stmt 2)`.
 pub const ROLE: &str = "role";
 pub const STMT: &str = "stmt";
+/// The dim symbols a kernel is compiled as multiples of (`Kernel::multiples`):
+/// `multiples(%k.0: 4, %col.0: 4)`.
+pub const MULTIPLES: &str = "multiples";
 /// A kernel's variables in `VarId` order: `vars(i, j)`.
 pub const VARS: &str = "vars";
 /// `for V in [LO, HI) KIND { .. }`.

@@ -1,7 +1,7 @@
 //! The loop dialect's data: modules, buffers, kernels, nodes, scalar
 //! computations, and the float policy.
 
-use super::{Facts, IExpr};
+use super::{Facts, IExpr, Multiples};
 
 /// Induction variable or loaded index value; indexes `Kernel::vars`.
 pub type VarId = usize;
@@ -239,6 +239,10 @@ pub struct Kernel {
     /// Every variable the body binds, by `VarId`.
     pub vars: Vec<Var>,
     pub body: Vec<Node>,
+    /// Dim symbols the kernel was compiled as multiples of (a run-time
+    /// variant's, `crate::variants`): it may be launched only where they
+    /// are. Empty for every other kernel.
+    pub multiples: Multiples,
 }
 
 /// What a kernel does for its statement (docs/ir-loop.md#kernel-roles).
@@ -266,7 +270,7 @@ pub enum KernelRole {
 impl Kernel {
     /// A main kernel of no statement.
     pub fn new(name: impl Into<String>, vars: Vec<Var>, body: Vec<Node>) -> Kernel {
-        Kernel { name: name.into(), role: KernelRole::Main, stmt: None, vars, body }
+        Kernel { name: name.into(), role: KernelRole::Main, stmt: None, vars, body, multiples: Multiples::default() }
     }
 
     /// Is this `role`'s kernel of the same statement as `other`?

@@ -182,6 +182,11 @@ fn kernel(m: &LoopModule, ki: usize, k: &Kernel) -> Result<(), VerifyError> {
             return Err(ck.at(Site::Kernel(ki), format!("two variables are named `{}`", v.name)));
         }
     }
+    for (i, &(d, n)) in k.multiples.facts.iter().enumerate() {
+        if d >= m.dims.len() || n < 2 || k.multiples.facts[..i].iter().any(|f| f.0 == d) {
+            return Err(ck.at(Site::Kernel(ki), format!("multiples: fact #{i} (dim #{d}, {n}) names an undeclared or repeated dim, or a multiple below 2")));
+        }
+    }
     // A variable that is never bound is allowed: passes that delete an
     // empty loop leave its declaration behind, and any use of it is
     // caught as a use outside its scope.
@@ -393,6 +398,7 @@ mod tests {
             name: "k".into(),
             role: KernelRole::Main,
             stmt: None,
+            multiples: Multiples::default(),
             vars: vec![Var { name: "t".into() }, Var { name: "u".into() }],
             body: vec![
                 Node::Guard(Guard { conds: vec![], body: vec![Node::LoadIndex { var: 0, buf: 0, offset: IExpr::c(0) }] }),
