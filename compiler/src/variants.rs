@@ -37,16 +37,21 @@ pub struct Rule {
 
 /// The rules, in the order the runtime tries them (the first whose
 /// condition holds wins). From the convolution measurements
-/// (docs/dynamic-shapes.md, "What run-time variants measured"): a 2x2
-/// register tile of output columns and channels pays wherever one of the
-/// two is at least 16; below, most of a block's tiles are guarded off and
-/// the general kernel is cheaper.
+/// (docs/dynamic-shapes.md, "What run-time variants measured" and "A
+/// variant for few output channels"): where the output channels are at
+/// most 8, one thread holds all of a cell's channels (a 1x8 register tile)
+/// in a block of 8x8 output positions, so each input value is staged once
+/// per block and tap for every channel; else a 2x2 register tile of output
+/// columns and channels pays wherever one of the two is at least 16;
+/// below, most of a block's tiles are guarded off and the general kernel
+/// is cheaper.
 ///
 /// Then kernels whose row lengths are multiples of 4 (16 bytes of `f32`):
 /// their vector cells, 128-bit copies and stores are aligned, as a
 /// static kernel's (docs/dynamic-shapes.md, "Divisibility variants";
 /// Triton specialises on arguments divisible by 16 for the same reason).
 pub const RULES: &[Rule] = &[
+    Rule { name: "ch8", options: &[("register-tiles", "window=1x8"), ("block-tiles", "choice=8x8x1k4")], multiple: None, when: window_channels_8 },
     Rule { name: "rt2x2", options: &[("register-tiles", "window=2x2")], multiple: None, when: window_tile_16 },
     Rule { name: "div4", options: &[], multiple: Some(4), when: always },
 ];
@@ -75,6 +80,19 @@ pub fn stride_multiples(m: &LoopModule, k: &Kernel, n: i64) -> Multiples {
     Multiples { facts: dims.into_iter().map(|d| (d, n)).collect() }
 }
 
+/// The most output channels (a window's innermost chain loop) the `ch8`
+/// tile holds: more would need a second tile per thread, and each input
+/// value staged again for it.
+const MAX_TILE_CHANNELS: i64 = 8;
+
+/// A convolution's innermost chain loop (its output channels, the one
+/// `register-tiles` tiles by `window=1x8`) of at most
+/// [`MAX_TILE_CHANNELS`].
+fn window_channels_8(k: &Kernel) -> Option<Vec<Vec<IExpr>>> {
+    let (lo, hi) = window_chain(k)?.pop()?;
+    Some(vec![vec![IExpr::sub(IExpr::c(MAX_TILE_CHANNELS), trip(&lo, &hi))]])
+}
+
 /// The trip of one of a window's tiled loops from which the 2x2 tile
 /// pays: the general block's 8 threads along it, times 2.
 const MIN_TILED_TRIP: i64 = 16;
@@ -83,20 +101,26 @@ const MIN_TILED_TRIP: i64 = 16;
 /// loops — the ones `register-tiles` tiles — either of at least
 /// [`MIN_TILED_TRIP`].
 fn window_tile_16(k: &Kernel) -> Option<Vec<Vec<IExpr>>> {
+    let inner = window_chain(k)?;
+    Some(inner.iter().map(|(lo, hi)| vec![IExpr::sub(trip(lo, hi), IExpr::c(MIN_TILED_TRIP))]).collect())
+}
+
+/// The bounds of a convolution's (a kernel with nested reductions) two
+/// innermost chain loops, the ones `register-tiles` tiles; `None` for
+/// another kernel.
+fn window_chain(k: &Kernel) -> Option<Vec<(IExpr, IExpr)>> {
     let mut reduces = 0;
     k.walk(&mut |n| reduces += matches!(n, Node::For(f) if f.kind == LoopKind::Reduce) as usize);
     let chain = Chain::of_dynamic(&k.body);
     if reduces < 2 || chain.bounds.len() < 2 {
         return None;
     }
-    let inner = &chain.bounds[chain.bounds.len() - 2..];
-    Some(inner.iter().map(|(lo, hi)| vec![at_least(lo, hi, MIN_TILED_TRIP)]).collect())
+    Some(chain.bounds[chain.bounds.len() - 2..].to_vec())
 }
 
-/// `hi - lo - n`: non-negative where the trip `[lo, hi)` is at least `n`.
-fn at_least(lo: &IExpr, hi: &IExpr, n: i64) -> IExpr {
-    let trip = if lo.as_const() == Some(0) { hi.clone() } else { IExpr::sub(hi.clone(), lo.clone()) };
-    IExpr::sub(trip, IExpr::c(n))
+/// The trip of `[lo, hi)`.
+fn trip(lo: &IExpr, hi: &IExpr) -> IExpr {
+    if lo.as_const() == Some(0) { hi.clone() } else { IExpr::sub(hi.clone(), lo.clone()) }
 }
 
 /// A variant of one of the general module's kernels.

@@ -188,6 +188,7 @@ fn the_dynamic_matmul_is_fused_and_block_tiled_with_guarded_edges() {
     assert!(text.contains("for k_o_last in [(%k.0 // 16), (%k.0 //^ 16)) reduce") && text.contains("for k_i_last in [0, (%k.0 - (k_o_last * 16))) reduce"), "{text}");
     // (the register tile's cell, past the block's thread, too)
     assert!(text.contains("guard 0 <= ((i * 16) + i_thread) < (%row.0 //^ 4), 0 <= ((j * 16) + j_thread) < (%col.0 //^ 4), 0 <= 0 < %k.0, 0 <= (((i * 16) + i_thread) + ((%row.0 //^ 4) * i_t__out)) < %row.0, 0 <= (((j * 16) + j_thread) + ((%col.0 //^ 4) * j_t__out)) < %col.0 {"), "{text}");
-    // Each copy loads only the rows (columns) of cells in range.
-    assert!(text.contains("0 <= (((i * 16) + (a_e // 64)) + ((%row.0 //^ 4) * ((a_e // 16) % 4))) < %row.0 {"), "{text}");
+    // Each copy loads only the rows (columns) of cells in range; a thread
+    // copies 4 consecutive elements of a row of `a` under one guard.
+    assert!(text.contains("0 <= (((i * 16) + (a_e // 16)) + ((%row.0 //^ 4) * ((a_e // 4) % 4))) < %row.0 {\n                  for a_l in [0, 4) unroll {"), "{text}");
 }

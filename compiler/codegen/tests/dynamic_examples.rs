@@ -161,7 +161,7 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
         assert_eq!(b.manifest().dynamic.as_ref().unwrap().variants.len(), want.len() - 1, "{file}");
     }
     let (src, b, ranks, _) = conv_stride_1(2);
-    assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__rt2x2", "s2_y__div4"]);
+    assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__ch8", "s2_y__rt2x2", "s2_y__div4"]);
     // And it runs, at a size that is no multiple of anything.
     assert!(run_at(&src, &b, &ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
 }
@@ -296,42 +296,66 @@ fn with_variants(b: &Bundle, variants: Vec<eintup_runtime::manifest::Variant>) -
     Bundle::new(m, b.ptx().to_string()).unwrap()
 }
 
-/// The stride-1 convolution's run-time variant (docs/dynamic-shapes.md,
-/// "Run-time variants"): a 2x2 register tile of output columns and
-/// channels, launched where either is at least 16. At each configuration
-/// the bundle launches the kernel its conditions pick (the profile names
-/// it), and each kernel forced alone — the general one (no variants), the
-/// variant (its conditions dropped) — computes what the interpreter does:
-/// few and many channels, tiles cut by the edges along both tiled loops.
+/// The stride-1 convolution's run-time variants (docs/dynamic-shapes.md,
+/// "Run-time variants" and "A variant for few output channels"): all of a
+/// cell's output channels in one thread's 1x8 register tile, launched
+/// where they are at most 8; else a 2x2 register tile of output columns
+/// and channels, launched where either is at least 16. At each
+/// configuration the bundle launches the kernel its conditions pick (the
+/// profile names it), and each kernel forced alone — the general one (no
+/// variants), each variant (its conditions dropped) — computes what the
+/// interpreter does: few and many channels, input channels past a step
+/// of 4, tiles and blocks cut by the edges, empty dims.
 #[test]
 fn the_convolution_launches_its_variant_where_its_condition_holds() {
     // The bench's convolution: the example's constraints allow 3 channels at most.
     let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/ops/conv2d.et");
     let (src, b, ranks, lowered) = conv_stride_1_variants(&bench, 2);
     let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
-    assert_eq!(names, ["s2_y__rt2x2", "s2_y__div4"]);
+    assert_eq!(names, ["s2_y__ch8", "s2_y__rt2x2", "s2_y__div4"]);
     let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
-    let conditions: Vec<&[String]> = listed.iter().map(|v| &v.when[..]).collect();
+    let conditions: Vec<(&str, &[String])> = listed.iter().map(|v| (v.kernel.as_str(), &v.when[..])).collect();
     let div4 = ["(0 - (%ichan.0 % 4))".to_string(), "(0 - (%ochan.0 % 4))".to_string()];
-    assert_eq!(conditions, [&["(((%ipos.1 - %fpos.1) + 1) - 16)".to_string()][..], &["(%ochan.0 - 16)".to_string()][..], &div4[..]]);
+    assert_eq!(
+        conditions,
+        [
+            ("s2_y__ch8", &["(8 - %ochan.0)".to_string()][..]),
+            ("s2_y__rt2x2", &["(((%ipos.1 - %fpos.1) + 1) - 16)".to_string()][..]),
+            ("s2_y__rt2x2", &["(%ochan.0 - 16)".to_string()][..]),
+            ("s2_y__div4", &div4[..])
+        ]
+    );
     let general = with_variants(&b, Vec::new());
-    let tiled = with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[0].clone() }]);
+    let forced = |i: usize| with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[i].clone() }]);
+    let (channels, tiled) = (forced(0), forced(1));
     for (binds, chosen) in [
         // The bench's: 5 channels, 8 output columns.
-        (["batch=[2]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[5]"], "s2_y"),
+        (&["batch=[2]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[5]"][..], &["s2_y__ch8"][..]),
         // 32 channels, 16 columns: the realistic case (a row of it).
-        (["batch=[1]", "ipos=[3,18]", "fpos=[3,3]", "ichan=[32]", "ochan=[32]"], "s2_y__rt2x2"),
-        // Either condition alone; edges of both tiled loops cut a tile.
-        (["batch=[1]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[17]"], "s2_y__rt2x2"),
-        (["batch=[1]", "ipos=[7,21]", "fpos=[2,3]", "ichan=[3]", "ochan=[5]"], "s2_y__rt2x2"),
-        (["batch=[2]", "ipos=[9,18]", "fpos=[3,4]", "ichan=[5]", "ochan=[15]"], "s2_y"),
+        (&["batch=[1]", "ipos=[3,18]", "fpos=[3,3]", "ichan=[32]", "ochan=[32]"], &["s2_y__rt2x2"]),
+        // Either condition of the 2x2 tile alone; edges of both tiled
+        // loops cut a tile.
+        (&["batch=[1]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[17]"], &["s2_y__rt2x2"]),
+        (&["batch=[1]", "ipos=[7,21]", "fpos=[2,3]", "ichan=[3]", "ochan=[9]"], &["s2_y__rt2x2"]),
+        (&["batch=[2]", "ipos=[9,18]", "fpos=[3,4]", "ichan=[5]", "ochan=[15]"], &["s2_y"]),
+        // Few channels win over 16 columns; the edge blocks of 8x8
+        // positions cut along both, input channels past whole steps.
+        (&["batch=[1]", "ipos=[7,21]", "fpos=[2,3]", "ichan=[3]", "ochan=[5]"], &["s2_y__ch8"]),
+        (&["batch=[2]", "ipos=[11,13]", "fpos=[3,2]", "ichan=[9]", "ochan=[8]"], &["s2_y__ch8"]),
+        (&["batch=[1]", "ipos=[4,9]", "fpos=[1,1]", "ichan=[1]", "ochan=[1]"], &["s2_y__ch8"]),
         // One channel in, a filter as large as the input: one output row.
-        (["batch=[1]", "ipos=[5,18]", "fpos=[5,1]", "ichan=[1]", "ochan=[16]"], "s2_y__rt2x2"),
+        (&["batch=[1]", "ipos=[5,18]", "fpos=[5,1]", "ichan=[1]", "ochan=[16]"], &["s2_y__rt2x2"]),
+        // Empty: no output channels, no input channels (every sum 0), no
+        // batch.
+        (&["batch=[1]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[3]", "ochan=[0]"], &[]),
+        (&["batch=[1]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[0]", "ochan=[3]"], &["s2_y__ch8"]),
+        (&["batch=[0]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[2]", "ochan=[3]"], &[]),
     ] {
         let binds: Vec<String> = binds.iter().map(|s| s.to_string()).chain(["stride=[1,1]".to_string()]).collect();
-        for (bundle, want) in [(&b, chosen), (&general, "s2_y"), (&tiled, "s2_y__rt2x2")] {
+        let launched = |name: &'static str| if chosen.is_empty() { Vec::new() } else { vec![name] };
+        for (bundle, want) in [(&b, chosen.to_vec()), (&general, launched("s2_y")), (&channels, launched("s2_y__ch8")), (&tiled, launched("s2_y__rt2x2"))] {
             let ran = run_kernels(&src, bundle, &ranks, &binds, 0, 1e-12, 1 << 22).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
-            assert_eq!(ran, [want], "{binds:?}");
+            assert_eq!(ran, want, "{binds:?}");
         }
     }
 }
@@ -392,4 +416,27 @@ fn the_matmul_launches_its_divisibility_variant_where_its_row_lengths_are_multip
         [("a", [9, 6]), ("b", [6, 20])].into_iter().map(|(n, s)| (n.to_string(), eintup_runtime::Tensor { shape: s.to_vec(), data: Data::F32(vec![1.0; s[0] * s[1]]) })).collect();
     let err = Device::emulator().run_profiled(&forced, &inputs).unwrap_err().to_string();
     assert!(err.contains("s2_c__div4") && err.contains("misaligned"), "{err}");
+}
+
+/// The 1-D convolution's few-channel variant: the same rule, a window of
+/// one loop (its block's third dimension is the batch), against the
+/// interpreter wherever it is forced.
+#[test]
+fn the_1d_convolution_has_the_few_channel_variant() {
+    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/ops/conv2d.et");
+    let (src, b, ranks, lowered) = conv_stride_1_variants(&bench, 1);
+    let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
+    assert!(names.contains(&"s2_y__ch8"), "{names:?}");
+    let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
+    let at = listed.iter().position(|v| v.kernel == "s2_y__ch8").unwrap();
+    let channels = with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[at].clone() }]);
+    for binds in [
+        ["batch=[3]", "ipos=[13]", "fpos=[3]", "ichan=[4]", "ochan=[5]"],
+        ["batch=[9]", "ipos=[21]", "fpos=[4]", "ichan=[7]", "ochan=[11]"],
+        ["batch=[1]", "ipos=[3]", "fpos=[3]", "ichan=[1]", "ochan=[8]"],
+    ] {
+        let binds: Vec<String> = binds.iter().map(|s| s.to_string()).chain(["stride=[1]".to_string()]).collect();
+        let ran = run_kernels(&src, &channels, &ranks, &binds, 0, 1e-12, 1 << 22).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
+        assert_eq!(ran, ["s2_y__ch8"], "{binds:?}");
+    }
 }

@@ -320,12 +320,20 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
         }
     }
     // A window of symbolic trips also offers the block of many channels
-    // (a run-time variant's: `choice=2x8x16k16`, docs/dynamic-shapes.md).
+    // (`choice=2x8x16k16`, docs/dynamic-shapes.md).
     if windows && symbolic {
         if let Some((wide, _)) = thread_dims(&free, DYN_WINDOW_WIDE_THREADS, gpu) {
             let wide = BlockChoice { threads: wide, step: DYN_WINDOW_WIDE_STEP };
             if !out.contains(&wide) {
                 out.push(wide);
+            }
+        }
+        // And the block of few channels (`choice=8x8x1k4`, the `ch8`
+        // variant's: a thread's register tile holds them all).
+        if let Some((few, _)) = thread_dims(&free, DYN_WINDOW_FEW_THREADS, gpu) {
+            let few = BlockChoice { threads: few, step: DYN_WINDOW_STEP };
+            if !out.contains(&few) {
+                out.push(few);
             }
         }
     }
@@ -374,6 +382,9 @@ const DYN_WINDOW_STEP: i64 = 4;
 /// columns, the rows the block has room for), and its step.
 const DYN_WINDOW_WIDE_THREADS: [i64; 3] = [16, 8, 8];
 const DYN_WINDOW_WIDE_STEP: i64 = 16;
+/// The block of few channels: one thread along the (tiled) output
+/// channels, 8 along the columns and rows.
+const DYN_WINDOW_FEW_THREADS: [i64; 3] = [1, 8, 8];
 
 /// The chain loops `k`'s write depends on that no chain guard or index
 /// load uses (`(var, lo, trip)`, outermost first), the innermost
@@ -607,14 +618,38 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         // code generation can align it (`IExpr::residue`).
         let lanes = 16 / dtype.size() as i64;
         let fastest = dims.last().map(|d| d.0);
-        let vector = dims.last().is_some_and(|&(v, _, tr)| {
+        let stride_1 = dims.last().is_some_and(|&(v, _, tr)| {
             let atom = IExpr::v(v);
-            // Guarded copies too in a kernel with dim facts (a run-time
-            // variant's): their guards test a vector's first element
-            // where that decides all of it (`spread`).
-            (unguarded || !k.multiples.is_empty()) && lanes > 1 && tr % lanes == 0 && lin.coef(&atom) == 1 && !lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom)
-        }) && fastest.is_some_and(|f| source_at(&copy_digits(e_v, &[(f, lanes, IExpr::c(0))])).residue_under(lanes, &k.multiples) == Some(0));
-        let (lanes, e_l) = if vector { (lanes, Some(add_var(&mut vars, &format!("{}_l", &m.buffers[buf].name)))) } else { (1, None) };
+            lanes > 1 && tr % lanes == 0 && lin.coef(&atom) == 1 && !lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom)
+        });
+        // Guarded copies too in a kernel with dim facts (a run-time
+        // variant's): their guards test a vector's first element where that
+        // decides all of it (`stage`).
+        let vector = (unguarded || !k.multiples.is_empty())
+            && stride_1
+            && fastest.is_some_and(|f| source_at(&copy_digits(e_v, &[(f, lanes, IExpr::c(0))])).residue_under(lanes, &k.multiples) == Some(0));
+        // A dynamic kernel's copy (guarded, its alignment unknown) still
+        // takes a thread's `lanes` consecutive elements in one `unroll`:
+        // one guard and one address for them (offsets by immediates, scalar
+        // loads), where a `spread` over each element divides and guards per
+        // element (the bench convolution's copies: 2.3x fewer instructions).
+        // Not in a step whose guard moves with the lanes (a last step's
+        // channels, a copy along a guarded edge): `index32` bounds an
+        // offset without its unrolled part, which a guard on the lanes does
+        // not bound (the matmul's operands would lose their limits at their
+        // buffers' lengths); such a step copies one element at a time.
+        let original = &sum.values[j].op;
+        let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
+        let main_edges = |at: &dyn Fn(&IExpr) -> IExpr| edge(&|v| v != kl.var && deps(v), at);
+        let last_edges = |at: &dyn Fn(&IExpr) -> IExpr| edge(&deps, at);
+        let groups_in = |edges: &dyn Fn(&dyn Fn(&IExpr) -> IExpr) -> Vec<Cond>| {
+            let cells = c.cell_guard.unwrap_or_default().iter().flat_map(|c| c.exprs()).map(subst);
+            let mut exprs = edges(&|e| e.clone()).iter().flat_map(|c| c.exprs()).cloned().collect::<Vec<_>>().into_iter().chain(cells);
+            !unguarded && stride_1 && !exprs.any(|e| fastest.is_some_and(|f| e.depends_on(f)))
+        };
+        let (group_main, group_last) = (groups_in(&main_edges), groups_in(&last_edges));
+        let grouped = group_main || group_last;
+        let (lanes, e_l) = if vector || grouped { (lanes, Some(add_var(&mut vars, &format!("{}_l", &m.buffers[buf].name)))) } else { (1, None) };
         // Where the reads' vectors run across the copy's (`a`, and `b` of a
         // cyclic tile), a thread copies a block of `width` vectors, one per
         // value of the read vector's tile variable, each of whose `lanes`
@@ -633,8 +668,10 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         }
         let per_element = lanes * if e_m.is_some() { width } else { 1 };
         let digits = copy_digits(e_v, &groups);
-        let at_e = |v: VarId| digits.iter().find(|d| d.0 == v).map_or(IExpr::c(0), |d| d.1.clone());
-        let source = source_at(&digits);
+        let at_of = |digits: &[(VarId, IExpr)]| {
+            let digits = digits.to_vec();
+            move |v: VarId| digits.iter().find(|d| d.0 == v).map_or(IExpr::c(0), |d| d.1.clone())
+        };
         // Rows padded where that spreads the copy's stores over more banks,
         // by whole vectors so that every row starts aligned for the reads.
         let block: i64 = threads.iter().map(|t| t.3).product();
@@ -645,7 +682,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         // the first conflict-free one (a straight copy's: no padding).
         let mut best = (i64::MAX, inner);
         for r in (0..).map(|p| inner + p * width).take_while(|&r| (r - inner) * (dtype.size() as i64) <= 4 * BANKS) {
-            let conflicts = copies.bank_conflicts(&sh_index(r, &at_e));
+            let conflicts = copies.bank_conflicts(&sh_index(r, &at_of(&digits)));
             if conflicts < best.0 {
                 best = (conflicts, r);
             }
@@ -667,58 +704,60 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
             init: Init::Zero,
         });
         body.values[j].op = VOp::Load { buf: sh, offset: sh_index(row, &IExpr::v) };
-        let copy = Compute {
-            values: vec![Value { op: VOp::Load { buf, offset: source }, dtype }],
-            write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(row, &at_e), value: 0 },
-        };
         // Past an edge the copy loads nothing: the slots it leaves are read
         // only by cells past the edge (never stored) or by `k_i` the
-        // shortened last step does not reach.
-        let original = &sum.values[j].op;
-        let deps = |v: VarId| matches!(original, VOp::Load { offset, .. } if offset.depends_on(v));
-        let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
-        let spread = |conds: Vec<Cond>| {
-            // A condition the same for each lane of a vector guards the
-            // vector, at its first lane, so that its loads stay together
-            // (one 128-bit load); the others guard each element.
-            let (whole, each): (Vec<Cond>, Vec<Cond>) = match e_l {
+        // shortened last step does not reach. One step's copy: `spread`
+        // over the elements, a thread's `lanes` of them `unrolled` where
+        // `whole` (else one at a time), under the edge conditions `edges`
+        // gives at the element.
+        let alone = copy_digits(e_v, &[]);
+        let stage = |whole: bool, edges: &dyn Fn(&dyn Fn(&IExpr) -> IExpr) -> Vec<Cond>| -> Option<Node> {
+            let (digits, unrolled, per_element) = if whole { (&digits[..], &unrolled[..], per_element) } else { (&alone[..], &[][..], 1) };
+            let copy = Compute {
+                values: vec![Value { op: VOp::Load { buf, offset: source_at(digits) }, dtype }],
+                write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(row, &at_of(digits)), value: 0 },
+            };
+            let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
+            let mut conds = edges(&at_copy);
+            // A register tile's cells past a symbolic extent (`cell_guard`):
+            // the copy loads only where the cell its element belongs to is
+            // in range, when the operand moves with that cell (a `b` does
+            // not move with `a`'s rows: any row it is read for is in range).
+            for cond in c.cell_guard.unwrap_or_default() {
+                let Cond::InRange { e, lo, hi } = cond else { return None };
+                let e = subst(e);
+                let moves: Vec<bool> = box_vars.iter().filter(|b| e.depends_on(b.0)).map(|b| offset.depends_on(b.0)).collect();
+                if moves.iter().all(|&d| d) && !moves.is_empty() {
+                    conds.push(Cond::InRange { e: at_copy(&e), lo: lo.clone(), hi: at_copy(&subst(hi)) });
+                } else if moves.iter().any(|&d| d) {
+                    return None;
+                }
+            }
+            // A condition the same for each lane (one that does not move
+            // with the lanes, or moves by whole vectors under the kernel's
+            // dim facts) is tested once, at the first lane, around the
+            // lanes: one guard for a thread's elements, and a vector's
+            // loads stay together (one 128-bit load); the others guard
+            // each element.
+            let (at_first, each): (Vec<Cond>, Vec<Cond>) = match e_l.filter(|_| whole) {
                 Some(l) => conds.into_iter().partition(|c| c.same_across_lanes(l, lanes, &k.multiples)),
                 None => (Vec::new(), conds),
             };
-            let body = unrolled.iter().rev().fold(guarded(each, copy.clone()), |body, &(l, n)| {
+            let body = unrolled.iter().rev().fold(guarded(each, copy), |body, &(l, n)| {
                 let lanes = Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(n), kind: LoopKind::Unroll, body: vec![body] });
-                if Some(l) != e_l || whole.is_empty() {
+                if Some(l) != e_l || at_first.is_empty() {
                     return lanes;
                 }
-                let mut first = whole.clone();
+                let mut first = at_first.clone();
                 for e in first.iter_mut().flat_map(Cond::exprs_mut) {
                     *e = e.substitute(l, &IExpr::c(0));
                 }
                 Node::Guard(Guard { conds: first, body: vec![lanes] })
             });
-            Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len / per_element), kind: LoopKind::Spread, body: vec![body] })
+            Some(Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len / per_element), kind: LoopKind::Spread, body: vec![body] }))
         };
-        // A register tile's cells past a symbolic extent (`cell_guard`):
-        // the copy loads only where the cell its element belongs to is
-        // in range, when the operand moves with that cell (a `b` does not
-        // move with `a`'s rows: any row it is read for is in range).
-        let mut cells: Vec<Cond> = Vec::new();
-        for cond in c.cell_guard.unwrap_or_default() {
-            let Cond::InRange { e, lo, hi } = cond else { return None };
-            let e = subst(e);
-            let moves: Vec<bool> = box_vars.iter().filter(|b| e.depends_on(b.0)).map(|b| offset.depends_on(b.0)).collect();
-            if moves.iter().all(|&d| d) && !moves.is_empty() {
-                cells.push(Cond::InRange { e: at_copy(&e), lo: lo.clone(), hi: at_copy(&subst(hi)) });
-            } else if moves.iter().any(|&d| d) {
-                return None;
-            }
-        }
-        let with_cells = |mut conds: Vec<Cond>| {
-            conds.extend(cells.iter().cloned());
-            conds
-        };
-        stages.push(spread(with_cells(edge(&|v| v != kl.var && deps(v), &at_copy))));
-        last_stages.push(spread(with_cells(edge(&deps, &at_copy))));
+        stages.push(stage(vector || group_main, &main_edges)?);
+        last_stages.push(stage(vector || group_last, &last_edges)?);
     }
     // An operand left in global memory that moves with a thread dimension
     // of symbolic trip would be read past the edge by the last block's
