@@ -17,13 +17,17 @@
 //! becomes (`r := r_warp*LR + r_lane`, `c := c_warp*LC + c_lane`)
 //!
 //! ```text
-//! for r_warp in [0, R/LR) thread { for c_warp in [0, C/LC) thread {
+//! for c_warp in [0, C/LC) thread { for r_warp in [0, R/LR) thread {
 //!   for r_lane in [0, LR) thread { for c_lane in [0, LC) thread { .. } } } }
 //! ```
 //!
 //! so that the 32 consecutive thread ids of a warp are `LR x LC` threads
 //! of the block (CUTLASS's SIMT warp arrangement): 4 x 8 reads 4 `a`
-//! vectors and 8 `b` vectors, one wavefront each. The lane shape is the
+//! vectors and 8 `b` vectors, one wavefront each. `r_warp` sits next to
+//! `r_lane` so that `r` is one bit field of the thread id, as it was:
+//! with `c_warp` between them LLVM kept a third base address for `a`'s
+//! second vector, one more `add` per `k` (+0.7% instructions on matmul
+//! 512 x 256 x 512, against +0.06%). The lane shape is the
 //! one with the fewest rows plus columns (the distinct vectors a warp
 //! reads of the two operands) that divides the thread trips, more columns
 //! on a tie (the global accesses left in the thread, the output's stores,
@@ -37,13 +41,18 @@
 //! (Triton's `GROUP_M`, CUTLASS's threadblock swizzle) runs `G` rows of
 //! tiles column by column: the two innermost chain loops `m` (trip `M`)
 //! and `n` become `m_group`, `n`, `m_in` (`m := m_group*G + m_in`), so
-//! consecutive blocks share `b`'s panel and `G` panels of `a` cover a
-//! wave's blocks. Only where it can matter: the grid has more blocks than
-//! `gpu.sm_count` (one wave runs every block together, whatever the
-//! order), `G` is the largest power of two up to [`GROUP`] dividing `M`,
-//! at least 2, and `n` has more than `G` blocks. `group=G` forces it
-//! (`G` dividing `M`), `group=1` turns it off. The emulator does not
-//! model the L2; the instructions it costs are one more digit of the
+//! consecutive blocks share `b`'s panel. `auto` counts the block rows
+//! plus columns (the panels) the first wave touches, for waves of 1, 2
+//! and 4 blocks per SM ([`RESIDENT_PER_SM`]: the occupancy is ptxas's,
+//! decided later), and groups only where some power of two dividing `M`
+//! touches fewer than row-major order at all three: a group too small for
+//! the wave spans a whole group and part of the next, more rows than
+//! row-major order. A 64 x 64 grid gets groups of 16 (264 blocks: 16 rows
+//! and 17 columns against 5 and 64); 32 x 32 none (at 528 blocks row-major
+//! touches 17 + 32, groups of 16 32 + 32); a grid the smallest wave runs
+//! whole is left alone. `group=G` forces it (`G` dividing
+//! `M`), `group=1` turns it off. The emulator does not model the L2; the
+//! instructions it costs are one more digit of the
 //! block index (docs/performance.md, section 16).
 //!
 //! Applies to kernels with a `thread` nest (`block-tiles`) right inside a
@@ -55,9 +64,6 @@ use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::iexpr::tile_index;
 use crate::ir::loops::target::GpuTarget;
 use crate::ir::loops::*;
-
-/// Triton's default `GROUP_M`: block rows per group at most.
-pub const GROUP: i64 = 8;
 
 /// How one of the two arrangements is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +90,7 @@ pub struct ArrangeThreadsOptions {
 impl PassOptions for ArrangeThreadsOptions {
     const KEYS: &'static [(&'static str, &'static str)] = &[
         ("warp", "auto|none|LRxLC: the threads of a warp, LR rows x LC columns of the block's two innermost thread dimensions (default auto: 4x8 where it fits)"),
-        ("group", "auto|G: blocks run G rows of block tiles column by column (1: row-major; default auto: up to 8 where the grid needs several waves)"),
+        ("group", "auto|G: blocks run G rows of block tiles column by column (1: row-major; default auto: the G whose first waves of 1, 2 and 4 blocks per SM all read fewer panels than row-major)"),
     ];
     fn from_driver(d: &DriverOptions) -> Self {
         ArrangeThreadsOptions { gpu: d.gpu, warp: Pick::Auto, group: Pick::Auto }
@@ -176,7 +182,8 @@ pub fn arrange_kernel(k: &Kernel, opts: &ArrangeThreadsOptions) -> Option<(Strin
         nests.substitute(r, &tile_index(rw, 0, lr, rl));
         nests.substitute(c, &tile_index(cw, 0, lc, cl));
         nests.threads.truncate(n - 2);
-        nests.threads.extend([(rw, rt / lr), (cw, ct / lc), (rl, lr), (cl, lc)]);
+        // `r`'s two digits adjacent: one bit field of the thread id (module doc).
+        nests.threads.extend([(cw, ct / lc), (rw, rt / lr), (rl, lr), (cl, lc)]);
         what.push(format!("warps of {lr}x{lc} threads in {rt}x{ct}"));
     }
     if let Some((mi, g)) = group_of(&nests, k, &opts.gpu, opts.group) {
@@ -228,16 +235,51 @@ fn group_of(nests: &Nests, k: &Kernel, gpu: &GpuTarget, pick: Pick<i64>) -> Opti
     let g = match pick {
         Pick::Off => return None,
         Pick::Forced(g) => g,
-        Pick::Auto => {
-            let blocks: i64 = nests.chain.iter().map(|(_, lo, hi)| Some(hi.as_const()? - lo.as_const()?)).product::<Option<i64>>()?;
-            let g = (0..=GROUP.trailing_zeros()).rev().map(|e| 1i64 << e).find(|g| rows % g == 0)?;
-            if blocks <= gpu.sm_count || cols <= g {
-                return None;
-            }
-            g
-        }
+        Pick::Auto => auto_group(rows, cols, gpu.sm_count)?,
     };
     (g >= 2 && rows % g == 0).then_some((mi, g))
+}
+
+/// Resident blocks per SM the default group must suit: ptxas fixes the
+/// occupancy after this pass (registers), and the block-tiled matmuls
+/// run 1 to 4 (the cost model: 2 of the 8x8 kernels' 256-thread blocks at
+/// about 124 registers, 4 of the sm_90 table's 128-thread ones).
+const RESIDENT_PER_SM: [i64; 3] = [1, 2, 4];
+
+/// The group of block rows for the waves of `sm_count` times each of
+/// [`RESIDENT_PER_SM`] blocks: among the powers of two dividing `rows`,
+/// those whose first wave touches fewer block rows plus columns (the `a`
+/// and `b` panels it reads from L2) than row-major order's at every one of
+/// those waves, the one touching fewest over them (the smaller on a tie).
+/// `None` where the grid fits in the smallest wave (the order changes
+/// nothing) or no group is better at every wave.
+pub fn auto_group(rows: i64, cols: i64, sm_count: i64) -> Option<i64> {
+    let waves = RESIDENT_PER_SM.map(|r| r.saturating_mul(sm_count));
+    if rows.saturating_mul(cols) <= waves[0] {
+        return None;
+    }
+    let row_major = waves.map(|w| wave_panels(rows, cols, 1, w));
+    let groups = (1..63).map(|e| 1i64 << e).take_while(|&g| g <= rows).filter(|g| rows % g == 0);
+    groups
+        .filter_map(|g| {
+            let panels = waves.map(|w| wave_panels(rows, cols, g, w));
+            panels.iter().zip(&row_major).all(|(p, r)| p < r).then(|| (panels.iter().sum::<i64>(), g))
+        })
+        .min()
+        .map(|(_, g)| g)
+}
+
+/// The block rows plus block columns that the first `wave` blocks of a
+/// `rows x cols` grid touch, run in groups of `group` rows column by
+/// column (`group` 1: row-major).
+pub fn wave_panels(rows: i64, cols: i64, group: i64, wave: i64) -> i64 {
+    let (mut r, mut c) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    for id in 0..wave.min(rows.saturating_mul(cols)) {
+        let (grouped, rest) = (id / (group * cols), id % (group * cols));
+        r.insert(grouped * group + rest % group);
+        c.insert(rest / group);
+    }
+    (r.len() + c.len()) as i64
 }
 
 #[cfg(test)]
@@ -305,7 +347,7 @@ mod tests {
         let old: Vec<VarId> = nest(&tiled.kernels[0], LoopKind::Thread).iter().map(|l| l.var).collect();
         let k = &arranged.kernels[0];
         let new: Vec<(VarId, i64)> = nest(k, LoopKind::Thread).iter().map(|l| (l.var, l.hi.as_const().unwrap())).collect();
-        assert_eq!(new.iter().map(|t| t.1).collect::<Vec<_>>(), vec![4, 2, 4, 8]);
+        assert_eq!(new.iter().map(|t| t.1).collect::<Vec<_>>(), vec![2, 4, 4, 8]);
         // The old thread variables are bound no more, nor used.
         let mut uses = false;
         k.walk(&mut |x| uses |= matches!(x, Node::For(l) if old.contains(&l.var)));
@@ -354,30 +396,56 @@ mod tests {
 
     #[test]
     fn grouped_order_is_a_permutation_of_the_grid() {
-        // 256 x 256 in blocks of 16 x 16 cells: 16 x 16 blocks, 256 > 132 SMs.
-        let (m, n, kk) = (256, 256, 4);
+        // 1024 x 1024 in blocks of 16 x 16 cells: 64 x 64 blocks.
+        let (m, n, kk) = (1024, 1024, 1);
         let lm = matmul(m, n, kk);
         let (tiled, arranged, what) = tiled_and_arranged(&lm, &opts(Pick::Off, Pick::Auto));
-        assert_eq!(what, "groups of 8 of 16x16 blocks");
+        assert_eq!(what, "groups of 16 of 64x64 blocks");
         let col_b = nest(&tiled.kernels[0], LoopKind::Parallel)[1].var;
         let k = &arranged.kernels[0];
         let chain: Vec<(VarId, i64)> = nest(k, LoopKind::Parallel).iter().map(|l| (l.var, l.hi.as_const().unwrap())).collect();
-        assert_eq!(chain.iter().map(|c| c.1).collect::<Vec<_>>(), vec![2, 16, 8]);
+        assert_eq!(chain.iter().map(|c| c.1).collect::<Vec<_>>(), vec![4, 64, 16]);
         assert_eq!(chain[1].0, col_b);
         // The block each block id (in launch order) computes, read off the
-        // cell its thread 0 stores: `(row * 256 + col) / 16` per dimension.
+        // cell its thread 0 stores: `(row * 1024 + col) / 16` per dimension.
         let store = k.computes().into_iter().find(|c| c.write.buf == 2 && !c.write.kind.adds()).expect("the store of c").write.offset.clone();
         let blocks: Vec<(i64, i64)> = points(k, LoopKind::Parallel).iter().map(|env| (store.eval(env) / n / 16, store.eval(env) % n / 16)).collect();
         let mut seen = blocks.clone();
         seen.sort();
         seen.dedup();
-        assert_eq!((blocks.len(), seen.len()), (256, 256));
-        assert!(seen.iter().all(|&(r, c)| (0..16).contains(&r) && (0..16).contains(&c)));
-        // Consecutive blocks: 8 rows of one column, then the next column;
-        // the second group after 16 columns.
-        assert_eq!(&blocks[..10], &[(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (0, 1), (1, 1)]);
-        assert_eq!(blocks[128], (8, 0));
+        assert_eq!((blocks.len(), seen.len()), (4096, 4096));
+        assert!(seen.iter().all(|&(r, c)| (0..64).contains(&r) && (0..64).contains(&c)));
+        // Consecutive blocks: 16 rows of one column, then the next column;
+        // the second group after 64 columns.
+        let first: Vec<(i64, i64)> = (0..16).map(|r| (r, 0)).chain([(0, 1), (1, 1)]).collect();
+        assert_eq!(&blocks[..18], &first[..]);
+        assert_eq!(blocks[1024], (16, 0));
         assert_eq!(run_matmul(&arranged, m, n, kk), run_matmul(&lm, m, n, kk));
+    }
+
+    #[test]
+    fn the_default_group_reads_fewer_panels_at_every_wave() {
+        // A 32 x 32 grid, a wave of 264 blocks (counted by hand): row-major
+        // 8.25 rows, so 9 rows and 32 columns; groups of 16, 16 rows and
+        // 16.5 columns; groups of 8, a whole group of 8 x 32 and 8 blocks
+        // of the next.
+        assert_eq!(wave_panels(32, 32, 1, 264), 9 + 32);
+        assert_eq!(wave_panels(32, 32, 16, 264), 16 + 17);
+        assert_eq!(wave_panels(32, 32, 8, 264), 16 + 32);
+        assert_eq!(wave_panels(32, 32, 32, 264), 32 + 9);
+        // At 528, groups of 16 are a whole group and part of the next.
+        assert_eq!(wave_panels(32, 32, 1, 528), 17 + 32);
+        assert_eq!(wave_panels(32, 32, 16, 528), 32 + 32);
+        assert_eq!(auto_group(32, 32, 132), None);
+        // 64 x 64: groups of 16 touch 16 + 9, 16 + 17 and 16 + 33 at 132,
+        // 264 and 528 blocks; row-major 3 + 64, 5 + 64, 9 + 64.
+        assert_eq!((wave_panels(64, 64, 16, 132), wave_panels(64, 64, 16, 264), wave_panels(64, 64, 16, 528)), (25, 33, 49));
+        assert_eq!((wave_panels(64, 64, 1, 132), wave_panels(64, 64, 1, 264), wave_panels(64, 64, 1, 528)), (67, 69, 73));
+        assert_eq!(auto_group(64, 64, 132), Some(16));
+        // The smallest wave runs the grid: no group.
+        assert_eq!(auto_group(8, 16, 132), None);
+        // Rows with no power-of-two divisor: nothing to group by.
+        assert_eq!(auto_group(33, 64, 132), None);
     }
 
     #[test]
