@@ -180,15 +180,18 @@ fn the_dynamic_matmul_is_fused_and_block_tiled_with_guarded_edges() {
     assert_eq!(gpu.kernels.len(), 1, "{text}");
     assert!(!text.contains("atomic_accumulate"), "{text}");
     // Register tiles of 4x4 guarded cells (docs/passes.md), then blocks of
-    // 16x16 threads.
-    assert!(text.contains("for i in [0, ((%row.0 //^ 4) //^ 16)) parallel") && text.contains("for i_thread in [0, 16) thread"), "{text}");
+    // 16x16 threads, warps of 4x8 of them (`arrange-threads`).
+    assert!(text.contains("for i in [0, ((%row.0 //^ 4) //^ 16)) parallel") && text.contains("for i_thread_warp in [0, 4) thread") && text.contains("for j_thread_lane in [0, 8) thread"), "{text}");
     // Whole steps of 16, then the last K % 16 terms apart; the store stops
     // at the edges.
     assert!(text.contains("for k_o in [0, (%k.0 // 16)) reduce") && text.contains("for k_i in [0, 16) reduce"), "{text}");
     assert!(text.contains("for k_o_last in [(%k.0 // 16), (%k.0 //^ 16)) reduce") && text.contains("for k_i_last in [0, (%k.0 - (k_o_last * 16))) reduce"), "{text}");
     // (the register tile's cell, past the block's thread, too)
-    assert!(text.contains("guard 0 <= ((i * 16) + i_thread) < (%row.0 //^ 4), 0 <= ((j * 16) + j_thread) < (%col.0 //^ 4), 0 <= 0 < %k.0, 0 <= (((i * 16) + i_thread) + ((%row.0 //^ 4) * i_t__out)) < %row.0, 0 <= (((j * 16) + j_thread) + ((%col.0 //^ 4) * j_t__out)) < %col.0 {"), "{text}");
+    let (i_thread, j_thread) = ("((i_thread_warp * 4) + i_thread_lane)", "((j_thread_warp * 8) + j_thread_lane)");
+    assert!(text.contains(&format!("guard 0 <= ((i * 16) + {i_thread}) < (%row.0 //^ 4), 0 <= ((j * 16) + {j_thread}) < (%col.0 //^ 4), 0 <= 0 < %k.0, 0 <= (((i * 16) + {i_thread}) + ((%row.0 //^ 4) * i_t__out)) < %row.0, 0 <= (((j * 16) + {j_thread}) + ((%col.0 //^ 4) * j_t__out)) < %col.0 {{")), "{text}");
     // Each copy loads only the rows (columns) of cells in range; a thread
     // copies 4 consecutive elements of a row of `a` under one guard.
-    assert!(text.contains("0 <= (((i * 16) + (a_e // 16)) + ((%row.0 //^ 4) * ((a_e // 4) % 4))) < %row.0 {\n                  for a_l in [0, 4) unroll {"), "{text}");
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let copy = lines.iter().position(|l| l.ends_with("0 <= (((i * 16) + (a_e // 16)) + ((%row.0 //^ 4) * ((a_e // 4) % 4))) < %row.0 {"));
+    assert_eq!(copy.map(|at| lines[at + 1]), Some("for a_l in [0, 4) unroll {"), "{text}");
 }

@@ -216,6 +216,16 @@ pub static PASSES: &[PassInfo] = &[
         run: run_with!(super::block_tiles::BlockTilesOptions, super::block_tiles::run),
     },
     PassInfo {
+        name: "arrange-threads",
+        summary: "GPU: a block-tiled kernel's warps cover 4x8 threads of its tile, its blocks run in groups of rows",
+        input: Level::Loop,
+        output: Level::Loop,
+        needs: &[Fact::BlockTiled],
+        refuses: &[Fact::ThreadsArranged],
+        provides: &[Fact::ThreadsArranged],
+        run: run_with!(super::arrange_threads::ArrangeThreadsOptions, super::arrange_threads::run),
+    },
+    PassInfo {
         name: "sink-broadcasts",
         summary: "GPU: a copy's loops its loads do not depend on run inside each thread, one load per value",
         input: Level::Loop,
@@ -295,7 +305,7 @@ pub const MIDDLE_END: &[&str] =
 pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums", "cache-tiles"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "sink-broadcasts", "fuse-kernels", "pipeline-copies", "simplify-index"];
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "arrange-threads", "sink-broadcasts", "fuse-kernels", "pipeline-copies", "simplify-index"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

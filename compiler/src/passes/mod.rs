@@ -19,6 +19,7 @@ pub mod parallelize;
 pub mod pipeline_copies;
 pub mod plan_products;
 pub mod register_tiles;
+pub mod arrange_threads;
 pub mod block_tiles;
 pub mod cache_tiles;
 pub mod sink_broadcasts;

@@ -22,6 +22,10 @@ pub enum Fact {
     /// `block-tiles` ran: contractions run as thread blocks with shared
     /// memory.
     BlockTiled,
+    /// `arrange-threads` ran: block-tiled kernels' warps and block order
+    /// are chosen (splitting them again would change nothing computed but
+    /// lose the shape).
+    ThreadsArranged,
 }
 
 /// A set of facts.

@@ -67,6 +67,7 @@ spelled!(Fact {
     ResetsFused => "resets_fused",
     RegisterTiled => "register_tiled",
     BlockTiled => "block_tiled",
+    ThreadsArranged => "threads_arranged",
 });
 
 spelled!(KernelRole { Main => "main", Reset => "reset", Snapshot => "snapshot", Partial => "partial", Pack => "pack" });
