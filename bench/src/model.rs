@@ -132,7 +132,10 @@ pub fn join(modelled: &serde_json::Value, measured: &serde_json::Value) -> Vec<S
         for v in g["variants"].as_array().into_iter().flatten() {
             let (Some(ms), Some(kernels)) = (v["ms"].as_f64(), work.get(&key(g, v))) else { continue };
             let c = &v["choices"];
-            let label = format!("{}, {}", c["register-tiles"].as_str().unwrap_or("-"), c["block-tiles"].as_str().unwrap_or("-"));
+            let mut label = format!("{}, {}", c["register-tiles"].as_str().unwrap_or("-"), c["block-tiles"].as_str().unwrap_or("-"));
+            if let Some(a) = c["arrange-threads"].as_str() {
+                label += &format!(", {a}");
+            }
             out.push(Sample { group: format!("{} {}", g["op"].as_str().unwrap_or("?"), g["size"].as_str().unwrap_or("?")), label, kernels: kernels.clone(), measured_s: ms / 1e3 });
         }
     }

@@ -1,7 +1,10 @@
 //! `etbench --gpu-kit DIR --tune`: the tuner's variants (issue #30 item
 //! 6; docs/tuning.md). For each tuned op and size, every combination of
 //! the `register-tiles` candidates and, for each, the `block-tiles`
-//! candidates of the kernel it leaves, as one bundle each under
+//! candidates of the kernel it leaves; and, on the heuristic's
+//! combination only, the `arrange-threads` candidates that differ from
+//! the heuristic's arrangement in one part (the warp shape or the group),
+//! as one bundle each under
 //! `DIR/tune/`, listed in `DIR/tune/tune.json` with the kernel shape each
 //! pass saw (the key the tuning table records the winner under). The kit
 //! (`KIT/run OUT --tune`) times them on a GPU; `scripts/gpu-check import`
@@ -14,6 +17,7 @@ use crate::ops::Op;
 use eintup::ir::loops::LoopModule;
 use eintup::passes::register_tiles::TileLayout;
 use eintup::passes::tuning::KernelShape;
+use eintup::passes::arrange_threads::{self, Arrangement};
 use eintup::passes::{block_tiles, register_tiles};
 use eintup::pipeline::{lower_gpu_before, GpuOptions};
 use std::path::Path;
@@ -107,6 +111,87 @@ pub fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
             out.push(Variant { choices, shapes });
         }
     }
+    if let Some(first) = out.first_mut() {
+        let m2 = before(first.choices.clone(), "arrange-threads")?;
+        let k2 = m2.kernels.iter().find(|k| k.name == k0.name).ok_or("the tiled kernel is gone")?;
+        let arrangements = arranged_alternatives(&arrange_threads::candidates(k2, &gpu));
+        // A kernel with one arrangement (none: no thread nest) has nothing to time.
+        if let (Some((rule, others)), Some(shape2)) = (arrangements.split_first(), KernelShape::of(&m2, k2)) {
+            first.choices.push(("arrange-threads".to_string(), rule.describe()));
+            first.shapes.push(("arrange-threads".to_string(), shape2));
+            let (choices, shapes) = (first.choices.clone(), first.shapes.clone());
+            let alternatives = others.iter().map(|a| {
+                let mut choices = choices.clone();
+                if let Some(c) = choices.last_mut() {
+                    c.1 = a.describe();
+                }
+                Variant { choices, shapes: shapes.clone() }
+            });
+            // Right after the heuristic's: they survive the cut below.
+            out.splice(1..1, alternatives.collect::<Vec<_>>());
+        }
+    }
     out.truncate(MAX_VARIANTS);
     Ok(out)
+}
+
+/// The `arrange-threads` candidates the tuner times, from a kernel's
+/// candidates (the rule's first): the rule's and those differing from it
+/// in one part only, the warp shape or the group. The two act on
+/// different things (shared-memory wavefronts in a block, L2 panels
+/// across blocks), so one axis at a time finds each part's best with at
+/// most 2 + 2 variants instead of the product's 8; empty for fewer than
+/// two candidates.
+pub fn arranged_alternatives(all: &[Arrangement]) -> Vec<Arrangement> {
+    let Some(rule) = all.first().copied() else { return Vec::new() };
+    let out: Vec<Arrangement> = all.iter().copied().filter(|a| a.warp == rule.warp || a.group == rule.group).collect();
+    if out.len() < 2 {
+        return Vec::new();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_heuristics_tiles_also_get_the_arrangements_and_the_count_stays_capped() {
+        // matmul 1024^3 (a tuned op): 8x8@0 and 16x16k16 first, a 8 x 8
+        // grid of 128 x 128-cell blocks.
+        let op = &crate::ops::tuned(false)[0];
+        let spec = Specialized::of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("ops"), op).unwrap();
+        let vs = variants(&spec).unwrap();
+        assert!(vs.len() <= MAX_VARIANTS);
+        let arranged: Vec<&Variant> = vs.iter().filter(|v| v.choices.iter().any(|(p, _)| p == "arrange-threads")).collect();
+        // The heuristic's variant first, with the rule's arrangement, then
+        // the alternatives on the same tiles and the same shapes.
+        assert!(std::ptr::eq(arranged[0], &vs[0]));
+        assert!(arranged.len() >= 2, "{:?}", arranged.iter().map(|v| &v.choices).collect::<Vec<_>>());
+        for (i, v) in arranged.iter().enumerate() {
+            assert!(std::ptr::eq(*v, &vs[i]), "the alternatives follow the heuristic's variant");
+            assert_eq!(v.choices[..2], vs[0].choices[..2]);
+            assert_eq!(v.shapes.iter().map(|s| &s.0).collect::<Vec<_>>(), ["register-tiles", "block-tiles", "arrange-threads"]);
+            assert_eq!(v.shapes, vs[0].shapes);
+        }
+        let descs: BTreeSet<&str> = arranged.iter().map(|v| v.choices[2].1.as_str()).collect();
+        assert_eq!(descs.len(), arranged.len(), "distinct arrangements");
+        // The rule's 4 x 8 warps, then the transpose and row-major warps; an
+        // 8 x 8 grid runs in one wave, no group.
+        assert_eq!(arranged.iter().map(|v| v.choices[2].1.as_str()).collect::<Vec<_>>(), ["4x8", "8x4", "none"]);
+        // Every register-tiles x block-tiles combination still listed once.
+        let combos: BTreeSet<_> = vs.iter().map(|v| v.choices[..2].to_vec()).collect();
+        assert_eq!(combos.len(), vs.len() - arranged.len() + 1);
+    }
+
+    #[test]
+    fn arrangements_vary_one_part_at_a_time() {
+        let a = |warp: Option<(i64, i64)>, group: Option<i64>| Arrangement { warp, group };
+        let all: Vec<Arrangement> = [Some((4, 8)), Some((8, 4)), None].into_iter().flat_map(|w| [Some(16), None, Some(32)].map(|g| a(w, g))).collect();
+        let d: Vec<String> = arranged_alternatives(&all).iter().map(Arrangement::describe).collect();
+        assert_eq!(d, ["4x8g16", "4x8", "4x8g32", "8x4g16", "g16"]);
+        assert!(arranged_alternatives(&all[..1]).is_empty());
+        assert!(arranged_alternatives(&[]).is_empty());
+    }
 }

@@ -8,8 +8,11 @@ heuristic's output wins; for each tuned pass it becomes one entry: the
 kernel shape that pass saw, the winner's choice for it, the winner's time,
 and, as `others`, the best time of every other choice of that pass (for
 `block-tiles`, among the variants with the winner's register tile, which
-saw the same shape). An entry replaces the table's entry of the same pass
-and shape; the rest of the table stays.
+saw the same shape; for `arrange-threads`, among the arrangements of the
+heuristic's tiles, the only variants that force one). A pass a winner does
+not force (`arrange-threads` where another tiling won) gets no entry. An
+entry replaces the table's entry of the same pass and shape; the rest of
+the table stays.
 """
 import json
 import pathlib
@@ -29,8 +32,8 @@ def entries(t):
             shape = best["shapes"][p]
             others = {}
             for v in timed:
-                c = v["choices"][p]
-                if v["shapes"][p] == shape and c != choice:
+                c = v["choices"].get(p)
+                if c is not None and v["shapes"].get(p) == shape and c != choice:
                     others[c] = round(min(others.get(c, float("inf")), v["ms"]), 4)
             out.append({"pass": p, "shape": shape, "choice": choice, "op": f"{g['op']}@{size_name(g['size'])}",
                         "ms": round(best["ms"], 4), "others": dict(sorted(others.items()))})

@@ -452,7 +452,8 @@ def model_md(t):
               "| variant | measured ms | predicted ms | predicted/measured |", "|---|---|---|---|"]
         for v, x, p in zip(rows, meas, pred):
             c = v["choices"]
-            L.append(f"| {c.get('register-tiles', '-')}, {c.get('block-tiles', '-')} | {x:.3f} | {p:.3f} | {p / x:.2f}x |")
+            label = ", ".join([c.get('register-tiles', '-'), c.get('block-tiles', '-')] + [c[k] for k in ("arrange-threads",) if k in c])
+            L.append(f"| {label} | {x:.3f} | {p:.3f} | {p / x:.2f}x |")
     if not logs:
         return L + ["", "no variant has both a measured and a predicted time (no GPU timing)"]
     L += ["", f"all: {len(logs)} variants, root mean square of log(predicted/measured) {math.sqrt(sum(x * x for x in logs) / len(logs)):.3f}"]

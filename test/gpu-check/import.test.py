@@ -14,12 +14,37 @@ table = {"format": 1, "sm": 90, "device": "old", "measured": "old",
 (t / "repo/compiler/tuning/sm_90.json").write_text(json.dumps(table))
 v = lambda r, b, ms, shape: dict({"choices": {"register-tiles": r, "block-tiles": b},
                                   "shapes": {"register-tiles": rt, "block-tiles": shape}}, **ms)
+
+
+def arranged(variant, a, shape):
+    """`variant` with `arrange-threads` forced to `a` (the tuner arranges
+    the heuristic's tiles only)."""
+    out = json.loads(json.dumps(variant))
+    out["choices"]["arrange-threads"] = a
+    out["shapes"]["arrange-threads"] = shape
+    return out
+
+
+at8 = dict(bt8, unroll=[8, 8, 8, 8, 4, 4])
+rt2 = dict(rt, chain=[128, 128])
+bt2 = dict(rt2, chain=[8, 8], unroll=[8, 8, 8, 8])
+at2 = dict(bt2, unroll=[8, 8, 8, 8, 4, 4])
+v2 = lambda r, b, ms: dict({"choices": {"register-tiles": r, "block-tiles": b},
+                            "shapes": {"register-tiles": rt2, "block-tiles": bt2}}, **ms)
 results = {"sm": 90, "device": "cuda", "device_name": "Fake GPU", "commit": "abc", "groups": [
     {"op": "mm", "size": "batch=[] row=[64] col=[64]", "float": "f32", "variants": [
-        v("8x8@0", "16x16k16", {"ms": 2.0}, bt8),
+        arranged(v("8x8@0", "16x16k16", {"ms": 2.0}, bt8), "4x8", at8),
+        arranged(v("8x8@0", "16x16k16", {"ms": 2.2}, bt8), "8x4", at8),
         v("8x8@0", "16x16k8", {"ms": 1.5}, bt8),
         v("4x4@0", "16x16k16", {"ms": 3.0}, bt4),
         v("4x4@0", "16x16k8", {"error": "MISMATCH with the heuristic variant"}, bt4),
+    ]},
+    # An arrangement of the heuristic's tiles wins: the three passes' entries.
+    {"op": "mm", "size": "batch=[] row=[128] col=[128]", "float": "f32", "variants": [
+        arranged(v2("8x8@0", "16x16k16", {"ms": 2.0}), "4x8", at2),
+        arranged(v2("8x8@0", "16x16k16", {"ms": 1.8}), "8x4", at2),
+        arranged(v2("8x8@0", "16x16k16", {"ms": 2.5}), "none", at2),
+        v2("8x8@0", "16x16k8", {"ms": 1.9}),
     ]},
 ]}
 (t / "out/tuning.json").write_text(json.dumps(results))

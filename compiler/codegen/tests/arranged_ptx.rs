@@ -64,7 +64,9 @@ fn arranged_warps_and_blocks_give_the_interpreters_matmul() {
     li::run(&module, 0, &mut bufs).unwrap();
     let want = &bufs[2];
     for (options, did) in [
-        ("warp=auto group=auto", "warps of 4x8 threads in 16x16)"),
+        ("warp=auto group=auto", "mm 4x8: warps of 4x8 threads in 16x16, heuristic)"),
+        // A candidate by its description (the tuner's way; docs/tuning.md).
+        ("choice=8x4", "mm 8x4: warps of 8x4 threads in 16x16, forced)"),
         ("warp=8x4 group=2", "warps of 8x4 threads in 16x16, groups of 2 of 4x4 blocks"),
         ("warp=none group=4", "groups of 4 of 4x4 blocks"),
         ("warp=2x16 group=1", "0 kernels arranged"),

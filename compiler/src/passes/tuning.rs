@@ -9,7 +9,8 @@
 //! GPU: for each benchmark kernel, the candidate of each pass that was
 //! fastest, keyed by the kernel's [`KernelShape`] as that pass saw it.
 //! A pass names its candidates by a description of their own
-//! (`register-tiles`: `8x8@0`; `block-tiles`: `16x16k16`), the same in
+//! (`register-tiles`: `8x8@0`; `block-tiles`: `16x16k16`;
+//! `arrange-threads`: `4x8g16`), the same in
 //! the `choice=` option, the table and `--stats`.
 
 use crate::ir::loops::chain::Chain;
@@ -193,13 +194,19 @@ impl std::fmt::Display for Source {
 /// the first. `None` when there is no candidate, or `none` was forced or
 /// recorded.
 pub fn pick(pass: &str, m: &LoopModule, k: &Kernel, described: &[String], how: &Choosing) -> Option<(usize, Source)> {
-    if described.is_empty() || how.forced.as_deref() == Some(NONE) {
+    pick_in(pass, m, k, described, how.forced.as_deref(), how.table_sm.and_then(Table::builtin))
+}
+
+/// [`pick`] with the forced choice and the table given (a pass's tests
+/// consult a table of their own).
+pub fn pick_in(pass: &str, m: &LoopModule, k: &Kernel, described: &[String], forced: Option<&str>, table: Option<&Table>) -> Option<(usize, Source)> {
+    if described.is_empty() || forced == Some(NONE) {
         return None;
     }
-    if let Some(i) = how.forced.as_ref().and_then(|f| described.iter().position(|d| d == f)) {
+    if let Some(i) = forced.and_then(|f| described.iter().position(|d| d == f)) {
         return Some((i, Source::Forced));
     }
-    let recorded = how.table_sm.and_then(Table::builtin).and_then(|t| Some((t.sm, t.nearest(pass, &KernelShape::of(m, k)?)?)));
+    let recorded = table.and_then(|t| Some((t.sm, t.nearest(pass, &KernelShape::of(m, k)?)?)));
     if let Some((sm, e)) = recorded {
         // The recording found nothing worth applying.
         if e.choice == NONE {
