@@ -118,7 +118,16 @@ pub fn choice_map(choices: &[(String, String)]) -> BTreeMap<String, String> {
 /// their modelled work in `modelled` (`etbench --model`'s file), by op,
 /// size and choices; variants without a time or a model are left out.
 pub fn join(modelled: &serde_json::Value, measured: &serde_json::Value) -> Vec<Sample> {
-    let key = |g: &serde_json::Value, v: &serde_json::Value| format!("{} {} {}", g["op"], g["size"], v["choices"]);
+    // A variant timed or modelled before `arrange-threads` existed ran
+    // its block's threads row-major, in row-major block order: the
+    // candidate `none` (so old measurements join new models' `none`).
+    let key = |g: &serde_json::Value, v: &serde_json::Value| {
+        let mut c = v["choices"].clone();
+        if let Some(m) = c.as_object_mut() {
+            m.entry("arrange-threads").or_insert_with(|| serde_json::json!("none"));
+        }
+        format!("{} {} {}", g["op"], g["size"], c)
+    };
     let mut work: BTreeMap<String, Vec<Work>> = BTreeMap::new();
     for g in modelled["groups"].as_array().into_iter().flatten() {
         for v in g["variants"].as_array().into_iter().flatten() {
@@ -318,6 +327,34 @@ mod tests {
         assert!(e <= 0.32, "mean |log(predicted/measured)| {e:.3}");
         let refit = cost::log_error(&cost::H100, &cost::fit(&cost::H100, &samples), &samples);
         assert!(e - refit < 0.01, "the committed constants ({e:.3}) are behind a refit ({refit:.3})");
+    }
+
+    #[test]
+    fn measurements_from_before_arrange_threads_join_its_none_candidate() {
+        let kernels = serde_json::json!([{ "name": "k", "blocks": 4, "threads_per_block": 256, "warp_instructions": 100 }]);
+        let group = |variants: serde_json::Value| serde_json::json!({ "groups": [{ "op": "matmul_f32", "size": "s", "variants": variants }] });
+        let choices = |arrange: Option<&str>| {
+            let mut c = serde_json::json!({ "register-tiles": "8x8@0", "block-tiles": "16x16k16" });
+            if let Some(a) = arrange {
+                c["arrange-threads"] = serde_json::json!(a);
+            }
+            c
+        };
+        let mut unarranged = kernels.clone();
+        unarranged[0]["warp_instructions"] = serde_json::json!(90);
+        let modelled = group(serde_json::json!([
+            { "choices": choices(Some("4x8")), "kernels": kernels },
+            { "choices": choices(Some("none")), "kernels": unarranged },
+        ]));
+        // Timed before the pass: row-major threads and blocks, `none`.
+        let old = group(serde_json::json!([{ "choices": choices(None), "ms": 1.0 }]));
+        let joined = join(&modelled, &old);
+        assert_eq!(joined.iter().map(|s| s.kernels[0].warp_instructions).collect::<Vec<_>>(), [90]);
+        // New measurements join their own candidate; old models, old times.
+        let new = group(serde_json::json!([{ "choices": choices(Some("4x8")), "ms": 1.0 }]));
+        assert_eq!(join(&modelled, &new)[0].label, "8x8@0, 16x16k16, 4x8");
+        let old_model = group(serde_json::json!([{ "choices": choices(None), "kernels": kernels }]));
+        assert_eq!(join(&old_model, &old).len(), 1);
     }
 
     #[test]
