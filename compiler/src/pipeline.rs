@@ -217,20 +217,23 @@ pub fn lower_gpu(src: &Source, module: &Module, opts: &GpuOptions) -> Result<Loo
 /// `et` module through them: what `eintup build` does with a `.etir` loop
 /// module (docs/dynamic-shapes.md).
 pub fn optimize_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions) -> Result<LoopModule, Failure> {
-    let mut unit = Unit::from_source(src.clone());
-    unit.ir = Ir::Loop(lm);
     let names: Vec<String> = opts.passes(None).into_iter().filter(|p| p != "lower-to-loops").collect();
-    loops_of(run(unit, &names, &opts.driver())?)
+    run_loop_passes(src, lm, &names, opts)
 }
 
 /// The GPU passes alone on `lm`, a module through the middle end
 /// ([`lower_gpu_symbolic_before`] stopped at the first GPU pass): a
 /// run-time variant's kernels, given dim facts there (`crate::variants`).
 pub fn finish_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions) -> Result<LoopModule, Failure> {
+    let names: Vec<String> = opts.passes(None).into_iter().skip(MIDDLE_END.len()).collect();
+    run_loop_passes(src, lm, &names, opts)
+}
+
+/// The passes `names` on the loop module `lm`.
+fn run_loop_passes(src: &Source, lm: LoopModule, names: &[String], opts: &GpuOptions) -> Result<LoopModule, Failure> {
     let mut unit = Unit::from_source(src.clone());
     unit.ir = Ir::Loop(lm);
-    let names: Vec<String> = opts.passes(None).into_iter().skip(MIDDLE_END.len()).collect();
-    loops_of(run(unit, &names, &opts.driver())?)
+    loops_of(run(unit, names, &opts.driver())?)
 }
 
 /// [`lower_gpu`] stopped before the GPU pass `stop`: the module that pass

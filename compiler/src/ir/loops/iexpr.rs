@@ -29,13 +29,10 @@ impl Multiples {
     /// common multiple): what a kernel fused from two, each compiled under
     /// its own, assumes.
     pub fn union(&self, other: &Multiples) -> Multiples {
-        fn gcd(a: i64, b: i64) -> i64 {
-            if b == 0 { a } else { gcd(b, a % b) }
-        }
         let mut facts = self.facts.clone();
         for &(d, n) in &other.facts {
             match facts.iter_mut().find(|f| f.0 == d) {
-                Some(f) => f.1 = (f.1 / gcd(f.1, n)).saturating_mul(n),
+                Some(f) => f.1 = (f.1 / super::poly::gcd(f.1 as i128, n as i128) as i64).saturating_mul(n),
                 None => facts.push((d, n)),
             }
         }
