@@ -50,6 +50,15 @@ pub fn ranked(src: &Source) -> Result<(Program, RankSystem), Failure> {
     }
 }
 
+/// The `--bind` arguments checked against `prog` (from [`ranked`]) with no
+/// input shapes: malformed ones (E0301) and names no eintup has (E0302),
+/// errors that need no arrays (the Python package raises them at
+/// `compile`, the CLI at its first configuration).
+pub fn check_binds(src: &Source, prog: &Program, ranks: &RankSystem, binds: &[String]) -> Result<(), Failure> {
+    let binds = crate::sema::config::parse_bindings(binds).map_err(Failure::User)?;
+    crate::sema::config::Space::new(prog, ranks, &binds, &[]).map(|_| ()).map_err(|d| src.failure(d))
+}
+
 /// A program, or a printed `et` module (told by its content); a printed
 /// `loop` module is a user error: the front end starts from `et`.
 fn read_et(src: &Source) -> Result<Unit, Failure> {

@@ -18,6 +18,7 @@ with the message the CLI prints. docs/python.md.
 from __future__ import annotations
 
 import builtins
+import operator
 import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -136,7 +137,7 @@ class Kernel:
         d = self._inner.cache_dir
         return None if d is None else os.fspath(d)
 
-    def __call__(self, out: Optional[Mapping[str, Any]] = None, stream: Any = None, **arrays: Any) -> dict[str, Any]:
+    def __call__(self, *args: Any, out: Optional[Mapping[str, Any]] = None, stream: Any = None, **arrays: Any) -> dict[str, Any]:
         """Runs the program on `arrays` and returns its results by name.
         `out={"name": array}` writes a result into the caller's array (of
         its exact dtype and shape), which is returned in its place.
@@ -147,8 +148,9 @@ class Kernel:
         default stream (DLPack's `stream=1`). The call returns once the work
         is enqueued: results (`CudaArray`s, or the `out=` CUDA arrays) are
         ready in that stream's order; `synchronize()` waits for them."""
+        _no_positional(repr(self), args)
         cuda = self.target == "cuda"
-        return self._inner.call(_arguments(arrays, cuda), None if out is None else dict(out), stream)
+        return self._inner.call(_arguments(arrays, cuda), _out_map(out), stream)
 
     def synchronize(self) -> None:
         """Waits for the work this kernel enqueued on CUDA devices (a no-op
@@ -201,7 +203,7 @@ def compile(
     be slower than a build for one shape; docs/dynamic-shapes.md).
     Errors that need no shapes are raised here; the rest at the call."""
     text, name = _read(source)
-    bind_args = [f"{k}=[{', '.join(str(int(d)) for d in v)}]" for k, v in (binds or {}).items()]
+    bind_args = [f"{k}=[{', '.join(str(d) for d in _bind_dims(k, v))}]" for k, v in (binds or {}).items()]
     inner = _eintup.compile(text, name, target, float, bind_args, fp_contract, int(seed), cache_dir() if cache else None, _BUILD, bool(dynamic))
     return Kernel(inner, name)
 
@@ -227,12 +229,13 @@ class Bundle:
         """`emu` or `cuda:N`."""
         return self._inner.device
 
-    def __call__(self, out: Optional[Mapping[str, Any]] = None, stream: Any = None, **arrays: Any) -> dict[str, Any]:
+    def __call__(self, *args: Any, out: Optional[Mapping[str, Any]] = None, stream: Any = None, **arrays: Any) -> dict[str, Any]:
         """Runs the bundle on `arrays` and returns its outputs by name
         (written into the `out=` arrays where given). `stream`: as for
         `Kernel.__call__` (CUDA only)."""
+        _no_positional(repr(self), args)
         cuda = self.device.startswith("cuda")
-        return self._inner.call(_arguments(arrays, cuda), None if out is None else dict(out), stream)
+        return self._inner.call(_arguments(arrays, cuda), _out_map(out), stream)
 
     def synchronize(self) -> None:
         """Waits for the work enqueued on a CUDA device (a no-op on `emu`)."""
@@ -250,8 +253,32 @@ def load(path: str | os.PathLike, *, device: str = "emu", binds: Optional[Mappin
     give; `binds` gives the dims of eintups no input gives (a stride:
     `binds={"stride": [2, 1]}`), as `exec --bind` does."""
     p = os.fspath(path)
-    pairs = [(str(k), [int(d) for d in v]) for k, v in (binds or {}).items()]
+    pairs = [(str(k), _bind_dims(k, v)) for k, v in (binds or {}).items()]
     return Bundle(_eintup.load(p, device, pairs), p)
+
+
+def _bind_dims(name: Any, dims: Any) -> list[int]:
+    """The dims of `binds={name: dims}`; dims that are not a sequence of
+    integers are an `Error` (the extension checks names and values)."""
+    try:
+        return [operator.index(d) for d in dims]
+    except TypeError:
+        raise Error(f"error[E0301]: invalid binding for `{name}`: {dims!r} is not a list of integers (binds={{\"{name}\": [2, 3]}}; [] is rank 0)") from None
+
+
+def _out_map(out: Any) -> Optional[dict[str, Any]]:
+    """`out=` as a dict of result name to array."""
+    if out is None:
+        return None
+    if not isinstance(out, Mapping):
+        raise Error(f"out: expected a dict of result name to array (out={{\"c\": array}}), not a {type(out).__name__}")
+    return dict(out)
+
+
+def _no_positional(what: str, args: tuple) -> None:
+    """Arrays are passed by name: `kernel(a=..., b=...)`."""
+    if args:
+        raise TypeError(f"{what}: pass arrays by name (kernel(a=..., b=...)), not by position ({len(args)} positional argument{'s' if len(args) > 1 else ''} given)")
 
 
 def _read(source: Union[str, os.PathLike]) -> tuple[str, str]:

@@ -80,7 +80,7 @@ impl View {
             // Released (by `Drop`) before anything else runs.
             drop(View { raw, dtype: DType::F32, shape });
             let name = obj.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_else(|_| String::from_utf8_lossy(&format).into_owned());
-            return Err(ShapeError::new_err(format!("{what}: dtype {name} is not supported (int32, float32, float64)")));
+            return Err(unsupported_dtype(what, &name));
         };
         let view = View { raw, dtype, shape };
         // A shape that does not hold the buffer's bytes (no shape given, or
@@ -195,4 +195,18 @@ pub fn result_views<'a, 'py>(py: Python<'py>, specs: impl Iterator<Item = &'a Re
         results.push((obj, view, caller));
     }
     Ok(results)
+}
+
+/// The error for an array of a dtype eintup has no buffers of, with the
+/// conversion that fits: INT is 32-bit signed (LANGUAGE.md), FLOAT is
+/// `float32` or `float64`; eintup never narrows an array silently.
+pub(crate) fn unsupported_dtype(what: &str, dtype: &str) -> PyErr {
+    let hint = if dtype.contains("int") || dtype.contains("bool") {
+        "; INT is 32-bit signed: convert it with `.astype(numpy.int32)` (`.to(torch.int32)`)"
+    } else if dtype.contains("float") {
+        "; convert it with `.astype(numpy.float32)` (`.to(torch.float32)`)"
+    } else {
+        ""
+    };
+    ShapeError::new_err(format!("{what}: dtype {dtype} is not supported (int32, float32, float64){hint}"))
 }

@@ -248,7 +248,7 @@ fn check(t: &DLTensor, expected: DLDevice, what: &str) -> PyResult<(DType, Vec<u
         (0, 32, 1) => DType::I32,
         (2, 32, 1) => DType::F32,
         (2, 64, 1) => DType::F64,
-        _ => return Err(ShapeError::new_err(format!("{what}: dtype {} is not supported (int32, float32, float64)", dl_type_name(t.dtype)))),
+        _ => return Err(crate::arrays::unsupported_dtype(what, &dl_type_name(t.dtype))),
     };
     // 32 dims is more than any framework allows; a larger count is garbage.
     if !(0..=32).contains(&t.ndim) || (t.ndim > 0 && t.shape.is_null()) {

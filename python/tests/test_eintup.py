@@ -130,6 +130,32 @@ def test_errors_are_exceptions_with_the_cli_message():
     assert issubclass(eintup.ShapeError, eintup.Error)
 
 
+def test_usage_errors_name_the_fix():
+    """Mistakes in calling the API: bind names and values are checked at
+    `compile` (they need no arrays), arrays passed by position, an `out=`
+    that is not a dict, and a dtype eintup has no buffers of, each with a
+    message saying what to do instead."""
+    with pytest.raises(eintup.Error, match=r"E0302\]: --bind names `zzz`"):
+        eintup.compile(MATMUL, binds={"zzz": [1]})
+    with pytest.raises(eintup.Error, match="E0301"):
+        eintup.compile(MATMUL, binds={"batch": [-1]})
+    with pytest.raises(eintup.Error, match=r"E0301\]: invalid binding for `batch`: 'x'"):
+        eintup.compile(MATMUL, binds={"batch": "x"})
+    with pytest.raises(eintup.Error, match="E0301"):
+        eintup.load("no/such/bundle", binds={"stride": 2})
+    k = eintup.compile(MATMUL, target="cpu", binds={"batch": []})
+    a, b = rand((3, 4)), rand((4, 5))
+    with pytest.raises(TypeError, match=r"pass arrays by name \(kernel\(a=\.\.\., b=\.\.\.\)\), not by position \(2 positional arguments"):
+        k(a, b)
+    with pytest.raises(eintup.Error, match="out: expected a dict of result name to array"):
+        k(a=a, b=b, out=np.empty((3, 5), np.float32))
+    with pytest.raises(eintup.ShapeError, match=r"dtype int64 is not supported .*astype\(numpy.int32\)"):
+        k(a=np.ones((3, 4), np.int64), b=b)
+    with pytest.raises(eintup.ShapeError, match=r"dtype float16 is not supported .*astype\(numpy.float32\)"):
+        k(a=a.astype(np.float16), b=b)
+    np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
+
+
 def test_load_rebinds_a_dynamic_bundle_to_each_call_s_shapes(tmp_path):
     """A dynamic bundle (a loop module with dim symbols, `eintup build
     M.etir`; docs/bundle.md#dynamic-bundles) loaded once runs at the dims
