@@ -319,16 +319,8 @@ const WARP: i64 = 32;
 /// warp's stores in consecutive words).
 fn warp_group(lanes: i64, cells: &IExpr) -> i64 {
     match cells.as_const() {
-        Some(c) if lanes > 0 && lanes < WARP && WARP % lanes == 0 => gcd_i64(WARP / lanes, c),
+        Some(c) if lanes > 0 && lanes < WARP && WARP % lanes == 0 => (crate::ir::loops::poly::gcd((WARP / lanes) as i128, c as i128).unsigned_abs() as i64).max(1),
         _ => 1,
-    }
-}
-
-fn gcd_i64(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a.abs().max(1)
-    } else {
-        gcd_i64(b, a % b)
     }
 }
 
