@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import operator
 import os
+import sys
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -144,13 +145,17 @@ class Kernel:
 
         `cuda` only: `stream` is the CUDA stream the call is enqueued on (an
         int `CUstream`, or an object with `.cuda_stream` such as
-        `torch.cuda.current_stream()`); None, the default, is the legacy
-        default stream (DLPack's `stream=1`). The call returns once the work
+        `torch.cuda.current_stream()`); None, the default, is PyTorch's
+        current stream when a PyTorch CUDA tensor is among the arrays, else
+        the legacy default stream (DLPack's `stream=1`). The call returns once the work
         is enqueued: results (`CudaArray`s, or the `out=` CUDA arrays) are
         ready in that stream's order; `synchronize()` waits for them."""
         _no_positional(repr(self), args)
         cuda = self.target == "cuda"
-        return self._inner.call(_arguments(arrays, cuda), _out_map(out), stream)
+        outs = _out_map(out)
+        if cuda and stream is None:
+            stream = _torch_stream(arrays, outs)
+        return self._inner.call(_arguments(arrays, cuda), outs, stream)
 
     def synchronize(self) -> None:
         """Waits for the work this kernel enqueued on CUDA devices (a no-op
@@ -235,7 +240,10 @@ class Bundle:
         `Kernel.__call__` (CUDA only)."""
         _no_positional(repr(self), args)
         cuda = self.device.startswith("cuda")
-        return self._inner.call(_arguments(arrays, cuda), _out_map(out), stream)
+        outs = _out_map(out)
+        if cuda and stream is None:
+            stream = _torch_stream(arrays, outs)
+        return self._inner.call(_arguments(arrays, cuda), outs, stream)
 
     def synchronize(self) -> None:
         """Waits for the work enqueued on a CUDA device (a no-op on `emu`)."""
@@ -273,6 +281,22 @@ def _out_map(out: Any) -> Optional[dict[str, Any]]:
     if not isinstance(out, Mapping):
         raise Error(f"out: expected a dict of result name to array (out={{\"c\": array}}), not a {type(out).__name__}")
     return dict(out)
+
+
+def _torch_stream(arrays: Mapping[str, Any], outs: Optional[Mapping[str, Any]]) -> Any:
+    """A CUDA call's default stream: PyTorch's current stream on the device
+    of the first PyTorch CUDA tensor among the arguments (what a PyTorch op
+    on them would use, inside `with torch.cuda.stream(s)` too), as Triton
+    launches; None (the legacy default stream) when no argument is one.
+    PyTorch is looked up only where a tensor of it was passed, so it is
+    never imported here."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    for a in list(arrays.values()) + list((outs or {}).values()):
+        if isinstance(a, torch.Tensor) and getattr(a, "is_cuda", False):
+            return torch.cuda.current_stream(a.device)
+    return None
 
 
 def _no_positional(what: str, args: tuple) -> None:

@@ -190,6 +190,45 @@ def test_the_callers_stream_is_passed_to_the_producer(stream, want):
     assert a.calls[0]["stream"] == want and b.calls[0]["stream"] == want
 
 
+@no_gpu
+def test_pytorch_tensors_default_to_pytorch_s_current_stream(monkeypatch):
+    """Without `stream=`, a call on PyTorch CUDA tensors runs on PyTorch's
+    current stream of the tensors' device (as a PyTorch op would, inside
+    `with torch.cuda.stream(s)` too); `stream=` still wins. A stand-in
+    module named `torch` plays PyTorch, whose tensors export through
+    DLPack like `FakeCuda`."""
+    import types
+
+    asked = []
+
+    class Tensor(FakeCuda):
+        is_cuda = True
+
+    def current_stream(device=None):
+        asked.append(device)
+        return Stream()
+
+    fake = types.ModuleType("torch")
+    fake.Tensor = Tensor
+    fake.cuda = types.SimpleNamespace(current_stream=current_stream)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    k = eintup.compile(MATMUL, target="cuda")
+    a, b = Tensor((2, 3)), Tensor((3, 4))
+    with pytest.raises(eintup.Error, match=NO_DRIVER):
+        k(a=a, b=b)
+    assert a.calls[0]["stream"] == 0xABC0 and b.calls[0]["stream"] == 0xABC0
+    assert asked == [(2, 0)]  # the first tensor's device
+    a, b = Tensor((2, 3)), Tensor((3, 4))
+    with pytest.raises(eintup.Error, match=NO_DRIVER):
+        k(a=a, b=b, stream=2)
+    assert a.calls[0]["stream"] == 2 and len(asked) == 1
+    # Other producers' arrays keep the legacy default stream.
+    a, b = FakeCuda((2, 3)), FakeCuda((3, 4))
+    with pytest.raises(eintup.Error, match=NO_DRIVER):
+        k(a=a, b=b)
+    assert a.calls[0]["stream"] == 1 and len(asked) == 1
+
+
 @pytest.mark.parametrize("stream", [-3, "s", 1.5])
 def test_a_bad_stream_is_refused(stream):
     with pytest.raises(eintup.Error, match="stream: "):
@@ -485,6 +524,9 @@ def test_gpu_torch_tensors_in_place_on_the_current_stream():
         x = torch.rand((64, 64), device="cuda")
         y = torch.rand((64, 64), device="cuda")
         z = torch.from_dlpack(k(a=x, b=y, stream=torch.cuda.current_stream())["c"])
+        torch.testing.assert_close(z, x @ y, rtol=1e-4, atol=1e-5)
+        # Without stream=: PyTorch's current stream (s) all the same.
+        z = torch.from_dlpack(k(a=x, b=y)["c"])
         torch.testing.assert_close(z, x @ y, rtol=1e-4, atol=1e-5)
     with pytest.raises(eintup.ShapeError, match="not C-contiguous"):
         k(a=a[0].t().contiguous().t(), b=b[0])
