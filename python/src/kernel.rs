@@ -219,8 +219,8 @@ impl Kernel {
                 let loops = eintup::ir::loops::print::module(&lm);
                 let host = |e| Failure::Internal(format!("host backend: {e}"));
                 if self.disk.is_some() {
-                    let (prog, object) = HostProgram::compile_with_object(lm, self.seed, self.fp_contract).map_err(host)?;
-                    (Code::Host { prog }, Some(CacheFiles::Host { loops, object }))
+                    let (prog, objects) = HostProgram::compile_with_object(lm, self.seed, self.fp_contract).map_err(host)?;
+                    (Code::Host { prog }, Some(CacheFiles::Host { loops, objects }))
                 } else {
                     (Code::Host { prog: HostProgram::compile(lm, self.seed, self.fp_contract).map_err(host)? }, None)
                 }
@@ -592,8 +592,9 @@ impl Compiled {
 
 /// What a cache entry holds besides the `et` module.
 enum CacheFiles {
-    /// `cpu`: the final loop module, printed, and its object code.
-    Host { loops: String, object: Vec<u8> },
+    /// `cpu`: the final loop module, printed, and its object code (one
+    /// object per compile group).
+    Host { loops: String, objects: Vec<Vec<u8>> },
     /// `emu`: the bundle.
     Bundle(Box<eintup_runtime::Bundle>),
 }
@@ -602,11 +603,11 @@ impl CacheFiles {
     fn write(&self, dir: &Path, module: &Module) -> std::io::Result<()> {
         std::fs::write(dir.join(MODULE_FILE), eintup::ir::et::print::module(module))?;
         match self {
-            CacheFiles::Host { loops, object } => {
+            CacheFiles::Host { loops, objects } => {
                 std::fs::write(dir.join(LOOPS_FILE), loops)?;
                 // Without a C compiler to link it, the entry holds the loop
                 // module alone (a hit then JIT-compiles it).
-                let _ = eintup_codegen::hostlib::link_shared(object, &dir.join(LIBRARY_FILE));
+                let _ = eintup_codegen::hostlib::link_shared(objects, &dir.join(LIBRARY_FILE));
                 Ok(())
             }
             CacheFiles::Bundle(b) => b.write(dir.join(BUNDLE_DIR)).map_err(|e| std::io::Error::other(e.to_string())),

@@ -8,7 +8,7 @@
 
 use super::lower::{lower_and_optimize, split_range, KernelLowering, TargetLowering};
 use super::{kernel_params, CodegenError, FpContract};
-use eintup::ir::loops::{BufId, CopyGroup, DType, Kernel, LoopModule, WriteKind};
+use eintup::ir::loops::{BufId, CopyGroup, DType, Kernel, LoopKind, LoopModule, Node, WriteKind};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
@@ -275,17 +275,72 @@ pub(crate) fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> 
         .ok_or_else(|| CodegenError(format!("cannot create a target machine for {}", triple.as_str().to_string_lossy())))
 }
 
-/// The host module of `m` after `default<O3>`, with the machine used.
+/// The host module of the kernels `which` of `m` after `default<O3>`,
+/// with the machine used.
 pub(crate) fn optimized_module<'ctx>(
     ctx: &'ctx Context,
     m: &LoopModule,
+    which: &[usize],
     seed: u64,
     fp_contract: FpContract,
     cpu: HostCpu,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = host_machine(cpu)?;
-    let module = lower_and_optimize(ctx, m, seed, &HostLowering, fp_contract, &tm)?;
+    let module = lower_and_optimize(ctx, m, which, seed, &HostLowering, fp_contract, &tm)?;
     Ok((module, tm))
+}
+
+/// At most this many LLVM modules (and threads) compile one program.
+pub const MAX_COMPILE_GROUPS: usize = 8;
+
+/// The threads a program compiles on: this process's CPUs.
+fn compile_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The kernels of `m` split into at most `threads` groups (by index, each
+/// in module order) of about equal compile cost ([`compile_cost`]; largest
+/// first into the cheapest group), each compiled as its own LLVM module on
+/// its own thread: LLVM's O3 and code generation are single-threaded and
+/// take most of a small program's run (docs/codegen.md, "Compiling on
+/// several threads"). One group where there is one kernel or one thread.
+pub fn compile_groups(m: &LoopModule, threads: usize) -> Vec<Vec<usize>> {
+    let n = threads.clamp(1, MAX_COMPILE_GROUPS).min(m.kernels.len()).max(1);
+    let mut order: Vec<(u128, usize)> = m.kernels.iter().enumerate().map(|(i, k)| (compile_cost(k), i)).collect();
+    order.sort_by(|a, b| b.cmp(a));
+    let mut groups: Vec<(u128, Vec<usize>)> = vec![(0, Vec::new()); n];
+    for (cost, i) in order {
+        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+            g.0 += cost;
+            g.1.push(i);
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = groups.into_iter().map(|g| g.1).filter(|g| !g.is_empty()).collect();
+    for g in &mut groups {
+        g.sort_unstable();
+    }
+    groups.sort();
+    groups
+}
+
+/// A kernel's size as LLVM sees it: its loop nodes and computed values,
+/// each counted once per copy an enclosing `unroll` loop makes.
+pub fn compile_cost(k: &Kernel) -> u128 {
+    fn cost(nodes: &[Node], copies: u128) -> u128 {
+        nodes
+            .iter()
+            .map(|n| match n {
+                Node::For(l) => {
+                    let trip = if l.kind == LoopKind::Unroll { l.lo.as_const().zip(l.hi.as_const()).map_or(1, |(a, b)| (b - a).max(1) as u128) } else { 1 };
+                    copies + cost(&l.body, copies.saturating_mul(trip))
+                }
+                Node::Compute(c) => copies.saturating_mul(c.values.len() as u128 + 1),
+                Node::Guard(g) => copies + cost(&g.body, copies),
+                _ => copies,
+            })
+            .fold(0u128, |a, b| a.saturating_add(b))
+    }
+    cost(&k.body, 1)
 }
 
 /// Runs every kernel of `m`, in order, on `buffers` (one tensor per
@@ -338,8 +393,56 @@ pub struct HostProgram {
 
 /// Where a program's machine code lives.
 pub(crate) enum Code {
-    Jit(Jit),
+    /// One engine per group of kernels compiled together (`compile_groups`),
+    /// only owned: the entries were looked up when they were compiled.
+    Jit(#[allow(dead_code)] Vec<Jit>),
     Library(super::hostlib::Library),
+}
+
+/// One group's compiled code, its kernels' entries by symbol, and its
+/// object file when asked for.
+struct Part {
+    jit: Jit,
+    entries: Vec<(String, KernelFn)>,
+    object: Option<Vec<u8>>,
+}
+
+/// A part made on a compile thread, handed to the thread that owns the
+/// program.
+struct SendPart(Part);
+// SAFETY: the part's LLVM context, module and engine were made and used by
+// the one thread that compiled them, which ends before the part moves;
+// nothing else refers to them, and after the move they are only dropped
+// (the entries are plain machine code).
+unsafe impl Send for SendPart {}
+
+/// The kernels `which` of `m` compiled for this CPU in a context of their
+/// own. The entries are looked up here because MCJIT generates machine
+/// code at the first lookup: so this thread does that work too.
+fn compile_part(m: &LoopModule, which: &[usize], seed: u64, fp_contract: FpContract, object: bool, level: OptimizationLevel) -> Result<Part, CodegenError> {
+    let ctx = Box::new(Context::create());
+    // SAFETY: the context lives in a Box that `Jit` drops only after the
+    // engine (see `Drop`), and the module borrowing it is moved into the
+    // engine or dropped first, so the reference outlives every use;
+    // 'static only names that.
+    let ctx_ref: &'static Context = unsafe { &*(ctx.as_ref() as *const Context) };
+    let (module, _tm) = optimized_module(ctx_ref, m, which, seed, fp_contract, HostCpu::Native)?;
+    // Emitted from a clone: code generation may rewrite the IR it runs on.
+    let object = if object { Some(super::hostlib::emit_object(&module.clone())?) } else { None };
+    let ee = module
+        .create_jit_execution_engine(level)
+        .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
+    let jit = Jit { ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) };
+    let mut entries = Vec::with_capacity(which.len());
+    for &ki in which {
+        let name = host_symbol(&m.kernels[ki].name);
+        // SAFETY: the symbol was generated by `lower` with exactly this
+        // signature (host ABI, docs/codegen.md); the raw entry is used only
+        // while the engine lives (the program owns it).
+        let f = unsafe { jit.ee.get_function::<KernelFn>(&name) }.map_err(|e| CodegenError(format!("kernel `{}` not found: {e}", m.kernels[ki].name)))?;
+        entries.push((name, unsafe { f.as_raw() }));
+    }
+    Ok(Part { jit, entries, object })
 }
 
 /// MCJIT's engine and the context it was made in.
@@ -387,44 +490,51 @@ impl Args {
 impl HostProgram {
     /// Compiles `m` for this CPU (`HostCpu::Native`) and JIT-loads it.
     pub fn compile(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<HostProgram, CodegenError> {
-        Ok(Self::compile_inner(m, seed, fp_contract, false)?.0)
+        Ok(Self::compile_inner(m, seed, fp_contract, false, compile_threads())?.0)
+    }
+
+    /// As [`HostProgram::compile`], on at most `threads` compile threads
+    /// ([`compile_groups`]; the same code whatever the count).
+    pub fn compile_on(m: LoopModule, seed: u64, fp_contract: FpContract, threads: usize) -> Result<HostProgram, CodegenError> {
+        Ok(Self::compile_inner(m, seed, fp_contract, false, threads)?.0)
     }
 
     /// As [`HostProgram::compile`], and also the program as a
     /// position-independent object file for this CPU (`hostlib`: what an
     /// on-disk cache keeps, linked into a shared library), from the same
     /// optimised module.
-    pub fn compile_with_object(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<(HostProgram, Vec<u8>), CodegenError> {
-        let (p, obj) = Self::compile_inner(m, seed, fp_contract, true)?;
+    pub fn compile_with_object(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<(HostProgram, Vec<Vec<u8>>), CodegenError> {
+        let (p, obj) = Self::compile_inner(m, seed, fp_contract, true, compile_threads())?;
         Ok((p, obj.unwrap_or_default()))
     }
 
-    fn compile_inner(m: LoopModule, seed: u64, fp_contract: FpContract, object: bool) -> Result<(HostProgram, Option<Vec<u8>>), CodegenError> {
-        let ctx = Box::new(Context::create());
-        // SAFETY: the context lives in a Box that `Jit` drops only after
-        // the engine (see `Drop`), so the reference outlives every use;
-        // 'static only names that.
-        let ctx_ref: &'static Context = unsafe { &*(ctx.as_ref() as *const Context) };
-        let (module, _tm) = optimized_module(ctx_ref, &m, seed, fp_contract, HostCpu::Native)?;
-        // Emitted from a clone: code generation may rewrite the IR it runs on.
-        let obj = if object { Some(super::hostlib::emit_object(&module.clone())?) } else { None };
+    fn compile_inner(m: LoopModule, seed: u64, fp_contract: FpContract, object: bool, threads: usize) -> Result<(HostProgram, Option<Vec<Vec<u8>>>), CodegenError> {
         // Machine code generation at `Aggressive` costs a long program of
         // small kernels most of its compile time even where the IR was
         // left unoptimised (`cheap_to_compile`): when every kernel is such,
         // the fast instruction selector and register allocator do.
         let level = if m.kernels.iter().all(|k| super::lower::cheap_to_compile(&m, k)) { OptimizationLevel::None } else { OptimizationLevel::Aggressive };
-        let ee = module
-            .create_jit_execution_engine(level)
-            .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
-        let code = Code::Jit(Jit { ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) });
-        let prog = Self::with_code(m, code, |code, name| match code {
-            // SAFETY: the symbol was generated by `lower` with exactly this
-            // signature (host ABI, docs/codegen.md); the raw entry is used
-            // only while the engine lives (the program owns it).
-            Code::Jit(j) => unsafe { j.ee.get_function::<KernelFn>(name).map(|f| f.as_raw()) }.map_err(|e| e.to_string()),
-            Code::Library(_) => Err("not a JIT".into()),
-        })?;
-        Ok((prog, obj))
+        let groups = compile_groups(&m, threads);
+        let parts: Vec<Part> = match groups.as_slice() {
+            [one] => vec![compile_part(&m, one, seed, fp_contract, object, level)?],
+            _ => std::thread::scope(|s| {
+                let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| compile_part(&m, g, seed, fp_contract, object, level).map(SendPart))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().map_err(|_| CodegenError("internal error: a compile thread panicked".into()))?.map(|p| p.0))
+                    .collect::<Result<Vec<Part>, CodegenError>>()
+            })?,
+        };
+        let mut entries = std::collections::HashMap::new();
+        let mut jits = Vec::with_capacity(parts.len());
+        let mut objects = Vec::with_capacity(parts.len());
+        for p in parts {
+            entries.extend(p.entries);
+            jits.push(p.jit);
+            objects.extend(p.object);
+        }
+        let prog = Self::with_code(m, Code::Jit(jits), |_, name| entries.get(name).copied().ok_or_else(|| "not compiled".to_string()))?;
+        Ok((prog, object.then_some(objects)))
     }
 
     /// The program over `code`, whose entries `entry` finds by symbol.

@@ -38,23 +38,34 @@ pub(crate) fn emit_object(module: &Module<'_>) -> Result<Vec<u8>, CodegenError> 
     Ok(buf.as_slice().to_vec())
 }
 
-/// Links `object` into the shared library `out` with `cc` (or `$CC`).
-pub fn link_shared(object: &[u8], out: &Path) -> Result<(), CodegenError> {
-    let obj = out.with_extension("o");
-    std::fs::write(&obj, object).map_err(|e| CodegenError(format!("{}: {e}", obj.display())))?;
+/// Links `objects` (a program's, one per compile group) into the shared
+/// library `out` with `cc` (or `$CC`).
+pub fn link_shared(objects: &[Vec<u8>], out: &Path) -> Result<(), CodegenError> {
+    let mut files = Vec::with_capacity(objects.len());
+    let written = objects.iter().enumerate().try_for_each(|(i, object)| {
+        let obj = out.with_extension(format!("{i}.o"));
+        let w = std::fs::write(&obj, object).map_err(|e| CodegenError(format!("{}: {e}", obj.display())));
+        files.push(obj);
+        w
+    });
+    let remove = |files: &[std::path::PathBuf]| files.iter().for_each(|f| drop(std::fs::remove_file(f)));
+    if let Err(e) = written {
+        remove(&files);
+        return Err(e);
+    }
     let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
     // -Bsymbolic: a kernel's own symbols bind inside its library, never to
     // another library's kernel of the same name.
     let status = std::process::Command::new(&cc)
         .args(["-shared", "-Wl,-Bsymbolic", "-o"])
         .arg(out)
-        .arg(&obj)
+        .args(&files)
         .arg("-lm")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status();
-    let _ = std::fs::remove_file(&obj);
+    remove(&files);
     match status {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(CodegenError(format!("{} -shared failed ({s})", cc.to_string_lossy()))),
@@ -89,7 +100,7 @@ fn dl_error() -> String {
 
 impl HostProgram {
     /// Loads the shared library at `path`, made by [`link_shared`] from
-    /// the object [`HostProgram::compile_with_object`] gave for `m`.
+    /// the objects [`HostProgram::compile_with_object`] gave for `m`.
     ///
     /// # Safety
     /// The library runs as trusted code: it must be exactly such a

@@ -21,7 +21,7 @@ use eintup::ir::loops::{BufId, Kernel, LoopModule};
 use inkwell::context::Context;
 use std::fmt;
 
-pub use host::{run_host, with_compiled, BufferRef, HostCpu, HostProgram};
+pub use host::{compile_cost, compile_groups, run_host, with_compiled, BufferRef, HostCpu, HostProgram};
 pub use lower::{block_size, thread_count, thread_count_expr};
 pub use nvptx::{emit_ptx, ptxas_check, ptxas_path, KernelResources, PtxInfo};
 
@@ -92,7 +92,7 @@ pub fn kernel_params(m: &LoopModule, k: &Kernel) -> Vec<BufId> {
 pub fn emit_llvm(m: &LoopModule, seed: u64, target: Target) -> Result<String, CodegenError> {
     let ctx = Context::create();
     let module = match target {
-        Target::Host { fp_contract, cpu } => host::optimized_module(&ctx, m, seed, fp_contract, cpu)?.0,
+        Target::Host { fp_contract, cpu } => host::optimized_module(&ctx, m, &(0..m.kernels.len()).collect::<Vec<_>>(), seed, fp_contract, cpu)?.0,
         Target::Nvptx { sm, fp_contract } => nvptx::optimized_module(&ctx, m, seed, sm, fp_contract)?.0,
     };
     Ok(module.print_to_string().to_string())

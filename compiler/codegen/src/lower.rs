@@ -123,11 +123,15 @@ pub(crate) fn skip_optimisation(ctx: &Context, func: FunctionValue<'_>) {
     }
 }
 
-/// Builds the (unoptimised) LLVM module of every kernel of `m`. The caller
-/// sets triple and data layout and runs the optimisation pipeline.
+/// Builds the (unoptimised) LLVM module of the kernels `which` of `m` (by
+/// index, in that order; every kernel's name is checked). The caller sets
+/// triple and data layout and runs the optimisation pipeline. A kernel's
+/// code depends on it and `m` alone, so the host may compile parts of a
+/// module in separate LLVM modules (`host::compile_groups`).
 pub(crate) fn lower_module<'ctx>(
     ctx: &'ctx Context,
     m: &LoopModule,
+    which: &[usize],
     seed: u64,
     target: &dyn TargetLowering,
     fp_contract: FpContract,
@@ -142,6 +146,9 @@ pub(crate) fn lower_module<'ctx>(
         if !seen.insert(k.name.as_str()) {
             return Err(CodegenError(format!("kernel name `{}` is used twice", k.name)));
         }
+    }
+    for &ki in which {
+        let k = m.kernels.get(ki).ok_or_else(|| CodegenError(format!("internal error: no kernel {ki}")))?;
         KernelLowering::new(ctx, &module, m, k, seed, target, fp_contract)?.lower()?;
     }
     module.verify().map_err(|e| CodegenError(format!("internal error: invalid LLVM IR: {}", e.to_string())))?;
@@ -1104,12 +1111,13 @@ mod tests {
 pub(crate) fn lower_and_optimize<'ctx>(
     ctx: &'ctx Context,
     m: &LoopModule,
+    which: &[usize],
     seed: u64,
     target: &dyn TargetLowering,
     fp_contract: FpContract,
     tm: &TargetMachine,
 ) -> Result<Module<'ctx>, CodegenError> {
-    let module = lower_module(ctx, m, seed, target, fp_contract)?;
+    let module = lower_module(ctx, m, which, seed, target, fp_contract)?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     target.annotate(ctx, &module, tm);

@@ -359,7 +359,8 @@ pub(crate) fn optimized_module<'ctx>(
     fp_contract: FpContract,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
     let tm = machine(sm)?;
-    let module = lower_and_optimize(ctx, m, seed, &NvptxLowering { sm }, fp_contract, &tm)?;
+    let all: Vec<usize> = (0..m.kernels.len()).collect();
+    let module = lower_and_optimize(ctx, m, &all, seed, &NvptxLowering { sm }, fp_contract, &tm)?;
     Ok((module, tm))
 }
 

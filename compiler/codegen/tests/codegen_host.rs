@@ -7,7 +7,7 @@ mod codegen_cases;
 
 use codegen_cases as cases;
 use eintup_codegen::{emit_llvm, kernel_params, run_host, FpContract, HostCpu, Target};
-use eintup::ir::loops::{DType, IBin, LoopModule};
+use eintup::ir::loops::{DType, For, IBin, IExpr, LoopKind, LoopModule, Node};
 use eintup::random::Stream;
 use eintup::tensor::{Data, Tensor};
 use eintup_testkit::{assert_close, Tol};
@@ -83,6 +83,59 @@ fn matmul_then_dependent_kernel() {
     assert_close("d", f64s(&bufs[3]), &d, TOL);
     assert_eq!(kernel_params(&m, &m.kernels[0]), vec![0, 1, 2]);
     assert_eq!(kernel_params(&m, &m.kernels[1]), vec![2, 3]);
+}
+
+/// Compiled in groups of kernels on several threads (`compile_groups`),
+/// a program computes what it computes compiled in one piece: the matmul
+/// and its dependent kernel in one group or two, against the formula.
+#[test]
+fn kernels_compiled_on_several_threads_run_as_one_program() {
+    let m = cases::matmul();
+    assert_eq!(eintup_codegen::compile_groups(&m, 1), vec![vec![0, 1]]);
+    assert_eq!(eintup_codegen::compile_groups(&m, 2), vec![vec![0], vec![1]]);
+    let (a, b, c_want, d_want) = matmul_case();
+    for threads in [1, 2, 3] {
+        let p = eintup_codegen::HostProgram::compile_on(m.clone(), 0, FpContract::Off, threads).unwrap();
+        let mut bufs = zeros(&m);
+        bufs[0].data = Data::F64(a.clone());
+        bufs[1].data = Data::F64(b.clone());
+        p.run(&mut bufs).unwrap();
+        assert_close("c", f64s(&bufs[2]), &c_want, TOL);
+        assert_close("d", f64s(&bufs[3]), &d_want, TOL);
+    }
+}
+
+/// Groups balance the kernels' compile cost (largest first into the
+/// cheapest group), keep each group in module order, and never outnumber
+/// the kernels or `MAX_COMPILE_GROUPS`.
+#[test]
+fn compile_groups_balance_the_kernels_cost() {
+    let base = cases::matmul();
+    let (mut mm, post) = (base.kernels[0].clone(), base.kernels[1].clone());
+    // Under an `unroll` loop of 4, the nest counts 4 times (never run).
+    let u = mm.vars.len();
+    mm.vars.push(eintup::ir::loops::Var { name: "u".into() });
+    mm.body = vec![Node::For(For { var: u, lo: IExpr::c(0), hi: IExpr::c(4), kind: LoopKind::Unroll, body: mm.body })];
+    let (cm, cp) = (eintup_codegen::compile_cost(&mm), eintup_codegen::compile_cost(&post));
+    assert!(cm > cp, "the matmul's nest ({cm}) costs more than the scaling loop ({cp})");
+    // Kernels 0..3 cost cm, 3..6 cost cp.
+    let mut m = base.clone();
+    m.kernels = (0..6).map(|i| {
+        let mut k = if i < 3 { mm.clone() } else { post.clone() };
+        k.name = format!("k{i}");
+        k
+    }).collect();
+    let two = eintup_codegen::compile_groups(&m, 2);
+    assert_eq!(two.len(), 2);
+    let cost = |g: &Vec<usize>| g.iter().map(|&i| eintup_codegen::compile_cost(&m.kernels[i])).sum::<u128>();
+    let (c0, c1) = (cost(&two[0]), cost(&two[1]));
+    assert!(c0.abs_diff(c1) <= cm, "balanced within one kernel: {two:?} ({c0} vs {c1})");
+    assert!(two.iter().all(|g| g.windows(2).all(|w| w[0] < w[1])));
+    let mut all: Vec<usize> = two.concat();
+    all.sort_unstable();
+    assert_eq!(all, (0..6).collect::<Vec<_>>());
+    assert_eq!(eintup_codegen::compile_groups(&m, 64).len(), 6);
+    assert_eq!(eintup_codegen::compile_groups(&m, 0).len(), 1);
 }
 
 #[test]
@@ -418,12 +471,12 @@ fn run_on_runs_on_borrowed_memory_and_checks_it_first() {
 fn a_host_program_as_a_shared_library_runs_as_the_jit_does() {
     use eintup_codegen::{hostlib, HostProgram};
     let m = cases::matmul();
-    let (jit, object) = HostProgram::compile_with_object(m.clone(), 0, FpContract::Off).unwrap();
-    assert!(object.starts_with(b"\x7fELF"), "an ELF object");
+    let (jit, objects) = HostProgram::compile_with_object(m.clone(), 0, FpContract::Off).unwrap();
+    assert!(!objects.is_empty() && objects.iter().all(|o| o.starts_with(b"\x7fELF")), "ELF objects");
     let dir = std::env::temp_dir().join(format!("eintup-hostlib-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let lib = dir.join("kernels.so");
-    if let Err(e) = hostlib::link_shared(&object, &lib) {
+    if let Err(e) = hostlib::link_shared(&objects, &lib) {
         eprintln!("skipped: no C compiler to link with ({e})");
         return;
     }
