@@ -293,9 +293,17 @@ pub(crate) fn optimized_module<'ctx>(
 /// At most this many LLVM modules (and threads) compile one program.
 pub const MAX_COMPILE_GROUPS: usize = 8;
 
-/// The threads a program compiles on: this process's CPUs.
-fn compile_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// The environment variable capping the threads a host program compiles
+/// on (a positive integer; by default, this process's CPUs).
+pub const COMPILE_THREADS_ENV: &str = "EINTUP_COMPILE_THREADS";
+
+/// The threads a program compiles on: `EINTUP_COMPILE_THREADS`, else this
+/// process's CPUs.
+fn compile_threads() -> Result<usize, CodegenError> {
+    match std::env::var(COMPILE_THREADS_ENV) {
+        Ok(v) => v.trim().parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| CodegenError(format!("{COMPILE_THREADS_ENV}={v}: expected a positive integer"))),
+        Err(_) => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
 }
 
 /// The kernels of `m` split into at most `threads` groups (by index, each
@@ -490,7 +498,7 @@ impl Args {
 impl HostProgram {
     /// Compiles `m` for this CPU (`HostCpu::Native`) and JIT-loads it.
     pub fn compile(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<HostProgram, CodegenError> {
-        Ok(Self::compile_inner(m, seed, fp_contract, false, compile_threads())?.0)
+        Ok(Self::compile_inner(m, seed, fp_contract, false, compile_threads()?)?.0)
     }
 
     /// As [`HostProgram::compile`], on at most `threads` compile threads
@@ -504,7 +512,7 @@ impl HostProgram {
     /// on-disk cache keeps, linked into a shared library), from the same
     /// optimised module.
     pub fn compile_with_object(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<(HostProgram, Vec<Vec<u8>>), CodegenError> {
-        let (p, obj) = Self::compile_inner(m, seed, fp_contract, true, compile_threads())?;
+        let (p, obj) = Self::compile_inner(m, seed, fp_contract, true, compile_threads()?)?;
         Ok((p, obj.unwrap_or_default()))
     }
 
