@@ -56,6 +56,13 @@
 //! convolution's output rows); at least 64 threads. `BK` is the whole
 //! reduction up to 16 terms, else 16, 8, 4 or 2 where it divides. Shared
 //! buffers take at most 48 KiB.
+//!
+//! A convolution (reductions around the stepped one: its filter taps)
+//! whose sum may add its terms in another order (INT always; float under
+//! `fp-contract=fast`) and whose trips are static stages a *halo*: its
+//! taps run inside each step, which copies the region of each operand the
+//! block reads over the whole window once (`build`, `stage_halo`;
+//! docs/passes.md, "A halo"). Under `off` each cell keeps its order.
 
 use super::tuning::{self, Choosing, Source};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
