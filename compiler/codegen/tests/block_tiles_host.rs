@@ -18,18 +18,26 @@ use eintup_codegen::run_host;
 const NO_CP_ASYNC_SM: u32 = 70;
 
 fn check(file: &str, binds: &[&str], float: FloatWidth) {
-    let path = eintup_testkit::example(file);
+    let src = Source::load(&eintup_testkit::example(file)).unwrap();
+    check_source(&src, binds, float, FpContract::Off);
+}
+
+/// [`check`] of a program's text, its GPU lowering under the float policy
+/// `fp` (which lets `block-tiles` reorder a float sum; an INT sum it may
+/// reorder under either, exactly).
+fn check_source(src: &Source, binds: &[&str], float: FloatWidth, fp: FpContract) {
+    let file = &src.name;
     let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
-    let src = Source::load(&path).unwrap();
+    let src = src.clone();
     let (m, _) = eintup::pipeline::specialized_for(&src, &binds, &[], 0, float).unwrap();
-    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, NO_CP_ASYNC_SM)).unwrap();
+    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, fp, NO_CP_ASYNC_SM)).unwrap();
     let mut threads = false;
     for k in &lm.kernels {
         k.walk(&mut |n| threads |= matches!(n, Node::For(f) if f.kind == LoopKind::Thread));
     }
     assert!(threads, "{file} {binds:?}: block-tiles did not fire");
     // With cp.async (sm_80), the host refuses the GPU-only writes.
-    let sm80 = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
+    let sm80 = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, fp, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
     let mut copies = false;
     for k in &sm80.kernels {
         k.walk(&mut |n| copies |= matches!(n, Node::Compute(c) if c.write.kind == WriteKind::CopyAsync));
@@ -63,4 +71,39 @@ fn matmul_and_conv_blocks_run_in_order_on_the_host() {
         check("matmul.et", &["batch=[]", "row=[64]", "col=[128]", "k=[3]"], float);
         check("conv_valid.et", &["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[2]", "ochan=[64]"], float);
     }
+}
+
+/// An INT convolution, whose sums `block-tiles` may reorder under any
+/// float policy: the window's taps run inside each channel step and read
+/// one staged halo of the input (docs/passes.md, "A halo"); exact sums give
+/// the interpreter's results bit for bit, strided and not.
+#[test]
+fn int_conv_halo_runs_on_the_host() {
+    let text = "x[batch,ipos,ichan] = RANDOM(-9, 9, INT)\nw[fpos,ichan,ochan] = RANDOM(-9, 9, INT)\n\
+                y[batch,opos,ochan] = w[ipos-DIMS(stride)*opos,ichan,ochan] * x[batch,ipos,ichan]\n\ny\n\n\
+                DIMS(opos) = (DIMS(ipos) - DIMS(fpos) + 1) //^ DIMS(stride)\n";
+    let src = Source::from_string("conv_int.et", text);
+    // The copies run in the channel steps alone (at most their `reduce`
+    // loop around them; `pipeline-copies` moves the first step's before
+    // it), not in each filter tap's (inside the window's two).
+    let binds: Vec<String> = ["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[16]", "ochan=[16]"].iter().map(|b| b.to_string()).collect();
+    let (m, _) = eintup::pipeline::specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
+    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Off, NO_CP_ASYNC_SM)).unwrap();
+    fn spreads(nodes: &[Node], reduces: usize, out: &mut Vec<usize>) {
+        for n in nodes {
+            match n {
+                Node::For(f) if f.kind == LoopKind::Spread => out.push(reduces),
+                Node::For(f) => spreads(&f.body, reduces + usize::from(f.kind == LoopKind::Reduce), out),
+                Node::Guard(g) => spreads(&g.body, reduces, out),
+                _ => {}
+            }
+        }
+    }
+    let mut depths = Vec::new();
+    for k in &lm.kernels {
+        spreads(&k.body, 0, &mut depths);
+    }
+    assert!(!depths.is_empty() && depths.iter().all(|&d| d < 2), "{depths:?}");
+    check_source(&src, &["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[16]", "ochan=[16]"], FloatWidth::F32, FpContract::Off);
+    check_source(&src, &["batch=[1]", "ipos=[33,33]", "fpos=[3,3]", "stride=[2,2]", "ichan=[16]", "ochan=[16]"], FloatWidth::F32, FpContract::Off);
 }

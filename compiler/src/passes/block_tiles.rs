@@ -56,6 +56,13 @@
 //! convolution's output rows); at least 64 threads. `BK` is the whole
 //! reduction up to 16 terms, else 16, 8, 4 or 2 where it divides. Shared
 //! buffers take at most 48 KiB.
+//!
+//! A convolution (reductions around the stepped one: its filter taps)
+//! whose sum may add its terms in another order (INT always; float under
+//! `fp-contract=fast`) and whose trips are static stages a *halo*: its
+//! taps run inside each step, which copies the region of each operand the
+//! block reads over the whole window once (`build`, `stage_halo`;
+//! docs/passes.md, "A halo"). Under `off` each cell keeps its order.
 
 use super::tuning::{self, Choosing, Source};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
@@ -71,16 +78,24 @@ use crate::ir::loops::*;
 pub struct BlockTilesOptions {
     pub gpu: GpuTarget,
     pub choosing: Choosing,
+    /// The float policy: `fast` lets a float convolution's sums run in
+    /// another order (its channel steps outermost, a halo staged once for
+    /// all filter taps); `off` keeps each cell's order. INT sums are exact.
+    pub fp_contract: FpContract,
 }
 
 impl PassOptions for BlockTilesOptions {
-    const KEYS: &'static [(&'static str, &'static str)] = &[tuning::CHOICE];
+    const KEYS: &'static [(&'static str, &'static str)] = &[tuning::CHOICE, super::spec::FP_CONTRACT];
     fn from_driver(d: &DriverOptions) -> Self {
-        BlockTilesOptions { gpu: d.gpu, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) } }
+        BlockTilesOptions { gpu: d.gpu, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) }, fp_contract: d.fp_contract }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
             "choice" => tuning::set_choice(&mut self.choosing, value),
+            "fp-contract" => {
+                self.fp_contract = super::spec::parse_fp_contract(value)?;
+                Ok(())
+            }
             _ => Err(format!("option `{key}` is not declared")),
         }
     }
@@ -241,18 +256,30 @@ impl BlockChoice {
 /// it uses (ids from `m.buffers.len()` on), when `k` qualifies: [`apply`]
 /// of the first of [`candidates`].
 pub fn tile_kernel(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
-    first_fitting(m, k, &choices(k, gpu), gpu).map(|(_, t)| t)
+    first_fitting(m, k, &choices(k, gpu), gpu, FpContract::Off).map(|(_, t)| t)
 }
 
-/// `choice` applied, when its shared buffers fit the target.
-fn fitting(m: &LoopModule, k: &Kernel, choice: &BlockChoice, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
-    apply(m, k, choice).filter(|(_, _, scratch)| shared_bytes(scratch) <= gpu.shared_bytes_per_block)
+/// `choice` applied under the float policy `policy` ([`apply_with`]),
+/// when its shared buffers fit the target; a halo that does not fit gives
+/// way to the same choice without one.
+fn fitting(m: &LoopModule, k: &Kernel, choice: &BlockChoice, gpu: &GpuTarget, policy: FpContract) -> Option<(String, Kernel, Vec<Buffer>)> {
+    let fits = |t: &(String, Kernel, Vec<Buffer>)| shared_bytes(&t.2) <= gpu.shared_bytes_per_block;
+    let halo = if reorders(m, k, policy) { build(m, k, choice, true).filter(fits) } else { None };
+    halo.or_else(|| build(m, k, choice, false).filter(fits))
 }
 
 /// The heuristic's tiling: the first of `all` that fits, applied once
 /// (usually the first), with its index.
-fn first_fitting(m: &LoopModule, k: &Kernel, all: &[BlockChoice], gpu: &GpuTarget) -> Option<(usize, (String, Kernel, Vec<Buffer>))> {
-    all.iter().enumerate().find_map(|(j, c)| fitting(m, k, c, gpu).map(|t| (j, t)))
+fn first_fitting(m: &LoopModule, k: &Kernel, all: &[BlockChoice], gpu: &GpuTarget, policy: FpContract) -> Option<(usize, (String, Kernel, Vec<Buffer>))> {
+    all.iter().enumerate().find_map(|(j, c)| fitting(m, k, c, gpu, policy).map(|t| (j, t)))
+}
+
+/// May `k`'s sum add its terms in another order under `policy`? Always for
+/// an exact (INT) sum, for a float one under `fast`.
+fn reorders(m: &LoopModule, k: &Kernel, policy: FpContract) -> bool {
+    let chain = Chain::of_dynamic(&k.body);
+    let Some(c) = contraction(chain.rest(&k.body)) else { return false };
+    policy == FpContract::Fast || m.buffers.get(c.sum.write.buf).is_some_and(|b| !b.dtype.is_float())
 }
 
 /// The tiling `opts` chooses for `k` ([`tuning::pick`] among the
@@ -262,11 +289,12 @@ fn choose(m: &LoopModule, k: &Kernel, opts: &BlockTilesOptions) -> Option<(Strin
     let all = choices(k, &opts.gpu);
     let described: Vec<String> = all.iter().map(BlockChoice::describe).collect();
     let (i, why) = tuning::pick("block-tiles", m, k, &described, &opts.choosing)?;
-    let picked = if why == Source::Heuristic { None } else { fitting(m, k, &all[i], &opts.gpu).map(|t| (t, described[i].clone(), why)) };
+    let policy = opts.fp_contract;
+    let picked = if why == Source::Heuristic { None } else { fitting(m, k, &all[i], &opts.gpu, policy).map(|t| (t, described[i].clone(), why)) };
     let ((what, t, scratch), desc, why) = match picked {
         Some(p) => p,
         None => {
-            let (at, t) = first_fitting(m, k, &all, &opts.gpu)?;
+            let (at, t) = first_fitting(m, k, &all, &opts.gpu, policy)?;
             (t, described[at].clone(), Source::Heuristic)
         }
     };
@@ -281,7 +309,7 @@ fn choose(m: &LoopModule, k: &Kernel, opts: &BlockTilesOptions) -> Option<(Strin
 /// only those whose shared buffers fit `gpu.shared_bytes_per_block`.
 pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     let mut out = choices(k, gpu);
-    out.retain(|c| fitting(m, k, c, gpu).is_some());
+    out.retain(|c| fitting(m, k, c, gpu, FpContract::Off).is_some());
     out
 }
 
@@ -416,6 +444,29 @@ fn frame(k: &Kernel) -> Option<(Vec<(VarId, Option<i64>)>, Option<i64>, bool)> {
 /// choice computes the same cells; [`candidates`] adds the target's
 /// thresholds). Returns what [`tile_kernel`] returns.
 pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String, Kernel, Vec<Buffer>)> {
+    apply_with(m, k, choice, FpContract::Off)
+}
+
+/// [`apply`] under the float policy `policy`: where the sum may add its
+/// terms in another order ([`reorders`]) and the kernel is a static
+/// convolution (reductions around the stepped one), with a halo (see
+/// [`build`]) where that applies.
+pub fn apply_with(m: &LoopModule, k: &Kernel, choice: &BlockChoice, policy: FpContract) -> Option<(String, Kernel, Vec<Buffer>)> {
+    let halo = if reorders(m, k, policy) { build(m, k, choice, true) } else { None };
+    halo.or_else(|| build(m, k, choice, false))
+}
+
+/// [`apply`]'s tiling; with `halo`, only for a static kernel with
+/// reductions around the stepped one (a convolution's window, its filter
+/// taps), which then run inside each step: the step stages, once for all
+/// taps, the region of each operand the block's cells read over the
+/// window (the input's rows and columns of all its output positions
+/// widened by the window, a halo) and sums every tap from shared memory.
+/// Each cell then adds its terms channel step by channel step, the taps
+/// inside: another order than the original's (taps outside, channels
+/// inside), so `apply_with` asks for it only where the float policy allows
+/// reordering. `None` with `halo` where it does not apply.
+fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option<(String, Kernel, Vec<Buffer>)> {
     let mut chain = Chain::of_dynamic(&k.body);
     if chain.thread_nest(&k.body).is_some() {
         return None;
@@ -528,10 +579,22 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         }
     };
 
-    // Box variables and their trips: threads, tiles, the step's k_i.
+    // The window's reductions, where they run inside the step (`halo`):
+    // static trips, a static kernel.
+    let outer = &c.reduces[..c.reduces.len() - 1];
+    let static_kernel = k_trip.is_some() && threads.iter().all(|t| t.2.is_some()) && c.cell_guard.is_none() && c.clear_guard.is_none();
+    if halo && (outer.is_empty() || !static_kernel || outer.iter().any(|l| known_trip(&l.lo, &l.hi).is_none_or(|t| t <= 0))) {
+        return None;
+    }
+    // Box variables and their trips: threads, tiles, (with a halo the
+    // window's reductions,) the step's k_i.
     let mut box_vars: Vec<(VarId, i64, i64)> = threads.iter().map(|t| (t.4, 0, t.3)).collect();
     box_vars.extend(c.unrolls.iter().map(|l| (l.var, l.lo.as_const().unwrap_or(0), trip(l))));
+    if halo {
+        box_vars.extend(outer.iter().map(|l| (l.var, l.lo.as_const().unwrap_or(0), trip(l))));
+    }
     box_vars.push((ki_v, 0, bk));
+    let block: i64 = threads.iter().map(|t| t.3).product();
     let uniform = |v: VarId| !box_vars.iter().any(|b| b.0 == v);
 
     // The sum with the substitutions; operands to stage.
@@ -560,6 +623,18 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         offset.for_each_var(&mut |v| ok &= !uniform(v) || chain.bound.contains(&v) || reduce_vars.contains(&v) || v == ko_v);
         if !ok {
             return None;
+        }
+        if halo {
+            let sh = m.buffers.len() + scratch.len();
+            let staged = stage_halo(m, k, buf, &offset, &box_vars, ki_v, &is_thread, block, body.values[j].dtype, &mut vars, sh)?;
+            shared_bytes += staged.bytes;
+            if shared_bytes > MAX_SHARED_BYTES {
+                return None;
+            }
+            scratch.push(staged.buffer);
+            body.values[j].op = VOp::Load { buf: sh, offset: staged.read };
+            stages.push(staged.copy);
+            continue;
         }
         // The copy walks the box with the variable of smallest stride in
         // the operand fastest, so that a warp reads consecutive addresses.
@@ -674,7 +749,6 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
         };
         // Rows padded where that spreads the copy's stores over more banks,
         // by whole vectors so that every row starts aligned for the reads.
-        let block: i64 = threads.iter().map(|t| t.3).product();
         let mut unrolled: Vec<(VarId, i64)> = e_m.iter().map(|&(_, v)| (v, width)).collect();
         unrolled.extend(e_l.map(|l| (l, lanes)));
         let copies = CopyWarps { e_v, unrolled: unrolled.clone(), iterations: len / per_element, block, elem: dtype.size() as i64, nvars: vars.len() };
@@ -838,10 +912,13 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     // The step: stage, sync, the original unroll nest over k_i, sync.
     let leaf = Node::Compute(body);
     let unrolled = c.unrolls.iter().rev().fold(leaf, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Unroll, body: vec![inner] }));
+    // With a halo the window's reductions run inside the step, around k_i.
+    let inside = if halo { outer } else { &[][..] };
     let step = |stages: Vec<Node>, ki_hi: IExpr| {
         let mut step = stages;
         step.push(Node::Sync);
-        step.push(Node::For(For { var: ki_v, lo: IExpr::c(0), hi: ki_hi, kind: LoopKind::Reduce, body: vec![unrolled.clone()] }));
+        let sum = Node::For(For { var: ki_v, lo: IExpr::c(0), hi: ki_hi, kind: LoopKind::Reduce, body: vec![unrolled.clone()] });
+        step.push(inside.iter().rev().fold(sum, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: vec![inner] })));
         step.push(Node::Sync);
         step
     };
@@ -861,7 +938,8 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
             nodes
         }
     };
-    let reduction = c.reduces[..c.reduces.len() - 1]
+    let around = if halo { &[][..] } else { outer };
+    let reduction = around
         .iter()
         .rev()
         .fold(steps, |inner, l| vec![Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: inner })]);
@@ -884,8 +962,163 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     }
     *chain.rest_mut(&mut t.body) = nest;
     let shape: Vec<String> = threads.iter().map(|t| t.3.to_string()).collect();
-    let what = format!("{} threads, k step {bk}, {} shared bytes", shape.join("x"), shared_bytes);
+    let what = format!("{} threads, k step {bk}, {}{} shared bytes", shape.join("x"), if halo { "halo, " } else { "" }, shared_bytes);
     Some((what, t, scratch))
+}
+
+
+/// One dimension of a halo box: the operand's elements `stride` apart,
+/// `ext` of them, at the index `sum(mult * (var - lo))` of the box
+/// variables `parts` (`(var, lo, mult)`).
+#[derive(Clone, Debug, PartialEq)]
+struct HaloDim {
+    stride: i64,
+    ext: i64,
+    parts: Vec<(VarId, i64, i64)>,
+}
+
+/// The operand offset `offset` as `base + sum(stride * index)` over halo
+/// dimensions: `base` the offset at the first point of the box (free of
+/// box variables), then `k_i`'s dimension alone (a shared row each), then
+/// the others. The box variables the offset depends on, in order of
+/// stride, join the first dimension whose stride divides theirs by at
+/// most its extent so far (its indices then still run without a gap:
+/// `x + 8*t` over `x < 8`, then `+ i` over a filter's `i < 3`: 34 columns,
+/// not 8 x 4 x 3), else open their own. `None` where the offset is not
+/// affine in them with positive strides.
+fn halo_dims(offset: &IExpr, box_vars: &[(VarId, i64, i64)], ki_v: VarId) -> Option<(IExpr, HaloDim, Vec<HaloDim>)> {
+    let lin = offset.linear();
+    let mut base = offset.clone();
+    let mut used: Vec<(VarId, i64, i64, i64)> = Vec::new();
+    for &(v, lo, trip) in box_vars {
+        base = base.substitute(v, &IExpr::c(lo));
+        if !offset.depends_on(v) {
+            continue;
+        }
+        let atom = IExpr::v(v);
+        let c = lin.coef(&atom);
+        if c <= 0 || trip <= 0 || lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom) {
+            return None;
+        }
+        used.push((v, lo, trip, c));
+    }
+    let at = used.iter().position(|u| u.0 == ki_v)?;
+    let (v, lo, trip, c) = used.remove(at);
+    let k = HaloDim { stride: c, ext: trip, parts: vec![(v, lo, 1)] };
+    used.sort_by_key(|u| u.3);
+    let mut dims: Vec<HaloDim> = Vec::new();
+    for (v, lo, trip, c) in used {
+        match dims.iter_mut().find(|d| c % d.stride == 0 && c / d.stride <= d.ext) {
+            Some(d) => {
+                let mult = c / d.stride;
+                d.ext = d.ext.checked_add(mult.checked_mul(trip - 1)?)?;
+                d.parts.push((v, lo, mult));
+            }
+            None => dims.push(HaloDim { stride: c, ext: trip, parts: vec![(v, lo, 1)] }),
+        }
+    }
+    Some((base, k, dims))
+}
+
+/// One operand staged as a halo: its shared buffer, the copy loop, the
+/// index the sum reads it at, and the buffer's bytes.
+struct HaloStage {
+    buffer: Buffer,
+    copy: Node,
+    read: IExpr,
+    bytes: i64,
+}
+
+/// Stages the operand `buf` read at `offset` as a halo ([`halo_dims`]):
+/// the shared buffer holds a row per `k_i`, in it the other dimensions
+/// (largest stride outermost); the copy walks the box in the operand's
+/// order (smallest stride fastest: consecutive threads, consecutive
+/// addresses), a thread's 4 (`f32`; 2 `f64`) consecutive elements in one
+/// 128-bit load where the fastest dimension has stride 1 and they provably
+/// start aligned; rows are padded where that spreads the copy's stores over
+/// more banks (by whole vectors where the reads could be vectors).
+#[allow(clippy::too_many_arguments)]
+fn stage_halo(m: &LoopModule, k: &Kernel, buf: BufId, offset: &IExpr, box_vars: &[(VarId, i64, i64)], ki_v: VarId, is_thread: &dyn Fn(VarId) -> bool, block: i64, dtype: DType, vars: &mut Vec<Var>, sh: BufId) -> Option<HaloStage> {
+    let (base, kd, mut others) = halo_dims(offset, box_vars, ki_v)?;
+    others.sort_by_key(|d| std::cmp::Reverse(d.stride));
+    let inner = others.iter().try_fold(1i64, |a, d| a.checked_mul(d.ext))?;
+    let len = inner.checked_mul(kd.ext)?;
+    if len.checked_mul(dtype.size() as i64)? > MAX_SHARED_BYTES {
+        return None;
+    }
+    // All dimensions (0: k_i's, 1..: `others`) in the copy's order,
+    // outermost first.
+    let all: Vec<&HaloDim> = std::iter::once(&kd).chain(&others).collect();
+    let mut order: Vec<usize> = (0..all.len()).collect();
+    order.sort_by_key(|&d| std::cmp::Reverse(all[d].stride));
+    let fastest = *order.last()?;
+    let name = &m.buffers[buf].name;
+    let e_v = add_var(vars, &format!("{name}_e"));
+    let max_lanes = 16 / dtype.size() as i64;
+    let lanes_var = vars.len();
+    // The copy's element `e` (lane `l`): a digit per dimension.
+    let digits = |lanes: i64, l: &IExpr| -> Vec<IExpr> {
+        let mut out = vec![IExpr::c(0); all.len()];
+        let mut stride = 1i64;
+        for (i, &d) in order.iter().enumerate().rev() {
+            let tr = if d == fastest { all[d].ext / lanes } else { all[d].ext };
+            let q = IExpr::bin(IBin::FloorDiv, IExpr::v(e_v), IExpr::c(stride));
+            let mut digit = if i == 0 { q } else { IExpr::bin(IBin::Mod, q, IExpr::c(tr)) };
+            if d == fastest && lanes > 1 {
+                digit = IExpr::add(IExpr::mul(digit, IExpr::c(lanes)), l.clone());
+            }
+            out[d] = digit;
+            stride *= tr;
+        }
+        out
+    };
+    let source = |ds: &[IExpr]| all.iter().zip(ds).fold(base.clone(), |e, (d, x)| IExpr::add(e, IExpr::mul(x.clone(), IExpr::c(d.stride))));
+    let vector = max_lanes > 1
+        && all[fastest].stride == 1
+        && all[fastest].ext % max_lanes == 0
+        && source(&digits(max_lanes, &IExpr::c(0))).residue_under(max_lanes, &k.multiples) == Some(0);
+    let lanes = if vector { max_lanes } else { 1 };
+    let e_l = vector.then(|| add_var(vars, &format!("{name}_l")));
+    debug_assert!(e_l.is_none_or(|l| l == lanes_var));
+    let ds = digits(lanes, &IExpr::v(lanes_var));
+    // Shared strides of `others`: row-major, innermost 1.
+    let mut sstrides = vec![1i64; others.len()];
+    for i in (0..others.len().saturating_sub(1)).rev() {
+        sstrides[i] = sstrides[i + 1] * others[i + 1].ext;
+    }
+    let sh_at = |row: i64, ki: IExpr, rest: &[IExpr]| rest.iter().zip(&sstrides).fold(IExpr::mul(ki, IExpr::c(row)), |e, (x, &s)| IExpr::add(e, IExpr::mul(x.clone(), IExpr::c(s))));
+    let store_at = |row: i64| sh_at(row, ds[0].clone(), &ds[1..]);
+    // Padding: by whole vectors where a thread reads the innermost
+    // dimension's elements as vectors (a register tile's `W` consecutive
+    // values, every other part moving by whole vectors), else by elements.
+    let vector_reads = others.last().is_some_and(|d| {
+        d.parts.iter().any(|&(v, _, mult)| mult == 1 && !is_thread(v) && box_vars.iter().any(|b| b.0 == v && b.2 % max_lanes == 0))
+            && d.parts.iter().all(|&(v, _, mult)| mult % max_lanes == 0 || (mult == 1 && !is_thread(v)))
+    });
+    let pad = if vector_reads { max_lanes } else { 1 };
+    let copies = CopyWarps { e_v, unrolled: e_l.map(|l| (l, lanes)).into_iter().collect(), iterations: len / lanes, block, elem: dtype.size() as i64, nvars: vars.len() };
+    let mut best = (i64::MAX, inner);
+    for r in (0..).map(|p| inner + p * pad).take_while(|&r| (r - inner) * (dtype.size() as i64) <= 4 * BANKS) {
+        let conflicts = copies.bank_conflicts(&store_at(r));
+        if conflicts < best.0 {
+            best = (conflicts, r);
+        }
+        if conflicts == 0 {
+            break;
+        }
+    }
+    let row = best.1;
+    let index = |d: &HaloDim| d.parts.iter().fold(IExpr::c(0), |e, &(v, lo, mult)| IExpr::add(e, IExpr::mul(offset_from(&IExpr::v(v), lo), IExpr::c(mult))));
+    let read = sh_at(row, index(&kd), &others.iter().map(index).collect::<Vec<_>>());
+    let copy = Compute { values: vec![Value { op: VOp::Load { buf, offset: source(&ds) }, dtype }], write: Write { kind: WriteKind::Store, buf: sh, offset: store_at(row), value: 0 } };
+    let mut node = Node::Compute(copy);
+    if let Some(l) = e_l {
+        node = Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Unroll, body: vec![node] });
+    }
+    let copy = Node::For(For { var: e_v, lo: IExpr::c(0), hi: IExpr::c(len / lanes), kind: LoopKind::Spread, body: vec![node] });
+    let bytes = kd.ext.checked_mul(row)?.checked_mul(dtype.size() as i64)?;
+    let buffer = Buffer { name: format!("{}_{name}_shared", k.name), dtype, shape: static_shape(&[kd.ext, row]), role: Role::Shared, init: Init::Zero };
+    Some(HaloStage { buffer, copy, read, bytes })
 }
 
 /// Shared-memory banks: 32 of 4 bytes.
@@ -1152,6 +1385,97 @@ mod tests {
         let mm = matmul(512, 512, 32);
         let (what, _, scratch) = tile_kernel(&mm, &mm.kernels[0], &GpuTarget::default()).expect("tiled");
         assert_eq!(scratch.iter().filter(|b| b.role == Role::Shared).count(), 2, "{what}");
+    }
+
+    /// The bench convolution's statement with `dtype` operands, at 18 x 18
+    /// inputs, a 3 x 3 filter and 32 -> 16 channels, before `block-tiles`,
+    /// with the module it came from.
+    fn conv(dtype: &str, fp: FpContract) -> (crate::ir::et::Module, LoopModule) {
+        let text = format!(
+            "x[batch,ipos,ichan] = RANDOM(-9, 9, {dtype})\nw[fpos,ichan,ochan] = RANDOM(-9, 9, {dtype})\n\
+             y[batch,opos,ochan] = w[ipos-DIMS(stride)*opos,ichan,ochan] * x[batch,ipos,ichan]\n\ny\n\n\
+             RANK(ipos) = 2\nDIMS(opos) = (DIMS(ipos) - DIMS(fpos) + 1) //^ DIMS(stride)\n"
+        );
+        let src = crate::driver::Source::from_string("conv.et", &text);
+        let binds: Vec<String> = ["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[32]", "ochan=[16]"].iter().map(|b| b.to_string()).collect();
+        let (m, _) = crate::pipeline::specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
+        let opts = crate::pipeline::GpuOptions::new(FloatWidth::F32, fp, crate::ir::loops::target::DEFAULT_SM);
+        let lm = crate::pipeline::lower_gpu_before(&src, &m, &opts, "block-tiles").unwrap();
+        (m, lm)
+    }
+
+    /// Elements of `x` a block's copies load per run of their loops (a
+    /// `spread` loop's trip times its `unroll` lanes).
+    fn copied(t: &LoopModule, k: &Kernel, name: &str) -> i64 {
+        let x = t.buffers.iter().position(|b| b.name == name).unwrap();
+        let mut n = 0;
+        k.walk(&mut |node| {
+            if let Node::For(f) = node {
+                if f.kind == LoopKind::Spread {
+                    let (lanes, leaf) = perfect_nest(&f.body, LoopKind::Unroll);
+                    if matches!(leaf, [Node::Compute(c)] if matches!(c.values[0].op, VOp::Load { buf, .. } if buf == x)) {
+                        n += trip(f) * lanes.iter().map(|l| trip(l)).product::<i64>();
+                    }
+                }
+            }
+        });
+        n
+    }
+
+    #[test]
+    fn a_convolutions_halo_is_staged_once_for_all_taps_where_sums_may_reorder() {
+        // f32 under `fast`: the window's 9 taps run inside each channel
+        // step and read one staged halo; under `off` each tap stages its
+        // own rows (the original order of every cell's terms).
+        let (_, fast) = conv("FLOAT", FpContract::Fast);
+        let k = fast.kernels.iter().find(|k| k.role == KernelRole::Main).unwrap();
+        let gpu = GpuTarget::default();
+        let choice = candidates(&fast, k, &gpu)[0].clone();
+        let (what, halo) = tiled(&fast, apply_with(&fast, k, &choice, FpContract::Fast).unwrap());
+        assert!(what.contains("halo"), "{what}");
+        let (plain_what, plain) = tiled(&fast, apply_with(&fast, k, &choice, FpContract::Off).unwrap());
+        assert!(!plain_what.contains("halo"), "{plain_what}");
+        // Per channel step: the halo is the block's output positions
+        // widened by the window (rows + 2 by columns + 2 for 3 x 3), loaded
+        // once; without it each tap loads the positions themselves.
+        let ki = fast.kernels.iter().position(|x| x.role == KernelRole::Main).unwrap();
+        let (once, per_tap) = (copied(&halo, &halo.kernels[ki], "x"), copied(&plain, &plain.kernels[ki], "x"));
+        // At these sizes the block is 16 output columns of one row by 16
+        // channels (no register tiles): a tap copies 16 columns per
+        // channel, the halo 3 rows of 18.
+        assert_eq!(choice.threads.len(), 2, "{choice:?}");
+        let cols = per_tap / choice.step;
+        assert_eq!(cols, 16, "{plain_what}");
+        assert_eq!(once, 3 * (cols + 2) * choice.step, "{what}");
+        assert!(9 * per_tap > 2 * once, "{once} {per_tap}");
+        // Through the pass: its float policy decides.
+        let run_pass = |fp| {
+            let mut unit = Unit { ir: Ir::Loop(fast.clone()), ..Unit::from_source(crate::driver::Source::from_string("c.et", "")) };
+            let opts = BlockTilesOptions { gpu: GpuTarget::default(), choosing: Choosing { forced: None, table_sm: None }, fp_contract: fp };
+            run(&mut unit, &opts).unwrap().unwrap()
+        };
+        assert!(run_pass(FpContract::Fast).contains("halo"));
+        assert!(!run_pass(FpContract::Off).contains("halo"));
+
+        // INT sums are exact: a halo under any policy, and the tiled
+        // kernel's cells are the untiled kernel's.
+        let (m, int) = conv("INT", FpContract::Off);
+        let ki = int.kernels.iter().position(|k| k.role == KernelRole::Main).unwrap();
+        let choice = candidates(&int, &int.kernels[ki], &gpu)[0].clone();
+        let (what, t) = tiled(&int, apply_with(&int, &int.kernels[ki], &choice, FpContract::Off).unwrap());
+        assert!(what.contains("halo"), "{what}");
+        let ro = crate::interp::RunOptions { seed: 0, float: FloatWidth::F32, ..Default::default() };
+        let inputs = crate::interp::initial_arrays(&m, &ro).unwrap();
+        let outputs = |lm: &LoopModule| {
+            let mut bufs = inputs.clone();
+            for b in &lm.buffers[bufs.len()..] {
+                bufs.push(crate::tensor::Tensor::zeros(b.dtype, &b.dims().unwrap().iter().map(|&d| d as usize).collect::<Vec<_>>()).unwrap());
+            }
+            crate::interp::loops::run(lm, 0, &mut bufs).unwrap();
+            bufs.truncate(m.arrays.len());
+            bufs.into_iter().map(|b| b.data).collect::<Vec<_>>()
+        };
+        assert_eq!(outputs(&t), outputs(&int), "{what}");
     }
 
     #[test]
