@@ -231,10 +231,16 @@ pub fn optimize_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions) -> Result<L
 }
 
 /// The GPU passes alone on `lm`, a module through the middle end
-/// ([`lower_gpu_symbolic_before`] stopped at the first GPU pass): a
-/// run-time variant's kernels, given dim facts there (`crate::variants`).
-pub fn finish_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions) -> Result<LoopModule, Failure> {
-    let names: Vec<String> = opts.passes(None).into_iter().skip(MIDDLE_END.len()).collect();
+/// ([`lower_gpu_symbolic_before`] stopped at the first GPU pass), up to
+/// (not including) `stop` (all: `None`): what [`lower_gpu_symbolic_before`]
+/// gives at the same `stop`, the middle end run once for a dynamic build's
+/// general module and every run-time variant's (`crate::variants`, whose
+/// rules give GPU passes alone options and dim facts).
+pub fn finish_gpu(src: &Source, lm: LoopModule, opts: &GpuOptions, stop: Option<&str>) -> Result<LoopModule, Failure> {
+    if stop.is_some_and(|s| !GPU_PASSES.contains(&s)) {
+        return Err(Failure::Internal(format!("`{stop:?}` is not a GPU pass")));
+    }
+    let names: Vec<String> = opts.passes(stop).into_iter().skip(MIDDLE_END.len()).collect();
     run_loop_passes(src, lm, &names, opts)
 }
 

@@ -162,21 +162,9 @@ impl Lowered {
 /// with the general one (it split a reduction differently, say) gives
 /// none; a kernel that comes out the same as the general one is dropped.
 pub fn lower_gpu_dynamic(src: &Source, prog: &Program, opts: &GpuOptions) -> Result<Lowered, Failure> {
-    let mut module = pipeline::lower_gpu_symbolic(src, prog, opts)?;
-    let before = pipeline::lower_gpu_symbolic_before(src, prog, opts, Some("register-tiles"))?;
+    let Stages { general: mut module, before, rules } = stages(src, prog, opts)?;
     let mut variants = Vec::new();
-    for rule in RULES {
-        let ropts = GpuOptions { options: rule.options.iter().map(|(p, o)| (p.to_string(), o.to_string())).collect(), ..opts.clone() };
-        let other = match rule.multiple {
-            None => pipeline::lower_gpu_symbolic(src, prog, &ropts)?,
-            Some(n) => {
-                let mut lm = pipeline::lower_gpu_symbolic_before(src, prog, &ropts, GPU_PASSES.first().copied())?;
-                for i in 0..lm.kernels.len() {
-                    lm.kernels[i].multiples = stride_multiples(&lm, &lm.kernels[i], n);
-                }
-                pipeline::finish_gpu(src, lm, &ropts)?
-            }
-        };
+    for (rule, other) in RULES.iter().zip(rules) {
         if other.dims != module.dims || other.kernels.len() != module.kernels.len() {
             continue;
         }
@@ -215,6 +203,48 @@ pub fn lower_gpu_dynamic(src: &Source, prog: &Program, opts: &GpuOptions) -> Res
     Ok(Lowered { module, variants })
 }
 
+/// The loop modules a dynamic build pairs: the general one, the general
+/// one before `register-tiles` (what a rule's condition is about), and
+/// one per [`RULES`] entry, in order.
+#[derive(Debug)]
+struct Stages {
+    general: LoopModule,
+    before: LoopModule,
+    rules: Vec<LoopModule>,
+}
+
+/// [`Stages`], the middle end run once: a rule gives GPU passes alone
+/// options (and dim facts, set on the kernels before the first GPU pass),
+/// so every module is the GPU passes on a clone of the one module before
+/// them ([`pipeline::finish_gpu`]).
+fn stages(src: &Source, prog: &Program, opts: &GpuOptions) -> Result<Stages, Failure> {
+    let middle = pipeline::lower_gpu_symbolic_before(src, prog, opts, GPU_PASSES.first().copied())?;
+    let general = pipeline::finish_gpu(src, middle.clone(), opts, None)?;
+    let before = pipeline::finish_gpu(src, middle.clone(), opts, Some("register-tiles"))?;
+    let mut rules = Vec::with_capacity(RULES.len());
+    for rule in RULES {
+        let mut lm = middle.clone();
+        if let Some(n) = rule.multiple {
+            with_facts(&mut lm, n);
+        }
+        rules.push(pipeline::finish_gpu(src, lm, &rule_options(rule, opts), None)?);
+    }
+    Ok(Stages { general, before, rules })
+}
+
+/// `opts` with `rule`'s pass options.
+fn rule_options(rule: &Rule, opts: &GpuOptions) -> GpuOptions {
+    GpuOptions { options: rule.options.iter().map(|(p, o)| (p.to_string(), o.to_string())).collect(), ..opts.clone() }
+}
+
+/// Each kernel of `lm` compiled as if its buffers' row lengths were
+/// multiples of `n` ([`stride_multiples`]).
+fn with_facts(lm: &mut LoopModule, n: i64) {
+    for i in 0..lm.kernels.len() {
+        lm.kernels[i].multiples = stride_multiples(lm, &lm.kernels[i], n);
+    }
+}
+
 /// `k`, a kernel of `from`, with its buffers renumbered as `into`'s: a
 /// buffer the program has (not scratch) must be `into`'s of the same
 /// name, type and shape; a scratch one is appended (after `into`'s and
@@ -241,4 +271,63 @@ fn rebuffer(k: &Kernel, from: &LoopModule, into: &LoopModule, appended: &mut Vec
     let mut out = k.clone();
     rename_buffers(&mut out.body, &|b| map.get(&b).copied().unwrap_or(b));
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::loops::{FloatWidth, FpContract};
+
+    /// A rule's options reach GPU passes alone (`GpuOptions` gives no
+    /// other pass options): what lets [`stages`] run the middle end once.
+    #[test]
+    fn rules_give_options_to_gpu_passes_alone() {
+        for rule in RULES {
+            for (pass, _) in rule.options {
+                assert!(GPU_PASSES.contains(pass), "{}: `{pass}` is not a GPU pass", rule.name);
+            }
+        }
+    }
+
+    /// Each module [`stages`] derives from the one middle-end run equals
+    /// the full pipeline's (`et` lowering, the middle end and the GPU
+    /// passes run afresh for it, as before the middle end was shared).
+    #[test]
+    fn stages_match_the_full_pipeline() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let cases: &[(&str, &[&str], &[(&str, usize)])] = &[
+            ("docs/examples/matmul.et", &[], &[("batch", 0)]),
+            ("bench/ops/conv2d.et", &["stride=[1,1]"], &[("ipos", 2)]),
+            ("docs/examples/reduce_sum.et", &[], &[("keep", 1)]),
+            ("docs/examples/gather_nd.et", &[], &[("batch", 0), ("loc", 2), ("w", 1), ("item", 1)]),
+        ];
+        for (file, binds, ranks) in cases {
+            let src = Source::load(&root.join(file)).unwrap();
+            let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
+            let ranks: Vec<(String, usize)> = ranks.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+            let (prog, _) = pipeline::symbolic_for(&src, &binds, &ranks).unwrap();
+            let opts = GpuOptions::new(FloatWidth::F32, FpContract::Fast, 80);
+            let got = stages(&src, &prog, &opts).unwrap();
+            assert_eq!(got.general, pipeline::lower_gpu_symbolic(&src, &prog, &opts).unwrap(), "{file}: general");
+            assert_eq!(got.before, pipeline::lower_gpu_symbolic_before(&src, &prog, &opts, Some("register-tiles")).unwrap(), "{file}: before");
+            assert_eq!(got.rules.len(), RULES.len());
+            for (rule, module) in RULES.iter().zip(&got.rules) {
+                let ropts = rule_options(rule, &opts);
+                let want = match rule.multiple {
+                    None => pipeline::lower_gpu_symbolic(&src, &prog, &ropts).unwrap(),
+                    // Facts can only be set between the two halves.
+                    Some(n) => {
+                        let mut lm = pipeline::lower_gpu_symbolic_before(&src, &prog, &ropts, GPU_PASSES.first().copied()).unwrap();
+                        with_facts(&mut lm, n);
+                        pipeline::finish_gpu(&src, lm, &ropts, None).unwrap()
+                    }
+                };
+                assert_eq!(module, &want, "{file}: rule {}", rule.name);
+            }
+            // The rules change something: the comparison is not of one module.
+            if file.contains("conv2d") {
+                assert!(got.rules.iter().all(|m| m != &got.general), "{file}: a rule changed nothing");
+            }
+        }
+    }
 }

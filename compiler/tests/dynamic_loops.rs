@@ -182,9 +182,10 @@ fn the_dynamic_matmul_is_fused_and_block_tiled_with_guarded_edges() {
     // Register tiles of 4x4 guarded cells (docs/passes.md), then blocks of
     // 16x16 threads, warps of 4x8 of them (`arrange-threads`).
     assert!(text.contains("for i in [0, ((%row.0 //^ 4) //^ 16)) parallel") && text.contains("for i_thread_warp in [0, 4) thread") && text.contains("for j_thread_lane in [0, 8) thread"), "{text}");
-    // Whole steps of 16, then the last K % 16 terms apart; the store stops
+    // Whole steps of 16, double-buffered in pairs (`pipeline-copies`,
+    // docs/passes.md), then the last K % 16 terms apart; the store stops
     // at the edges.
-    assert!(text.contains("for k_o in [0, (%k.0 // 16)) reduce") && text.contains("for k_i in [0, 16) reduce"), "{text}");
+    assert!(text.contains("for k_o_pair in [0, (((%k.0 // 16) + -1) // 2)) reduce") && text.contains("for k_i in [0, 16) reduce"), "{text}");
     assert!(text.contains("for k_o_last in [(%k.0 // 16), (%k.0 //^ 16)) reduce") && text.contains("for k_i_last in [0, (%k.0 - (k_o_last * 16))) reduce"), "{text}");
     // (the register tile's cell, past the block's thread, too)
     let (i_thread, j_thread) = ("((i_thread_warp * 4) + i_thread_lane)", "((j_thread_warp * 8) + j_thread_lane)");

@@ -248,9 +248,12 @@ fn dims_past_the_32_bit_limit_are_refused_before_anything_runs() {
         let shapes: BTreeMap<String, Vec<usize>> = [("a".to_string(), a.to_vec()), ("b".to_string(), b.to_vec())].into();
         bundle.bind_given(&shapes, &BTreeMap::new()).map(|_| ()).map_err(|e| e.to_string())
     };
-    // `a` of 3 x 2^15 x 2^15 elements: its last offset leaves i32.
+    // `a` of 3 x 2^15 x 2^15 elements: its offsets leave i32. The bound
+    // the kernel proves on them (its double-buffered steps peeled at
+    // `hi - 1` and `hi - 2`, their guards unused by the proof) is a step
+    // of 16 past the last row's start, not the buffer's last element.
     let err = bind([3, 1 << 15, 1 << 15], [3, 1 << 15, 1]).unwrap_err();
-    assert!(err.starts_with("input `a`: an offset into it reaches 3221225471") && err.contains("32-bit indices"), "{err}");
+    assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 3221192719 (`((((%batch.0 * %row.0) * %k.0) + 15) - %k.0)`)") && err.contains("32-bit indices"), "{err}");
     // One matrix of 2^31 elements: its last offset, 2^31 - 1, fits, but
     // the batch stride `%row.0 * %k.0` (computed, times batch 0) does not.
     let err = bind([1, 1 << 16, 1 << 15], [1, 1 << 15, 1]).unwrap_err();
@@ -438,5 +441,48 @@ fn the_1d_convolution_has_the_few_channel_variant() {
         let binds: Vec<String> = binds.iter().map(|s| s.to_string()).chain(["stride=[1]".to_string()]).collect();
         let ran = run_kernels(&src, &channels, &ranks, &binds, 0, 1e-12, 1 << 22).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
         assert_eq!(ran, ["s2_y__ch8"], "{binds:?}");
+    }
+}
+
+/// The dynamic matmul's whole steps (`for k_o in [0, %k.0 // 16)`) are
+/// double-buffered by `pipeline-copies` (docs/passes.md, "Dynamic
+/// trips"): the general kernel copies with 4-byte `cp.async` (its
+/// alignment unknown), the divisibility variant `b` with 16-byte ones.
+/// Run at step counts 0 to 6, with and without the short last step, at
+/// edge blocks, on the emulator (which checks that no thread reads a
+/// buffer an unwaited copy writes) against the interpreter.
+#[test]
+fn the_dynamic_matmul_double_buffers_its_steps_with_cp_async() {
+    let src = Source::load(&example("matmul")).unwrap();
+    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("batch".to_string(), 1)]).unwrap();
+    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Off, 80);
+    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
+    let all = lowered.with_variants();
+    for k in &all.kernels {
+        let mut copies = 0;
+        k.walk(&mut |n| copies += matches!(n, eintup::ir::loops::Node::Compute(c) if c.write.kind == eintup::ir::loops::WriteKind::CopyAsync) as usize);
+        assert!(copies > 0, "{}: no copy_async", k.name);
+    }
+    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F32, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    let ptx = b.ptx();
+    let at = ptx.find(".entry s2_c__div4").unwrap();
+    let (general, variant) = (&ptx[..at], &ptx[at..]);
+    assert!(general.contains("cp.async.ca.shared.global") && !general.contains("], 16;"), "the general kernel: 4-byte cp.async only");
+    assert!(variant.contains("cp.async.cg.shared.global") && variant.contains("], 16;"), "the variant: 16-byte cp.async");
+    for ([batch, row, k, col], chosen) in [
+        ([2, 33, 17, 65], "s2_c"),
+        ([3, 0, 4, 5], ""),
+        ([1, 64, 64, 64], "s2_c__div4"),
+        ([1, 9, 15, 7], "s2_c"),
+        ([1, 20, 32, 12], "s2_c__div4"),
+        ([2, 17, 49, 3], "s2_c"),
+        ([1, 70, 80, 68], "s2_c__div4"),
+        ([1, 5, 95, 66], "s2_c"),
+        ([1, 3, 100, 8], "s2_c__div4"),
+    ] {
+        let binds = vec![format!("batch=[{batch}]"), format!("row=[{row}]"), format!("k=[{k}]"), format!("col=[{col}]")];
+        let ran = run_kernels(&src, &b, &sym.ranks, &binds, 0, 1e-4, 1 << 20).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
+        let want: Vec<&str> = if chosen.is_empty() { Vec::new() } else { vec![chosen] };
+        assert_eq!(ran, want, "{binds:?}");
     }
 }

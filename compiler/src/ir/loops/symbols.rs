@@ -35,6 +35,9 @@ impl LoopModule {
         }
         for k in &mut m.kernels {
             k.for_each_expr_mut(&mut |e| *e = e.bind_dims(values));
+            // Facts about symbols that are constants now (a run-time
+            // variant's): nothing left to state them of.
+            k.multiples = Multiples::default();
         }
         Ok(m)
     }
