@@ -10,7 +10,8 @@
 //! footprint instead of every input position. It applies only when the
 //! guard is the loop body's last node and everything before it is a
 //! `load_index` (no side effects), so skipping iterations skips nothing
-//! but work. Loops whose bounds become constant and empty are removed.
+//! but work. Loops whose bounds become constant and empty are removed. An
+//! `unroll` loop takes only conditions that leave its bounds constant.
 
 use super::{Ir, NoOptions, Unit};
 use super::PassError;
@@ -100,8 +101,14 @@ fn tighten_loop(l: &mut For, scope: &[VarId], stats: &mut Stats) {
         } else {
             (IExpr::bin(IBin::CeilDiv, high, IExpr::Const(a)), IExpr::bin(IBin::FloorDiv, low, IExpr::Const(a)))
         };
-        l.lo = fold(IExpr::bin(IBin::Max, l.lo.clone(), new_lo));
-        l.hi = fold(IExpr::bin(IBin::Min, l.hi.clone(), IExpr::add(new_hi_incl, IExpr::Const(1))));
+        let (lo, hi) = (fold(IExpr::bin(IBin::Max, l.lo.clone(), new_lo)), fold(IExpr::bin(IBin::Min, l.hi.clone(), IExpr::add(new_hi_incl, IExpr::Const(1)))));
+        // An `unroll` loop's bounds must stay constants (the dialect's
+        // rule): a condition that would make them symbolic stays a guard.
+        if l.kind == LoopKind::Unroll && (lo.as_const().is_none() || hi.as_const().is_none()) {
+            kept.push(c);
+            continue;
+        }
+        (l.lo, l.hi) = (lo, hi);
         stats.tightened += 1;
     }
     g.conds = kept;
