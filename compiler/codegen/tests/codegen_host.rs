@@ -93,15 +93,8 @@ fn kernels_compiled_on_several_threads_run_as_one_program() {
     let m = cases::matmul();
     assert_eq!(eintup_codegen::compile_groups(&m, 1), vec![vec![0, 1]]);
     assert_eq!(eintup_codegen::compile_groups(&m, 2), vec![vec![0], vec![1]]);
-    let (a, b, c_want, d_want) = matmul_case();
     for threads in [1, 2, 3] {
-        let p = eintup_codegen::HostProgram::compile_on(m.clone(), 0, FpContract::Off, threads).unwrap();
-        let mut bufs = zeros(&m);
-        bufs[0].data = Data::F64(a.clone());
-        bufs[1].data = Data::F64(b.clone());
-        p.run(&mut bufs).unwrap();
-        assert_close("c", f64s(&bufs[2]), &c_want, TOL);
-        assert_close("d", f64s(&bufs[3]), &d_want, TOL);
+        check_matmul_case(&m, &eintup_codegen::HostProgram::compile_on(m.clone(), 0, FpContract::Off, threads).unwrap());
     }
 }
 
@@ -410,6 +403,18 @@ fn host_llvm_is_optimised_without_fast_math() {
 
 
 /// matmul's inputs and its expected `c` and `d = 2c - 1`, from the formula.
+/// Runs `p`, compiled from `cases::matmul()` (`m`), on `matmul_case`'s
+/// inputs and checks both results against its formulas.
+fn check_matmul_case(m: &LoopModule, p: &eintup_codegen::HostProgram) {
+    let (a, b, c_want, d_want) = matmul_case();
+    let mut bufs = zeros(m);
+    bufs[0].data = Data::F64(a);
+    bufs[1].data = Data::F64(b);
+    p.run(&mut bufs).unwrap();
+    assert_close("c", f64s(&bufs[2]), &c_want, TOL);
+    assert_close("d", f64s(&bufs[3]), &d_want, TOL);
+}
+
 fn matmul_case() -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
     let (mm, kk, nn) = cases::MM;
     let (mm, kk, nn) = (mm as usize, kk as usize, nn as usize);
@@ -482,14 +487,8 @@ fn a_host_program_as_a_shared_library_runs_as_the_jit_does() {
     }
     // SAFETY: the library just linked from this module's object.
     let loaded = unsafe { HostProgram::load_library(m.clone(), &lib) }.unwrap();
-    let (a, b, c_want, d_want) = matmul_case();
     for p in [&jit, &loaded] {
-        let mut bufs = zeros(&m);
-        bufs[0].data = Data::F64(a.clone());
-        bufs[1].data = Data::F64(b.clone());
-        p.run(&mut bufs).unwrap();
-        assert_close("c", f64s(&bufs[2]), &c_want, TOL);
-        assert_close("d", f64s(&bufs[3]), &d_want, TOL);
+        check_matmul_case(&m, p);
     }
     // Not a library: an error, not a crash.
     std::fs::write(dir.join("bad.so"), b"not an ELF file").unwrap();
