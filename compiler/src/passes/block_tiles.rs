@@ -62,7 +62,10 @@
 //! `fp-contract=fast`) and whose trips are static stages a *halo*: its
 //! taps run inside each step, which copies the region of each operand the
 //! block reads over the whole window once (`build`, `stage_halo`;
-//! docs/passes.md, "A halo"). Under `off` each cell keeps its order.
+//! docs/passes.md, "A halo"). Under `off` each cell keeps its order. The
+//! halo is part of the choice ([`BlockChoice::halo`], described `..h`):
+//! [`candidates`] offers each block with and without one, and a choice
+//! without it (every tuning-table entry measured before halos) builds none.
 
 use super::tuning::{self, Choosing, Source};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
