@@ -102,7 +102,7 @@ pub fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
         let m1 = before(forced.clone(), "block-tiles")?;
         let k1 = m1.kernels.iter().find(|k| k.name == k0.name).ok_or("the tiled kernel is gone")?;
         let shape1 = KernelShape::of(&m1, k1).ok_or("the register-tiled kernel has no shape")?;
-        let blocks = block_tiles::candidates(&m1, k1, &gpu);
+        let blocks = block_tiles::candidates(&m1, k1, &gpu, fp_contract);
         let bts: Vec<String> = if blocks.is_empty() { vec![eintup::passes::tuning::NONE.to_string()] } else { blocks.iter().map(|b| b.describe()).collect() };
         for bt in bts {
             let mut choices = forced.clone();
@@ -131,8 +131,21 @@ pub fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
             out.splice(1..1, alternatives.collect::<Vec<_>>());
         }
     }
-    out.truncate(MAX_VARIANTS);
+    // A cut between a block with a halo and the same block without one
+    // (`block_tiles::candidates` lists them in that order) takes both: a
+    // halo is timed against its own block.
+    let cut = MAX_VARIANTS.min(out.len());
+    let splits_pair = cut > 0 && cut < out.len() && halo_twins(&out[cut - 1], &out[cut]);
+    out.truncate(if splits_pair { cut - 1 } else { cut });
     Ok(out)
+}
+
+/// Are `a` and `b` the same variant but for `a`'s block having a halo
+/// (its `block-tiles` choice `b`'s with the `h` mark)?
+fn halo_twins(a: &Variant, b: &Variant) -> bool {
+    a.choices.len() == b.choices.len()
+        && a.choices.iter().zip(&b.choices).all(|(x, y)| x.0 == y.0 && (x.1 == y.1 || (x.0 == "block-tiles" && x.1.strip_suffix('h') == Some(y.1.as_str()))))
+        && a.choices != b.choices
 }
 
 /// The `arrange-threads` candidates the tuner times, from a kernel's
@@ -183,6 +196,41 @@ mod tests {
         // Every register-tiles x block-tiles combination still listed once.
         let combos: BTreeSet<_> = vs.iter().map(|v| v.choices[..2].to_vec()).collect();
         assert_eq!(combos.len(), vs.len() - arranged.len() + 1);
+    }
+
+    #[test]
+    fn a_convolutions_blocks_are_timed_with_and_without_a_halo() {
+        // The tuned convolutions (fp-contract fast): each register tile's
+        // block candidates come in pairs, with a halo (`h`) then without,
+        // where the halo's shared buffers fit; the cut never splits a pair.
+        // At 224 x 224 with 32 and 64 channels and 56 x 56 with 128: 8 + 4,
+        // 11 + 8 and 14 + 11 variants (25 cut to 23, not 24, which would
+        // time the last halo without its twin).
+        let ops_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("ops");
+        for op in crate::ops::tuned(false).iter().filter(|o| o.name.starts_with("conv2d")) {
+            let spec = Specialized::of(&ops_dir, op).unwrap();
+            let vs = variants(&spec).unwrap();
+            assert!(vs.len() <= MAX_VARIANTS);
+            let tiles: Vec<(&str, &str)> = vs.iter().map(|v| (v.choices[0].1.as_str(), v.choices[1].1.as_str())).collect();
+            let halos: Vec<&(&str, &str)> = tiles.iter().filter(|t| t.1.ends_with('h')).collect();
+            eprintln!("{} {}: {} variants, {} with a halo", op.name, op.binds.join(" "), vs.len(), halos.len());
+            assert!(!halos.is_empty(), "{}: {tiles:?}", op.name);
+            for &&(rt, bt) in &halos {
+                let plain = &bt[..bt.len() - 1];
+                let at = tiles.iter().position(|t| *t == (rt, bt)).unwrap();
+                assert_eq!(tiles.get(at + 1), Some(&(rt, plain)), "{}: {tiles:?}", op.name);
+            }
+            // The sm_90 table's recorded tiles (measured without a halo)
+            // are timed again beside the same block with one.
+            let key = format!("{}@{}", op.name, op.binds.iter().map(|b| b.replace(['[', ']'], "")).collect::<Vec<_>>().join(","));
+            let table = eintup::passes::tuning::Table::builtin(90).unwrap();
+            let recorded = |pass: &str| table.entries.iter().find(|e| e.pass == pass && e.op == key).map(|e| e.choice.as_str());
+            let (rt, bt) = (recorded("register-tiles").unwrap(), recorded("block-tiles").unwrap());
+            if bt != eintup::passes::tuning::NONE {
+                let halo = format!("{bt}h");
+                assert!(tiles.contains(&(rt, bt)) && tiles.contains(&(rt, halo.as_str())), "{key}: {tiles:?}");
+            }
+        }
     }
 
     #[test]

@@ -62,7 +62,10 @@
 //! `fp-contract=fast`) and whose trips are static stages a *halo*: its
 //! taps run inside each step, which copies the region of each operand the
 //! block reads over the whole window once (`build`, `stage_halo`;
-//! docs/passes.md, "A halo"). Under `off` each cell keeps its order.
+//! docs/passes.md, "A halo"). Under `off` each cell keeps its order. The
+//! halo is part of the choice ([`BlockChoice::halo`], described `..h`):
+//! [`candidates`] offers each block with and without one, and a choice
+//! without it (every tuning-table entry measured before halos) builds none.
 
 use super::tuning::{self, Choosing, Source};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
@@ -234,21 +237,26 @@ fn pow2_factor(n: i64, cap: i64) -> i64 {
 }
 
 /// One way to block-tile a kernel: the chain loops that become thread
-/// dimensions with their threads (`(var, threads)`, outermost first) and
-/// the reduction step `BK`.
+/// dimensions with their threads (`(var, threads)`, outermost first), the
+/// reduction step `BK`, and whether a convolution's window is staged as
+/// one halo per step (its taps inside the step; [`build`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockChoice {
     pub threads: Vec<(VarId, i64)>,
     pub step: i64,
+    pub halo: bool,
 }
 
 impl BlockChoice {
     /// `16x16k16`: the threads along each thread dimension (outermost
     /// first; they are always the innermost free chain loops) and the
-    /// step: the name `--stats`, `choice=` and the tuning table use.
+    /// step, then `h` with a halo (`2x2x16k16h`): the name `--stats`,
+    /// `choice=` and the tuning table use. A name without the `h` is the
+    /// tiling without a halo, as every table entry measured before halos
+    /// existed.
     pub fn describe(&self) -> String {
         let threads: Vec<String> = self.threads.iter().map(|t| t.1.to_string()).collect();
-        format!("{}k{}", threads.join("x"), self.step)
+        format!("{}k{}{}", threads.join("x"), self.step, if self.halo { "h" } else { "" })
     }
 }
 
@@ -256,20 +264,18 @@ impl BlockChoice {
 /// it uses (ids from `m.buffers.len()` on), when `k` qualifies: [`apply`]
 /// of the first of [`candidates`].
 pub fn tile_kernel(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Option<(String, Kernel, Vec<Buffer>)> {
-    first_fitting(m, k, &choices(k, gpu), gpu, FpContract::Off).map(|(_, t)| t)
+    first_fitting(m, k, &offered(m, k, gpu, FpContract::Off), gpu, FpContract::Off).map(|(_, t)| t)
 }
 
 /// `choice` applied under the float policy `policy` ([`apply_with`]),
-/// when its shared buffers fit the target; a halo that does not fit gives
-/// way to the same choice without one.
+/// when its shared buffers fit the target.
 fn fitting(m: &LoopModule, k: &Kernel, choice: &BlockChoice, gpu: &GpuTarget, policy: FpContract) -> Option<(String, Kernel, Vec<Buffer>)> {
-    let fits = |t: &(String, Kernel, Vec<Buffer>)| shared_bytes(&t.2) <= gpu.shared_bytes_per_block;
-    let halo = if reorders(m, k, policy) { build(m, k, choice, true).filter(fits) } else { None };
-    halo.or_else(|| build(m, k, choice, false).filter(fits))
+    apply_with(m, k, choice, policy).filter(|t| shared_bytes(&t.2) <= gpu.shared_bytes_per_block)
 }
 
 /// The heuristic's tiling: the first of `all` that fits, applied once
-/// (usually the first), with its index.
+/// (usually the first), with its index. Among [`offered`], a halo that
+/// does not fit gives way to the same choice without one.
 fn first_fitting(m: &LoopModule, k: &Kernel, all: &[BlockChoice], gpu: &GpuTarget, policy: FpContract) -> Option<(usize, (String, Kernel, Vec<Buffer>))> {
     all.iter().enumerate().find_map(|(j, c)| fitting(m, k, c, gpu, policy).map(|t| (j, t)))
 }
@@ -286,10 +292,10 @@ fn reorders(m: &LoopModule, k: &Kernel, policy: FpContract) -> bool {
 /// candidates; a forced or recorded choice that does not fit gives way to
 /// the heuristic's), with its description and where it came from.
 fn choose(m: &LoopModule, k: &Kernel, opts: &BlockTilesOptions) -> Option<(String, Kernel, Vec<Buffer>)> {
-    let all = choices(k, &opts.gpu);
+    let policy = opts.fp_contract;
+    let all = offered(m, k, &opts.gpu, policy);
     let described: Vec<String> = all.iter().map(BlockChoice::describe).collect();
     let (i, why) = tuning::pick("block-tiles", m, k, &described, &opts.choosing)?;
-    let policy = opts.fp_contract;
     let picked = if why == Source::Heuristic { None } else { fitting(m, k, &all[i], &opts.gpu, policy).map(|t| (t, described[i].clone(), why)) };
     let ((what, t, scratch), desc, why) = match picked {
         Some(p) => p,
@@ -301,16 +307,31 @@ fn choose(m: &LoopModule, k: &Kernel, opts: &BlockTilesOptions) -> Option<(Strin
     Some((format!("{desc}: {what}, {why}"), t, scratch))
 }
 
-/// The block tilings of `k` the pass would consider, best first (the pass
-/// applies the first): the thread dimensions and step of the module doc,
-/// then the same threads with the other steps of `gpu.block_tile_steps`
-/// that divide the reduction, then blocks with half the threads along one
-/// of the two innermost dimensions (at least `gpu.block_tile_min_threads`);
-/// only those whose shared buffers fit `gpu.shared_bytes_per_block`.
-pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
-    let mut out = choices(k, gpu);
-    out.retain(|c| fitting(m, k, c, gpu, FpContract::Off).is_some());
+/// The block tilings of `k` the pass would consider under the float
+/// policy `policy`, best first (the pass applies the first): the thread
+/// dimensions and step of the module doc, then the same threads with the
+/// other steps of `gpu.block_tile_steps` that divide the reduction, then
+/// blocks with half the threads along one of the two innermost dimensions
+/// (at least `gpu.block_tile_min_threads`); where a convolution's halo
+/// applies (its sum may reorder under `policy`), each with a halo right
+/// before the same without one; only those whose shared buffers (the
+/// halo's, for a halo choice) fit `gpu.shared_bytes_per_block`.
+pub fn candidates(m: &LoopModule, k: &Kernel, gpu: &GpuTarget, policy: FpContract) -> Vec<BlockChoice> {
+    let mut out = offered(m, k, gpu, policy);
+    out.retain(|c| fitting(m, k, c, gpu, policy).is_some());
     out
+}
+
+/// [`choices`], each right after its halo alternative where `k` is a
+/// convolution whose sum may reorder under `policy` (before the
+/// shared-memory filter; a halo that does not apply, a dynamic kernel's,
+/// fails in [`build`]).
+fn offered(m: &LoopModule, k: &Kernel, gpu: &GpuTarget, policy: FpContract) -> Vec<BlockChoice> {
+    let plain = choices(k, gpu);
+    if !(reorders(m, k, policy) && frame(k).is_some_and(|f| f.2)) {
+        return plain;
+    }
+    plain.into_iter().flat_map(|c| [BlockChoice { halo: true, ..c.clone() }, c]).collect()
 }
 
 /// [`candidates`] before the shared-memory filter, best first.
@@ -333,10 +354,10 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
     if bk <= 0 {
         return out;
     }
-    out.push(BlockChoice { threads: dims.clone(), step: bk });
+    out.push(BlockChoice { threads: dims.clone(), step: bk, halo: false });
     for &s in &steps {
         if s != bk && s < k_trip && k_trip % s == 0 {
-            out.push(BlockChoice { threads: dims.clone(), step: s });
+            out.push(BlockChoice { threads: dims.clone(), step: s, halo: false });
         }
     }
     let n = dims.len();
@@ -344,14 +365,14 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
         if dims[d].1 >= 2 && size / 2 >= gpu.block_tile_min_threads {
             let mut smaller = dims.clone();
             smaller[d].1 /= 2;
-            out.push(BlockChoice { threads: smaller, step: bk });
+            out.push(BlockChoice { threads: smaller, step: bk, halo: false });
         }
     }
     // A window of symbolic trips also offers the block of many channels
     // (`choice=2x8x16k16`, docs/dynamic-shapes.md).
     if windows && symbolic {
         if let Some((wide, _)) = thread_dims(&free, DYN_WINDOW_WIDE_THREADS, gpu) {
-            let wide = BlockChoice { threads: wide, step: DYN_WINDOW_WIDE_STEP };
+            let wide = BlockChoice { threads: wide, step: DYN_WINDOW_WIDE_STEP, halo: false };
             if !out.contains(&wide) {
                 out.push(wide);
             }
@@ -359,7 +380,7 @@ fn choices(k: &Kernel, gpu: &GpuTarget) -> Vec<BlockChoice> {
         // And the block of few channels (`choice=8x8x1k4`, the `ch8`
         // variant's: a thread's register tile holds them all).
         if let Some((few, _)) = thread_dims(&free, DYN_WINDOW_FEW_THREADS, gpu) {
-            let few = BlockChoice { threads: few, step: DYN_WINDOW_STEP };
+            let few = BlockChoice { threads: few, step: DYN_WINDOW_STEP, halo: false };
             if !out.contains(&few) {
                 out.push(few);
             }
@@ -447,13 +468,15 @@ pub fn apply(m: &LoopModule, k: &Kernel, choice: &BlockChoice) -> Option<(String
     apply_with(m, k, choice, FpContract::Off)
 }
 
-/// [`apply`] under the float policy `policy`: where the sum may add its
-/// terms in another order ([`reorders`]) and the kernel is a static
-/// convolution (reductions around the stepped one), with a halo (see
-/// [`build`]) where that applies.
+/// [`apply`] under the float policy `policy`: exactly `choice`, so a
+/// halo choice only where the sum may add its terms in another order
+/// ([`reorders`]) and the kernel is a static convolution (reductions
+/// around the stepped one; see [`build`]); `None` where it is not.
 pub fn apply_with(m: &LoopModule, k: &Kernel, choice: &BlockChoice, policy: FpContract) -> Option<(String, Kernel, Vec<Buffer>)> {
-    let halo = if reorders(m, k, policy) { build(m, k, choice, true) } else { None };
-    halo.or_else(|| build(m, k, choice, false))
+    if choice.halo && !reorders(m, k, policy) {
+        return None;
+    }
+    build(m, k, choice, choice.halo)
 }
 
 /// [`apply`]'s tiling; with `halo`, only for a static kernel with
@@ -1430,10 +1453,21 @@ mod tests {
         let (_, fast) = conv("FLOAT", FpContract::Fast);
         let k = fast.kernels.iter().find(|k| k.role == KernelRole::Main).unwrap();
         let gpu = GpuTarget::default();
-        let choice = candidates(&fast, k, &gpu)[0].clone();
+        // The candidates: each block with a halo, then without; under
+        // `off` those without only.
+        let cands = candidates(&fast, k, &gpu, FpContract::Fast);
+        let choice = cands[0].clone();
+        assert!(choice.halo, "{choice:?}");
+        let no_halo = BlockChoice { halo: false, ..choice.clone() };
+        assert_eq!(cands[1], no_halo);
+        assert!(cands.chunks(2).all(|p| p.len() == 2 && p[0].halo && p[1] == BlockChoice { halo: false, ..p[0].clone() }), "{cands:?}");
+        assert_eq!(candidates(&fast, k, &gpu, FpContract::Off), cands.iter().filter(|c| !c.halo).cloned().collect::<Vec<_>>());
+        // A choice is built as it says: a halo choice is refused where the
+        // sum may not reorder.
+        assert!(apply_with(&fast, k, &choice, FpContract::Off).is_none());
         let (what, halo) = tiled(&fast, apply_with(&fast, k, &choice, FpContract::Fast).unwrap());
         assert!(what.contains("halo"), "{what}");
-        let (plain_what, plain) = tiled(&fast, apply_with(&fast, k, &choice, FpContract::Off).unwrap());
+        let (plain_what, plain) = tiled(&fast, apply_with(&fast, k, &no_halo, FpContract::Fast).unwrap());
         assert!(!plain_what.contains("halo"), "{plain_what}");
         // Per channel step: the halo is the block's output positions
         // widened by the window (rows + 2 by columns + 2 for 3 x 3), loaded
@@ -1449,20 +1483,50 @@ mod tests {
         assert_eq!(once, 3 * (cols + 2) * choice.step, "{what}");
         assert!(9 * per_tap > 2 * once, "{once} {per_tap}");
         // Through the pass: its float policy decides.
-        let run_pass = |fp| {
+        let run_forced = |fp, forced: Option<String>| {
             let mut unit = Unit { ir: Ir::Loop(fast.clone()), ..Unit::from_source(crate::driver::Source::from_string("c.et", "")) };
-            let opts = BlockTilesOptions { gpu: GpuTarget::default(), choosing: Choosing { forced: None, table_sm: None }, fp_contract: fp };
+            let opts = BlockTilesOptions { gpu: GpuTarget::default(), choosing: Choosing { forced, table_sm: None }, fp_contract: fp };
             run(&mut unit, &opts).unwrap().unwrap()
         };
-        assert!(run_pass(FpContract::Fast).contains("halo"));
+        let run_pass = |fp| run_forced(fp, None);
+        let (h, plain_desc) = (choice.describe(), no_halo.describe());
+        assert_eq!(h, format!("{plain_desc}h"));
+        let fast_stats = run_pass(FpContract::Fast);
+        assert!(fast_stats.contains(&format!("{h}: ")) && fast_stats.contains("halo") && fast_stats.contains("heuristic"), "{fast_stats}");
         assert!(!run_pass(FpContract::Off).contains("halo"));
+        // Forced: with the mark a halo, without it none; a halo forced
+        // under `off` is no candidate: the heuristic's tiling.
+        let forced_halo = run_forced(FpContract::Fast, Some(h.clone()));
+        assert!(forced_halo.contains(&format!("{h}: ")) && forced_halo.contains("halo") && forced_halo.contains("forced"), "{forced_halo}");
+        let forced_plain = run_forced(FpContract::Fast, Some(plain_desc.clone()));
+        assert!(forced_plain.contains(&format!("{plain_desc}: ")) && !forced_plain.contains("halo") && forced_plain.contains("forced"), "{forced_plain}");
+        let off = run_forced(FpContract::Off, Some(h.clone()));
+        assert!(off.contains(&format!("{plain_desc}: ")) && !off.contains("halo") && off.contains("heuristic"), "{off}");
+        // A table's entry is matched by its description: with the mark the
+        // halo candidate, without it the tiling without one.
+        let shape = tuning::KernelShape::of(&fast, k).unwrap();
+        let table = |choice: &str| tuning::Table {
+            format: tuning::FORMAT,
+            sm: 90,
+            device: String::new(),
+            measured: String::new(),
+            entries: vec![tuning::Entry { pass: "block-tiles".into(), shape: shape.clone(), choice: choice.into(), op: "conv".into(), ms: 1.0, others: Default::default() }],
+        };
+        let described: Vec<String> = offered(&fast, k, &gpu, FpContract::Fast).iter().map(BlockChoice::describe).collect();
+        for (recorded, want) in [(&h, &choice), (&plain_desc, &no_halo)] {
+            let t = tuning::Table::parse(&serde_json::to_string(&table(recorded)).unwrap()).unwrap();
+            let (i, why) = tuning::pick_in("block-tiles", &fast, k, &described, None, Some(&t)).unwrap();
+            assert_eq!((&described[i], &cands[i]), (recorded, want));
+            assert!(matches!(why, Source::Table { .. }), "{why:?}");
+        }
 
         // INT sums are exact: a halo under any policy, and the tiled
         // kernel's cells are the untiled kernel's.
         let (m, int) = conv("INT", FpContract::Off);
         let ki = int.kernels.iter().position(|k| k.role == KernelRole::Main).unwrap();
-        let choice = candidates(&int, &int.kernels[ki], &gpu)[0].clone();
-        let (what, t) = tiled(&int, apply_with(&int, &int.kernels[ki], &choice, FpContract::Off).unwrap());
+        let choice = candidates(&int, &int.kernels[ki], &gpu, FpContract::Off)[0].clone();
+        assert!(choice.halo, "{choice:?}");
+        let (what, t) = tiled(&int, apply(&int, &int.kernels[ki], &choice).unwrap());
         assert!(what.contains("halo"), "{what}");
         let ro = crate::interp::RunOptions { seed: 0, float: FloatWidth::F32, ..Default::default() };
         let inputs = crate::interp::initial_arrays(&m, &ro).unwrap();
@@ -1511,8 +1575,8 @@ mod tests {
         let lm = matmul(m, n, k);
         let gpu = GpuTarget::default();
         let (row, col) = (0, 1);
-        let cs = candidates(&lm, &lm.kernels[0], &gpu);
-        let c = |ti, tj, step| BlockChoice { threads: vec![(row, ti), (col, tj)], step };
+        let cs = candidates(&lm, &lm.kernels[0], &gpu, FpContract::Fast);
+        let c = |ti, tj, step| BlockChoice { threads: vec![(row, ti), (col, tj)], step, halo: false };
         assert_eq!(cs, vec![c(16, 16, 16), c(16, 16, 8), c(16, 16, 4), c(16, 16, 2), c(16, 8, 16), c(8, 16, 16)]);
         let (what, _) = tiled(&lm, tile_kernel(&lm, &lm.kernels[0], &gpu).unwrap());
         assert!(what.starts_with("16x16 threads, k step 16"), "{what}");
@@ -1527,9 +1591,10 @@ mod tests {
         }
         // Refused: threads that do not divide the trip, a step that does
         // not divide the reduction, dimensions out of chain order, a block
-        // above 1024 threads, and a block along `col` alone (every thread
-        // reads its own `b` and the same `a`: nothing to share).
-        for bad in [c(3, 16, 16), c(16, 16, 5), BlockChoice { threads: vec![(col, 16), (row, 16)], step: 16 }, c(32, 64, 16), BlockChoice { threads: vec![(col, 64)], step: 4 }] {
+        // above 1024 threads, a block along `col` alone (every thread
+        // reads its own `b` and the same `a`: nothing to share), and a
+        // halo (a matmul has no window).
+        for bad in [c(3, 16, 16), c(16, 16, 5), BlockChoice { threads: vec![(col, 16), (row, 16)], step: 16, halo: false }, c(32, 64, 16), BlockChoice { threads: vec![(col, 64)], step: 4, halo: false }, BlockChoice { halo: true, ..c(16, 16, 16) }] {
             assert!(apply(&lm, &lm.kernels[0], &bad).is_none(), "{bad:?}");
         }
     }
