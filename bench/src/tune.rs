@@ -144,7 +144,7 @@ pub fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
 /// (its `block-tiles` choice `b`'s with the `h` mark)?
 fn halo_twins(a: &Variant, b: &Variant) -> bool {
     a.choices.len() == b.choices.len()
-        && a.choices.iter().zip(&b.choices).all(|(x, y)| x.0 == y.0 && (x.1 == y.1 || (x.0 == "block-tiles" && x.1.strip_suffix('h') == Some(y.1.as_str()))))
+        && a.choices.iter().zip(&b.choices).all(|(x, y)| x.0 == y.0 && (x.1 == y.1 || (x.0 == "block-tiles" && block_tiles::BlockChoice::halo_twin(&x.1) == Some(y.1.as_str()))))
         && a.choices != b.choices
 }
 

@@ -256,9 +256,19 @@ impl BlockChoice {
     /// existed.
     pub fn describe(&self) -> String {
         let threads: Vec<String> = self.threads.iter().map(|t| t.1.to_string()).collect();
-        format!("{}k{}{}", threads.join("x"), self.step, if self.halo { "h" } else { "" })
+        format!("{}k{}{}", threads.join("x"), self.step, if self.halo { HALO_MARK } else { "" })
+    }
+
+    /// For the description of a halo choice, that of the same block
+    /// without the halo (`2x2x16k16h` -> `2x2x16k16`): its twin, which the
+    /// tuner times beside it.
+    pub fn halo_twin(described: &str) -> Option<&str> {
+        described.strip_suffix(HALO_MARK)
     }
 }
+
+/// What ends a halo choice's description ([`BlockChoice::describe`]).
+const HALO_MARK: &str = "h";
 
 /// The tiled kernel, a description of the tiling, and the scratch buffers
 /// it uses (ids from `m.buffers.len()` on), when `k` qualifies: [`apply`]
@@ -285,7 +295,7 @@ fn first_fitting(m: &LoopModule, k: &Kernel, all: &[BlockChoice], gpu: &GpuTarge
 fn reorders(m: &LoopModule, k: &Kernel, policy: FpContract) -> bool {
     let chain = Chain::of_dynamic(&k.body);
     let Some(c) = contraction(chain.rest(&k.body)) else { return false };
-    policy == FpContract::Fast || m.buffers.get(c.sum.write.buf).is_some_and(|b| !b.dtype.is_float())
+    m.buffers.get(c.sum.write.buf).is_some_and(|b| policy.reorders_sums_of(b.dtype))
 }
 
 /// The tiling `opts` chooses for `k` ([`tuning::pick`] among the

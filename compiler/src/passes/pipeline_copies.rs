@@ -479,14 +479,9 @@ fn substitute(nodes: &mut [Node], v: VarId, by: &IExpr) {
 /// Every access of a tile (`(buf, len)`) in `nodes` moved into buffer
 /// `sel` (0 or 1) of its two: offset `sel * len + offset`.
 fn select(nodes: &mut [Node], tiles: &[(BufId, i64)], sel: i64) {
-    if sel == 0 {
-        return;
+    if sel != 0 {
+        select_at(nodes, tiles, &IExpr::c(sel));
     }
-    for_each_access_mut(nodes, &mut |buf, off| {
-        if let Some(&(_, len)) = tiles.iter().find(|t| t.0 == *buf) {
-            *off = IExpr::add(IExpr::c(sel * len), off.clone());
-        }
-    });
 }
 
 /// Every node of `nodes` but the waits and barriers under `conds`: a
@@ -509,12 +504,12 @@ fn guard_copies(nodes: &mut Vec<Node>, conds: &[Cond]) {
     }
 }
 
-/// [`select`] with a symbolic buffer `sel` (0 or 1 wherever it runs):
-/// offset `len * sel + offset`.
+/// [`select`] with a buffer `sel` that may be symbolic (0 or 1 wherever
+/// it runs): offset `len * sel + offset`.
 fn select_at(nodes: &mut [Node], tiles: &[(BufId, i64)], sel: &IExpr) {
     for_each_access_mut(nodes, &mut |buf, off| {
         if let Some(&(_, len)) = tiles.iter().find(|t| t.0 == *buf) {
-            *off = IExpr::add(IExpr::mul(IExpr::c(len), sel.clone()), off.clone());
+            *off = IExpr::add(IExpr::fold(IBin::Mul, IExpr::c(len), sel.clone()), off.clone());
         }
     });
 }

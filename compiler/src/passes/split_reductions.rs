@@ -194,8 +194,7 @@ fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, 
     let KernelSum { sum: c, clear: None } = k.sum()? else { return None };
     let w = &c.write;
     let buf = &m.buffers[w.buf];
-    let exact = !buf.dtype.is_float();
-    if !(exact || policy == FpContract::Fast) {
+    if !policy.reorders_sums_of(buf.dtype) {
         return None;
     }
     let mut outside = false;

@@ -95,6 +95,14 @@ pub enum FpContract {
 }
 
 impl FpContract {
+    /// May a sum into `dtype` add its terms in another order than the
+    /// program's under this policy? Always for INT (wrapping sums are
+    /// exact in any order), for a float only under `Fast`: what
+    /// `split-reductions` and `block-tiles`' halo ask before reordering.
+    pub fn reorders_sums_of(self, dtype: DType) -> bool {
+        !dtype.is_float() || self == FpContract::Fast
+    }
+
     /// The `--fp-contract` spelling.
     pub fn name(self) -> &'static str {
         match self {
