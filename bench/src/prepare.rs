@@ -30,7 +30,8 @@ pub fn prepare(ops_dir: &Path, op: &Op, host: bool, fp_contract: eintup_codegen:
     // Products of several arrays as the backends run them (their plan).
     let (planned, _) = eintup::pipeline::planned(&src, &module, op.float, fp_contract).map_err(|e| e.to_string())?;
     let loops = if host {
-        eintup::pipeline::lower_host(&src, &planned, op.float, fp_contract)
+        let cpu = eintup_codegen::HostCpu::Native.host_target()?;
+        eintup::pipeline::lower_host(&src, &planned, op.float, fp_contract, cpu)
     } else {
         eintup::pipeline::lower_gpu(&src, &planned, &eintup::pipeline::GpuOptions::new(op.float, fp_contract, crate::kit::KIT_SM))
     }

@@ -15,7 +15,7 @@
 use crate::kit::{compile_bundle, Specialized, KIT_SM};
 use crate::ops::Op;
 use eintup::ir::loops::LoopModule;
-use eintup::passes::register_tiles::TileLayout;
+use eintup::passes::register_tiles::Tiling;
 use eintup::passes::tuning::KernelShape;
 use eintup::passes::arrange_threads::{self, Arrangement};
 use eintup::passes::{block_tiles, register_tiles};
@@ -91,12 +91,12 @@ pub fn variants(s: &Specialized) -> Result<Vec<Variant>, String> {
     };
     let gpu = base.gpu;
     let m0 = before(Vec::new(), "register-tiles")?;
-    let Some(k0) = m0.kernels.iter().find(|k| !register_tiles::candidates(k, TileLayout::Cyclic, &gpu, None).is_empty()) else {
+    let Some(k0) = m0.kernels.iter().find(|k| !register_tiles::candidates(k, Tiling::Gpu(&gpu), None).is_empty()) else {
         return Err("no kernel has a register tile to tune".into());
     };
     let shape0 = KernelShape::of(&m0, k0).ok_or("the tiled kernel has no shape")?;
     let mut out = Vec::new();
-    for rt in register_tiles::candidates(k0, TileLayout::Cyclic, &gpu, None) {
+    for rt in register_tiles::candidates(k0, Tiling::Gpu(&gpu), None) {
         let rt_desc = rt.describe(k0);
         let forced = vec![("register-tiles".to_string(), rt_desc.clone())];
         let m1 = before(forced.clone(), "block-tiles")?;

@@ -17,7 +17,7 @@
 
 use crate::driver::{Failure, Source};
 use crate::ir::et::Module;
-use crate::ir::loops::target::GpuTarget;
+use crate::ir::loops::target::{GpuTarget, HostTarget};
 use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{DriverOptions, Ir, Level, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END, PLAN};
@@ -167,10 +167,11 @@ pub fn lower(src: &Source, module: &Module, float: FloatWidth) -> Result<LoopMod
 }
 
 /// [`lower`], then the host-only loop passes (`--backend cpu`), under the
-/// host's float policy `fp_contract` (`off` unless the user opts in).
-pub fn lower_host(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract) -> Result<LoopModule, Failure> {
+/// host's float policy `fp_contract` (`off` unless the user opts in), for
+/// the CPU `host` (its vector registers bound the register tiles).
+pub fn lower_host(src: &Source, module: &Module, float: FloatWidth, fp_contract: FpContract, host: HostTarget) -> Result<LoopModule, Failure> {
     let names: Vec<&str> = MIDDLE_END.iter().chain(HOST_PASSES).copied().collect();
-    loops_of(run(et_unit(src, module), &names, &DriverOptions { float, fp_contract, ..DriverOptions::default() })?)
+    loops_of(run(et_unit(src, module), &names, &DriverOptions { float, fp_contract, host, ..DriverOptions::default() })?)
 }
 
 /// How the GPU stages lower a module: the float width and policy, the

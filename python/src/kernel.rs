@@ -214,7 +214,8 @@ impl Kernel {
             Target::Interp => (Code::Interp, None),
             Target::Cpu => {
                 let (planned, _) = pipeline::planned(&self.src, &module, self.float, self.fp_contract)?;
-                let lm = pipeline::lower_host(&self.src, &planned, self.float, self.fp_contract)?;
+                let host = eintup_codegen::HostCpu::Native.host_target().map_err(|e| Failure::user(format!("error: {e}")))?;
+                let lm = pipeline::lower_host(&self.src, &planned, self.float, self.fp_contract, host)?;
                 pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let loops = eintup::ir::loops::print::module(&lm);
                 let host = |e| Failure::Internal(format!("host backend: {e}"));

@@ -69,7 +69,8 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
             let (planned, _) = eintup::pipeline::planned(src, module, opts.float, fp_contract)?;
-            let lm = eintup::pipeline::lower_host(src, &planned, opts.float, fp_contract)?;
+            let host = crate::HostCpu::Native.host_target().map_err(|e| Failure::user(format!("error: {e}")))?;
+            let lm = eintup::pipeline::lower_host(src, &planned, opts.float, fp_contract, host)?;
             eintup::pipeline::check_loop_work(src, &planned, &lm, opts.max_work)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
             crate::HostProgram::compile(lm, opts.seed, fp_contract)

@@ -8,6 +8,7 @@
 
 use super::lower::{lower_and_optimize, split_range, KernelLowering, TargetLowering};
 use super::{kernel_params, CodegenError, FpContract};
+use eintup::ir::loops::target::HostTarget;
 use eintup::ir::loops::{BufId, CopyGroup, DType, Kernel, LoopKind, LoopModule, Node, WriteKind};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
@@ -232,6 +233,27 @@ impl HostCpu {
             Some(f) => Err(format!("{HOST_CPU_ENV}={}: this CPU lacks `{f}`, which that level needs", std::env::var(HOST_CPU_ENV).unwrap_or_default())),
             None => Ok(named),
         }
+    }
+
+    /// The vector register file the host passes tile for
+    /// ([`HostTarget`]): this CPU's (or `EINTUP_HOST_CPU`'s level, as
+    /// [`HostCpu::resolve`]), or the named level's. AVX-512 counts only
+    /// with VL, which gives 256-bit operations the upper 16 registers.
+    pub fn host_target(self) -> Result<HostTarget, String> {
+        Ok(match self.resolve()? {
+            HostCpu::Native => {
+                if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl") {
+                    HostTarget::AVX512
+                } else if std::is_x86_feature_detected!("avx") {
+                    HostTarget::AVX2
+                } else {
+                    HostTarget::SSE
+                }
+            }
+            HostCpu::X86_64 | HostCpu::X86_64V2 => HostTarget::SSE,
+            HostCpu::X86_64V3 => HostTarget::AVX2,
+            HostCpu::X86_64V4 => HostTarget::AVX512,
+        })
     }
 
     /// A feature of this level the running CPU lacks, if any.

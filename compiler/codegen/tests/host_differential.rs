@@ -72,7 +72,7 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
         let binds: Vec<String> = binds.iter().map(|s| s.to_string()).collect();
         let (module, _) = eintup::pipeline::specialized_module(&src, &binds, 1).unwrap();
         for float in [FloatWidth::F64, FloatWidth::F32] {
-            let lm = eintup::pipeline::lower_host(&src, &module, float, eintup_codegen::FpContract::Off).unwrap();
+            let lm = eintup::pipeline::lower_host(&src, &module, float, eintup_codegen::FpContract::Off, eintup_codegen::HostCpu::Native.host_target().unwrap()).unwrap();
             let big = lm.kernels.iter().filter(|k| k.iteration_count().unwrap() >= MIN_SPLIT_ITERATIONS);
             let splits = big.filter(|k| split_range(k).is_some()).count();
             assert_eq!(splits > 0, split, "{file}: kernels split across threads");
@@ -140,7 +140,7 @@ fn cpu_backend_cache_tiled_matches_the_interpreter_exactly() {
         let binds = vec![format!("i=[{i}]"), format!("j=[{j}]"), format!("l=[{l}]")];
         let what = format!("{t} {float:?} {i}x{j}x{l}");
         let (module, _) = eintup::pipeline::specialized_module(&src, &binds, 3).unwrap();
-        let lm = eintup::pipeline::lower_host(&src, &module, float, FpContract::Off).unwrap();
+        let lm = eintup::pipeline::lower_host(&src, &module, float, FpContract::Off, eintup_codegen::HostCpu::Native.host_target().unwrap()).unwrap();
         // A cache-tiled product has one parallel loop (panels) before the
         // blocks of the reduction, or three (panels, rows, columns) when
         // the reduction is one block; the register tiles alone leave two.

@@ -33,7 +33,7 @@ pub mod split_reductions;
 pub mod tighten_bounds;
 pub mod tuning;
 
-use crate::ir::loops::target::GpuTarget;
+use crate::ir::loops::target::{GpuTarget, HostTarget};
 use crate::ir::loops::{FloatWidth, FpContract};
 use crate::driver::{Failure, Source};
 use crate::ir::loops::LoopModule;
@@ -144,6 +144,10 @@ pub struct DriverOptions {
     /// The GPU the GPU passes tile and split for (`--target sm_XX`;
     /// default sm_80): docs/passes.md, "The GPU target".
     pub gpu: GpuTarget,
+    /// The host CPU the host passes tile for (`etopt --host --target-cpu`,
+    /// and the CPU `eintup run` compiles for): docs/passes.md, "The host
+    /// target".
+    pub host: HostTarget,
     /// Whether the GPU passes consult `gpu`'s tuning table (`--no-tuning`:
     /// their heuristics alone): docs/tuning.md.
     pub tuning: bool,
@@ -156,7 +160,7 @@ pub struct DriverOptions {
 
 impl Default for DriverOptions {
     fn default() -> Self {
-        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default(), tuning: true, dynamic: false, ranks: Vec::new() }
+        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default(), host: HostTarget::default(), tuning: true, dynamic: false, ranks: Vec::new() }
     }
 }
 

@@ -52,7 +52,7 @@
 use super::tuning::{self, Choosing};
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
-use crate::ir::loops::target::GpuTarget;
+use crate::ir::loops::target::{GpuTarget, HostTarget};
 use crate::ir::loops::*;
 
 /// How a thread's tile lies in the iteration space (pass option
@@ -81,14 +81,16 @@ impl std::str::FromStr for TileLayout {
 }
 
 /// Host tiles (`blocked`), largest first: 4 rows of 16, 8 or 4 contiguous
-/// cells (two, one or half an AVX-512 vector of f32). The GPU's (`cyclic`)
+/// cells (two, one or half an AVX-512 vector of f32), those that fit the
+/// host's vector registers ([`HostTarget::fits`]). The GPU's (`cyclic`)
 /// are [`GpuTarget::register_tiles`].
 pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
 
 /// What `register-tiles` is told: the layout of a thread's tile (pass
 /// option only: `cyclic`, the GPU's, unless the pipeline says
-/// `register-tiles{layout=blocked}`, as the host's does) and the GPU
-/// (`--target`).
+/// `register-tiles{layout=blocked}`, as the host's does), the GPU
+/// (`--target`) and the host CPU (`--target-cpu`, or the options
+/// `vector-registers` and `vector-bytes`).
 /// The tile of each kernel is the forced `choice=`, the GPU's tuning
 /// table's or the heuristic's (`tuning.rs`); the host's (`blocked`) is
 /// the heuristic's or the forced one: the tables record GPUs.
@@ -96,6 +98,7 @@ pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8
 pub struct RegisterTilesOptions {
     pub layout: TileLayout,
     pub gpu: GpuTarget,
+    pub host: HostTarget,
     pub choosing: Choosing,
     /// The tile of a window's symbolic trips (`window=TMxTN`); `None`:
     /// they stay whole.
@@ -107,18 +110,51 @@ impl PassOptions for RegisterTilesOptions {
         ("layout", "cyclic|blocked: a thread's register tile, strided (GPU) or contiguous (host)"),
         tuning::CHOICE,
         ("window", "TMxTN: tile a window's symbolic trips (a dynamic convolution's) so, their cells guarded (default: whole)"),
+        ("vector-registers", "N: the host's vector registers, which a blocked tile must fit (default: the CPU compiled for; 16 without one)"),
+        ("vector-bytes", "N: the bytes of the host's vectors (default: the CPU compiled for; 32 without one)"),
     ];
     fn from_driver(d: &DriverOptions) -> Self {
-        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) }, window: None }
+        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu, host: d.host, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) }, window: None }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let positive = |v: &str| v.parse::<i64>().ok().filter(|&n| (1..=1024).contains(&n)).ok_or_else(|| "expected an integer from 1 to 1024".to_string());
         match key {
             "layout" => self.layout = value.parse()?,
             "window" => self.window = Some(parse_tile(value)?),
             "choice" => tuning::set_choice(&mut self.choosing, value)?,
+            "vector-registers" => self.host.vector_registers = positive(value)?,
+            "vector-bytes" => self.host.vector_bytes = positive(value)?,
             _ => return Err(format!("option `{key}` is not declared")),
         }
         Ok(())
+    }
+}
+
+impl RegisterTilesOptions {
+    /// Whose tiles the layout asks for.
+    pub fn tiling(&self) -> Tiling<'_> {
+        match self.layout {
+            TileLayout::Cyclic => Tiling::Gpu(&self.gpu),
+            TileLayout::Blocked => Tiling::Host(&self.host),
+        }
+    }
+}
+
+/// Whose tiles [`candidates`] offers: the GPU's (`cyclic`: its menu, and
+/// enough threads left) or the host's (`blocked`: [`HOST_TILES`] that fit
+/// its vector registers).
+#[derive(Clone, Copy, Debug)]
+pub enum Tiling<'a> {
+    Gpu(&'a GpuTarget),
+    Host(&'a HostTarget),
+}
+
+impl Tiling<'_> {
+    pub fn layout(self) -> TileLayout {
+        match self {
+            Tiling::Gpu(_) => TileLayout::Cyclic,
+            Tiling::Host(_) => TileLayout::Blocked,
+        }
     }
 }
 
@@ -130,7 +166,7 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
     for ki in 0..m.kernels.len() {
         let k = &m.kernels[ki];
         symbolic |= k.is_symbolic();
-        let cands = candidates(k, opts.layout, &opts.gpu, opts.window);
+        let cands = candidates(k, opts.tiling(), opts.window);
         let described: Vec<String> = cands.iter().map(|c| c.describe(k)).collect();
         let Some((i, why)) = tuning::pick("register-tiles", m, k, &described, &choosing) else { continue };
         if let Some(t) = apply(k, &cands[i]) {
@@ -181,8 +217,8 @@ impl TileChoice {
 
 /// The tiled kernel and its tile, when `k` qualifies (see the module doc):
 /// [`apply`] of the first of [`candidates`].
-pub fn tile_kernel(k: &Kernel, layout: TileLayout, gpu: &GpuTarget) -> Option<((i64, i64), Kernel)> {
-    let choice = *candidates(k, layout, gpu, None).first()?;
+pub fn tile_kernel(k: &Kernel, tiling: Tiling<'_>) -> Option<((i64, i64), Kernel)> {
+    let choice = *candidates(k, tiling, None).first()?;
     Some((choice.tile, apply(k, &choice)?))
 }
 
@@ -252,14 +288,20 @@ fn tileable(k: &Kernel) -> Option<Tileable> {
 /// divide: its cells past the extent are guarded; in the threshold it
 /// counts as [`DYN_TRIP`] when it is `m`'s or `n`'s, else as 1. The host
 /// (`blocked`) takes the largest tile of any loop with constant trips
-/// (innermost on ties): a convolution with 62 output columns tiles 4
-/// images x 16 channels, 8 vector sums, rather than 2 columns x 16
-/// channels, 4 (too few independent chains to hide the adds' latency).
+/// (innermost on ties) among those whose sums, operand vectors and
+/// broadcast fit its vector registers (`HostTarget::fits`, the cells'
+/// dtype): a convolution with 62 output columns tiles 4 images x 16
+/// channels, 8 vector sums of f32, rather than 2 columns x 16 channels, 4
+/// (too few independent chains to hide the adds' latency); in f64 on an
+/// AVX2 CPU, 4 x 8.
 /// A window's symbolic trips take the tile `window` alone (cyclic, no
 /// thread threshold: a run-time variant's condition stands for it), or
 /// none.
-pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget, window: Option<(i64, i64)>) -> Vec<TileChoice> {
+pub fn candidates(k: &Kernel, tiling: Tiling<'_>, window: Option<(i64, i64)>) -> Vec<TileChoice> {
     let Some(t) = tileable(k) else { return Vec::new() };
+    let layout = tiling.layout();
+    // The cells' dtype: that of the sum's value.
+    let elem_bytes = k.sum().and_then(|s| s.sum.values.last()).map_or(8, |v| v.dtype.size() as i64);
     let mut out: Vec<TileChoice> = Vec::new();
     // A window (reductions nested around the innermost, a convolution's)
     // keeps symbolic trips whole: its channels are often few, so a tile of
@@ -287,16 +329,17 @@ pub fn candidates(k: &Kernel, layout: TileLayout, gpu: &GpuTarget, window: Optio
                 None => 1,
             })
             .fold(1i64, |a, b| a.saturating_mul(b));
-        let tiles: &[(i64, i64)] = match layout {
-            TileLayout::Cyclic => &gpu.register_tiles,
-            // The host runs every cell in one or two threads anyway.
-            TileLayout::Blocked => &HOST_TILES,
+        let (tiles, fits): (&[(i64, i64)], &dyn Fn((i64, i64)) -> bool) = match tiling {
+            // Enough threads must be left.
+            Tiling::Gpu(gpu) => (&gpu.register_tiles, &move |(tm, tn)| cells / (tm * tn) >= gpu.min_threads),
+            // The host runs every cell in one or two threads anyway; the
+            // tile must fit its registers.
+            Tiling::Host(host) => (&HOST_TILES, &move |tile| host.fits(tile, elem_bytes)),
         };
         // A symbolic trip is guarded, on the GPU's cyclic tile only.
         let divides = |d: &Dim, f: i64| d.trip.map_or(layout == TileLayout::Cyclic, |trip| trip % f == 0);
         for &(tm, tn) in tiles {
-            let threads_ok = layout == TileLayout::Blocked || cells / (tm * tn) >= gpu.min_threads;
-            if divides(m, tm) && divides(&t.n, tn) && threads_ok {
+            if divides(m, tm) && divides(&t.n, tn) && fits((tm, tn)) {
                 out.push(TileChoice { m: m.var, tile: (tm, tn), layout });
             }
         }
@@ -462,7 +505,7 @@ mod tests {
     fn matmul_tiles_and_computes_the_same_cells() {
         for (m, n, k, tile) in [(512, 512, 2, (8, 8)), (256, 256, 3, (4, 4)), (64, 256, 2, (2, 2))] {
             let lm = matmul(m, n, k);
-            let (got, t) = tile_kernel(&lm.kernels[0], TileLayout::Cyclic, &GpuTarget::default()).expect("tiled");
+            let (got, t) = tile_kernel(&lm.kernels[0], Tiling::Gpu(&GpuTarget::default())).expect("tiled");
             assert_eq!(got, tile, "{m}x{n}");
             let mut tiled = lm.clone();
             tiled.kernels[0] = t;
@@ -491,15 +534,15 @@ mod tests {
     #[test]
     fn left_alone_small_indivisible_or_without_reuse() {
         // 64x64 cells: 2x2 tiles would leave 1024 threads.
-        assert!(tile_kernel(&matmul(64, 64, 8).kernels[0], TileLayout::Cyclic, &GpuTarget::default()).is_none());
+        assert!(tile_kernel(&matmul(64, 64, 8).kernels[0], Tiling::Gpu(&GpuTarget::default())).is_none());
         // 4097 rows: no tile divides it; the next loop out does not exist.
-        assert!(tile_kernel(&matmul(4097, 3, 8).kernels[0], TileLayout::Cyclic, &GpuTarget::default()).is_none());
+        assert!(tile_kernel(&matmul(4097, 3, 8).kernels[0], Tiling::Gpu(&GpuTarget::default())).is_none());
         // A copy has no reduction to reuse loads across.
         let copy = parse::parse_verified(
             "buffer x : i32[128, 128] input\nbuffer y : i32[128, 128] output\n\nkernel @cp {\n  for i in [0, 128) parallel {\n    for j in [0, 128) parallel {\n      %0 = load x[((i * 128) + j)] : i32\n      accumulate y[((i * 128) + j)] += %0\n    }\n  }\n}\n",
         )
         .unwrap();
-        assert!(tile_kernel(&copy.kernels[0], TileLayout::Cyclic, &GpuTarget::default()).is_none());
+        assert!(tile_kernel(&copy.kernels[0], Tiling::Gpu(&GpuTarget::default())).is_none());
     }
 
     #[test]
@@ -508,17 +551,18 @@ mod tests {
         let lm = matmul(m, n, k);
         let gpu = GpuTarget::default();
         let row = 0; // the kernel's first variable
-        let cs = candidates(&lm.kernels[0], TileLayout::Cyclic, &gpu, None);
+        let cs = candidates(&lm.kernels[0], Tiling::Gpu(&gpu), None);
         // 32768 cells: 8x8 would leave 512 threads, 4x4 2048, 2x2 8192.
         assert_eq!(cs, vec![TileChoice { m: row, tile: (2, 2), layout: TileLayout::Cyclic }]);
         // Without the thread threshold every tile is a candidate, largest first.
-        let all = candidates(&lm.kernels[0], TileLayout::Cyclic, &GpuTarget { min_threads: 1, ..gpu }, None);
+        let all = candidates(&lm.kernels[0], Tiling::Gpu(&GpuTarget { min_threads: 1, ..gpu }), None);
         assert_eq!(all.iter().map(|c| c.tile).collect::<Vec<_>>(), vec![(8, 8), (4, 4), (2, 2)]);
-        let host = candidates(&lm.kernels[0], TileLayout::Blocked, &gpu, None);
+        // i32 cells: every host tile fits AVX2's 16 registers.
+        let host = candidates(&lm.kernels[0], Tiling::Host(&HostTarget::AVX2), None);
         assert_eq!(host.first().map(|c| c.tile), Some((4, 16)));
         assert_eq!(host.len(), HOST_TILES.len());
         // The default is the first candidate.
-        assert_eq!(tile_kernel(&lm.kernels[0], TileLayout::Cyclic, &gpu).map(|t| t.0), Some((2, 2)));
+        assert_eq!(tile_kernel(&lm.kernels[0], Tiling::Gpu(&gpu)).map(|t| t.0), Some((2, 2)));
         // Forced choices, the pass would not make, compute the same cells
         // as the untiled kernel.
         let want = run_matmul(&lm, m, n, k);
@@ -533,5 +577,21 @@ mod tests {
         // chain loop the tile may use, is refused.
         assert!(apply(&lm.kernels[0], &TileChoice { m: row, tile: (3, 2), layout: TileLayout::Cyclic }).is_none());
         assert!(apply(&lm.kernels[0], &TileChoice { m: 2, tile: (2, 2), layout: TileLayout::Cyclic }).is_none());
+    }
+
+    #[test]
+    fn host_tiles_fit_the_cpus_vector_registers() {
+        // The same product in f64: 4x16 needs 21 vectors of 32 bytes.
+        let lm = parse::parse_verified(&print::module(&matmul(256, 128, 3)).replace("i32", "f64")).unwrap();
+        assert_eq!(lm.buffers[0].dtype, DType::F64);
+        let tiles = |host: &HostTarget| candidates(&lm.kernels[0], Tiling::Host(host), None).iter().map(|c| c.tile).collect::<Vec<_>>();
+        // Largest first (2x16 before 4x4).
+        assert_eq!(tiles(&HostTarget::AVX512), [(4, 16), (4, 8), (2, 16), (4, 4), (2, 8), (2, 4)]);
+        assert_eq!(tiles(&HostTarget::AVX2), [(4, 8), (2, 16), (4, 4), (2, 8), (2, 4)]);
+        assert_eq!(tiles(&HostTarget::SSE), [(4, 4), (2, 8), (2, 4)]);
+        // Every one of them fits.
+        for host in [HostTarget::SSE, HostTarget::AVX2, HostTarget::AVX512] {
+            assert!(tiles(&host).iter().all(|&t| host.fits(t, 8)), "{host:?}");
+        }
     }
 }

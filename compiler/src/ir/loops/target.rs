@@ -1,3 +1,6 @@
+//! The targets the loop passes tile for: the host CPU's vector registers
+//! ([`HostTarget`], `register-tiles{layout=blocked}`) and the GPU.
+//!
 //! The GPU target: what the GPU passes (`register-tiles`, `block-tiles`,
 //! `split-reductions`, `sink-broadcasts`), the thread-block verifier and
 //! the bundle writer's launch configuration know about the device, in one
@@ -181,9 +184,70 @@ impl Default for GpuTarget {
     }
 }
 
+/// The host CPU's vector register file, as `register-tiles{layout=blocked}`
+/// sees it: a register tile whose sums, streamed-operand vectors and
+/// broadcast do not all fit in registers spills on every step of the
+/// reduction. A 4 x 16 f64 tile needs 21 vector registers of 32 bytes:
+/// an AVX-512 CPU has 32 (EVEX encodes `ymm16`-`ymm31`), an AVX2 CPU 16,
+/// where the 1024 chain's products took 1.7x the time of a 4 x 8 tile
+/// (docs/performance.md, section 9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostTarget {
+    /// Vector registers: 16 with SSE and AVX2, 32 with AVX-512VL.
+    pub vector_registers: i64,
+    /// Bytes of the vectors LLVM's vectoriser makes: 16 with SSE, 32 with
+    /// AVX2 and on AVX-512 CPUs (LLVM prefers 256-bit vectors there).
+    pub vector_bytes: i64,
+}
+
+impl HostTarget {
+    /// The x86-64 baseline and `x86-64-v2` (SSE).
+    pub const SSE: HostTarget = HostTarget { vector_registers: 16, vector_bytes: 16 };
+    /// `x86-64-v3` (AVX2).
+    pub const AVX2: HostTarget = HostTarget { vector_registers: 16, vector_bytes: 32 };
+    /// `x86-64-v4` (AVX-512, 256-bit vectors preferred).
+    pub const AVX512: HostTarget = HostTarget { vector_registers: 32, vector_bytes: 32 };
+
+    /// Vector registers a blocked `TM x TN` tile of `elem_bytes`-byte
+    /// cells keeps live in its inner step: `TM x V` sums, the `V` vectors
+    /// of the streamed operand's row and one broadcast value, where `V =
+    /// ceil(TN x elem_bytes / vector_bytes)`.
+    pub fn tile_registers(&self, (tm, tn): (i64, i64), elem_bytes: i64) -> i64 {
+        let v = (tn * elem_bytes + self.vector_bytes - 1) / self.vector_bytes.max(1);
+        tm * v + v + 1
+    }
+
+    /// Whether that tile fits in the register file.
+    pub fn fits(&self, tile: (i64, i64), elem_bytes: i64) -> bool {
+        self.tile_registers(tile, elem_bytes) <= self.vector_registers
+    }
+}
+
+/// Without a CPU named (`etopt --passes` without `--host`, unit tests):
+/// AVX2's 16 registers, the most common x86-64 today; a tile that fits
+/// them runs on an AVX-512 CPU too.
+impl Default for HostTarget {
+    fn default() -> HostTarget {
+        HostTarget::AVX2
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_tile_fits_when_its_sums_operands_and_broadcast_do() {
+        // 4x16 f64: 16 sums of 4 lanes, 4 row vectors, 1 broadcast.
+        assert_eq!(HostTarget::AVX2.tile_registers((4, 16), 8), 21);
+        assert!(!HostTarget::AVX2.fits((4, 16), 8) && HostTarget::AVX512.fits((4, 16), 8));
+        assert!(HostTarget::AVX2.fits((4, 8), 8) && HostTarget::AVX2.fits((4, 16), 4));
+        // SSE: 4x4 f64 is 8 sums of 2 lanes + 2 + 1.
+        assert_eq!(HostTarget::SSE.tile_registers((4, 4), 8), 11);
+        assert!(!HostTarget::SSE.fits((4, 8), 8) && HostTarget::SSE.fits((4, 8), 4));
+        // A row narrower than a vector still takes one: 2 sums, 1, 1.
+        assert_eq!(HostTarget::AVX2.tile_registers((2, 2), 4), 4);
+    }
 
     #[test]
     fn the_policy_is_the_same_for_every_sm() {

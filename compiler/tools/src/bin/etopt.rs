@@ -62,10 +62,10 @@ struct Args {
     /// passes (`interchange`), and `--emit llvm` gives host IR.
     #[arg(long)]
     host: bool,
-    /// The x86-64 CPU that `--host --emit llvm` generates code for:
-    /// `native` (this machine, what `eintup run` uses) or a psABI level
-    /// (`x86-64`, `x86-64-v2`, `x86-64-v3`, `x86-64-v4`), whose IR is the
-    /// same on every machine.
+    /// The x86-64 CPU that `--host` compiles for: `native` (this machine,
+    /// what `eintup run` uses) or a psABI level (`x86-64`, `x86-64-v2`,
+    /// `x86-64-v3`, `x86-64-v4`), whose loop IR and LLVM IR are the same on
+    /// every machine (its vector registers bound the register tiles).
     #[arg(long, value_name = "CPU", default_value = "native", value_parser = |s: &str| codegen::HostCpu::parse(s), requires = "host")]
     target_cpu: codegen::HostCpu,
     /// The GPU passes choose by their heuristics alone, not the target's
@@ -210,6 +210,12 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
     // PTX or LLVM IR is emitted; the passes' policy is the same for every
     // sm: docs/passes.md, "The GPU target").
     let opts = DriverOptions { gpu: eintup::ir::loops::target::GpuTarget::for_sm(eintup_tools::cli::build::parse_target(&args.target).unwrap_or(eintup::ir::loops::target::DEFAULT_SM)), tuning: !args.no_tuning, ..opts };
+    // The host passes tile for `--target-cpu` (this machine's by default:
+    // what `eintup run` compiles for); without `--host`, for AVX2.
+    let opts = match args.host {
+        true => DriverOptions { host: args.target_cpu.host_target().map_err(|e| Failure::user(format!("error: {e}")))?, ..opts },
+        false => opts,
+    };
     if args.emit == Some(Emit::Ast) {
         return Ok(Plan { pm: None, explicit: false, opts, sm: None });
     }
