@@ -320,14 +320,14 @@ fn ceil_div(a: i64, b: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::target::GpuTarget;
-    use crate::passes::register_tiles::{tile_kernel, TileLayout};
+    use crate::ir::loops::target::HostTarget;
+    use crate::passes::register_tiles::{tile_kernel, Tiling};
     use crate::passes::test_matmul::{matmul, run_matmul};
 
     /// The host's register-tiled matmul, then cache-tiled with `opts`.
     fn blocked(m: i64, n: i64, k: i64, opts: &CacheTilesOptions) -> (LoopModule, Option<Blocks>) {
         let mut lm = matmul(m, n, k);
-        let (_, tiled) = tile_kernel(&lm.kernels[0], TileLayout::Blocked, &GpuTarget::default()).expect("register-tiled");
+        let (_, tiled) = tile_kernel(&lm.kernels[0], Tiling::Host(&HostTarget::AVX2)).expect("register-tiled");
         lm.kernels[0] = tiled;
         let got = block_kernel(&lm, &lm.kernels[0], opts);
         let b = got.as_ref().map(|g| g.blocks);
