@@ -112,6 +112,9 @@ const LIBRARY_FILE: &str = "kernels.so";
 #[pyclass(unsendable)]
 pub struct Kernel {
     pub src: Source,
+    /// The program's module before specialisation: what a call's array
+    /// names are checked against before any array is read.
+    pub front: Module,
     pub target: Target,
     pub float: FloatWidth,
     pub fp_contract: FpContract,
@@ -138,9 +141,10 @@ pub struct Kernel {
 
 impl Kernel {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(src: Source, target: Target, float: FloatWidth, fp_contract: FpContract, binds: Vec<String>, seed: u64, disk: Option<(DiskCache, String)>, dynamic: bool) -> Kernel {
+    pub fn new(src: Source, front: Module, target: Target, float: FloatWidth, fp_contract: FpContract, binds: Vec<String>, seed: u64, disk: Option<(DiskCache, String)>, dynamic: bool) -> Kernel {
         Kernel {
             src,
+            front,
             target,
             float,
             fp_contract,
@@ -636,6 +640,12 @@ impl Kernel {
     #[pyo3(signature = (arrays, out=None, stream=None))]
     fn call<'py>(&self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
+            // Names first: a keyword that names no array (`seed=3`) is
+            // E0401, whatever its value.
+            for k in arrays.keys() {
+                let name: String = k.extract()?;
+                eintup::interp::input_array(&self.front, &name).map_err(|e| failure(e.into_failure(&self.src)))?;
+            }
             if self.target == Target::Cuda {
                 return self.call_cuda(py, arrays, out, stream);
             }

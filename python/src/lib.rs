@@ -233,7 +233,7 @@ fn compile(text: String, name: String, target: &str, float: &str, binds: Vec<Str
         let (prog, ranks) = pipeline::ranked(&src).map_err(failure)?;
         pipeline::check_binds(&src, &prog, &ranks, &binds).map_err(failure)?;
         let disk = cache_dir.map(|d| cache::DiskCache::new(d).map(|c| (c, build))).transpose().map_err(Error::new_err)?;
-        Ok(Kernel::new(src, target, float, fp_contract, binds, seed, disk, dynamic))
+        Ok(Kernel::new(src, prog.module, target, float, fp_contract, binds, seed, disk, dynamic))
     })
 }
 

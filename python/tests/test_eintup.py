@@ -153,6 +153,14 @@ def test_usage_errors_name_the_fix():
         k(a=np.ones((3, 4), np.int64), b=b)
     with pytest.raises(eintup.ShapeError, match=r"dtype float16 is not supported .*astype\(numpy.float32\)"):
         k(a=a.astype(np.float16), b=b)
+    # A keyword that names no array is that error, before its value is
+    # read (`seed` is `compile`'s, not the call's), on every target.
+    for target in ["cpu", "interp", "emu"]:
+        kt = eintup.compile(MATMUL, target=target, binds={"batch": []})
+        with pytest.raises(eintup.Error, match=r"E0401\]: .*no array named `seed`") as e:
+            kt(a=a, b=b, seed=3)
+        assert not isinstance(e.value, eintup.ShapeError)
+        assert "the input arrays are: a, b" in str(e.value)
     np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
 
 

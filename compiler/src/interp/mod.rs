@@ -147,18 +147,26 @@ pub fn array_shape(m: &Module, id: ArrayId) -> Result<Vec<usize>, RunError> {
     shape.iter().map(|&d| usize::try_from(d).map_err(|_| RunError::Internal(format!("array `{}` has a negative dim {d}", a.name)))).collect()
 }
 
+/// The array of `m` called `name`, or E0401 (which lists the inputs):
+/// what a supplied input's name is checked with, here and by the Python
+/// package before it reads the array (so that `kernel(seed=3)` says there
+/// is no array `seed`, not that 3 is not of a supported dtype).
+pub fn input_array(m: &Module, name: &str) -> Result<ArrayId, RunError> {
+    m.array_by_name(name).ok_or_else(|| {
+        let names: Vec<&str> = m.arrays.iter().filter(|a| a.is_input).map(|a| a.name.as_str()).collect();
+        RunError::User(
+            Diagnostic::error("E0401", format!("`--input {name}=...`: the program has no array named `{name}`"))
+                .note(format!("the input arrays are: {}", if names.is_empty() { "(none)".to_string() } else { names.join(", ") })),
+        )
+    })
+}
+
 /// Validates supplied inputs: known name, an input array, same shape, same
 /// element type (FLOAT accepts `<f8` and `<f4`; INT needs `<i4`).
 fn check_inputs(m: &Module, opts: &RunOptions, arrays: &[Tensor]) -> Result<Vec<(ArrayId, Tensor)>, RunError> {
     let mut out = Vec::new();
     for (name, t) in &opts.inputs {
-        let Some(id) = m.array_by_name(name) else {
-            let names: Vec<&str> = m.arrays.iter().filter(|a| a.is_input).map(|a| a.name.as_str()).collect();
-            return Err(RunError::User(
-                Diagnostic::error("E0401", format!("`--input {name}=...`: the program has no array named `{name}`"))
-                    .note(format!("the input arrays are: {}", if names.is_empty() { "(none)".to_string() } else { names.join(", ") })),
-            ));
-        };
+        let id = input_array(m, name)?;
         let a = &m.arrays[id];
         if !a.is_input {
             return Err(RunError::User(
