@@ -14,6 +14,9 @@ use std::path::PathBuf;
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
 use eintup::ir::loops::FloatWidth;
+use eintup::sema::symbolic::SymbolicConfig;
+use eintup::sema::Program;
+use eintup::variants::Lowered;
 use eintup::tensor::Data;
 use eintup_codegen::bundle::{build_dynamic, BuildOptions};
 use eintup_codegen::FpContract;
@@ -50,16 +53,29 @@ fn example(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples").join(format!("{file}.et"))
 }
 
+/// `src` as `eintup build --dynamic` lowers it for sm_80: the program at
+/// `ranks` (and the fixed `binds`), its symbolic configuration, and its
+/// GPU lowering with run-time variants.
+fn lower_dynamic(src: &Source, binds: &[String], ranks: &[(String, usize)], float: FloatWidth, fp_contract: FpContract) -> (Program, SymbolicConfig, Lowered) {
+    let (prog, sym) = eintup::pipeline::symbolic_for(src, binds, ranks).unwrap_or_else(|e| panic!("{}: {e:?}", src.name));
+    let opts = eintup::pipeline::GpuOptions::new(float, fp_contract, 80);
+    let lowered = eintup::variants::lower_gpu_dynamic(src, &prog, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", src.name));
+    (prog, sym, lowered)
+}
+
+/// The bundle of [`lower_dynamic`]'s results.
+fn build(src: &Source, (prog, sym, lowered): &(Program, SymbolicConfig, Lowered), float: FloatWidth, fp_contract: FpContract) -> Bundle {
+    build_dynamic(src, prog, sym, lowered, &BuildOptions { seed: 0, float, sm: 80, fp_contract }).unwrap_or_else(|e| panic!("{}: {e:?}", src.name))
+}
+
 /// The example's dynamic bundle and the ranks it was built for.
 fn dynamic_bundle(ex: &Example) -> (Source, Bundle, Vec<usize>) {
     let src = Source::load(&example(ex.file)).unwrap();
     let ranks: Vec<(String, usize)> = ex.ranks.iter().map(|(n, r)| (n.to_string(), *r)).collect();
-    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &ranks).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
-    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lm = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
-    assert!(lm.module.is_dynamic(), "{}: no dim symbols", ex.file);
-    let b = build_dynamic(&src, &prog, &sym, &lm, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap_or_else(|e| panic!("{}: {e:?}", ex.file));
-    (src, b, sym.ranks)
+    let l = lower_dynamic(&src, &[], &ranks, FloatWidth::F64, FpContract::Off);
+    assert!(l.2.module.is_dynamic(), "{}: no dim symbols", ex.file);
+    let b = build(&src, &l, FloatWidth::F64, FpContract::Off);
+    (src, b, l.1.ranks)
 }
 
 /// Runs `bundle` at the configuration `binds` and `seed` give, if it has
@@ -173,10 +189,9 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
 #[test]
 fn the_dynamic_row_sum_is_split_like_the_static_one() {
     let src = Source::load(&example("reduce_sum")).unwrap();
-    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("keep".to_string(), 1)]).unwrap();
-    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Fast, 80);
-    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
-    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Fast }).unwrap();
+    let l = lower_dynamic(&src, &[], &[("keep".to_string(), 1)], FloatWidth::F64, FpContract::Fast);
+    let b = build(&src, &l, FloatWidth::F64, FpContract::Fast);
+    let (_, sym, lowered) = &l;
     let lm = &lowered.module;
     let names: Vec<&str> = lm.kernels.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["s1_s_partial", "s1_s"]);
@@ -202,10 +217,9 @@ fn conv_stride_1(rank: usize) -> (Source, Bundle, Vec<usize>, eintup::ir::loops:
 fn conv_stride_1_variants(file: &std::path::Path, rank: usize) -> (Source, Bundle, Vec<usize>, eintup::variants::Lowered) {
     let src = Source::load(file).unwrap();
     let stride = format!("stride=[{}]", vec!["1"; rank].join(","));
-    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[stride], &[("ipos".to_string(), rank)]).unwrap();
-    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, 80);
-    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
-    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F64, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    let l = lower_dynamic(&src, &[stride], &[("ipos".to_string(), rank)], FloatWidth::F64, FpContract::Off);
+    let b = build(&src, &l, FloatWidth::F64, FpContract::Off);
+    let (_, sym, lowered) = l;
     (src, b, sym.ranks, lowered)
 }
 
@@ -374,12 +388,11 @@ fn the_convolution_launches_its_variant_where_its_condition_holds() {
 #[test]
 fn the_matmul_launches_its_divisibility_variant_where_its_row_lengths_are_multiples_of_4() {
     let src = Source::load(&example("matmul")).unwrap();
-    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("batch".to_string(), 0)]).unwrap();
-    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Off, 80);
-    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
+    let l = lower_dynamic(&src, &[], &[("batch".to_string(), 0)], FloatWidth::F32, FpContract::Off);
+    let (_, sym, lowered) = &l;
     let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
     assert_eq!(names, ["s2_c__div4"]);
-    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F32, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    let b = build(&src, &l, FloatWidth::F32, FpContract::Off);
     let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
     let conditions: Vec<&[String]> = listed.iter().map(|v| &v.when[..]).collect();
     assert_eq!(conditions, [&["(0 - (%k.0 % 4))".to_string(), "(0 - (%col.0 % 4))".to_string()][..]]);
@@ -454,16 +467,15 @@ fn the_1d_convolution_has_the_few_channel_variant() {
 #[test]
 fn the_dynamic_matmul_double_buffers_its_steps_with_cp_async() {
     let src = Source::load(&example("matmul")).unwrap();
-    let (prog, sym) = eintup::pipeline::symbolic_for(&src, &[], &[("batch".to_string(), 1)]).unwrap();
-    let opts = eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Off, 80);
-    let lowered = eintup::variants::lower_gpu_dynamic(&src, &prog, &opts).unwrap();
+    let l = lower_dynamic(&src, &[], &[("batch".to_string(), 1)], FloatWidth::F32, FpContract::Off);
+    let (_, sym, lowered) = &l;
     let all = lowered.with_variants();
     for k in &all.kernels {
         let mut copies = 0;
         k.walk(&mut |n| copies += matches!(n, eintup::ir::loops::Node::Compute(c) if c.write.kind == eintup::ir::loops::WriteKind::CopyAsync) as usize);
         assert!(copies > 0, "{}: no copy_async", k.name);
     }
-    let b = build_dynamic(&src, &prog, &sym, &lowered, &BuildOptions { seed: 0, float: FloatWidth::F32, sm: 80, fp_contract: FpContract::Off }).unwrap();
+    let b = build(&src, &l, FloatWidth::F32, FpContract::Off);
     let ptx = b.ptx();
     let at = ptx.find(".entry s2_c__div4").unwrap();
     let (general, variant) = (&ptx[..at], &ptx[at..]);
