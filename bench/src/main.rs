@@ -1,7 +1,8 @@
 //! `etbench`, run by `scripts/bench`: compile time of every example, host
 //! execution against NumPy and TensorFlow, and GPU execution against
-//! PyTorch and a device copy, and the Python package's call overhead
-//! against NumPy. Prints tables and writes one JSON file.
+//! PyTorch and a device copy, the Python package's call overhead against
+//! NumPy, and whole `eintup run` processes of the einsum chains against
+//! NumPy and TensorFlow. Prints tables and writes one JSON file.
 //! docs/performance.md explains every column and records the results.
 
 mod compile;
@@ -14,6 +15,7 @@ mod ops;
 mod overhead;
 mod peers;
 mod prepare;
+mod process;
 mod stats;
 mod tune;
 
@@ -29,13 +31,16 @@ enum Section {
     Gpu,
     /// The Python package's call overhead against NumPy (bench/overhead.py).
     Overhead,
+    /// Whole `eintup run` processes of the einsum chains against NumPy
+    /// (issue #31's bar: the time at n minus the time at 16).
+    Process,
 }
 
 #[derive(Parser, Debug)]
 #[command(name = "etbench", about = "eintup benchmarks against NumPy, TensorFlow and PyTorch")]
 struct Args {
     /// Sections to run.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "compile,host,gpu,overhead")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "compile,host,gpu,overhead,process")]
     sections: Vec<Section>,
     /// Tiny sizes and few repetitions: checks the whole harness in seconds.
     #[arg(long)]
@@ -55,6 +60,10 @@ struct Args {
     /// The `etopt` whose compile time is measured (a release build).
     #[arg(long, default_value = "target/release/etopt")]
     etopt: PathBuf,
+    /// The `eintup` whose whole runs the process section times (a release
+    /// build).
+    #[arg(long, default_value = "target/release/eintup")]
+    eintup: PathBuf,
     /// Scratch directory for inputs and outputs shared with the peers.
     #[arg(long, default_value = "target/bench-work")]
     work: PathBuf,
@@ -180,6 +189,21 @@ fn run(args: &Args) -> Result<(), String> {
         let o = overhead::run(&args.python, &args.root.join("bench/overhead.py"), &args.work, args.quick)?;
         overhead::print(&o);
         report.insert("overhead".into(), serde_json::to_value(&o).map_err(|e| e.to_string())?);
+    }
+    if args.sections.contains(&Section::Process) {
+        let list: Vec<ops::Op> = ops::process(args.quick).into_iter().filter(|o| keep(&o.name)).collect();
+        let s = process::Setup {
+            ops_dir: setup.ops_dir,
+            work_dir: setup.work_dir,
+            python: setup.python,
+            peers_script: setup.peers_script,
+            eintup: &args.eintup,
+            rounds: if args.quick { 2 } else { 10 },
+            budget: setup.budget,
+        };
+        let (r, versions) = process::run(&s, &list)?;
+        process::print(&r, &versions);
+        report.insert("process".into(), serde_json::json!({ "versions": versions, "results": r }));
     }
     write(&args.out, &report)?;
     eprintln!("bench: wrote {}", args.out.display());

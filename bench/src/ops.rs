@@ -191,7 +191,13 @@ fn chain(f: FloatWidth, operands: usize, n: usize) -> Op {
     }
 }
 
-/// Every benchmarked op at `size`.
+/// The ops whose whole `eintup run` the process section times: the
+/// chains at issue #31's size (`quick`: a small one).
+pub fn process(quick: bool) -> Vec<Op> {
+    let n = if quick { 32 } else { crate::process::BAR_N };
+    vec![chain(FloatWidth::F64, 3, n), chain(FloatWidth::F64, 4, n)]
+}
+
 /// The ops the tuner measures (`etbench --gpu-kit DIR --tune`): the
 /// contractions, whose kernels `register-tiles` and `block-tiles` choose
 /// for, at the GPU size and smaller ones, so that the table covers more
@@ -211,6 +217,7 @@ pub fn tuned(quick: bool) -> Vec<Op> {
     }
 }
 
+/// Every benchmarked op at `size`.
 pub fn ops(size: Size) -> Vec<Op> {
     use FloatWidth::{F32, F64};
     match size {

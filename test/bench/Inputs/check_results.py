@@ -1,9 +1,23 @@
 """Checks etbench's JSON: every example timed, every host op timed by
-eintup and by both peers, and every peer agreeing with eintup."""
+eintup and by both peers, and every peer agreeing with eintup; in a
+process report, every chain run as whole processes at n and at 16, and
+both peers agreeing with what those runs wrote."""
 import json
 import sys
 
 r = json.load(open(sys.argv[1]))
+if "process" in r:
+    procs = r["process"]["results"]
+    assert [p["op"] for p in procs] == ["einsum3_f64", "einsum4_f64"], procs
+    for p in procs:
+        assert len(p["run_ms"]) == len(p["baseline_ms"]) >= 2 and min(p["run_ms"] + p["baseline_ms"]) > 0, p
+        med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else (sorted(v)[len(v) // 2 - 1] + sorted(v)[len(v) // 2]) / 2
+        assert abs(p["compute_ms"] - (med(p["run_ms"]) - med(p["baseline_ms"]))) < 1e-6, p
+        for fw in ("numpy", "tensorflow"):
+            q = p["peers"][fw]
+            assert q.get("error") is None and q["median_s"] > 0 and q["max_rel_err"] <= 1e-9, (p["op"], fw, q)
+    print("ok")
+    sys.exit(0)
 assert len(r["compile"]) >= 14, len(r["compile"])
 for c in r["compile"]:
     assert c["end_to_end_host_ms"] > 0 and c["codegen_host_ms"] > 0, c

@@ -1,0 +1,157 @@
+//! Whole-process time of `eintup run` on the einsum chains (issue #31's
+//! bar): what a user who runs the command waits for, start-up, compile,
+//! the inputs' generation and exit included. The compute time is the
+//! median process time at size `n` minus the median at [`BASELINE`],
+//! whose start-up and compile are the same; the peers' time is their
+//! in-process median (peers.py) on the arrays that very run wrote, each
+//! result checked against eintup's first.
+
+use crate::ops::Op;
+use crate::peers::{self, Comparison, Job};
+use crate::stats::{median, Budget};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// The size whose process time stands for start-up and compile.
+pub const BASELINE: usize = 16;
+
+/// The size of the issue's bar, and the compute time it allows there, as
+/// a multiple of NumPy's.
+pub const BAR_N: usize = 1024;
+pub const BAR: f64 = 2.0;
+
+#[derive(Debug, Serialize)]
+pub struct ProcessResult {
+    pub op: String,
+    pub binds: Vec<String>,
+    /// Every eintup's one dim (the chains are square).
+    pub n: usize,
+    /// Process wall times, ms, in the order they ran (rounds alternate
+    /// `n` and the baseline).
+    pub run_ms: Vec<f64>,
+    pub baseline_ms: Vec<f64>,
+    /// median(run) - median(baseline), and best(run) - best(baseline).
+    pub compute_ms: f64,
+    pub compute_best_ms: f64,
+    /// Peers against `compute_ms` (ratio above 1: eintup is slower).
+    #[serde(flatten)]
+    pub cmp: Comparison,
+}
+
+pub struct Setup<'a> {
+    pub ops_dir: &'a Path,
+    pub work_dir: &'a Path,
+    pub python: &'a Path,
+    pub peers_script: &'a Path,
+    /// The release `eintup` whose runs are timed.
+    pub eintup: &'a Path,
+    /// Rounds of the pair (run at n, run at the baseline).
+    pub rounds: usize,
+    /// The peers' repetitions.
+    pub budget: Budget,
+}
+
+/// `eintup run` of `op` with `binds`, quiet, `extra` appended; its wall time in ms.
+fn run_once(s: &Setup, op: &Op, binds: &[String], extra: &[&str]) -> Result<f64, String> {
+    let mut cmd = Command::new(s.eintup);
+    cmd.arg("run").arg(s.ops_dir.join(op.file));
+    for b in binds {
+        cmd.arg("--bind").arg(b);
+    }
+    if let Some(fp) = op.fp_contract {
+        cmd.arg("--fp-contract").arg(fp.name());
+    }
+    cmd.arg("--float").arg(format!("{:?}", op.float).to_lowercase()).arg("-q").args(extra);
+    let t = Instant::now();
+    let out = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output().map_err(|e| format!("cannot run {}: {e}", s.eintup.display()))?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() {
+        return Err(format!("{}: `eintup run` failed: {}", op.name, String::from_utf8_lossy(&out.stderr).trim_end()));
+    }
+    Ok(ms)
+}
+
+/// `op` with every eintup bound to `[n]` (the chains' binds are all square).
+fn binds_at(op: &Op, n: usize) -> Vec<String> {
+    op.binds.iter().map(|b| format!("{}=[{n}]", b.split('=').next().unwrap_or(b))).collect()
+}
+
+/// The `n` of a chain's `NAME=[n]` binds.
+fn size_of(op: &Op) -> Result<usize, String> {
+    let b = op.binds.first().ok_or_else(|| format!("{}: no binds", op.name))?;
+    b.split('[').nth(1).and_then(|x| x.trim_end_matches(']').parse().ok()).ok_or_else(|| format!("{}: bind `{b}` is not NAME=[n]", op.name))
+}
+
+pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<ProcessResult>, BTreeMap<String, String>), String> {
+    let mut results = Vec::new();
+    let mut jobs = Vec::new();
+    for op in ops {
+        eprintln!("bench: process {}", op.name);
+        let n = size_of(op)?;
+        // One untimed run writes the inputs and the output the peers are
+        // checked against (and brings the binary into the page cache).
+        let dir = s.work_dir.join(format!("process-{}", op.name));
+        let _ = std::fs::remove_dir_all(&dir);
+        run_once(s, op, &op.binds, &["--out", &dir.to_string_lossy()])?;
+        let operands = op.params["operands"].as_array().ok_or_else(|| format!("{}: no operands for the peers", op.name))?;
+        let inputs: BTreeMap<String, PathBuf> = operands.iter().filter_map(|o| o.as_str()).map(|o| (o.to_string(), dir.join(format!("{o}.npy")))).collect();
+        jobs.push(Job::new(op, inputs, dir.join("y.npy")));
+        let baseline = binds_at(op, BASELINE);
+        let (mut run_ms, mut baseline_ms) = (Vec::new(), Vec::new());
+        for _ in 0..s.rounds.max(1) {
+            run_ms.push(run_once(s, op, &op.binds, &[])?);
+            baseline_ms.push(run_once(s, op, &baseline, &[])?);
+        }
+        let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let compute_ms = median(&mut run_ms.clone()) - median(&mut baseline_ms.clone());
+        let compute_best_ms = best(&run_ms) - best(&baseline_ms);
+        results.push(ProcessResult { op: op.name.clone(), binds: op.binds.clone(), n, run_ms, baseline_ms, compute_ms, compute_best_ms, cmp: Comparison::new(op.work, compute_ms) });
+    }
+    eprintln!("bench: process peers (NumPy, TensorFlow)");
+    let b = s.budget;
+    let req = peers::Request { device: "cpu", min_reps: b.min_reps, max_reps: b.max_reps, budget_s: b.time.as_secs_f64(), jobs };
+    let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
+    for r in &mut results {
+        let work = ops_work(ops, &r.op);
+        r.cmp.add_peers(&resp, &r.op, work, r.compute_ms);
+    }
+    Ok((results, resp.versions))
+}
+
+fn ops_work(ops: &[Op], name: &str) -> f64 {
+    ops.iter().find(|o| o.name == name).map_or(0.0, |o| o.work)
+}
+
+pub fn print(results: &[ProcessResult], versions: &BTreeMap<String, String>) {
+    println!("\n== process time (`eintup run` at n minus at {BASELINE}, ms, median; peers in process; bar: {BAR}x NumPy)");
+    let v: Vec<String> = versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("peers: {}", v.join(", "));
+    println!("{:<14} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9} {:>7}", "op", "n", "run n", format!("run {BASELINE}"), "compute", "(best)", "numpy", "ratio", "tf", "ratio");
+    for r in results {
+        let peer = |fw: &str| match (r.cmp.peers.get(fw), r.cmp.ratio.get(fw)) {
+            (Some(p), Some(x)) => format!("{:>9.1} {:>6.2}x", p.median_s.unwrap_or(f64::NAN) * 1e3, x),
+            (Some(p), None) => format!("{:>17}", p.error.as_deref().unwrap_or("-").chars().take(17).collect::<String>()),
+            _ => format!("{:>17}", "-"),
+        };
+        println!(
+            "{:<14} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {} {}",
+            r.op,
+            r.n,
+            median(&mut r.run_ms.clone()),
+            median(&mut r.baseline_ms.clone()),
+            r.compute_ms,
+            r.compute_best_ms,
+            peer("numpy"),
+            peer("tensorflow")
+        );
+    }
+    for r in results.iter().filter(|r| r.n == BAR_N) {
+        if let Some(x) = r.cmp.ratio.get("numpy") {
+            let verdict = if *x <= BAR { "within" } else { "OVER" };
+            println!("bar ({}): {verdict} {BAR}x of NumPy ({x:.2}x)", r.op);
+        }
+    }
+}
