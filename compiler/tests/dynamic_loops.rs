@@ -120,7 +120,7 @@ fn a_dynamic_row_sum_splits_and_runs_at_every_configuration() {
     let (split, lm) = passes.iter().find(|(p, _)| p == "split-reductions").unwrap();
     let text = eintup::ir::loops::print::module(lm);
     assert_eq!(lm.kernels.len(), 3, "{split}: {text}");
-    assert!(text.contains("buffer s1_s_partial : i32[(%a.0 * %b.0), 8] temp"), "{text}");
+    assert!(text.contains("buffer s1_s_partial : i32[(%a.0 * %b.0), 8] transient"), "{text}");
     assert!(text.contains("for d_0_step in [0, ((((%d.0 + 7) - lane) // 8) // 32)) reduce"), "{text}");
     for dims in [[2, 3, 5], [1, 1, 31], [2, 2, 32], [1, 3, 33], [2, 1, 256], [1, 2, 257], [1, 1, 1024], [2, 1, 1057], [1, 2, 2100], [3, 2, 0], [0, 4, 40], [3, 0, 40], [1, 1, 1]] {
         let [na, nb, nd] = dims.map(|d| d as usize);

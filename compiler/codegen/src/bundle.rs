@@ -125,7 +125,7 @@ fn manifest_buffer(b: &loops::Buffer, random: Option<RandomSpec>) -> Result<Buff
         role: match b.role {
             loops::Role::Input => Role::Input,
             loops::Role::Output => Role::Output,
-            loops::Role::Temp | loops::Role::Shared | loops::Role::Local => Role::Temp,
+            loops::Role::Temp | loops::Role::Transient | loops::Role::Shared | loops::Role::Local => Role::Temp,
         },
         init: match b.init {
             loops::Init::Input => Init::Input { random },

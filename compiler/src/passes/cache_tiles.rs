@@ -273,7 +273,7 @@ fn packing(m: &LoopModule, k: &Kernel, c: &Compute, n: Dim, red: Dim, chain: &[D
         name: m.unique_buffer_name(format!("{}_panel", m.buffers.get(*buf)?.name)),
         dtype: v.dtype,
         shape: static_shape(&[n.trip, red.trip, strip]),
-        role: Role::Temp,
+        role: Role::Transient,
         init: Init::Zero,
     };
     // The copy: one parallel loop per variable of the index, the same

@@ -417,7 +417,7 @@ fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, ou
     // Snapshot: copy the left array before anything of this statement runs.
     let redirect = if s.reads(lhs) {
         let name = out.unique_buffer_name(format!("{lhs_name}_snap{si}"));
-        let b = Buffer { name, role: Role::Temp, init: Init::Zero, ..out.buffers[lhs].clone() };
+        let b = Buffer { name, role: Role::Transient, init: Init::Zero, ..out.buffers[lhs].clone() };
         let len = b.len_expr();
         out.buffers.push(b);
         let snap = out.buffers.len() - 1;

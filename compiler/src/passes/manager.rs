@@ -285,6 +285,16 @@ pub static PASSES: &[PassInfo] = &[
         provides: &[],
         run: run_with!(super::cache_tiles::CacheTilesOptions, super::cache_tiles::run),
     },
+    PassInfo {
+        name: "share-buffers",
+        summary: "a transient buffer used only after another's last use takes its memory (buffer assignment)",
+        input: Level::Loop,
+        output: Level::Loop,
+        needs: &[],
+        refuses: &[],
+        provides: &[],
+        run: run_with!(super::NoOptions, super::share_buffers::run),
+    },
 ];
 
 /// The `default` pipeline: front end, plan, then middle end.
@@ -302,10 +312,10 @@ pub const MIDDLE_END: &[&str] =
 /// tiles laid out for vector registers, then `interchange` for the
 /// kernels they leave (the GPU wants the loop order the middle end leaves),
 /// and last cache tiles around the large register-tiled contractions.
-pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums", "cache-tiles"];
+pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums", "cache-tiles", "share-buffers"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "arrange-threads", "sink-broadcasts", "fuse-kernels", "pipeline-copies", "simplify-index"];
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "arrange-threads", "sink-broadcasts", "fuse-kernels", "pipeline-copies", "simplify-index", "share-buffers"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

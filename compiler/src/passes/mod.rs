@@ -26,6 +26,7 @@ pub mod sink_broadcasts;
 pub mod interleave_sums;
 pub mod resolve;
 pub mod simplify_index;
+pub mod share_buffers;
 pub mod shift_loops;
 pub mod spec;
 pub mod specialize;

@@ -246,7 +246,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
         name: m.unique_buffer_name(format!("{}_partial", k.name)),
         dtype: buf.dtype,
         shape: vec![rows, IExpr::c(lanes * g)],
-        role: Role::Temp,
+        role: Role::Transient,
         init: Init::Zero,
     };
     let pbuf = m.buffers.len();

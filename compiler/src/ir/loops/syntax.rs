@@ -57,7 +57,7 @@ spelled!(WriteKind { Store => "store", Accumulate => "accumulate", AtomicAccumul
 
 spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce", Unroll => "unroll", Thread => "thread", Spread => "spread" });
 
-spelled!(Role { Input => "input", Output => "output", Temp => "temp", Shared => "shared", Local => "local" });
+spelled!(Role { Input => "input", Output => "output", Temp => "temp", Transient => "transient", Shared => "shared", Local => "local" });
 
 spelled!(Init { Zero => "zero", Input => "input" });
 

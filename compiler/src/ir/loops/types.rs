@@ -196,8 +196,15 @@ pub enum Role {
     Input,
     /// Listed in the program's outputs section.
     Output,
-    /// Any other array, and compiler temporaries (snapshots).
+    /// Any other array of the program (its contents at the end are the
+    /// array's), and `plan-products`' temporaries (arrays of the planned
+    /// `et` module).
     Temp,
+    /// A temporary a loop pass made (a snapshot, a panel, partial sums):
+    /// no program array, so its contents after the last kernel that uses
+    /// it are never read, and `share-buffers` may give its memory to
+    /// another transient from then on. Runtimes treat it as `Temp`.
+    Transient,
     /// Scratch of one thread block (`block-tiles`): GPU shared memory.
     /// Used by one kernel, inside its `thread` nest only; its contents are
     /// undefined when the block starts. Not a kernel parameter, not in
@@ -222,7 +229,7 @@ impl Role {
     pub fn default_init(self) -> Init {
         match self {
             Role::Input => Init::Input,
-            Role::Output | Role::Temp | Role::Shared | Role::Local => Init::Zero,
+            Role::Output | Role::Temp | Role::Transient | Role::Shared | Role::Local => Init::Zero,
         }
     }
 
