@@ -166,3 +166,38 @@ fn cpu_backend_cache_tiled_matches_the_interpreter_exactly() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Two products in a row, each packing its streamed operand (`cache-tiles`):
+/// `share-buffers` gives the second panel the first's memory, and the
+/// results stay the interpreter's bit for bit (the second pack writes
+/// every element before the second product reads any).
+#[test]
+fn cpu_backend_shares_dead_panels_and_matches_the_interpreter_exactly() {
+    use eintup::ir::loops::{KernelRole, Role};
+    let dir = std::env::temp_dir().join(format!("eintup-share-buffers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = |t: &str| format!("a[i,j] = RANDOM(0, 9, {t})\nb[j,l] = RANDOM(0, 9, {t})\nc[i,l] = a[i,j] * b[j,l]\nd[l,m] = RANDOM(0, 9, {t})\ne[i,m] = c[i,l] * d[l,m]\n\ne\n");
+    for (t, float) in [("FLOAT", FloatWidth::F64), ("INT", FloatWidth::F64), ("FLOAT", FloatWidth::F32)] {
+        let path = dir.join(format!("two_{t}.et"));
+        std::fs::write(&path, program(t)).unwrap();
+        let src = Source::load(&path).unwrap();
+        // Both streamed operands exceed the 512 KiB panel bound (f64: 272 x
+        // 272; 4-byte cells: 400 x 384 and 384 x 384); 272 and 384 are
+        // multiples of every host tile's columns.
+        let (j, n) = if t == "FLOAT" && float == FloatWidth::F64 { (272, 272) } else { (400, 384) };
+        let binds = vec!["i=[8]".to_string(), format!("j=[{j}]"), format!("l=[{n}]"), format!("m=[{n}]")];
+        let what = format!("{t} {float:?}");
+        let (module, _) = eintup::pipeline::specialized_module(&src, &binds, 3).unwrap();
+        let lm = eintup::pipeline::lower_host(&src, &module, float, FpContract::Off, eintup_codegen::HostCpu::Native.host_target().unwrap()).unwrap();
+        let packs = lm.kernels.iter().filter(|k| k.role == KernelRole::Pack).count();
+        let transients = lm.buffers.iter().filter(|b| b.role == Role::Transient).count();
+        assert_eq!((packs, transients), (2, 1), "{what}: two packs, one panel buffer");
+        let opts = RunOptions { seed: 3, float, inputs: Default::default(), ..RunOptions::default() };
+        let want = interp::run(&module, &opts).unwrap();
+        let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts, FpContract::Off).unwrap();
+        for (k, a) in module.arrays.iter().enumerate() {
+            assert_tensors_close(&format!("{what} `{}` (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
