@@ -192,15 +192,7 @@ fn run(args: &Args) -> Result<(), String> {
     }
     if args.sections.contains(&Section::Process) {
         let list: Vec<ops::Op> = ops::process(args.quick).into_iter().filter(|o| keep(&o.name)).collect();
-        let s = process::Setup {
-            ops_dir: setup.ops_dir,
-            work_dir: setup.work_dir,
-            python: setup.python,
-            peers_script: setup.peers_script,
-            eintup: &args.eintup,
-            rounds: if args.quick { 2 } else { 10 },
-            budget: setup.budget,
-        };
+        let s = process::Setup { host: &setup, eintup: &args.eintup, rounds: if args.quick { 2 } else { 10 } };
         let (r, versions) = process::run(&s, &list)?;
         process::print(&r, &versions);
         report.insert("process".into(), serde_json::json!({ "versions": versions, "results": r }));

@@ -8,7 +8,7 @@
 
 use crate::ops::Op;
 use crate::peers::{self, Comparison, Job};
-use crate::stats::{median, Budget};
+use crate::stats::median;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,22 +43,19 @@ pub struct ProcessResult {
 }
 
 pub struct Setup<'a> {
-    pub ops_dir: &'a Path,
-    pub work_dir: &'a Path,
-    pub python: &'a Path,
-    pub peers_script: &'a Path,
+    /// Where the programs, the peers and the scratch files are, and the
+    /// peers' repetitions (the host section's).
+    pub host: &'a crate::host::Setup<'a>,
     /// The release `eintup` whose runs are timed.
     pub eintup: &'a Path,
     /// Rounds of the pair (run at n, run at the baseline).
     pub rounds: usize,
-    /// The peers' repetitions.
-    pub budget: Budget,
 }
 
 /// `eintup run` of `op` with `binds`, quiet, `extra` appended; its wall time in ms.
 fn run_once(s: &Setup, op: &Op, binds: &[String], extra: &[&str]) -> Result<f64, String> {
     let mut cmd = Command::new(s.eintup);
-    cmd.arg("run").arg(s.ops_dir.join(op.file));
+    cmd.arg("run").arg(s.host.ops_dir.join(op.file));
     for b in binds {
         cmd.arg("--bind").arg(b);
     }
@@ -94,7 +91,7 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<ProcessResult>, BTreeMap<String
         let n = size_of(op)?;
         // One untimed run writes the inputs and the output the peers are
         // checked against (and brings the binary into the page cache).
-        let dir = s.work_dir.join(format!("process-{}", op.name));
+        let dir = s.host.work_dir.join(format!("process-{}", op.name));
         let _ = std::fs::remove_dir_all(&dir);
         run_once(s, op, &op.binds, &["--out", &dir.to_string_lossy()])?;
         let operands = op.params["operands"].as_array().ok_or_else(|| format!("{}: no operands for the peers", op.name))?;
@@ -112,9 +109,9 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<ProcessResult>, BTreeMap<String
         results.push(ProcessResult { op: op.name.clone(), binds: op.binds.clone(), n, run_ms, baseline_ms, compute_ms, compute_best_ms, cmp: Comparison::new(op.work, compute_ms) });
     }
     eprintln!("bench: process peers (NumPy, TensorFlow)");
-    let b = s.budget;
+    let (h, b) = (s.host, s.host.budget);
     let req = peers::Request { device: "cpu", min_reps: b.min_reps, max_reps: b.max_reps, budget_s: b.time.as_secs_f64(), jobs };
-    let resp = peers::run(s.python, s.peers_script, s.work_dir, &req)?;
+    let resp = peers::run(h.python, h.peers_script, h.work_dir, &req)?;
     for r in &mut results {
         let work = ops_work(ops, &r.op);
         r.cmp.add_peers(&resp, &r.op, work, r.compute_ms);

@@ -25,6 +25,17 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
     true
 }
 
+/// `module` on the host (`--fp-contract off`) gives the interpreter's
+/// arrays bit for bit.
+fn assert_cpu_is_the_interpreter(src: &Source, module: &eintup::ir::et::Module, seed: u64, float: FloatWidth, what: &str) {
+    let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
+    let want = interp::run(module, &opts).unwrap();
+    let got = eintup_codegen::backend::execute(src, module, Backend::Cpu, &opts, FpContract::Off).unwrap();
+    for (k, a) in module.arrays.iter().enumerate() {
+        assert_tensors_close(&format!("{what} `{}` (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
+    }
+}
+
 #[test]
 fn cpu_backend_matches_the_interpreter_on_every_example() {
     for p in examples() {
@@ -76,12 +87,7 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
             let big = lm.kernels.iter().filter(|k| k.iteration_count().unwrap() >= MIN_SPLIT_ITERATIONS);
             let splits = big.filter(|k| split_range(k).is_some()).count();
             assert_eq!(splits > 0, split, "{file}: kernels split across threads");
-            let opts = RunOptions { seed: 1, float, inputs: Default::default(), ..RunOptions::default() };
-            let want = interp::run(&module, &opts).unwrap();
-            let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts, FpContract::Off).unwrap();
-            for (k, a) in module.arrays.iter().enumerate() {
-                assert_tensors_close(&format!("{file} {float:?} {} (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
-            }
+            assert_cpu_is_the_interpreter(&src, &module, 1, float, &format!("{file} {float:?}"));
         }
     }
 }
@@ -157,12 +163,7 @@ fn cpu_backend_cache_tiled_matches_the_interpreter_exactly() {
         };
         let fired = lm.kernels.iter().any(|k| k.is_register_tiled() && leading(&k.body) != 2);
         assert_eq!(fired, blocked, "{what}: cache-tiled");
-        let opts = RunOptions { seed: 3, float, inputs: Default::default(), ..RunOptions::default() };
-        let want = interp::run(&module, &opts).unwrap();
-        let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts, FpContract::Off).unwrap();
-        for (k, a) in module.arrays.iter().enumerate() {
-            assert_tensors_close(&format!("{what} `{}` (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
-        }
+        assert_cpu_is_the_interpreter(&src, &module, 3, float, &what);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -192,12 +193,7 @@ fn cpu_backend_shares_dead_panels_and_matches_the_interpreter_exactly() {
         let packs = lm.kernels.iter().filter(|k| k.role == KernelRole::Pack).count();
         let transients = lm.buffers.iter().filter(|b| b.role == Role::Transient).count();
         assert_eq!((packs, transients), (2, 1), "{what}: two packs, one panel buffer");
-        let opts = RunOptions { seed: 3, float, inputs: Default::default(), ..RunOptions::default() };
-        let want = interp::run(&module, &opts).unwrap();
-        let got = eintup_codegen::backend::execute(&src, &module, Backend::Cpu, &opts, FpContract::Off).unwrap();
-        for (k, a) in module.arrays.iter().enumerate() {
-            assert_tensors_close(&format!("{what} `{}` (cpu vs interpreter)", a.name), &got[k], &want[k], Tol::EXACT);
-        }
+        assert_cpu_is_the_interpreter(&src, &module, 3, float, &what);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
