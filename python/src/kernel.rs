@@ -82,7 +82,15 @@ struct Compiled {
     generated: OnceCell<Vec<Tensor>>,
     /// The host program's own buffers (temporaries), zeroed before each
     /// run; `u64`s, so every element is aligned.
-    scratch: RefCell<Vec<Vec<u64>>>,
+    scratch: RefCell<Vec<Scratch>>,
+}
+
+/// One buffer of [`Compiled::scratch`]: its memory, and whether it must
+/// be zeroed again before a run (not where the program writes it whole
+/// before reading it: `LoopModule::initial_contents_unread`).
+struct Scratch {
+    words: Vec<u64>,
+    clear: bool,
 }
 
 enum Code {
@@ -469,9 +477,18 @@ impl Kernel {
         }
         let mut scratch = c.scratch.try_borrow_mut().map_err(|_| Error::new_err("the kernel is already running"))?;
         if scratch.is_empty() {
-            *scratch = lm.buffers.iter().zip(&bufs).map(|(b, x)| if matches!(x, Buf::Scratch) { vec![0u64; eintup_codegen::host::buffer_bytes(b).unwrap_or(0).div_ceil(8)] } else { Vec::new() }).collect();
+            *scratch = lm
+                .buffers
+                .iter()
+                .zip(&bufs)
+                .enumerate()
+                .map(|(i, (b, x))| match x {
+                    Buf::Scratch => Scratch { words: vec![0u64; eintup_codegen::host::buffer_bytes(b).unwrap_or(0).div_ceil(8)], clear: !lm.initial_contents_unread(i) },
+                    _ => Scratch { words: Vec::new(), clear: false },
+                })
+                .collect();
         } else {
-            scratch.iter_mut().for_each(|s| s.fill(0));
+            scratch.iter_mut().filter(|s| s.clear).for_each(|s| s.words.fill(0));
         }
         let mut refs: Vec<BufferRef<'_>> = Vec::with_capacity(bufs.len());
         let mut owned_iter = owned_out.iter_mut().peekable();
@@ -491,7 +508,7 @@ impl Kernel {
                 },
                 // SAFETY: `s` holds at least the buffer's bytes (sized above
                 // from the same module) and is borrowed for the run.
-                Buf::Scratch => unsafe { BufferRef::from_raw(s.as_mut_ptr() as *mut u8, eintup_codegen::host::buffer_bytes(b).unwrap_or(0), true) },
+                Buf::Scratch => unsafe { BufferRef::from_raw(s.words.as_mut_ptr() as *mut u8, eintup_codegen::host::buffer_bytes(b).unwrap_or(0), true) },
             };
             refs.push(r);
         }

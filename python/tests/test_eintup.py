@@ -246,6 +246,28 @@ def test_cpu_calls_run_on_the_callers_memory():
     assert k.last_copies == 2
 
 
+def test_temporaries_start_from_zero_on_every_call():
+    """A temporary the program adds to first (`t[i] += ..`) is cleared
+    before each call; one it writes whole first (two products' panels,
+    which share one buffer) is not, and need not be: every call gives the
+    first call's result."""
+    acc = eintup.compile("x[i] = RANDOM(0, 9, INT)\nt[i] += x[i]\ny[i] = t[i] * 2\n\ny\n", target="cpu")
+    x = np.arange(5, dtype=np.int32)
+    for _ in range(3):
+        np.testing.assert_array_equal(acc(x=x)["y"], 2 * x)
+    two = eintup.compile(
+        "a[i,j] = RANDOM(0, 9, INT)\nb[j,l] = RANDOM(0, 9, INT)\nc[i,l] = a[i,j] * b[j,l]\n"
+        "d[l,m] = RANDOM(0, 9, INT)\ne[i,m] = c[i,l] * d[l,m]\n\ne\n",
+        target="cpu",
+    )
+    rng = np.random.default_rng(1)
+    # Operands past cache-tiles' 512 KiB panel bound: both are packed.
+    a, b, d = (rng.integers(0, 9, s, dtype=np.int32) for s in ((8, 400), (400, 384), (384, 384)))
+    want = a.astype(np.int64) @ b @ d
+    for _ in range(2):
+        np.testing.assert_array_equal(two(a=a, b=b, d=d)["e"], want)
+
+
 def test_out_is_written_in_place_without_a_copy():
     k = eintup.compile(MATMUL, target="cpu")
     a, b = rand((2, 3, 4), seed=7), rand((2, 4, 5), seed=8)

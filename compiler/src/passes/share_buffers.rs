@@ -9,7 +9,7 @@
 //! and of one element type, `A` has at least `B`'s elements, every use of
 //! `A` and of the buffers already in it precedes `B`'s first kernel, and
 //! that kernel writes every element of `B` before anything reads it
-//! ([`covers`]): the zeros `B` would have started with are never seen.
+//! (`Kernel::writes_whole`): the zeros `B` would have started with are never seen.
 //! Every access of `B` then goes to `A` at the same offset and `B` is
 //! removed. Program arrays (`input`, `output`, `temp`) keep their memory:
 //! their final contents are the program's results.
@@ -46,7 +46,7 @@ pub struct Shared {
 
 /// Shares what qualifies in `m` (module docs); returns the assignments.
 pub fn share(m: &mut LoopModule) -> Vec<Shared> {
-    let ranges = live_ranges(m);
+    let ranges = m.live_ranges();
     let len = |b: BufId| m.buffers[b].len().filter(|&n| n > 0 && m.buffers[b].dims().is_some());
     let mut order: Vec<(usize, BufId)> =
         (0..m.buffers.len()).filter(|&b| m.buffers[b].role == Role::Transient && len(b).is_some()).filter_map(|b| ranges[b].map(|(first, _)| (first, b))).collect();
@@ -60,7 +60,7 @@ pub fn share(m: &mut LoopModule) -> Vec<Shared> {
         let fits = |h: BufId| m.buffers[h].dtype == m.buffers[b].dtype && len(h).is_some_and(|hn| hn >= n);
         let host = hosts.iter_mut().filter(|(h, end)| *end < first && fits(*h)).min_by_key(|(h, _)| len(*h));
         match host {
-            Some(host) if covers(&m.kernels[first], b, n) => {
+            Some(host) if m.kernels[first].writes_whole(b, n) => {
                 target[b] = host.0;
                 host.1 = last;
                 shared.push(Shared { guest: m.buffers[b].name.clone(), host: m.buffers[host.0].name.clone(), bytes: n * m.buffers[b].dtype.size() as i64 });
@@ -72,70 +72,6 @@ pub fn share(m: &mut LoopModule) -> Vec<Shared> {
         remove_guests(m, &target);
     }
     shared
-}
-
-/// Each buffer's first and last using kernel (`None`: no kernel uses it).
-fn live_ranges(m: &LoopModule) -> Vec<Option<(usize, usize)>> {
-    let mut ranges: Vec<Option<(usize, usize)>> = vec![None; m.buffers.len()];
-    for (i, k) in m.kernels.iter().enumerate() {
-        for b in k.buffers() {
-            if let Some(r) = ranges.get_mut(b) {
-                *r = Some(r.map_or((i, i), |(first, _)| (first, i)));
-            }
-        }
-    }
-    ranges
-}
-
-/// Does kernel `k` write all `len` elements of buffer `b` before reading
-/// any? Proved for a perfect nest of loops with constant bounds around one
-/// `store` into `b` that loads nothing from `b`, with no guard or index
-/// load, whose offset `c + sum(k_v * v)` numbers the iterations onto
-/// `[0, len)` in mixed radix: the coefficients, in increasing order, are
-/// 1, n_1, n_1 n_2, .. for trips n_i, the offset at the lower bounds is 0,
-/// and the trips multiply to `len` (a loop the offset does not use
-/// repeats writes, which is harmless).
-pub fn covers(k: &Kernel, b: BufId, len: i64) -> bool {
-    let mut loops: Vec<(VarId, i64, i64)> = Vec::new();
-    let mut nodes = &k.body[..];
-    let c = loop {
-        match nodes {
-            [Node::For(f)] => {
-                let (Some(lo), Some(hi)) = (f.lo.as_const(), f.hi.as_const()) else { return false };
-                if hi <= lo {
-                    return false;
-                }
-                loops.push((f.var, lo, hi));
-                nodes = &f.body;
-            }
-            [Node::Compute(c)] => break c,
-            _ => return false,
-        }
-    };
-    if c.write.buf != b || c.write.kind != WriteKind::Store || c.reads(b) {
-        return false;
-    }
-    let lin = c.write.offset.linear();
-    let mut base = lin.constant as i128;
-    let mut radix: Vec<(i128, i128)> = Vec::new();
-    for (atom, coef) in &lin.terms {
-        let IExpr::Var(v) = atom else { return false };
-        let Some(&(_, lo, hi)) = loops.iter().find(|l| l.0 == *v) else { return false };
-        if *coef <= 0 {
-            return false;
-        }
-        base += *coef as i128 * lo as i128;
-        radix.push((*coef as i128, (hi - lo) as i128));
-    }
-    radix.sort_unstable();
-    let mut next: i128 = 1;
-    for (coef, trip) in radix {
-        if coef != next {
-            return false;
-        }
-        next *= trip;
-    }
-    base == 0 && next == len as i128
 }
 
 /// Drops every buffer `b` with `target[b] != b`, its accesses renamed to
@@ -242,22 +178,5 @@ kernel @use_c {
         assert_eq!(shared(&f32_guest).0, vec![]);
         assert_eq!(shared(&CHAIN.replace("buffer b_panel : f64[6, 4] transient", "buffer b_panel : f64[6, 3] transient").replace("for k in [0, 4) parallel {\n      %0 = load b[((k * 6) + j)] : f64\n      store b_panel[((j * 4) + k)]", "for k in [0, 3) parallel {\n      %0 = load b[((k * 6) + j)] : f64\n      store b_panel[((j * 3) + k)]").replace("for k in [0, 4) reduce {\n      %0 = load b_panel[((j * 4) + k)]", "for k in [0, 3) reduce {\n      %0 = load b_panel[((j * 3) + k)]")).0, vec![]);
         assert_eq!(shared(&CHAIN.replace("c_panel : f64[6, 4] transient", "c_panel : f64[6, 4] temp")).0, vec![]);
-    }
-
-    #[test]
-    fn covers_is_a_mixed_radix_numbering_of_the_iterations() {
-        let k = |offset: &str, lo: i64, hi: i64| {
-            let text = format!("buffer x : f64[24] transient\n\nkernel @k {{\n  for i in [{lo}, {hi}) parallel {{\n    for j in [0, 4) parallel {{\n      for r in [0, 2) reduce {{\n        %0 = const 1.0 : f64\n        store x[{offset}] = %0\n      }}\n    }}\n  }}\n}}\n");
-            let m = parse_verified(&text).unwrap();
-            covers(&m.kernels[0], 0, 24)
-        };
-        assert!(k("((i * 4) + j)", 0, 6));
-        assert!(k("((j * 6) + i)", 0, 6));
-        assert!(k("(((i - 2) * 4) + j)", 2, 8));
-        assert!(!k("((i * 4) + j)", 0, 5));
-        assert!(!k("((i * 5) + j)", 0, 6));
-        assert!(!k("(((i * 4) + j) + 1)", 0, 6));
-        assert!(!k("((i * 4) + (j // 2))", 0, 6));
-        assert!(k("(((i * 8) + (j * 2)) + r)", 0, 3));
     }
 }

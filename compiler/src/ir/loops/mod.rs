@@ -23,6 +23,7 @@ pub mod contraction;
 pub mod facts;
 pub mod geometry;
 pub mod iexpr;
+pub mod liveness;
 pub mod index32;
 pub mod interval;
 pub mod parse;
