@@ -112,15 +112,11 @@ pub fn run(s: &Setup, ops: &[Op]) -> Result<(Vec<ProcessResult>, BTreeMap<String
     let (h, b) = (s.host, s.host.budget);
     let req = peers::Request { device: "cpu", min_reps: b.min_reps, max_reps: b.max_reps, budget_s: b.time.as_secs_f64(), jobs };
     let resp = peers::run(h.python, h.peers_script, h.work_dir, &req)?;
-    for r in &mut results {
-        let work = ops_work(ops, &r.op);
-        r.cmp.add_peers(&resp, &r.op, work, r.compute_ms);
+    // `results` is in the order of `ops`.
+    for (r, op) in results.iter_mut().zip(ops) {
+        r.cmp.add_peers(&resp, &r.op, op.work, r.compute_ms);
     }
     Ok((results, resp.versions))
-}
-
-fn ops_work(ops: &[Op], name: &str) -> f64 {
-    ops.iter().find(|o| o.name == name).map_or(0.0, |o| o.work)
 }
 
 pub fn print(results: &[ProcessResult], versions: &BTreeMap<String, String>) {

@@ -477,13 +477,14 @@ impl Kernel {
         }
         let mut scratch = c.scratch.try_borrow_mut().map_err(|_| Error::new_err("the kernel is already running"))?;
         if scratch.is_empty() {
+            let unread = lm.initial_contents_unread();
             *scratch = lm
                 .buffers
                 .iter()
                 .zip(&bufs)
-                .enumerate()
-                .map(|(i, (b, x))| match x {
-                    Buf::Scratch => Scratch { words: vec![0u64; eintup_codegen::host::buffer_bytes(b).unwrap_or(0).div_ceil(8)], clear: !lm.initial_contents_unread(i) },
+                .zip(unread)
+                .map(|((b, x), unread)| match x {
+                    Buf::Scratch => Scratch { words: vec![0u64; eintup_codegen::host::buffer_bytes(b).unwrap_or(0).div_ceil(8)], clear: !unread },
                     _ => Scratch { words: Vec::new(), clear: false },
                 })
                 .collect();

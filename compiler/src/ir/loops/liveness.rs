@@ -20,16 +20,22 @@ impl LoopModule {
         ranges
     }
 
-    /// Are buffer `b`'s contents before the first kernel never read: does
-    /// the first kernel that uses it write it whole first
-    /// ([`Kernel::writes_whole`])? True for an unused or empty buffer.
-    pub fn initial_contents_unread(&self, b: BufId) -> bool {
-        let Some(len) = self.buffers.get(b).and_then(|x| x.len()) else { return false };
-        match self.live_ranges().get(b).copied().flatten() {
-            None => true,
-            Some(_) if len == 0 => true,
-            Some((first, _)) => self.kernels[first].writes_whole(b, len),
-        }
+    /// For each buffer: are its contents before the first kernel never
+    /// read, because the first kernel that uses it writes it whole first
+    /// ([`Kernel::writes_whole`])? True for an unused or empty buffer,
+    /// false for one of symbolic size.
+    pub fn initial_contents_unread(&self) -> Vec<bool> {
+        let ranges = self.live_ranges();
+        self.buffers
+            .iter()
+            .zip(ranges)
+            .enumerate()
+            .map(|(b, (buf, range))| match (buf.len(), range) {
+                (None, _) => false,
+                (Some(_), None) | (Some(0), _) => true,
+                (Some(len), Some((first, _))) => self.kernels[first].writes_whole(b, len),
+            })
+            .collect()
     }
 }
 
@@ -151,6 +157,6 @@ kernel @out {
         assert_eq!(m.live_ranges(), vec![Some((0, 0)), Some((0, 1)), Some((1, 2)), Some((2, 2))]);
         // `t` is stored whole first, `u` is added to (its zeros are read),
         // `y` is stored whole by the last kernel, its only user.
-        assert_eq!((0..4).map(|b| m.initial_contents_unread(b)).collect::<Vec<_>>(), [false, true, false, true]);
+        assert_eq!(m.initial_contents_unread(), [false, true, false, true]);
     }
 }
