@@ -180,6 +180,38 @@ fn block_tile_copies_load_16_bytes_per_thread() {
     assert_eq!(k.global_load_sectors, 16 * k.global_load_requests);
 }
 
+/// Copies and elementwise kernels move 16 bytes per thread
+/// (`widen-threads`, docs/passes.md): a gather of 4,096 rows of 32 f32 is
+/// 1,024 warp stores of 32 lanes x 4 values (16 sectors each) where one
+/// value per thread took 4,096 requests; a space-to-depth in f64 and a
+/// bias add in f64 move 2 values per access. Copies are exact, so the
+/// results are the interpreter's bit for bit.
+#[test]
+fn copies_and_elementwise_kernels_move_16_bytes_per_thread() {
+    // (example, binds, FLOAT, kernel, output, lanes, stored vector, cells)
+    let cases: [(&str, &[&str], FloatWidth, &str, &str, u64, &str, u64); 3] = [
+        ("gather_nd.et", &["batch=[]", "loc=[64,64]", "item=[32]", "w=[4096]"], FloatWidth::F32, "s2_dst", "dst", 4, "st.global.v4.f32", 4096 * 32),
+        // INT elements, 4 bytes whatever FLOAT is.
+        ("space_to_depth.et", &["batch=[2]", "pos=[64,64]", "chan=[16]", "blk=[2,2]"], FloatWidth::F64, "s1_y", "y", 4, "st.global.v4.u32", 2 * 64 * 64 * 16),
+        ("bias_add.et", &["batch=[64]", "pos=[16]", "chan=[64]"], FloatWidth::F64, "s2_y", "y", 2, "st.global.v2.f64", 64 * 16 * 64),
+    ];
+    for (file, binds, float, kernel, out, lanes, vector, cells) in cases {
+        let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
+        let c = case_with(&eintup_testkit::example(file), &binds, 0, float, FpContract::Off).unwrap();
+        let ptx = c.bundle.ptx();
+        let (start, end) = kernel_text(ptx, kernel);
+        let text = &ptx[start..end];
+        assert!(text.contains(vector) && text.matches("st.global").count() == 1, "{file}:\n{text}");
+        let (p, _) = check(&c);
+        let want = c.arrays.iter().find(|(n, _, _)| n == out).unwrap().2.clone();
+        let got = Device::emulator().run(&c.bundle, &BTreeMap::new()).unwrap();
+        assert_eq!(got[out].data, want.data, "{file}: bit for bit");
+        let k = p.get(kernel).unwrap();
+        assert_eq!(k.global_store_requests, cells / (32 * lanes), "{file}");
+        assert_eq!(k.global_store_sectors, 16 * k.global_store_requests, "{file}");
+    }
+}
+
 /// A matmul bundle (f64) and the interpreter's `c`.
 fn matmul(binds: &[&str]) -> (Bundle, Tensor) {
     let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();

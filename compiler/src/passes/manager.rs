@@ -246,6 +246,16 @@ pub static PASSES: &[PassInfo] = &[
         run: run_with!(super::NoOptions, super::fuse_kernels::run),
     },
     PassInfo {
+        name: "widen-threads",
+        summary: "GPU: each thread of a copy or elementwise kernel handles 16 consecutive bytes of cells, one vector access each",
+        input: Level::Loop,
+        output: Level::Loop,
+        needs: &[Fact::Parallelized],
+        refuses: &[],
+        provides: &[],
+        run: run_with!(super::widen_threads::WidenThreadsOptions, super::widen_threads::run),
+    },
+    PassInfo {
         name: "pipeline-copies",
         summary: "GPU: double-buffer a block-tiled step's shared tiles, the copy of step k+1 (cp.async on sm_80+) overlapping step k",
         input: Level::Loop,
@@ -315,7 +325,7 @@ pub const MIDDLE_END: &[&str] =
 pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums", "cache-tiles", "share-buffers"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "arrange-threads", "sink-broadcasts", "fuse-kernels", "pipeline-copies", "simplify-index", "share-buffers"];
+pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "arrange-threads", "sink-broadcasts", "fuse-kernels", "widen-threads", "pipeline-copies", "simplify-index", "share-buffers"];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)

@@ -33,6 +33,7 @@ pub mod specialize;
 pub mod split_reductions;
 pub mod tighten_bounds;
 pub mod tuning;
+pub mod widen_threads;
 
 use crate::ir::loops::target::{GpuTarget, HostTarget};
 use crate::ir::loops::{FloatWidth, FpContract};

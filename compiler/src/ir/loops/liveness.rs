@@ -100,7 +100,6 @@ fn mixed_radix(offset: &Linear, loops: &[(VarId, i64, i64)], len: i64) -> Option
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::ir::loops::parse::parse_verified;
 
     #[test]

@@ -1,0 +1,214 @@
+//! `widen-threads` (GPU): each thread of a copy or elementwise kernel
+//! handles a vector of `W` consecutive cells of the innermost chain loop,
+//! so its accesses along that loop are 16-byte vectors
+//! (`ld.global.nc.v4.f32`, `st.global.v4.f32`) instead of `W` scalar ones.
+//!
+//! A gather, a space-to-depth, a tile or a bias add runs one thread per
+//! cell: one 4-byte load and one 4-byte store per thread, and everything
+//! the thread computes before them (its cell's digits, an index load, a
+//! guard) once per 4 bytes. Here the innermost chain loop `v` (the one
+//! consecutive threads step along) gets a `W`-times shorter trip and each
+//! computation an `unroll` loop over the vector's lanes:
+//!
+//! ```text
+//! for w in [0, 256) parallel { ld = load_index idx[w]; guard 0 <= ld < 512 {
+//!   for item in [0, 32) parallel { %0 = load src[ld*32 + item]; store dst[w*32 + item] = %0 } } }
+//! ```
+//!
+//! becomes (`item := 4*item + item_l`)
+//!
+//! ```text
+//! for w in [0, 256) parallel { ld = load_index idx[w]; guard 0 <= ld < 512 {
+//!   for item in [0, 8) parallel { for item_l in [0, 4) unroll {
+//!     %0 = load src[ld*32 + (4*item + item_l)]; store dst[w*32 + (4*item + item_l)] = %0 } } } }
+//! ```
+//!
+//! Every cell is still computed once, by one thread, with the same values:
+//! the lanes are the cells the `W` threads computed. A warp's accesses
+//! stay contiguous (thread `t` covers bytes `[16t, 16t+16)`), so they are
+//! 4x fewer requests over the same sectors. Code generation unrolls the
+//! lanes and LLVM's load-store vectorizer merges them, given the
+//! alignment each offset proves (docs/codegen.md, "Vector loads").
+//!
+//! Applies to kernels whose chain's rest holds only computations, index
+//! loads, guards and `unroll` loops (copies, elementwise kernels, clears,
+//! `sink-broadcasts`' repetitions; not sums, not block tiles), where:
+//!
+//! - `v` appears in nothing the thread decides before computing (a guard,
+//!   a loop bound, an index load): the lanes share those;
+//! - every load and write offset that depends on `v` is `v + rest`
+//!   (`IExpr::unit_stride_in`) and, at a vector's first lane, a multiple of
+//!   `W` (`IExpr::residue_under`, under the kernel's dim facts), so each
+//!   vector is one aligned access;
+//! - the writes are plain stores or one thread's accumulations, not
+//!   atomics (which stay one per thread, coalesced);
+//! - `W` (16 bytes of the widest element accessed along `v`, halved until
+//!   it fits) divides `v`'s constant trip, and the chain keeps at least
+//!   `min_threads` threads (`GpuTarget`, as `sink-broadcasts`).
+//!
+//! `bytes=N` (4, 8 or 16) caps the vector's bytes; `bytes=0` turns the
+//! pass off.
+
+use super::register_tiles::vector_start;
+use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
+use crate::ir::loops::chain::Chain;
+use crate::ir::loops::target::GpuTarget;
+use crate::ir::loops::*;
+
+/// What `widen-threads` is told: the GPU (`--target`), and the widest
+/// vector it may give a thread.
+#[derive(Clone, Debug)]
+pub struct WidenThreadsOptions {
+    pub gpu: GpuTarget,
+    /// The most bytes a thread's vector covers (16: a 128-bit access).
+    pub bytes: i64,
+}
+
+impl PassOptions for WidenThreadsOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[("bytes", "N: the most bytes of a thread's vector, 0 (off), 4, 8 or 16 (default 16)")];
+    fn from_driver(d: &DriverOptions) -> Self {
+        WidenThreadsOptions { gpu: d.gpu.clone(), bytes: 16 }
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "bytes" => {
+                self.bytes = match value.parse() {
+                    Ok(b @ (0 | 4 | 8 | 16)) => b,
+                    _ => return Err(format!("`bytes` must be 0, 4, 8 or 16, not `{value}`")),
+                };
+                Ok(())
+            }
+            _ => Err(format!("option `{key}` is not declared")),
+        }
+    }
+}
+
+pub fn run(unit: &mut Unit, opts: &WidenThreadsOptions) -> Result<Option<String>, PassError> {
+    let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("widen-threads runs on the loop level".into())) };
+    let mut widened = Vec::new();
+    for k in &mut m.kernels {
+        if let Some((w, t)) = widen_kernel(k, &m.buffers, opts) {
+            widened.push(format!("{} x{w}", k.name));
+            *k = t;
+        }
+    }
+    Ok(Some(if widened.is_empty() { "0 kernels changed".to_string() } else { format!("{} kernels changed ({})", widened.len(), widened.join(", ")) }))
+}
+
+/// The kernel with `W` cells per thread, and `W`, when `k` qualifies (see
+/// the module doc).
+pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) -> Option<(i64, Kernel)> {
+    let chain = Chain::of(&k.body);
+    if chain.thread_nest(&k.body).is_some() {
+        return None;
+    }
+    let &(v, lo, trip) = chain.loops.last()?;
+    let rest = chain.rest(&k.body);
+    let mut offsets = Vec::new(); // (offset, element bytes) of v's accesses
+    if !lanes_can_share(rest, v, buffers, &mut offsets) || offsets.is_empty() {
+        return None;
+    }
+    let widest = offsets.iter().map(|o| o.1).max()?;
+    let mut w = opts.bytes / widest.max(1);
+    let cells = chain.cells();
+    let start = |w: i64| vector_start(v, lo, w);
+    let fits = |w: i64| {
+        trip % w == 0 && cells / w >= opts.gpu.min_threads && offsets.iter().all(|(o, _)| o.unit_stride_in(v) && o.substitute(v, &start(w)).residue_under(w, &k.multiples) == Some(0))
+    };
+    while w > 1 && !fits(w) {
+        w /= 2;
+    }
+    if w <= 1 {
+        return None;
+    }
+
+    let mut t = k.clone();
+    let mut chain = Chain::of(&t.body);
+    chain.set_trip(&mut t.body, v, trip / w);
+    let name = k.vars[v].name.clone();
+    let mut vars = std::mem::take(&mut t.vars);
+    wrap_computes(chain.rest_mut(&mut t.body), &mut |node| {
+        // Each computation gets its own lane variable: a variable is bound once.
+        let lane = add_var(&mut vars, &format!("{name}_l"));
+        let mut body = vec![node];
+        let at = IExpr::add(start(w), IExpr::v(lane));
+        for_each_expr_mut(&mut body, &mut |e| *e = e.substitute(v, &at));
+        Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(w), kind: LoopKind::Unroll, body })
+    });
+    t.vars = vars;
+    Some((w, t))
+}
+
+/// Can the lanes of a vector along `v` share everything in `nodes` but
+/// their computations? Only computations, index loads, guards and
+/// `unroll` loops, none but the computations using `v`, no atomics;
+/// collects the computations' offsets that depend on `v`, with their
+/// element's bytes.
+fn lanes_can_share(nodes: &[Node], v: VarId, buffers: &[Buffer], offsets: &mut Vec<(IExpr, i64)>) -> bool {
+    nodes.iter().all(|n| match n {
+        Node::Compute(c) => {
+            if c.write.kind != WriteKind::Store && c.write.kind != WriteKind::Accumulate {
+                return false;
+            }
+            let loads = c.values.iter().filter_map(|x| if let VOp::Load { buf, offset } = &x.op { Some((*buf, offset)) } else { None });
+            for (buf, o) in loads.chain([(c.write.buf, &c.write.offset)]) {
+                if o.uses(v) {
+                    offsets.push((o.clone(), buffers[buf].dtype.size() as i64));
+                }
+            }
+            true
+        }
+        Node::For(f) => f.kind == LoopKind::Unroll && !f.lo.uses(v) && !f.hi.uses(v) && lanes_can_share(&f.body, v, buffers, offsets),
+        Node::Guard(g) => !g.conds.iter().flat_map(|c| c.exprs()).any(|e| e.uses(v)) && lanes_can_share(&g.body, v, buffers, offsets),
+        Node::LoadIndex { offset, .. } => !offset.uses(v),
+        Node::Sync | Node::Copies(_) => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::loops::parse::parse_module;
+
+    fn opts() -> WidenThreadsOptions {
+        WidenThreadsOptions { gpu: GpuTarget::default(), bytes: 16 }
+    }
+
+    fn widen(src: &str) -> Option<i64> {
+        let m = parse_module(src).unwrap();
+        widen_kernel(&m.kernels[0], &m.buffers, &opts()).map(|(w, t)| {
+            let mut m2 = m.clone();
+            m2.kernels[0] = t;
+            crate::ir::loops::verify::verify(&m2).unwrap();
+            w
+        })
+    }
+
+    const COPY: &str = "facts(parallelized)\nbuffer x : DT[64, N] input\nbuffer y : DT[64, N] output\n\nkernel @k {\n  for i in [0, 64) parallel {\n    for j in [0, N) parallel {\n      %0 = load x[((i * N) + j)] : DT\n      store y[((i * N) + j)] = %0\n    }\n  }\n}\n";
+
+    fn copy(dt: &str, n: i64) -> String {
+        COPY.replace("DT", dt).replace('N', &n.to_string())
+    }
+
+    #[test]
+    fn vectors_of_16_bytes_halved_until_they_divide() {
+        assert_eq!(widen(&copy("f32", 256)), Some(4));
+        assert_eq!(widen(&copy("f64", 256)), Some(2));
+        assert_eq!(widen(&copy("f32", 258)), Some(2));
+        // 64 x 257 cells: an odd row leaves every other vector misaligned.
+        assert_eq!(widen(&copy("f32", 257)), None);
+        // 64 x 64 cells: a quarter would be 1024 threads, under 4096.
+        assert_eq!(widen(&copy("f32", 64)), None);
+    }
+
+    #[test]
+    fn the_option_caps_or_turns_off() {
+        let m = parse_module(&copy("f32", 256)).unwrap();
+        let mut o = opts();
+        o.bytes = 8;
+        assert_eq!(widen_kernel(&m.kernels[0], &m.buffers, &o).map(|x| x.0), Some(2));
+        o.bytes = 0;
+        assert!(widen_kernel(&m.kernels[0], &m.buffers, &o).is_none());
+        assert!(o.set("bytes", "12").is_err());
+    }
+}
