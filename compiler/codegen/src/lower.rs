@@ -595,7 +595,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     /// every value of the variables, `unroll` variables (constants here)
     /// at their value. A thread's four `f32` loads at `16q + 0..3` are then
     /// aligned 16, 4, 8, 4 and LLVM's load-store vectorizer makes them one
-    /// `ld.global.nc.v4.f32` (stores: `st.shared.v4.f32`); an access
+    /// `ld.global.nc.v4.f32` (stores: `st.shared.v4.f32`), and a gather's
+    /// two coordinates at `2w + 0..1` one `ld.global.nc.v2.u32`; an access
     /// aligned to its element only gets `None`.
     fn load_align(&self, offset: &IExpr, dt: DType) -> Option<u32> {
         let base = self.target.base_align()?;
@@ -613,11 +614,19 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             }
         }
         // Under the kernel's dim facts (a run-time variant's): `k * %col.0`
-        // is a multiple of 4 where `%col.0` is.
-        let r = known.residue_under(lanes, &self.k.multiples)?;
-        // The largest power of two dividing both `lanes` and `r` elements.
-        let elems = if r == 0 { lanes } else { 1i64 << r.trailing_zeros().min(lanes.trailing_zeros()) };
-        (elems > 1).then(|| (elems as u64 * elem) as u32)
+        // is a multiple of 4 where `%col.0` is. A residue unknown modulo
+        // `lanes` may be known modulo a divisor: `w * 2` is 0 modulo 2
+        // (8 bytes of i32), not known modulo 4.
+        let mut m = lanes;
+        while m > 1 {
+            if let Some(r) = known.residue_under(m, &self.k.multiples) {
+                // The largest power of two dividing both `m` and `r` elements.
+                let elems = if r == 0 { m } else { 1i64 << r.trailing_zeros().min(m.trailing_zeros()) };
+                return (elems > 1).then(|| (elems as u64 * elem) as u32);
+            }
+            m /= 2;
+        }
+        None
     }
 
     pub(crate) fn load_index(&mut self, buf: BufId, offset: &IExpr) -> Result<IntValue<'ctx>, CodegenError> {
@@ -625,8 +634,13 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         if dt != DType::I32 {
             return Err(self.err(format_args!("load_index from {} buffer `{}`", dt.name(), self.m.buffers[buf].name)));
         }
-        let v = self.b.build_load(self.i32, p, "")?.into_int_value();
-        self.to_index(v)
+        let x = self.b.build_load(self.i32, p, "")?;
+        // Aligned as a value load, so that a row of index values a thread
+        // reads (a gather's coordinates) can be one vector load.
+        if let (Some(align), Some(i)) = (self.load_align(offset, DType::I32), x.as_instruction_value()) {
+            i.set_alignment(align).map_err(|e| self.err(e))?;
+        }
+        self.to_index(x.into_int_value())
     }
 
     // ---- index arithmetic (i64, or i32 when proven to fit) ---------------
