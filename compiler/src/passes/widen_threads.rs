@@ -202,6 +202,18 @@ mod tests {
     }
 
     #[test]
+    fn the_widest_element_sets_the_lanes() {
+        // f64 in, f32 out: 2 lanes (16 bytes of f64, 8 of f32), each
+        // access aligned to its own lanes' bytes.
+        let src = copy("f64", 256).replace("buffer y : f64", "buffer y : f32").replace("store y[((i * 256) + j)] = %0", "%1 = cast %0 : f32\n      store y[((i * 256) + j)] = %1");
+        assert_eq!(widen(&src), Some(2));
+        // A load that does not move along the threads' loop (a broadcast)
+        // does not count.
+        let bcast = copy("f32", 256).replace("load x[((i * 256) + j)] : f32", "load x[(i * 256)] : f32");
+        assert_eq!(widen(&bcast), Some(4));
+    }
+
+    #[test]
     fn the_option_caps_or_turns_off() {
         let m = parse_module(&copy("f32", 256)).unwrap();
         let mut o = opts();
