@@ -168,9 +168,10 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
     // matmul, reduce_sum and gather_nd as the runs above build them; the
     // convolution with the bench's stride 1 (a symbolic stride's
     // `(n - k + 1) //^ s` extent is not a polynomial: i64).
-    // The matmul's divisibility variant too; no window and no vector
-    // access for the others: no run-time variant.
-    for (file, want) in [("matmul", &["s2_c", "s2_c__div4"][..]), ("reduce_sum", &["s1_s"]), ("gather_nd", &["s2_dst"])] {
+    // The divisibility variants of the matmul and of the gather (16-byte
+    // rows, `widen-threads`) too; no window and no vector access for the
+    // row sum: no run-time variant.
+    for (file, want) in [("matmul", &["s2_c", "s2_c__div4"][..]), ("reduce_sum", &["s1_s"]), ("gather_nd", &["s2_dst", "s2_dst__div4"])] {
         let ex = EXAMPLES.iter().find(|e| e.file == file).unwrap();
         let b = dynamic_bundle(ex).1;
         assert_eq!(narrow_kernels(&b), want, "{file}");
@@ -432,6 +433,32 @@ fn the_matmul_launches_its_divisibility_variant_where_its_row_lengths_are_multip
         [("a", [9, 6]), ("b", [6, 20])].into_iter().map(|(n, s)| (n.to_string(), eintup_runtime::Tensor { shape: s.to_vec(), data: Data::F32(vec![1.0; s[0] * s[1]]) })).collect();
     let err = Device::emulator().run_profiled(&forced, &inputs).unwrap_err().to_string();
     assert!(err.contains("s2_c__div4") && err.contains("misaligned"), "{err}");
+}
+
+/// The gather's divisibility variant (`widen-threads` under the facts of
+/// `div4`, docs/passes.md): where the rows' length `%item.0` is a multiple
+/// of 4, each thread copies 16 bytes of a row (`ld.global.nc.v4.f32`,
+/// `st.global.v4.f32`, a quarter of the store requests); elsewhere the
+/// general kernel copies one value per thread. Both equal the interpreter.
+#[test]
+fn the_gather_copies_16_bytes_per_thread_where_its_rows_are_multiples_of_4() {
+    let src = Source::load(&example("gather_nd")).unwrap();
+    let ranks: Vec<(String, usize)> = [("batch", 0), ("loc", 2), ("w", 1), ("item", 1)].iter().map(|(n, r)| (n.to_string(), *r)).collect();
+    let l = lower_dynamic(&src, &[], &ranks, FloatWidth::F32, FpContract::Off);
+    let b = build(&src, &l, FloatWidth::F32, FpContract::Off);
+    let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
+    let conditions: Vec<&[String]> = listed.iter().map(|v| &v.when[..]).collect();
+    assert_eq!(conditions, [&["(0 - (%item.0 % 4))".to_string()][..]]);
+    let ptx = b.ptx();
+    let variant_ptx = &ptx[ptx.find(".entry s2_dst__div4").unwrap()..];
+    assert!(variant_ptx.contains("st.global.v4.f32") && !ptx[..ptx.len() - variant_ptx.len()].contains("st.global.v4.f32"));
+    // Empty rows launch nothing.
+    for (item, chosen) in [(32, &["s2_dst__div4"][..]), (4, &["s2_dst__div4"]), (0, &[]), (30, &["s2_dst"]), (3, &["s2_dst"])] {
+        let binds = vec!["batch=[]".to_string(), "loc=[9,7]".to_string(), "w=[70]".to_string(), format!("item=[{item}]")];
+        // The interpreter computes in f64: the copies are its values rounded to f32.
+        let ran = run_kernels(&src, &b, &l.1.ranks, &binds, 0, 1e-6, 1 << 20).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
+        assert_eq!(ran, chosen, "{binds:?}");
+    }
 }
 
 /// The 1-D convolution's few-channel variant: the same rule, a window of

@@ -98,11 +98,14 @@ pub fn run(unit: &mut Unit, opts: &WidenThreadsOptions) -> Result<Option<String>
 /// The kernel with `W` cells per thread, and `W`, when `k` qualifies (see
 /// the module doc).
 pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) -> Option<(i64, Kernel)> {
-    let chain = Chain::of(&k.body);
+    let chain = Chain::of_dynamic(&k.body);
     if chain.thread_nest(&k.body).is_some() {
         return None;
     }
-    let &(v, lo, trip) = chain.loops.last()?;
+    let (&(v, _, _), (lo, hi)) = (chain.loops.last()?, chain.bounds.last()?);
+    let lo = lo.as_const()?;
+    // `hi - lo`, constant, or over the dims in a dynamic kernel.
+    let trip = IExpr::fold(IBin::Sub, hi.clone(), IExpr::c(lo));
     let rest = chain.rest(&k.body);
     let mut offsets = Vec::new(); // (offset, element bytes) of v's accesses
     if !lanes_can_share(rest, v, buffers, &mut offsets) || offsets.is_empty() {
@@ -110,10 +113,15 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
     }
     let widest = offsets.iter().map(|o| o.1).max()?;
     let mut w = opts.bytes / widest.max(1);
-    let cells = chain.cells();
+    // A dynamic chain's threads are counted at run time: it is widened
+    // whatever their number (in a divisibility variant, launched only
+    // where its facts hold).
+    let enough_threads = |w: i64| chain.bounds.iter().any(|(lo, hi)| lo.is_symbolic() || hi.is_symbolic()) || chain.cells() / w >= opts.gpu.min_threads;
     let start = |w: i64| vector_start(v, lo, w);
     let fits = |w: i64| {
-        trip % w == 0 && cells / w >= opts.gpu.min_threads && offsets.iter().all(|(o, _)| o.unit_stride_in(v) && o.substitute(v, &start(w)).residue_under(w, &k.multiples) == Some(0))
+        trip.residue_under(w, &k.multiples) == Some(0)
+            && enough_threads(w)
+            && offsets.iter().all(|(o, _)| o.unit_stride_in(v) && o.substitute(v, &start(w)).residue_under(w, &k.multiples) == Some(0))
     };
     while w > 1 && !fits(w) {
         w /= 2;
@@ -123,8 +131,10 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
     }
 
     let mut t = k.clone();
-    let mut chain = Chain::of(&t.body);
-    chain.set_trip(&mut t.body, v, trip / w);
+    let mut chain = Chain::of_dynamic(&t.body);
+    // `trip` is a multiple of `w`: the quotient is exact.
+    let hi = IExpr::fold(IBin::Add, IExpr::c(lo), IExpr::fold(IBin::FloorDiv, trip, IExpr::c(w)));
+    chain.set_hi(&mut t.body, v, hi);
     let name = k.vars[v].name.clone();
     let mut vars = std::mem::take(&mut t.vars);
     wrap_computes(chain.rest_mut(&mut t.body), &mut |node| {
