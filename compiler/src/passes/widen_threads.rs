@@ -43,8 +43,12 @@
 //! - the writes are plain stores or one thread's accumulations, not
 //!   atomics (which stay one per thread, coalesced);
 //! - `W` (16 bytes of the widest element accessed along `v`, halved until
-//!   it fits) divides `v`'s constant trip, and the chain keeps at least
-//!   `min_threads` threads (`GpuTarget`, as `sink-broadcasts`).
+//!   it fits) divides `v`'s trip, and the chain keeps at least
+//!   `min_threads` threads (`GpuTarget`, as `sink-broadcasts`). A
+//!   dynamic kernel's symbolic trip (`[0, %item.0)`) divides where its
+//!   dim facts say so (a `div4` variant's, `Kernel::multiples`): its bound
+//!   becomes `%item.0 // W`, exact; its threads are counted at run time,
+//!   so the floor is not checked.
 //!
 //! `bytes=N` (4, 8 or 16) caps the vector's bytes; `bytes=0` turns the
 //! pass off.
