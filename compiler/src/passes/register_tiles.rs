@@ -404,7 +404,7 @@ pub fn apply(k: &Kernel, choice: &TileChoice) -> Option<Kernel> {
                 // (One vector per thread: no `m_v` loop.)
                 let mv = (f > w).then(|| add_var(&mut vars, &format!("{name}_tv")));
                 let ml = add_var(&mut vars, &format!("{name}_tl"));
-                let cell = IExpr::add(vector_start(d.var, d.lo, w), IExpr::v(ml));
+                let cell = IExpr::add(IExpr::vector_start(d.var, d.lo, w), IExpr::v(ml));
                 return match mv {
                     None => (cell, vec![(ml, w)]),
                     Some(mv) => {
@@ -440,15 +440,6 @@ pub fn apply(k: &Kernel, choice: &TileChoice) -> Option<Kernel> {
     Some(t)
 }
 
-/// `lo + w*(m - lo)`: the first cell of thread `m`'s vectors of `w`
-/// (`m` a loop from `lo`; also `widen-threads`' vectors).
-pub(crate) fn vector_start(m: VarId, lo: i64, w: i64) -> IExpr {
-    match lo {
-        0 => IExpr::mul(IExpr::c(w), IExpr::v(m)),
-        lo => IExpr::add(IExpr::c(lo), IExpr::mul(IExpr::c(w), IExpr::sub(IExpr::v(m), IExpr::c(lo)))),
-    }
-}
-
 /// How many consecutive cells of a cyclic tile of `f` along `d` a thread
 /// keeps side by side (1: none): the most that fit 16 bytes of the sum's
 /// element and divide `f`, where `d`'s trip is constant (or symbolic, in
@@ -480,8 +471,7 @@ fn vector_width(k: &Kernel, d: &Dim, f: i64, layout: TileLayout) -> i64 {
     });
     // At the first cell of a vector (`lo + w*(m - lo) + w*s*m_v`; `m_v`,
     // like `m`, any value): what an aligned vector access needs.
-    let start = vector_start(d.var, d.lo, w);
-    let aligned = |o: &IExpr| !o.depends_on(d.var) || (o.unit_stride_in(d.var) && o.substitute(d.var, &start).residue_under(w, &k.multiples) == Some(0));
+    let aligned = |o: &IExpr| !o.depends_on(d.var) || o.vector_aligned(d.var, d.lo, w, &k.multiples);
     if offsets.chain([&sum.write.offset]).all(aligned) {
         w
     } else {

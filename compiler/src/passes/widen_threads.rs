@@ -53,7 +53,6 @@
 //! `bytes=N` (4, 8 or 16) caps the vector's bytes; `bytes=0` turns the
 //! pass off.
 
-use super::register_tiles::vector_start;
 use super::{DriverOptions, Ir, PassError, PassOptions, Unit};
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::target::GpuTarget;
@@ -102,10 +101,7 @@ pub fn run(unit: &mut Unit, opts: &WidenThreadsOptions) -> Result<Option<String>
 /// The kernel with `W` cells per thread, and `W`, when `k` qualifies (see
 /// the module doc).
 pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) -> Option<(i64, Kernel)> {
-    let chain = Chain::of_dynamic(&k.body);
-    if chain.thread_nest(&k.body).is_some() {
-        return None;
-    }
+    let mut chain = Chain::of_dynamic(&k.body);
     let (&(v, _, _), (lo, hi)) = (chain.loops.last()?, chain.bounds.last()?);
     let lo = lo.as_const()?;
     // `hi - lo`, constant, or over the dims in a dynamic kernel.
@@ -121,12 +117,7 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
     // whatever their number (in a divisibility variant, launched only
     // where its facts hold).
     let enough_threads = |w: i64| chain.bounds.iter().any(|(lo, hi)| lo.is_symbolic() || hi.is_symbolic()) || chain.cells() / w >= opts.gpu.min_threads;
-    let start = |w: i64| vector_start(v, lo, w);
-    let fits = |w: i64| {
-        trip.residue_under(w, &k.multiples) == Some(0)
-            && enough_threads(w)
-            && offsets.iter().all(|(o, _)| o.unit_stride_in(v) && o.substitute(v, &start(w)).residue_under(w, &k.multiples) == Some(0))
-    };
+    let fits = |w: i64| trip.residue_under(w, &k.multiples) == Some(0) && enough_threads(w) && offsets.iter().all(|(o, _)| o.vector_aligned(v, lo, w, &k.multiples));
     while w > 1 && !fits(w) {
         w /= 2;
     }
@@ -134,8 +125,8 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
         return None;
     }
 
+    // `t` has `k`'s shape: the chain's path holds for it.
     let mut t = k.clone();
-    let mut chain = Chain::of_dynamic(&t.body);
     // `trip` is a multiple of `w`: the quotient is exact.
     let hi = IExpr::fold(IBin::Add, IExpr::c(lo), IExpr::fold(IBin::FloorDiv, trip, IExpr::c(w)));
     chain.set_hi(&mut t.body, v, hi);
@@ -145,7 +136,7 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
         // Each computation gets its own lane variable: a variable is bound once.
         let lane = add_var(&mut vars, &format!("{name}_l"));
         let mut body = vec![node];
-        let at = IExpr::add(start(w), IExpr::v(lane));
+        let at = IExpr::add(IExpr::vector_start(v, lo, w), IExpr::v(lane));
         for_each_expr_mut(&mut body, &mut |e| *e = e.substitute(v, &at));
         Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(w), kind: LoopKind::Unroll, body })
     });

@@ -328,6 +328,24 @@ impl IExpr {
         Some((Linear { constant: 0, terms: rest }.to_expr(), Linear { constant: l.constant, terms: fixed }))
     }
 
+    /// `lo + w*(v - lo)`: the first of the `w` consecutive elements that
+    /// value `v` of a loop from `lo` covers (a thread's vector:
+    /// `register-tiles`' vector cells, `widen-threads`' lanes).
+    pub fn vector_start(v: VarId, lo: i64, w: i64) -> IExpr {
+        match lo {
+            0 => IExpr::mul(IExpr::c(w), IExpr::v(v)),
+            lo => IExpr::add(IExpr::c(lo), IExpr::mul(IExpr::c(w), IExpr::sub(IExpr::v(v), IExpr::c(lo)))),
+        }
+    }
+
+    /// Is this offset, taken at the `w` consecutive values of each
+    /// vector along `v` ([`IExpr::vector_start`]), one aligned access of
+    /// `w` elements: unit stride in `v`, and a multiple of `w` at each
+    /// vector's start (under the kernel's dim `facts`)?
+    pub fn vector_aligned(&self, v: VarId, lo: i64, w: i64, facts: &Multiples) -> bool {
+        self.unit_stride_in(v) && self.substitute(v, &IExpr::vector_start(v, lo, w)).residue_under(w, facts) == Some(0)
+    }
+
     /// Is the expression `v + rest` with `rest` free of `v`: do
     /// consecutive values of `v` give consecutive elements? (A run of an
     /// `unroll` loop that one wide access can copy.)
