@@ -159,6 +159,12 @@ impl TargetLowering for HostLowering {
         None
     }
 
+    /// The host's register tiles: LLVM would otherwise prove by alias
+    /// analysis of every unrolled cell that it may keep them in registers.
+    fn register_sums(&self) -> bool {
+        true
+    }
+
     fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine) {
         let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
         // A named CPU (HostCpu) has no feature string: its name implies them.

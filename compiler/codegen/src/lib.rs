@@ -16,6 +16,7 @@ pub mod host;
 pub mod hostlib;
 pub mod lower;
 pub mod nvptx;
+mod sums;
 
 use eintup::ir::loops::{BufId, Kernel, LoopModule};
 use inkwell::context::Context;

@@ -21,6 +21,7 @@
 //! and every division is total (divisor 0 gives 0) through selects rather
 //! than undefined behaviour. docs/codegen.md describes the result.
 
+use super::sums::RegisterSums;
 use super::{kernel_params, CodegenError, FpContract};
 use eintup::ir::loops::poly::Extents;
 use eintup::ir::loops::{
@@ -96,6 +97,9 @@ pub(crate) trait TargetLowering {
     /// (`load_align`), which lets LLVM merge a thread's consecutive loads
     /// into one vector load. `None`: each access keeps its element's.
     fn base_align(&self) -> Option<u64>;
+    /// Whether a reduction's accumulated cells are kept in registers across
+    /// it by the code generator ([`crate::sums`]).
+    fn register_sums(&self) -> bool;
 }
 
 /// Kernels beyond this many in one module compile cheaply when they are
@@ -210,6 +214,9 @@ pub(crate) struct KernelLowering<'a, 'ctx> {
     /// The module's buffer extents, known non-negative (`iexpr`'s
     /// unsigned division).
     extents: Extents,
+    /// Inside a reduction whose cells are in registers: the cells, and
+    /// each one's address and stack slot.
+    sums: Option<(RegisterSums, Vec<(PointerValue<'ctx>, PointerValue<'ctx>)>)>,
 }
 
 impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
@@ -284,6 +291,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             block: None,
             reassoc_sums: target.reassoc_sums(k, fp_contract),
             extents: Extents::of(m),
+            sums: None,
         };
         // Scratch: per block (shared) or per thread (local).
         for buf in k.scratch_buffers(m) {
@@ -421,6 +429,11 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                     lo = self.to_i64(lo)?;
                     hi = self.to_i64(hi)?;
                 }
+                let sums = if self.target.register_sums() && self.sums.is_none() { RegisterSums::of(l) } else { None };
+                let sums_end = match sums {
+                    Some(sums) => Some(self.load_sums(sums, lo, hi)?),
+                    None => None,
+                };
                 let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
                 let header = self.block("for.header");
                 let body = self.block("for.body");
@@ -452,6 +465,9 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                     self.no_unroll(br);
                 }
                 self.b.position_at_end(exit);
+                if let Some(end) = sums_end {
+                    self.store_sums(end)?;
+                }
             }
             Node::Guard(g) => {
                 let c = self.conds(&g.conds)?;
@@ -478,6 +494,60 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             }
         }
         Ok(())
+    }
+
+    /// Before a reduction from `lo` to `hi` whose cells are `sums`: where
+    /// it runs at least once (a cell's address need not be in bounds
+    /// otherwise), each cell is loaded into a stack slot in the entry
+    /// block. Returns the block after the loop's store-back.
+    fn load_sums(&mut self, sums: RegisterSums, lo: IntValue<'ctx>, hi: IntValue<'ctx>) -> Result<inkwell::basic_block::BasicBlock<'ctx>, CodegenError> {
+        let load = self.block("sums.load");
+        let end = self.block("sums.end");
+        let runs = self.b.build_int_compare(IntPredicate::SLT, lo, hi, "")?;
+        self.b.build_conditional_branch(runs, load, end)?;
+        self.b.position_at_end(load);
+        let entry = self.func.get_first_basic_block().ok_or_else(|| self.err("no entry block"))?;
+        let slots = self.ctx.create_builder();
+        let mut cells = Vec::with_capacity(sums.cells.len());
+        for (buf, rest, k) in &sums.cells {
+            let (p, dt) = self.elem_ptr(*buf, &IExpr::add(rest.clone(), IExpr::c(*k)))?;
+            match entry.get_first_instruction() {
+                Some(i) => slots.position_before(&i),
+                None => slots.position_at_end(entry),
+            }
+            let slot = slots.build_alloca(self.ty(dt), "sum")?;
+            let v = self.b.build_load(self.ty(dt), p, "")?;
+            self.b.build_store(slot, v)?;
+            cells.push((p, slot));
+        }
+        self.sums = Some((sums, cells));
+        Ok(end)
+    }
+
+    /// After the reduction: each cell's sum back to memory, then `end`.
+    fn store_sums(&mut self, end: inkwell::basic_block::BasicBlock<'ctx>) -> Result<(), CodegenError> {
+        let Some((sums, cells)) = self.sums.take() else { return Err(self.err("internal error: no register sums to store")) };
+        for ((buf, _, _), (p, slot)) in sums.cells.iter().zip(&cells) {
+            let ty = self.ty(self.m.buffers[*buf].dtype);
+            let v = self.b.build_load(ty, *slot, "")?;
+            self.b.build_store(*p, v)?;
+        }
+        self.b.build_unconditional_branch(end)?;
+        self.b.position_at_end(end);
+        Ok(())
+    }
+
+    /// The stack slot `c` accumulates into, when it adds into a register
+    /// sum.
+    fn sum_slot(&self, c: &Compute) -> Result<Option<PointerValue<'ctx>>, CodegenError> {
+        let Some((sums, cells)) = &self.sums else { return Ok(None) };
+        if !sums.holds(c) {
+            return Ok(None);
+        }
+        let value = |v: VarId| self.env.get(v).copied().flatten().and_then(|x| x.get_sign_extended_constant());
+        let (_, k) = sums.split(&c.write.offset, &value).ok_or_else(|| self.err("internal error: a register sum's cell is not constant"))?;
+        let i = sums.cells.iter().position(|cell| cell.0 == c.write.buf && cell.2 == k).ok_or_else(|| self.err("internal error: no register sum for a cell"))?;
+        Ok(Some(cells[i].1))
     }
 
     /// An `unroll` loop whose body is one `copy_async` contiguous in both
@@ -823,6 +893,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 }
             }
             WriteKind::Accumulate => {
+                let p = self.sum_slot(c)?.unwrap_or(p);
                 let old = self.b.build_load(self.ty(dt), p, "")?;
                 let sum = self.add(dt, old, val)?;
                 self.b.build_store(p, sum)?;

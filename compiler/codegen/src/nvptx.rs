@@ -160,6 +160,11 @@ impl TargetLowering for NvptxLowering {
     fn base_align(&self) -> Option<u64> {
         Some(eintup_runtime::BUFFER_ALIGN)
     }
+
+    /// Not measured on a GPU yet: the PTX stays as the GPU runs checked.
+    fn register_sums(&self) -> bool {
+        false
+    }
 }
 
 /// `for lin = gid; lin < total; lin += nthreads { vars(lin); steps; rest }`;
