@@ -226,7 +226,8 @@ impl Kernel {
             Target::Interp => (Code::Interp, None),
             Target::Cpu => {
                 let (planned, _) = pipeline::planned(&self.src, &module, self.float, self.fp_contract)?;
-                let host = eintup_codegen::HostCpu::Native.host_target().map_err(|e| Failure::user(format!("error: {e}")))?;
+                // Kept in memory and on disk, and called many times.
+                let host = eintup_codegen::HostCpu::Native.host_target().map_err(|e| Failure::user(format!("error: {e}")))?.reused();
                 let lm = pipeline::lower_host(&self.src, &planned, self.float, self.fp_contract, host)?;
                 pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
                 let loops = eintup::ir::loops::print::module(&lm);

@@ -86,6 +86,24 @@ impl std::str::FromStr for TileLayout {
 /// are [`GpuTarget::register_tiles`].
 pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
 
+/// A reused program's host tiles ([`HostTarget::reused`]): also 6 x 8,
+/// which wins where 4 x 16 does not fit and 6 divides the rows (AVX2 f64,
+/// SSE f32). Its 12 sums of one vector hide the FMA latency that 4 x 8's
+/// 8 sums only just cover (two FMA pipes x 4 cycles on Zen 3): products
+/// 8-16% faster, but LLVM takes 15-18 ms more to compile the two kernels
+/// of the 768-1152 chain, more than one `eintup run` gains
+/// (docs/performance.md section 19).
+pub const REUSED_HOST_TILES: [(i64, i64); 7] = [(4, 16), (6, 8), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
+
+/// The tiles `register-tiles{layout=blocked}` considers for `host`.
+pub fn host_tiles(host: &HostTarget) -> &'static [(i64, i64)] {
+    if host.reused {
+        &REUSED_HOST_TILES
+    } else {
+        &HOST_TILES
+    }
+}
+
 /// What `register-tiles` is told: the layout of a thread's tile (pass
 /// option only: `cyclic`, the GPU's, unless the pipeline says
 /// `register-tiles{layout=blocked}`, as the host's does), the GPU
@@ -112,6 +130,7 @@ impl PassOptions for RegisterTilesOptions {
         ("window", "TMxTN: tile a window's symbolic trips (a dynamic convolution's) so, their cells guarded (default: whole)"),
         ("vector-registers", "N: the host's vector registers, which a blocked tile must fit (default: the CPU compiled for; 16 without one)"),
         ("vector-bytes", "N: the bytes of the host's vectors (default: the CPU compiled for; 32 without one)"),
+        ("reused", "true|false: the host program is run many times, so 6x8 tiles are worth their compile time (default: false; true in the Python package)"),
     ];
     fn from_driver(d: &DriverOptions) -> Self {
         RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu, host: d.host, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) }, window: None }
@@ -124,6 +143,7 @@ impl PassOptions for RegisterTilesOptions {
             "choice" => tuning::set_choice(&mut self.choosing, value)?,
             "vector-registers" => self.host.vector_registers = positive(value)?,
             "vector-bytes" => self.host.vector_bytes = positive(value)?,
+            "reused" => self.host.reused = value.parse().map_err(|_| "expected true or false".to_string())?,
             _ => return Err(format!("option `{key}` is not declared")),
         }
         Ok(())
@@ -334,7 +354,7 @@ pub fn candidates(k: &Kernel, tiling: Tiling<'_>, window: Option<(i64, i64)>) ->
             Tiling::Gpu(gpu) => (&gpu.register_tiles, &move |(tm, tn)| cells / (tm * tn) >= gpu.min_threads),
             // The host runs every cell in one or two threads anyway; the
             // tile must fit its registers.
-            Tiling::Host(host) => (&HOST_TILES, &move |tile| host.fits(tile, elem_bytes)),
+            Tiling::Host(host) => (host_tiles(host), &move |tile| host.fits(tile, elem_bytes)),
         };
         // A symbolic trip is guarded, on the GPU's cyclic tile only.
         let divides = |d: &Dim, f: i64| d.trip.map_or(layout == TileLayout::Cyclic, |trip| trip % f == 0);
@@ -584,5 +604,21 @@ mod tests {
         for host in [HostTarget::SSE, HostTarget::AVX2, HostTarget::AVX512] {
             assert!(tiles(&host).iter().all(|&t| host.fits(t, 8)), "{host:?}");
         }
+        // 96 rows: a reused program takes 6 x 8 (15 registers) where 4 x 16
+        // does not fit; one run, or 4 x 16 fitting, keeps the other tiles.
+        let lm = parse::parse_verified(&print::module(&matmul(96, 128, 3)).replace("i32", "f64")).unwrap();
+        let tiles = |host: &HostTarget| candidates(&lm.kernels[0], Tiling::Host(host), None).iter().map(|c| c.tile).collect::<Vec<_>>();
+        assert_eq!(tiles(&HostTarget::AVX2.reused())[0], (6, 8));
+        assert_eq!(HostTarget::AVX2.tile_registers((6, 8), 8), 15);
+        assert_eq!(tiles(&HostTarget::AVX2)[0], (4, 8));
+        assert_eq!(tiles(&HostTarget::AVX512.reused())[..2], [(4, 16), (6, 8)]);
+        assert!(!tiles(&HostTarget::SSE.reused()).contains(&(6, 8)));
+        // The 6 x 8 tile computes the same cells as the untiled kernel.
+        let i32_lm = matmul(96, 128, 3);
+        let choice = candidates(&i32_lm.kernels[0], Tiling::Host(&HostTarget::AVX2.reused()), None).into_iter().find(|c| c.tile == (6, 8)).unwrap();
+        let mut tiled = i32_lm.clone();
+        tiled.kernels[0] = apply(&i32_lm.kernels[0], &choice).unwrap();
+        verify::verify(&tiled).unwrap();
+        assert_eq!(run_matmul(&tiled, 96, 128, 3), run_matmul(&i32_lm, 96, 128, 3));
     }
 }

@@ -198,15 +198,20 @@ pub struct HostTarget {
     /// Bytes of the vectors LLVM's vectoriser makes: 16 with SSE, 32 with
     /// AVX2 and on AVX-512 CPUs (LLVM prefers 256-bit vectors there).
     pub vector_bytes: i64,
+    /// The compiled program is kept and run many times (the Python
+    /// package's cached programs), not once (`eintup run`): tiles whose
+    /// extra compile time one run would not recover are worth it
+    /// (`register_tiles::host_tiles`; docs/performance.md section 19).
+    pub reused: bool,
 }
 
 impl HostTarget {
     /// The x86-64 baseline and `x86-64-v2` (SSE).
-    pub const SSE: HostTarget = HostTarget { vector_registers: 16, vector_bytes: 16 };
+    pub const SSE: HostTarget = HostTarget { vector_registers: 16, vector_bytes: 16, reused: false };
     /// `x86-64-v3` (AVX2).
-    pub const AVX2: HostTarget = HostTarget { vector_registers: 16, vector_bytes: 32 };
+    pub const AVX2: HostTarget = HostTarget { vector_registers: 16, vector_bytes: 32, reused: false };
     /// `x86-64-v4` (AVX-512, 256-bit vectors preferred).
-    pub const AVX512: HostTarget = HostTarget { vector_registers: 32, vector_bytes: 32 };
+    pub const AVX512: HostTarget = HostTarget { vector_registers: 32, vector_bytes: 32, reused: false };
 
     /// Vector registers a blocked `TM x TN` tile of `elem_bytes`-byte
     /// cells keeps live in its inner step: `TM x V` sums, the `V` vectors
@@ -215,6 +220,11 @@ impl HostTarget {
     pub fn tile_registers(&self, (tm, tn): (i64, i64), elem_bytes: i64) -> i64 {
         let v = (tn * elem_bytes + self.vector_bytes - 1) / self.vector_bytes.max(1);
         tm * v + v + 1
+    }
+
+    /// The same CPU, for a program that is run many times (`reused`).
+    pub fn reused(self) -> HostTarget {
+        HostTarget { reused: true, ..self }
     }
 
     /// Whether that tile fits in the register file.
