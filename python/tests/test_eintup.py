@@ -28,12 +28,14 @@ def test_matmul_equals_numpy_at_several_shapes(target, shapes):
 
 
 @pytest.mark.parametrize("fp_contract", ["off", "fast"])
-def test_cpu_products_in_six_row_tiles_equal_the_interpreter(fp_contract):
+@pytest.mark.parametrize("rows", [24, 26, 13])
+def test_cpu_products_in_six_row_tiles_equal_the_interpreter(fp_contract, rows):
     # Programs the package keeps are compiled as `reused` (docs/passes.md,
-    # "The host target"): rows that 6 divides take a 6 x 8 register tile in
-    # f64 on an AVX2 CPU (4 x 16 with AVX-512); the sums keep their order,
-    # so `off` is the interpreter's bits and `fast` within rounding.
-    a, b = rand((2, 24, 40), np.float64, seed=3), rand((2, 40, 48), np.float64, seed=4)
+    # "The host target"): in f64 on an AVX2 CPU (4 x 16 with AVX-512) rows
+    # that 6 divides take a 6 x 8 register tile, others 4 x 8 or 2 x 16
+    # (26) or none (13); the sums keep their order, so `off` is the
+    # interpreter's bits and `fast` within rounding.
+    a, b = rand((2, rows, 40), np.float64, seed=3), rand((2, 40, 48), np.float64, seed=4)
     want = eintup.compile(MATMUL, target="interp", float="f64")(a=a, b=b)["c"]
     got = eintup.compile(MATMUL, target="cpu", float="f64", fp_contract=fp_contract, cache=False)(a=a, b=b)["c"]
     if fp_contract == "off":
