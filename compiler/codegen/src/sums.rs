@@ -130,6 +130,11 @@ impl Walk {
         }
         let bound = &self.bound;
         let (rest, k) = split(&w.offset, &|v| self.sums.fixed_vars.contains(&v), &|v| bound.iter().rev().find(|b| b.0 == v).map(|b| b.1))?;
+        // The rest is evaluated before the loop: no variable of the body
+        // may remain in it (`it * it` is an atom, not a constant term).
+        if bound.iter().any(|b| rest.uses(b.0)) {
+            return None;
+        }
         match self.rests.iter().find(|r| r.0 == w.buf) {
             Some(r) if r.1 != rest => return None,
             Some(_) => {}
@@ -222,6 +227,8 @@ mod tests {
             "accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))] += %2\n            %0 = load a[j] : f64\n            accumulate y[(((i * 2) + (k * 2)) + kt)] += %0",
         );
         assert!(sums_of(&other).is_none());
+        // An unroll variable the cell's offset uses other than linearly.
+        assert!(sums_of(&TILE.replace("accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))]", "accumulate y[((((i * 2) + (it * it)) * 4) + ((k * 2) + kt))]")).is_none());
         // A store into the buffer besides the sums.
         let stored = TILE.replace("accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))] += %2", "accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))] += %2\n            %0 = load a[j] : f64\n            store y[0] = %0");
         assert!(sums_of(&stored).is_none());
