@@ -876,7 +876,11 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         }
         let w = &c.write;
         let (val, vdt) = operand(&vals, &c.values, w.value).map_err(|e| self.err(e))?;
-        let (p, dt) = self.elem_ptr(w.buf, &w.offset)?;
+        // A register sum's cell has its slot: no address in the loop.
+        let (p, dt) = match self.sum_slot(c)? {
+            Some(slot) => (slot, self.m.buffers[w.buf].dtype),
+            None => self.elem_ptr(w.buf, &w.offset)?,
+        };
         if vdt != dt {
             return Err(self.err(format_args!(
                 "writes a {} value into {} buffer `{}`",
@@ -893,7 +897,6 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 }
             }
             WriteKind::Accumulate => {
-                let p = self.sum_slot(c)?.unwrap_or(p);
                 let old = self.b.build_load(self.ty(dt), p, "")?;
                 let sum = self.add(dt, old, val)?;
                 self.b.build_store(p, sum)?;
