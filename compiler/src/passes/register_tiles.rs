@@ -86,22 +86,20 @@ impl std::str::FromStr for TileLayout {
 /// are [`GpuTarget::register_tiles`].
 pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
 
-/// A reused program's host tiles ([`HostTarget::reused`]): also 6 x 8,
-/// which wins where 4 x 16 does not fit and 6 divides the rows (AVX2 f64,
-/// SSE f32). Its 12 sums of one vector hide the FMA latency that 4 x 8's
-/// 8 sums only just cover (two FMA pipes x 4 cycles on Zen 3): products
+/// The tile a reused program ([`HostTarget::reused`]) also considers: it
+/// wins where 4 x 16 does not fit and 6 divides the rows (AVX2 f64, SSE
+/// f32). Its 12 sums of one vector hide the FMA latency that 4 x 8's 8
+/// sums only just cover (two FMA pipes x 4 cycles on Zen 3): products
 /// 8-16% faster, but LLVM takes 15-18 ms more to compile the two kernels
 /// of the 768-1152 chain, more than one `eintup run` gains
 /// (docs/performance.md section 19).
-pub const REUSED_HOST_TILES: [(i64, i64); 7] = [(4, 16), (6, 8), (4, 8), (4, 4), (2, 16), (2, 8), (2, 4)];
+pub const REUSED_HOST_TILE: (i64, i64) = (6, 8);
 
-/// The tiles `register-tiles{layout=blocked}` considers for `host`.
-pub fn host_tiles(host: &HostTarget) -> &'static [(i64, i64)] {
-    if host.reused {
-        &REUSED_HOST_TILES
-    } else {
-        &HOST_TILES
-    }
+/// The tiles `register-tiles{layout=blocked}` considers for `host`:
+/// [`HOST_TILES`], and [`REUSED_HOST_TILE`] for a reused program (the
+/// candidates are ordered by size, so its place in the list is theirs).
+pub fn host_tiles(host: &HostTarget) -> Vec<(i64, i64)> {
+    HOST_TILES.iter().copied().chain(host.reused.then_some(REUSED_HOST_TILE)).collect()
 }
 
 /// What `register-tiles` is told: the layout of a thread's tile (pass
@@ -330,6 +328,10 @@ pub fn candidates(k: &Kernel, tiling: Tiling<'_>, window: Option<(i64, i64)>) ->
     let mut reduces = 0;
     k.walk(&mut |n| reduces += matches!(n, Node::For(f) if f.kind == LoopKind::Reduce) as usize);
     let windows = reduces > 1;
+    let host_list = match tiling {
+        Tiling::Host(host) => host_tiles(host),
+        Tiling::Gpu(_) => Vec::new(),
+    };
     for m in t.ms.iter() {
         let symbolic = m.trip.is_none() || t.n.trip.is_none();
         if windows && symbolic {
@@ -354,7 +356,7 @@ pub fn candidates(k: &Kernel, tiling: Tiling<'_>, window: Option<(i64, i64)>) ->
             Tiling::Gpu(gpu) => (&gpu.register_tiles, &move |(tm, tn)| cells / (tm * tn) >= gpu.min_threads),
             // The host runs every cell in one or two threads anyway; the
             // tile must fit its registers.
-            Tiling::Host(host) => (host_tiles(host), &move |tile| host.fits(tile, elem_bytes)),
+            Tiling::Host(host) => (&host_list, &move |tile| host.fits(tile, elem_bytes)),
         };
         // A symbolic trip is guarded, on the GPU's cyclic tile only.
         let divides = |d: &Dim, f: i64| d.trip.map_or(layout == TileLayout::Cyclic, |trip| trip % f == 0);
