@@ -220,15 +220,16 @@ mod tests {
                 let at = tiles.iter().position(|t| *t == (rt, bt)).unwrap();
                 assert_eq!(tiles.get(at + 1), Some(&(rt, plain)), "{}: {tiles:?}", op.name);
             }
-            // The sm_90 table's recorded tiles (measured without a halo)
-            // are timed again beside the same block with one.
+            // The sm_90 table's recorded tiles are timed again (beside the
+            // same block with a halo where one fits, as the loop above
+            // checks for every halo: 8x8 tiles at k step 16 leave no room
+            // for one at 56 x 56 with 128 channels).
             let key = format!("{}@{}", op.name, op.binds.iter().map(|b| b.replace(['[', ']'], "")).collect::<Vec<_>>().join(","));
             let table = eintup::passes::tuning::Table::builtin(90).unwrap();
             let recorded = |pass: &str| table.entries.iter().find(|e| e.pass == pass && e.op == key).map(|e| e.choice.as_str());
             let (rt, bt) = (recorded("register-tiles").unwrap(), recorded("block-tiles").unwrap());
             if bt != eintup::passes::tuning::NONE {
-                let halo = format!("{bt}h");
-                assert!(tiles.contains(&(rt, bt)) && tiles.contains(&(rt, halo.as_str())), "{key}: {tiles:?}");
+                assert!(tiles.contains(&(rt, bt)), "{key}: {tiles:?}");
             }
         }
     }

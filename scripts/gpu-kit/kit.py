@@ -253,7 +253,10 @@ def python_tests(kit, python, work):
         return {"skipped": "pytest is not installed"}
     code, out, err = sh([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(pkg / "tests" / "test_cuda.py")], timeout=600, env=env)
     summary = [l for l in out.splitlines() if " passed" in l or " failed" in l or " error" in l]
-    return {"ok": code == 0, "summary": summary[-1] if summary else tail(out + err, 2), "log": "" if code == 0 else tail(out + err, 40)}
+    # -rs prints one "SKIPPED [n] file:line: reason" line per reason: kept,
+    # so a report shows which tests a GPU run did not reach, and why.
+    skips = [l for l in out.splitlines() if l.startswith("SKIPPED")]
+    return {"ok": code == 0, "summary": summary[-1] if summary else tail(out + err, 2), "skips": skips, "log": "" if code == 0 else tail(out + err, 40)}
 
 
 def bench(etrun, kit, work, python):
@@ -327,10 +330,25 @@ print(json.dumps({"bytes": n, "median_ms": ms, "gbps": 2 * n / (ms / 1e3) / 1e9}
 TUNE_REPS = 5
 
 
-def tune(etrun, kit, work, device, budget_s):
+def measured_before(path):
+    """{(op, size, float, choices): ms} of an earlier run's tuning.json
+    (--tune-resume): a run that spent its budget goes on where it stopped
+    instead of timing the same variants again."""
+    if path is None:
+        return {}
+    t = json.loads(pathlib.Path(path).read_text())
+    return {(g["op"], g["size"], g["float"], json.dumps(v["choices"], sort_keys=True)): v["ms"]
+            for g in t.get("groups", []) if "error" not in g
+            for v in g["variants"] if "ms" in v}
+
+
+def tune(etrun, kit, work, device, budget_s, before=None):
     """Times every variant of every group of DIR/bench/tune/tune.json (on
     the emulator: runs them, no times) and compares each output with the
-    group's first variant's (the heuristic's choice)."""
+    group's first variant's (the heuristic's choice). Variants timed in
+    `before` (measured_before) keep that time and are not run again; the
+    first variant always runs, as every other's reference."""
+    before = before or {}
     tdir = kit / "bench" / "tune"
     if not (tdir / "tune.json").exists():
         return {"skipped": "no tuning variants in this kit"}
@@ -349,6 +367,11 @@ def tune(etrun, kit, work, device, budget_s):
             if "predicted_ms" in v:
                 res["predicted_ms"] = v["predicted_ms"]
             out_g["variants"].append(res)
+            key = (g["op"], g["size"], g["float"], json.dumps(v["choices"], sort_keys=True))
+            if i > 0 and key in before:
+                res["ms"] = before[key]
+                res["resumed"] = True
+                continue
             if time.time() - t0 > budget_s:
                 res["error"] = f"skipped: the tuning budget of {budget_s:.0f} s was spent"
                 continue
@@ -390,6 +413,9 @@ def tune_md(t):
         timed = [v for v in g["variants"] if "ms" in v]
         ran = [v for v in g["variants"] if "error" not in v]
         line = f"- {g['op']} {g['size']}: {len(ran)} of {len(g['variants'])} variants ran"
+        resumed = sum(1 for v in g["variants"] if v.get("resumed"))
+        if resumed:
+            line += f" ({resumed} timed by the run --tune-resume named)"
         if timed:
             best = min(timed, key=lambda v: v["ms"])
             first = g["variants"][0]
@@ -494,6 +520,7 @@ def report_md(r):
         L.append(f"skipped: {py['skipped']}")
     else:
         L.append(f"{'ok' if py['ok'] else 'FAILED'} — {py['summary']}")
+        L += [f"- {l}" for l in py.get("skips", [])]
         if py.get("log"):
             L += ["", "```", py["log"], "```"]
     L += ["", "## Benchmarks (ms, CUDA events, median)", ""]
@@ -538,7 +565,14 @@ def main():
     ap.add_argument("--device", choices=["cuda", "emu"], default="cuda")
     ap.add_argument("--tune", action="store_true", help="time the tuner's variants, write OUT/tuning.json")
     ap.add_argument("--tune-budget", type=float, default=300.0, help="seconds the tuning step may take")
+    ap.add_argument("--tune-resume", metavar="TUNING_JSON", help="an earlier run's OUT/tuning.json: its timed variants are kept, not run again")
     a = ap.parse_args()
+    try:
+        # Read before anything runs: a wrong path must not cost a GPU run.
+        before = measured_before(a.tune_resume)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"gpu-check: error: --tune-resume {a.tune_resume}: {e}", file=sys.stderr)
+        return 2
     kit, out, work = pathlib.Path(a.kit), pathlib.Path(a.out), pathlib.Path(a.work)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work, ignore_errors=True)
@@ -591,7 +625,7 @@ def main():
     else:
         r["bench"] = {"skipped": "--no-bench"} if a.no_bench else bench(etrun, kit, work, sys.executable)
     if a.tune:
-        r["tuning"] = tune(etrun, kit, work, a.device, a.tune_budget)
+        r["tuning"] = tune(etrun, kit, work, a.device, a.tune_budget, before)
         t = dict(r["tuning"], commit=r["commit"], device_name=r["device"])
         (out / "tuning.json").write_text(json.dumps(t, indent=1) + "\n")
     failed = [t["binary"] for t in r["runtime_tests"] if not t["ok"]] + [c["name"] for c in r["cases"] if not c["ok"]]
