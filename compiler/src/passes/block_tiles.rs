@@ -1424,17 +1424,8 @@ mod tests {
     /// inputs, a 3 x 3 filter and 32 -> 16 channels, before `block-tiles`,
     /// with the module it came from.
     fn conv(dtype: &str, fp: FpContract) -> (crate::ir::et::Module, LoopModule) {
-        let text = format!(
-            "x[batch,ipos,ichan] = RANDOM(-9, 9, {dtype})\nw[fpos,ichan,ochan] = RANDOM(-9, 9, {dtype})\n\
-             y[batch,opos,ochan] = w[ipos-DIMS(stride)*opos,ichan,ochan] * x[batch,ipos,ichan]\n\ny\n\n\
-             RANK(ipos) = 2\nDIMS(opos) = (DIMS(ipos) - DIMS(fpos) + 1) //^ DIMS(stride)\n"
-        );
-        let src = crate::driver::Source::from_string("conv.et", &text);
-        let binds: Vec<String> = ["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[32]", "ochan=[16]"].iter().map(|b| b.to_string()).collect();
-        let (m, _) = crate::pipeline::specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
-        let opts = crate::pipeline::GpuOptions::new(FloatWidth::F32, fp, crate::ir::loops::target::DEFAULT_SM);
-        let lm = crate::pipeline::lower_gpu_before(&src, &m, &opts, "block-tiles").unwrap();
-        (m, lm)
+        let binds = ["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[32]", "ochan=[16]"];
+        crate::passes::test_matmul::conv_before(dtype, &binds, fp, "block-tiles")
     }
 
     /// Elements of `x` a block's copies load per run of their loops (a

@@ -190,12 +190,30 @@ impl PassError {
 }
 
 /// A matmul kernel for the unit tests of the tiling passes
-/// (`register-tiles`, `block-tiles`), and a run of it on fixed inputs.
+/// (`register-tiles`, `block-tiles`), a run of it on fixed inputs, and the
+/// bench convolution lowered for the GPU up to a pass.
 #[cfg(test)]
 pub(crate) mod test_matmul {
     use crate::interp::loops as li;
-    use crate::ir::loops::{parse, LoopModule};
+    use crate::ir::loops::{parse, FloatWidth, FpContract, LoopModule};
     use crate::tensor::{Data, Tensor};
+
+    /// The bench convolution's statement (2-D, `dtype` operands) at
+    /// `binds`, lowered for the default GPU target up to (not including)
+    /// the pass `stop`, with the `et` module it came from.
+    pub fn conv_before(dtype: &str, binds: &[&str], fp: FpContract, stop: &str) -> (crate::ir::et::Module, LoopModule) {
+        let text = format!(
+            "x[batch,ipos,ichan] = RANDOM(-9, 9, {dtype})\nw[fpos,ichan,ochan] = RANDOM(-9, 9, {dtype})\n\
+             y[batch,opos,ochan] = w[ipos-DIMS(stride)*opos,ichan,ochan] * x[batch,ipos,ichan]\n\ny\n\n\
+             RANK(ipos) = 2\nDIMS(opos) = (DIMS(ipos) - DIMS(fpos) + 1) //^ DIMS(stride)\n"
+        );
+        let src = crate::driver::Source::from_string("conv.et", &text);
+        let binds: Vec<String> = binds.iter().map(|b| b.to_string()).collect();
+        let (m, _) = crate::pipeline::specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
+        let opts = crate::pipeline::GpuOptions::new(FloatWidth::F32, fp, crate::ir::loops::target::DEFAULT_SM);
+        let lm = crate::pipeline::lower_gpu_before(&src, &m, &opts, stop).unwrap();
+        (m, lm)
+    }
 
     /// `c[row, col] += a[row, k] * b[k, col]` as the middle end leaves it.
     pub fn matmul(m: i64, n: i64, k: i64) -> LoopModule {

@@ -302,8 +302,9 @@ fn tileable(k: &Kernel) -> Option<Tileable> {
 /// then still step along neighbouring cells), with the largest of the
 /// target's tiles that divides both trips and leaves at least
 /// `gpu.min_threads` threads; later candidates are the smaller tiles, then
-/// the loops further out. A symbolic trip (a dynamic kernel's) need not
-/// divide: its cells past the extent are guarded; in the threshold it
+/// the loops further out. A kernel with a window (several `reduce` loops:
+/// a convolution) takes the largest tile of any loop, innermost on ties.
+/// A symbolic trip (a dynamic kernel's) need not divide: its cells past the extent are guarded; in the threshold it
 /// counts as [`DYN_TRIP`] when it is `m`'s or `n`'s, else as 1. The host
 /// (`blocked`) takes the largest tile of any loop with constant trips
 /// (innermost on ties) among those whose sums, operand vectors and
@@ -366,9 +367,15 @@ pub fn candidates(k: &Kernel, tiling: Tiling<'_>, window: Option<(i64, i64)>) ->
             }
         }
     }
-    if layout == TileLayout::Blocked {
-        // Largest first; the sort is stable, so the innermost loop wins a
-        // tie (each loop's largest tile is its first in HOST_TILES).
+    // A window's kernel (a convolution) on the GPU, at constant trips, takes
+    // the largest tile of any loop too: measured on an H200 (2026-11-27,
+    // docs/tuning.md), a batch tile 8x8 beat the output-column tile 2x2
+    // by 1.3x-2.7x at the three tuned sizes, where the innermost loop's
+    // trip (222, 54) admits only 2x2. A matmul keeps the innermost loop.
+    let largest_first = layout == TileLayout::Blocked || (windows && window.is_none());
+    if largest_first {
+        // Stable: the innermost loop wins a tie (each loop's largest tile
+        // is its first in the target's list).
         out.sort_by_key(|c| std::cmp::Reverse(c.tile.0 * c.tile.1));
     }
     out
@@ -590,6 +597,24 @@ mod tests {
         // chain loop the tile may use, is refused.
         assert!(apply(&lm.kernels[0], &TileChoice { m: row, tile: (3, 2), layout: TileLayout::Cyclic }).is_none());
         assert!(apply(&lm.kernels[0], &TileChoice { m: 2, tile: (2, 2), layout: TileLayout::Cyclic }).is_none());
+    }
+
+    #[test]
+    fn a_convolution_on_the_gpu_takes_the_largest_tile_of_any_loop() {
+        // 32 images of 22 x 22 outputs, 32 channels: the innermost loop
+        // (the output column, 22) admits only 2x2; the batch admits 8x8
+        // (7744 threads left). The largest comes first (measured on an
+        // H200: docs/tuning.md, "Results (H200)").
+        let binds = ["batch=[32]", "ipos=[24,24]", "fpos=[3,3]", "stride=[1,1]", "ichan=[8]", "ochan=[32]"];
+        let (_, lm) = crate::passes::test_matmul::conv_before("FLOAT", &binds, FpContract::Fast, "register-tiles");
+        let k = lm.kernels.iter().find(|k| k.sum().is_some()).expect("the convolution's kernel");
+        let gpu = GpuTarget::default();
+        let cs = candidates(k, Tiling::Gpu(&gpu), None);
+        let name = |c: &TileChoice| k.vars[c.m].name.clone();
+        let got: Vec<(String, (i64, i64))> = cs.iter().map(|c| (name(c), c.tile)).collect();
+        assert_eq!(got.first().map(|(v, t)| (v.starts_with("batch"), *t)), Some((true, (8, 8))), "{got:?}");
+        // The output column's 2x2 is still offered, after the larger tiles.
+        assert!(got.iter().any(|(v, t)| v.starts_with("opos") && *t == (2, 2)), "{got:?}");
     }
 
     #[test]
