@@ -330,6 +330,12 @@ print(json.dumps({"bytes": n, "median_ms": ms, "gbps": 2 * n / (ms / 1e3) / 1e9}
 TUNE_REPS = 5
 
 
+def variant_key(g, v):
+    """A tuning variant's identity across runs: its group's op, size and
+    float, and its choices."""
+    return (g["op"], g["size"], g["float"], json.dumps(v["choices"], sort_keys=True))
+
+
 def measured_before(path):
     """{(op, size, float, choices): ms} of an earlier run's tuning.json
     (--tune-resume): a run that spent its budget goes on where it stopped
@@ -337,7 +343,7 @@ def measured_before(path):
     if path is None:
         return {}
     t = json.loads(pathlib.Path(path).read_text())
-    return {(g["op"], g["size"], g["float"], json.dumps(v["choices"], sort_keys=True)): v["ms"]
+    return {variant_key(g, v): v["ms"]
             for g in t.get("groups", []) if "error" not in g
             for v in g["variants"] if "ms" in v}
 
@@ -367,9 +373,8 @@ def tune(etrun, kit, work, device, budget_s, before=None):
             if "predicted_ms" in v:
                 res["predicted_ms"] = v["predicted_ms"]
             out_g["variants"].append(res)
-            key = (g["op"], g["size"], g["float"], json.dumps(v["choices"], sort_keys=True))
-            if i > 0 and key in before:
-                res["ms"] = before[key]
+            if i > 0 and variant_key(g, v) in before:
+                res["ms"] = before[variant_key(g, v)]
                 res["resumed"] = True
                 continue
             if time.time() - t0 > budget_s:

@@ -483,7 +483,7 @@ pub fn wave_panels(rows: i64, cols: i64, group: i64, wave: i64) -> i64 {
 mod tests {
     use super::*;
     use crate::passes::block_tiles::tile_kernel;
-    use crate::passes::test_matmul::{matmul, run_matmul};
+    use crate::passes::test_kernels::{matmul, run_matmul};
 
     fn opts(warp: Pick<(i64, i64)>, group: Pick<i64>) -> ArrangeThreadsOptions {
         ArrangeThreadsOptions { gpu: GpuTarget::default(), warp, group, choosing: Choosing::default() }

@@ -1392,7 +1392,7 @@ fn cells_distinct(w: &IExpr, unrolls: &[&For], nvars: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::passes::test_matmul::{matmul, run_matmul};
+    use crate::passes::test_kernels::{matmul, run_matmul};
 
     fn tiled(lm: &LoopModule, (what, k, scratch): (String, Kernel, Vec<Buffer>)) -> (String, LoopModule) {
         let mut t = lm.clone();
@@ -1425,7 +1425,7 @@ mod tests {
     /// with the module it came from.
     fn conv(dtype: &str, fp: FpContract) -> (crate::ir::et::Module, LoopModule) {
         let binds = ["batch=[1]", "ipos=[18,18]", "fpos=[3,3]", "stride=[1,1]", "ichan=[32]", "ochan=[16]"];
-        crate::passes::test_matmul::conv_before(dtype, &binds, fp, "block-tiles")
+        crate::passes::test_kernels::conv_before(dtype, &binds, fp, "block-tiles")
     }
 
     /// Elements of `x` a block's copies load per run of their loops (a

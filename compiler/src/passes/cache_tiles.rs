@@ -322,7 +322,7 @@ mod tests {
     use super::*;
     use crate::ir::loops::target::HostTarget;
     use crate::passes::register_tiles::{tile_kernel, Tiling};
-    use crate::passes::test_matmul::{matmul, run_matmul};
+    use crate::passes::test_kernels::{matmul, run_matmul};
 
     /// The host's register-tiled matmul, then cache-tiled with `opts`.
     fn blocked(m: i64, n: i64, k: i64, opts: &CacheTilesOptions) -> (LoopModule, Option<Blocks>) {

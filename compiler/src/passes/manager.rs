@@ -698,7 +698,7 @@ mod tests {
 
     #[test]
     fn a_failure_after_a_pass_dumps_the_ir_the_pass_read() {
-        let module = super::super::test_matmul::matmul(2, 3, 4);
+        let module = super::super::test_kernels::matmul(2, 3, 4);
         let input = crate::ir::loops::print::module(&module);
         let source = crate::driver::Source { path: "m.etir".into(), name: "m.etir".into(), text: input.clone() };
         let run = |after_failure| {

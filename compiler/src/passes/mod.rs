@@ -189,11 +189,11 @@ impl PassError {
     }
 }
 
-/// A matmul kernel for the unit tests of the tiling passes
-/// (`register-tiles`, `block-tiles`), a run of it on fixed inputs, and the
+/// Kernels for the unit tests of the tiling passes (`register-tiles`,
+/// `block-tiles`, ...): a matmul and a run of it on fixed inputs, and the
 /// bench convolution lowered for the GPU up to a pass.
 #[cfg(test)]
-pub(crate) mod test_matmul {
+pub(crate) mod test_kernels {
     use crate::interp::loops as li;
     use crate::ir::loops::{parse, FloatWidth, FpContract, LoopModule};
     use crate::tensor::{Data, Tensor};

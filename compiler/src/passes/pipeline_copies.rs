@@ -626,7 +626,7 @@ fn run_verdict(l: &For, m: &LoopModule, lens: &[(BufId, i64)], facts: &Multiples
 mod tests {
     use super::*;
     use crate::driver::Source;
-    use crate::passes::test_matmul::{matmul, run_matmul};
+    use crate::passes::test_kernels::{matmul, run_matmul};
 
     /// The matmul block-tiled (`block-tiles` on the GPU pipeline's earlier
     /// passes), then `pipeline-copies` with `opts`: the module and the stats.

@@ -304,15 +304,15 @@ fn tileable(k: &Kernel) -> Option<Tileable> {
 /// `gpu.min_threads` threads; later candidates are the smaller tiles, then
 /// the loops further out. A kernel with a window (several `reduce` loops:
 /// a convolution) takes the largest tile of any loop, innermost on ties.
-/// A symbolic trip (a dynamic kernel's) need not divide: its cells past the extent are guarded; in the threshold it
-/// counts as [`DYN_TRIP`] when it is `m`'s or `n`'s, else as 1. The host
-/// (`blocked`) takes the largest tile of any loop with constant trips
-/// (innermost on ties) among those whose sums, operand vectors and
-/// broadcast fit its vector registers (`HostTarget::fits`, the cells'
-/// dtype): a convolution with 62 output columns tiles 4 images x 16
-/// channels, 8 vector sums of f32, rather than 2 columns x 16 channels, 4
-/// (too few independent chains to hide the adds' latency); in f64 on an
-/// AVX2 CPU, 4 x 8.
+/// A symbolic trip (a dynamic kernel's) need not divide: its cells past
+/// the extent are guarded; in the threshold it counts as [`DYN_TRIP`]
+/// when it is `m`'s or `n`'s, else as 1. The host (`blocked`) takes the
+/// largest tile of any loop with constant trips (innermost on ties) among
+/// those whose sums, operand vectors and broadcast fit its vector
+/// registers (`HostTarget::fits`, the cells' dtype): a convolution with 62
+/// output columns tiles 4 images x 16 channels, 8 vector sums of f32,
+/// rather than 2 columns x 16 channels, 4 (too few independent chains to
+/// hide the adds' latency); in f64 on an AVX2 CPU, 4 x 8.
 /// A window's symbolic trips take the tile `window` alone (cyclic, no
 /// thread threshold: a run-time variant's condition stands for it), or
 /// none.
@@ -518,7 +518,7 @@ fn used_outside_compute(nodes: &[Node], v: VarId) -> bool {
 mod tests {
     use super::*;
     use crate::interp::loops as li;
-    use crate::passes::test_matmul::{matmul, run_matmul};
+    use crate::passes::test_kernels::{matmul, run_matmul};
     use crate::tensor::{Data, Tensor};
 
     #[test]
@@ -606,7 +606,7 @@ mod tests {
         // (7744 threads left). The largest comes first (measured on an
         // H200: docs/tuning.md, "Results (H200)").
         let binds = ["batch=[32]", "ipos=[24,24]", "fpos=[3,3]", "stride=[1,1]", "ichan=[8]", "ochan=[32]"];
-        let (_, lm) = crate::passes::test_matmul::conv_before("FLOAT", &binds, FpContract::Fast, "register-tiles");
+        let (_, lm) = crate::passes::test_kernels::conv_before("FLOAT", &binds, FpContract::Fast, "register-tiles");
         let k = lm.kernels.iter().find(|k| k.sum().is_some()).expect("the convolution's kernel");
         let gpu = GpuTarget::default();
         let cs = candidates(k, Tiling::Gpu(&gpu), None);

@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_matmul_kernel_has_its_trips_and_two_loads() {
-        let m = crate::passes::test_matmul::matmul(64, 32, 8);
+        let m = crate::passes::test_kernels::matmul(64, 32, 8);
         let s = KernelShape::of(&m, &m.kernels[0]).expect("a sum");
         assert_eq!(s, KernelShape { dtype: "i32".into(), chain: vec![64, 32], reduce: vec![8], unroll: vec![], loads: 2 });
     }
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn pick_prefers_forced_then_table_then_first() {
-        let m = crate::passes::test_matmul::matmul(64, 64, 8);
+        let m = crate::passes::test_kernels::matmul(64, 64, 8);
         let k = m.kernels[0].clone();
         let d: Vec<String> = ["8x8@0", "4x4@0"].iter().map(|s| s.to_string()).collect();
         let forced = Choosing { forced: Some("4x4@0".into()), table_sm: None };
