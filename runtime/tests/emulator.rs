@@ -261,6 +261,72 @@ fn vector_loads_are_one_request_of_16_bytes_per_lane() {
     assert!(matches!(f.kind, FaultKind::Misaligned { size: 16, .. }), "{f}");
 }
 
+const VRED: &str = "
+.visible .entry vred(.param .u64 vred_param_0, .param .u64 vred_param_1)
+{
+	.reg .b32 	%r<4>;
+	.reg .f32 	%f<5>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.u64 	%rd1, [vred_param_0];
+	ld.param.u64 	%rd2, [vred_param_1];
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 16;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.nc.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd4];
+	and.b32 	%r2, %r1, 7;
+	mul.wide.u32 	%rd5, %r2, 16;
+	add.s64 	%rd6, %rd2, %rd5;
+	red.global.add.v4.f32 	[%rd6+OFFSET], {%f1, %f2, %f3, %f4};
+	ret;
+}
+";
+
+/// `red.global.add.v4.f32` (sm_90; what `widen-threads` gives a scatter's
+/// atomic adds, docs/passes.md): four `f32` atomic adds at one 16-byte
+/// aligned address, one request per warp. Two blocks of 32 threads add
+/// thread `t`'s four values into vector `t mod 8`: each cell is the sum of
+/// 8 of them, none lost. Misaligned, it is a fault; forms the ISA does not
+/// have are refused when the module is read.
+#[test]
+fn vector_reductions_add_four_floats_in_one_request() {
+    let b = |ptx: &str| {
+        bundle(&module(ptx), json!([buf("x", "f32", 128, "input"), buf("y", "f32", 36, "output")]), json!([launch("vred", 2, 32, &["x", "y"])]))
+    };
+    let xs: Vec<f32> = (0..128).map(|i| (i as f32) * 0.5 - 7.0).collect();
+    let inputs = BTreeMap::from([("x".to_string(), Tensor::new(vec![128], Data::F32(xs.clone())).unwrap())]);
+    let (out, profile) = run(&b(&VRED.replace("OFFSET", "0")), inputs.clone()).unwrap();
+    // Cell 4 v + i: thread t with t mod 8 = v adds x[4 t + i], in both blocks.
+    let mut want = vec![0f32; 36];
+    for _block in 0..2 {
+        for t in 0..32 {
+            for i in 0..4 {
+                want[4 * (t % 8) + i] += xs[4 * t + i];
+            }
+        }
+    }
+    assert_eq!(out["y"].data, Data::F32(want));
+    let p = profile.get("vred").unwrap();
+    assert_eq!(p.atomic_requests, 2);
+    assert_eq!(p.global_bytes, 2 * 32 * 16 * 2);
+    let f = fault(run(&b(&VRED.replace("OFFSET", "4")), inputs.clone()));
+    assert!(matches!(f.kind, FaultKind::Misaligned { size: 16, access: "atomic", .. }), "{f}");
+    for (bad, why) in [
+        ("red.global.add.v4.f64", "f32"),
+        ("red.global.min.v4.f32", "red.global.add.v2|v4.f32"),
+        ("red.shared.add.v4.f32", "red.global.add.v2|v4.f32"),
+        ("red.global.add.v8.f32", "v8"),
+    ] {
+        let ptx = VRED.replace("OFFSET", "0").replace("red.global.add.v4.f32", bad);
+        let msg = run(&b(&ptx), inputs.clone()).map(|_| ()).expect_err(bad).to_string();
+        assert!(msg.contains(why), "{bad}: {msg}");
+    }
+    // Two values for a `.v4`: a malformed instruction.
+    let ptx = VRED.replace("[%rd6+OFFSET], {%f1, %f2, %f3, %f4}", "[%rd6], {%f1, %f2}");
+    let msg = run(&b(&ptx), inputs).map(|_| ()).expect_err("two values").to_string();
+    assert!(msg.contains("needs 4 values"), "{msg}");
+}
+
 const VSHARED: &str = "
 .visible .entry vshared(.param .u64 vshared_param_0, .param .u64 vshared_param_1)
 {

@@ -12,7 +12,7 @@ use eintup::ir::loops::target::HostTarget;
 use eintup::ir::loops::{BufId, CopyGroup, DType, Kernel, LoopKind, LoopModule, Node, WriteKind};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
-use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::AddressSpace;
 use eintup::tensor::{Data, Tensor};
 
@@ -143,6 +143,15 @@ impl TargetLowering for HostLowering {
 
     fn copy_group(&self, kl: &mut KernelLowering<'_, '_>, _g: CopyGroup) -> Result<(), CodegenError> {
         Err(kl.err("`commit_copies`/`wait_copies` are GPU-only (host code runs no `pipeline-copies`)"))
+    }
+
+    /// The host's atomic adds are plain ones (`write_kind`): none to merge.
+    fn vector_atomic_lanes(&self, _dt: DType) -> i64 {
+        1
+    }
+
+    fn vector_atomic_add<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, _p: PointerValue<'ctx>, _vals: &[BasicValueEnum<'ctx>]) -> Result<(), CodegenError> {
+        Err(kl.err("internal error: a vector atomic add on the host"))
     }
 
     /// The JIT makes its own target machine for a generic CPU (MCJIT has

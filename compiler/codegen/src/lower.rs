@@ -82,6 +82,13 @@ pub(crate) trait TargetLowering {
     /// shared `dst` (docs/async-copies.md); an error where the target has
     /// no asynchronous copies.
     fn copy_async<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, dst: PointerValue<'ctx>, src: PointerValue<'ctx>, bytes: u32) -> Result<(), CodegenError>;
+    /// The most elements of `dt` one atomic add may cover (a vector
+    /// reduction); 1 where the target has none.
+    fn vector_atomic_lanes(&self, dt: DType) -> i64;
+    /// Atomic adds of `vals` to the consecutive elements from `p` (aligned
+    /// to their bytes) as one instruction; an error where the target has
+    /// no such instruction for their number (`vector_atomic_lanes`).
+    fn vector_atomic_add<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, p: PointerValue<'ctx>, vals: &[BasicValueEnum<'ctx>]) -> Result<(), CodegenError>;
     /// `commit_copies` / `wait_copies N`.
     fn copy_group(&self, kl: &mut KernelLowering<'_, '_>, g: CopyGroup) -> Result<(), CodegenError>;
     /// Function attributes for target machine `tm`, set on every defined
@@ -390,7 +397,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 let (Some(lo), Some(hi)) = (l.lo.as_const(), l.hi.as_const()) else {
                     return Err(self.err("internal error: an `unroll` loop without constant bounds"));
                 };
-                if self.copy_run(l, lo, hi)? {
+                if self.copy_run(l, lo, hi)? || self.atomic_run(l, lo, hi)? {
                     return Ok(());
                 }
                 for i in lo..hi {
@@ -573,6 +580,44 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let target = self.target;
         target.copy_async(self, d, s, bytes as u32)?;
         self.env = saved;
+        Ok(true)
+    }
+
+    /// An `unroll` loop of `W` lanes whose one compute atomically adds
+    /// to consecutive cells (a scatter's lanes, `widen-threads`): one
+    /// vector atomic add of the `W` values where the target has one for
+    /// the dtype and the first lane's offset proves the vector's
+    /// alignment (as `copy_run`); `false` leaves the lanes to the scalar
+    /// path. No LLVM pass merges atomics, so the vector is formed here.
+    fn atomic_run(&mut self, l: &For, lo: i64, hi: i64) -> Result<bool, CodegenError> {
+        let [Node::Compute(c)] = l.body.as_slice() else { return Ok(false) };
+        let w = &c.write;
+        let dt = self.m.buffers[w.buf].dtype;
+        let lanes = hi - lo;
+        if self.target.write_kind(w.kind) != WriteKind::AtomicAccumulate || lanes < 2 || lanes > self.target.vector_atomic_lanes(dt) || !w.offset.unit_stride_in(l.var) {
+            return Ok(false);
+        }
+        let saved = self.env.clone();
+        self.bind(l.var, self.cix(lo))?;
+        let bytes = lanes * dt.size() as i64;
+        if !self.load_align(&w.offset, dt).is_some_and(|a| i64::from(a) >= bytes) {
+            self.env = saved;
+            return Ok(false);
+        }
+        let (p, _) = self.elem_ptr(w.buf, &w.offset)?;
+        let mut vals = Vec::with_capacity(lanes as usize);
+        for i in lo..hi {
+            self.bind(l.var, self.cix(i))?;
+            let (v, vdt) = self.written_value(c)?;
+            if vdt != dt {
+                self.env = saved;
+                return Err(self.err(format_args!("adds a {} value into {} buffer `{}`", vdt.name(), dt.name(), self.m.buffers[w.buf].name)));
+            }
+            vals.push(v);
+        }
+        self.env = saved;
+        let target = self.target;
+        target.vector_atomic_add(self, p, &vals)?;
         Ok(true)
     }
 
@@ -865,17 +910,22 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             .ok_or_else(|| self.err("internal error: intrinsic returns void"))
     }
 
-    fn compute(&mut self, c: &Compute) -> Result<(), CodegenError> {
-        if c.write.kind == WriteKind::CopyAsync {
-            return self.copy_async(c);
-        }
+    /// The value `c` writes, with its dtype.
+    fn written_value(&mut self, c: &Compute) -> Result<(BasicValueEnum<'ctx>, DType), CodegenError> {
         let mut vals: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(c.values.len());
         for (i, v) in c.values.iter().enumerate() {
             let x = self.value(v, &vals, &c.values[..i])?;
             vals.push(x);
         }
+        operand(&vals, &c.values, c.write.value).map_err(|e| self.err(e))
+    }
+
+    fn compute(&mut self, c: &Compute) -> Result<(), CodegenError> {
+        if c.write.kind == WriteKind::CopyAsync {
+            return self.copy_async(c);
+        }
         let w = &c.write;
-        let (val, vdt) = operand(&vals, &c.values, w.value).map_err(|e| self.err(e))?;
+        let (val, vdt) = self.written_value(c)?;
         // A register sum's cell has its slot: no address in the loop.
         let (p, dt) = match self.sum_slot(c)? {
             Some(slot) => (slot, self.m.buffers[w.buf].dtype),

@@ -9,11 +9,12 @@ use super::lower::{lower_and_optimize, KernelLowering, TargetLowering};
 use super::{CodegenError, FpContract};
 use eintup::ir::loops::chain::Step;
 use eintup::ir::loops::geometry::GridChain;
-use eintup::ir::loops::{BufId, CopyGroup, IExpr, Kernel, LoopModule, Role, VarId, WriteKind};
+use eintup::ir::loops::target::GpuTarget;
+use eintup::ir::loops::{BufId, CopyGroup, DType, IExpr, Kernel, LoopModule, Role, VarId, WriteKind};
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
-use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::OptimizationLevel;
@@ -35,7 +36,20 @@ const NVPTX_GLOBAL_AS: u16 = 1;
 pub(crate) struct NvptxLowering {
     /// The compute capability: `cp.async` needs sm_80.
     pub sm: u32,
+    /// Set when a kernel got a vector atomic add, which needs PTX ISA 8.1
+    /// ([`VECTOR_ATOMIC_PTX_ISA`]); the module keeps its architecture's
+    /// older ISA otherwise, for older drivers.
+    pub vector_atomics: std::cell::Cell<bool>,
 }
+
+impl NvptxLowering {
+    pub(crate) fn new(sm: u32) -> NvptxLowering {
+        NvptxLowering { sm, vector_atomics: std::cell::Cell::new(false) }
+    }
+}
+
+/// The PTX ISA (times ten) of `red.global.add.v{2,4}.f32` (CUDA 12.1).
+const VECTOR_ATOMIC_PTX_ISA: u32 = 81;
 
 impl TargetLowering for NvptxLowering {
     /// The PTX entry has exactly the kernel's name.
@@ -124,6 +138,32 @@ impl TargetLowering for NvptxLowering {
         };
         let f = kl.intrinsic(&name, &[])?;
         kl.b.build_call(f, &[dst.into(), src.into()], "")?;
+        Ok(())
+    }
+
+    fn vector_atomic_lanes(&self, dt: DType) -> i64 {
+        GpuTarget::for_sm(self.sm).vector_atomic_lanes(dt)
+    }
+
+    /// `red.global.add.v{2,4}.f32 [p], {..}` as inline assembly: LLVM 19
+    /// has no intrinsic for it, and its `atomicrmw` is scalar.
+    fn vector_atomic_add<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, p: PointerValue<'ctx>, vals: &[BasicValueEnum<'ctx>]) -> Result<(), CodegenError> {
+        let n = vals.len();
+        let all_f32 = vals.iter().all(|v| v.is_float_value() && v.into_float_value().get_type() == kl.ctx.f32_type());
+        if !matches!(n, 2 | 4) || !all_f32 || (n as i64) > self.vector_atomic_lanes(DType::F32) {
+            return Err(kl.err(format_args!("internal error: no vector atomic add of {n} values on sm_{}", self.sm)));
+        }
+        let regs: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+        let asm = format!("red.global.add.v{n}.f32 [$0], {{{}}};", regs.join(", "));
+        let constraints = format!("l,{},~{{memory}}", vec!["f"; n].join(","));
+        let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = vec![p.get_type().into()];
+        params.extend(std::iter::repeat_n(BasicMetadataTypeEnum::from(kl.ctx.f32_type()), n));
+        let fn_ty = kl.ctx.void_type().fn_type(&params, false);
+        let callee = kl.ctx.create_inline_asm(fn_ty, asm, constraints, true, false, None, false);
+        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![p.into()];
+        args.extend(vals.iter().map(|&v| BasicMetadataValueEnum::from(v)));
+        kl.b.build_indirect_call(fn_ty, callee, &args, "")?;
+        self.vector_atomics.set(true);
         Ok(())
     }
 
@@ -338,8 +378,8 @@ fn ptx_isa(sm: u32) -> Result<u32, CodegenError> {
     })
 }
 
-fn machine(sm: u32) -> Result<TargetMachine, CodegenError> {
-    let isa = ptx_isa(sm)?;
+/// The NVPTX machine for `sm_{sm}` emitting PTX ISA `isa` (times ten).
+fn machine(sm: u32, isa: u32) -> Result<TargetMachine, CodegenError> {
     Target::initialize_nvptx(&InitializationConfig::default());
     let triple = TargetTriple::create(TRIPLE);
     let target = Target::from_triple(&triple).map_err(|e| CodegenError(format!("NVPTX target: {}", e.to_string())))?;
@@ -363,9 +403,14 @@ pub(crate) fn optimized_module<'ctx>(
     sm: u32,
     fp_contract: FpContract,
 ) -> Result<(Module<'ctx>, TargetMachine), CodegenError> {
-    let tm = machine(sm)?;
+    let isa = ptx_isa(sm)?;
+    let tm = machine(sm, isa)?;
     let all: Vec<usize> = (0..m.kernels.len()).collect();
-    let module = lower_and_optimize(ctx, m, &all, seed, &NvptxLowering { sm }, fp_contract, &tm)?;
+    let lowering = NvptxLowering::new(sm);
+    let module = lower_and_optimize(ctx, m, &all, seed, &lowering, fp_contract, &tm)?;
+    // The ISA only names the PTX's `.version` (and the instructions LLVM
+    // may select): emitting under a newer one is the same code.
+    let tm = if lowering.vector_atomics.get() && isa < VECTOR_ATOMIC_PTX_ISA { machine(sm, VECTOR_ATOMIC_PTX_ISA)? } else { tm };
     Ok((module, tm))
 }
 

@@ -210,7 +210,7 @@ mod tests {
         let host = crate::lower::lower_module(&ctx, &m, &[0], 0, &crate::host::HostLowering, crate::FpContract::Fast).unwrap().print_to_string().to_string();
         assert_eq!(host.matches("alloca double").count(), 4, "{host}");
         assert!(host.contains("sums.load:") && host.contains("sums.end:"), "{host}");
-        let gpu = crate::lower::lower_module(&ctx, &m, &[0], 0, &crate::nvptx::NvptxLowering { sm: 80 }, crate::FpContract::Fast).unwrap().print_to_string().to_string();
+        let gpu = crate::lower::lower_module(&ctx, &m, &[0], 0, &crate::nvptx::NvptxLowering::new(80), crate::FpContract::Fast).unwrap().print_to_string().to_string();
         assert!(!gpu.contains("sums.load"), "{gpu}");
     }
 

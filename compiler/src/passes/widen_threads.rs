@@ -40,8 +40,12 @@
 //!   (`IExpr::unit_stride_in`) and, at a vector's first lane, a multiple of
 //!   `W` (`IExpr::residue_under`, under the kernel's dim facts), so each
 //!   vector is one aligned access;
-//! - the writes are plain stores or one thread's accumulations, not
-//!   atomics (which stay one per thread, coalesced);
+//! - the writes are plain stores, one thread's accumulations, or atomic
+//!   adds where the GPU adds their dtype in vectors
+//!   (`GpuTarget::vector_atomic_lanes`: 4 `f32` from sm_90, which caps
+//!   `W`): a scatter's lanes then become one `red.global.add.v4.f32`
+//!   (the code generator's `atomic_run`), a fourth of the L2 atomics.
+//!   Elsewhere atomics stay one per thread, coalesced;
 //! - `W` (16 bytes of the widest element accessed along `v`, halved until
 //!   it fits) divides `v`'s trip, and the chain keeps at least
 //!   `min_threads` threads (`GpuTarget`, as `sink-broadcasts`). A
@@ -108,11 +112,12 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
     let trip = IExpr::fold(IBin::Sub, hi.clone(), IExpr::c(lo));
     let rest = chain.rest(&k.body);
     let mut offsets = Vec::new(); // (offset, element bytes) of v's accesses
-    if !lanes_can_share(rest, v, buffers, &mut offsets) || offsets.is_empty() {
+    let mut most = i64::MAX; // lanes an atomic add's vector may have
+    if !lanes_can_share(rest, v, buffers, &opts.gpu, &mut offsets, &mut most) || offsets.is_empty() {
         return None;
     }
     let widest = offsets.iter().map(|o| o.1).max()?;
-    let mut w = opts.bytes / widest.max(1);
+    let mut w = (opts.bytes / widest.max(1)).min(most);
     // A dynamic chain's threads are counted at run time: it is widened
     // whatever their number (in a divisibility variant, launched only
     // where its facts hold).
@@ -146,14 +151,25 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
 
 /// Can the lanes of a vector along `v` share everything in `nodes` but
 /// their computations? Only computations, index loads, guards and
-/// `unroll` loops, none but the computations using `v`, no atomics;
-/// collects the computations' offsets that depend on `v`, with their
-/// element's bytes.
-fn lanes_can_share(nodes: &[Node], v: VarId, buffers: &[Buffer], offsets: &mut Vec<(IExpr, i64)>) -> bool {
+/// `unroll` loops, none but the computations using `v`; atomic adds only
+/// where `gpu` adds their dtype in vectors (`most` becomes the fewest
+/// lanes such a vector has); collects the computations' offsets that
+/// depend on `v`, with their element's bytes.
+fn lanes_can_share(nodes: &[Node], v: VarId, buffers: &[Buffer], gpu: &GpuTarget, offsets: &mut Vec<(IExpr, i64)>, most: &mut i64) -> bool {
     nodes.iter().all(|n| match n {
         Node::Compute(c) => {
-            if c.write.kind != WriteKind::Store && c.write.kind != WriteKind::Accumulate {
-                return false;
+            match c.write.kind {
+                WriteKind::Store | WriteKind::Accumulate => {}
+                // One vector atomic add per thread (the code generator's
+                // `atomic_run`), where the GPU has one for the dtype.
+                WriteKind::AtomicAccumulate if c.write.offset.uses(v) => {
+                    let lanes = gpu.vector_atomic_lanes(buffers[c.write.buf].dtype);
+                    if lanes < 2 {
+                        return false;
+                    }
+                    *most = (*most).min(lanes);
+                }
+                _ => return false,
             }
             let loads = c.values.iter().filter_map(|x| if let VOp::Load { buf, offset } = &x.op { Some((*buf, offset)) } else { None });
             for (buf, o) in loads.chain([(c.write.buf, &c.write.offset)]) {
@@ -163,8 +179,8 @@ fn lanes_can_share(nodes: &[Node], v: VarId, buffers: &[Buffer], offsets: &mut V
             }
             true
         }
-        Node::For(f) => f.kind == LoopKind::Unroll && !f.lo.uses(v) && !f.hi.uses(v) && lanes_can_share(&f.body, v, buffers, offsets),
-        Node::Guard(g) => !g.conds.iter().flat_map(|c| c.exprs()).any(|e| e.uses(v)) && lanes_can_share(&g.body, v, buffers, offsets),
+        Node::For(f) => f.kind == LoopKind::Unroll && !f.lo.uses(v) && !f.hi.uses(v) && lanes_can_share(&f.body, v, buffers, gpu, offsets, most),
+        Node::Guard(g) => !g.conds.iter().flat_map(|c| c.exprs()).any(|e| e.uses(v)) && lanes_can_share(&g.body, v, buffers, gpu, offsets, most),
         Node::LoadIndex { offset, .. } => !offset.uses(v),
         Node::Sync | Node::Copies(_) => false,
     })
@@ -216,6 +232,31 @@ mod tests {
         // does not count.
         let bcast = copy("f32", 256).replace("load x[((i * 256) + j)] : f32", "load x[(i * 256)] : f32");
         assert_eq!(widen(&bcast), Some(4));
+    }
+
+    /// The bench scatter's shape: update rows of 32 atomically added into
+    /// the rows their index picks.
+    fn scatter(dt: &str) -> String {
+        "facts(parallelized)\nbuffer idx : i32[8192] input\nbuffer vals : DT[8192, 32] input\nbuffer out : DT[4096, 32] output\n\nkernel @k vars(u, item, ld) {\n  for u in [0, 8192) parallel {\n    ld = load_index idx[u]\n    guard 0 <= ld < 4096 {\n      for item in [0, 32) parallel {\n        %0 = load vals[((u * 32) + item)] : DT\n        atomic_accumulate out[((ld * 32) + item)] += %0\n      }\n    }\n  }\n}\n".replace("DT", dt)
+    }
+
+    #[test]
+    fn atomic_adds_take_vectors_where_the_gpu_has_them() {
+        let on = |sm: u32, src: &str| {
+            let m = parse_module(src).unwrap();
+            let o = WidenThreadsOptions { gpu: GpuTarget::for_sm(sm), bytes: 16 };
+            widen_kernel(&m.kernels[0], &m.buffers, &o).map(|x| x.0)
+        };
+        // sm_90 adds 4 f32 at once; sm_80 has no vector atomics.
+        assert_eq!(on(90, &scatter("f32")), Some(4));
+        assert_eq!(on(80, &scatter("f32")), None);
+        // PTX has no vector atomic add of f64 or s32.
+        assert_eq!(on(90, &scatter("f64")), None);
+        assert_eq!(on(90, &scatter("i32")), None);
+        // An atomic add whose cell the lanes share (a sum into one cell)
+        // is no vector.
+        let one_cell = scatter("f32").replace("out[((ld * 32) + item)]", "out[(ld * 32)]");
+        assert_eq!(on(90, &one_cell), None);
     }
 
     #[test]

@@ -367,6 +367,10 @@ pub(crate) enum Op {
     Ld { space: Space, size: u8, n: u8, nc: bool, d: [Option<Dst>; 4], addr: Addr },
     St { space: Space, size: u8, n: u8, v: [Src; 4], addr: Addr },
     Atom { space: Space, op: AtomOp, ty: Ty, d: Option<Dst>, addr: Addr, b: Src, c: Src },
+    /// `red.global.add.v{2,4}.f32 [a], {b0, ..}` (sm_90, PTX 8.1): `n`
+    /// consecutive `f32` atomic adds at `a`, which is aligned to their
+    /// `4 n` bytes; one request per warp, as one vector access.
+    RedV { n: u8, addr: Addr, b: [Src; 4] },
     Cvta { to_generic: bool, space: Space, bits: u8, d: Dst, a: Src },
     /// `target`: instruction index; `rpc`: the reconvergence point (the
     /// branch's immediate post-dominator), [`NO_PC`] if none.
@@ -1520,7 +1524,15 @@ impl<'a> Ctx<'a> {
             Some("cas") => AtomOp::Cas,
             _ => return Err(self.err(format!("`{}` needs an operation", i.opcode))),
         };
+        let n = match m.one_of(&["v2", "v4"]) {
+            None => 1,
+            Some("v2") => 2,
+            Some(_) => 4,
+        };
         let ty = self.one_type(m)?;
+        if n > 1 {
+            return self.vector_red(returns, space, op, ty, n, i);
+        }
         let ok = match op {
             AtomOp::Add => matches!(ty, Ty::U32 | Ty::S32 | Ty::U64 | Ty::F32 | Ty::F64),
             AtomOp::Min | AtomOp::Max => matches!(ty, Ty::U32 | Ty::S32 | Ty::U64 | Ty::S64),
@@ -1546,6 +1558,24 @@ impl<'a> Ctx<'a> {
             b: self.src(b, ty)?,
             c: c.map(|c| self.src(c, ty)).transpose()?.unwrap_or(Src::Imm(0)),
         })
+    }
+
+    /// The vector form of `red` (PTX ISA 8.1, sm_90): only `add` of `f32`
+    /// into the global space, `{..}` holding one value per element.
+    fn vector_red(&self, returns: bool, space: Space, op: AtomOp, ty: Ty, n: u8, i: &'a ptx::Instruction) -> Result<Op> {
+        if returns || op != AtomOp::Add || ty != Ty::F32 || space != Space::Global {
+            return Err(self.unsupported(&format!("`{}` (vector atomics are `red.global.add.v2|v4.f32`)", i.opcode)));
+        }
+        let [a, v] = self.operands(i)?;
+        let Operand::Vector(vals) = v else { return Err(self.err(format!("`{}` needs {{..}} with {n} values", i.opcode))) };
+        if vals.len() != usize::from(n) {
+            return Err(self.err(format!("`{}` needs {n} values", i.opcode)));
+        }
+        let mut b = [Src::Imm(0); 4];
+        for (slot, o) in b.iter_mut().zip(vals) {
+            *slot = self.src(o, ty)?;
+        }
+        Ok(Op::RedV { n, addr: self.addr(a, space)?, b })
     }
 
     fn shfl(&self, m: &mut Mods<'a>, i: &'a ptx::Instruction) -> Result<Op> {

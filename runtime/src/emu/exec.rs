@@ -783,6 +783,28 @@ impl Exec<'_> {
                     w.write(d, exec, &out);
                 }
             }
+            Op::RedV { n, addr, b } => {
+                let base = addr.base.map(|r| self.read(w, Src::Reg(r)));
+                let vals: Vec<[u64; WARP]> = b[..usize::from(n)].iter().map(|&s| self.read(w, s)).collect();
+                let size = 4 * u32::from(n);
+                for l in lanes(exec) {
+                    let at = base.map_or(0, |b| b[l]).wrapping_add(addr.offset as u64);
+                    // One aligned vector: the whole `4 n` bytes are checked
+                    // before any element is added.
+                    let loc = self.resolve(w, l, pc, Space::Global, at, size, Access::Atomic)?;
+                    for (i, v) in vals.iter().enumerate() {
+                        let e = loc.plus(4 * i);
+                        let old = self.load_at(w, l, e, 4);
+                        // As `atom.add.f32` on global memory: subnormals flush.
+                        let new = arith::atom(AtomOp::Add, Ty::F32, true, old, v[l], 0);
+                        self.store_at(w, l, e, 4, new);
+                    }
+                    self.profile.global_bytes += u64::from(size);
+                }
+                if exec != 0 {
+                    self.profile.atomic_requests += 1;
+                }
+            }
             Op::Shfl { mode, d, p, a, b, c, mask: member } => {
                 self.check_converged(w, pc, exec, member, "shfl.sync")?;
                 let (av, bv, cv) = (self.read(w, a), self.read(w, b), self.read(w, c));

@@ -161,6 +161,18 @@ impl GpuTarget {
         }
     }
 
+    /// The most elements of `dt` one atomic add covers: 4 `f32` from sm_90
+    /// (`red.global.add.v4.f32`, PTX ISA 8.1: 16 bytes, one L2 atomic
+    /// where 4 scalar ones were), else 1 (PTX has no vector atomic add of
+    /// `f64` or `s32`).
+    pub fn vector_atomic_lanes(&self, dt: super::DType) -> i64 {
+        if self.sm >= 90 && dt == super::DType::F32 {
+            4
+        } else {
+            1
+        }
+    }
+
     /// Grid and block for `threads` threads (> 0) of a kernel that is not
     /// block-tiled: the block is the largest power of two from
     /// `launch_min_block` to `launch_block` that still gives
