@@ -178,7 +178,7 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
         assert_eq!(b.manifest().dynamic.as_ref().unwrap().variants.len(), want.len() - 1, "{file}");
     }
     let (src, b, ranks, _) = conv_stride_1(2);
-    assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__ch8", "s2_y__rt2x2", "s2_y__div4"]);
+    assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__ch8", "s2_y__rt4x4", "s2_y__rt2x2", "s2_y__div4"]);
     // And it runs, at a size that is no multiple of anything.
     assert!(run_at(&src, &b, &ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
 }
@@ -317,8 +317,9 @@ fn with_variants(b: &Bundle, variants: Vec<eintup_runtime::manifest::Variant>) -
 /// The stride-1 convolution's run-time variants (docs/dynamic-shapes.md,
 /// "Run-time variants" and "A variant for few output channels"): all of a
 /// cell's output channels in one thread's 1x8 register tile, launched
-/// where they are at most 8; else a 2x2 register tile of output columns
-/// and channels, launched where either is at least 16. At each
+/// where they are at most 8; else a 4x4 register tile of output columns
+/// and channels where both are at least 32; else a 2x2 tile where either
+/// is at least 16. At each
 /// configuration the bundle launches the kernel its conditions pick (the
 /// profile names it), and each kernel forced alone — the general one (no
 /// variants), each variant (its conditions dropped) — computes what the
@@ -330,7 +331,7 @@ fn the_convolution_launches_its_variant_where_its_condition_holds() {
     let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/ops/conv2d.et");
     let (src, b, ranks, lowered) = conv_stride_1_variants(&bench, 2);
     let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
-    assert_eq!(names, ["s2_y__ch8", "s2_y__rt2x2", "s2_y__div4"]);
+    assert_eq!(names, ["s2_y__ch8", "s2_y__rt4x4", "s2_y__rt2x2", "s2_y__div4"]);
     let listed = &b.manifest().dynamic.as_ref().unwrap().variants;
     let conditions: Vec<(&str, &[String])> = listed.iter().map(|v| (v.kernel.as_str(), &v.when[..])).collect();
     let div4 = ["(0 - (%ichan.0 % 4))".to_string(), "(0 - (%ochan.0 % 4))".to_string()];
@@ -338,6 +339,7 @@ fn the_convolution_launches_its_variant_where_its_condition_holds() {
         conditions,
         [
             ("s2_y__ch8", &["(8 - %ochan.0)".to_string()][..]),
+            ("s2_y__rt4x4", &["(((%ipos.1 - %fpos.1) + 1) - 32)".to_string(), "(%ochan.0 - 32)".to_string()][..]),
             ("s2_y__rt2x2", &["(((%ipos.1 - %fpos.1) + 1) - 16)".to_string()][..]),
             ("s2_y__rt2x2", &["(%ochan.0 - 16)".to_string()][..]),
             ("s2_y__div4", &div4[..])
@@ -345,12 +347,18 @@ fn the_convolution_launches_its_variant_where_its_condition_holds() {
     );
     let general = with_variants(&b, Vec::new());
     let forced = |i: usize| with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[i].clone() }]);
-    let (channels, tiled) = (forced(0), forced(1));
+    let (channels, tiled4, tiled) = (forced(0), forced(1), forced(2));
     for (binds, chosen) in [
         // The bench's: 5 channels, 8 output columns.
         (&["batch=[2]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[5]"][..], &["s2_y__ch8"][..]),
         // 32 channels, 16 columns: the realistic case (a row of it).
         (&["batch=[1]", "ipos=[3,18]", "fpos=[3,3]", "ichan=[32]", "ochan=[32]"], &["s2_y__rt2x2"]),
+        // 32 columns and 32 channels: the 4x4 tile; 38 columns and 33
+        // channels cut its edge tiles; 32 channels on 16 columns keep 2x2
+        // (above), as do 40 columns of 16 channels.
+        (&["batch=[1]", "ipos=[3,34]", "fpos=[3,3]", "ichan=[4]", "ochan=[32]"], &["s2_y__rt4x4"]),
+        (&["batch=[1]", "ipos=[3,40]", "fpos=[2,3]", "ichan=[5]", "ochan=[33]"], &["s2_y__rt4x4"]),
+        (&["batch=[1]", "ipos=[3,42]", "fpos=[3,3]", "ichan=[3]", "ochan=[16]"], &["s2_y__rt2x2"]),
         // Either condition of the 2x2 tile alone; edges of both tiled
         // loops cut a tile.
         (&["batch=[1]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[4]", "ochan=[17]"], &["s2_y__rt2x2"]),
@@ -371,7 +379,13 @@ fn the_convolution_launches_its_variant_where_its_condition_holds() {
     ] {
         let binds: Vec<String> = binds.iter().map(|s| s.to_string()).chain(["stride=[1,1]".to_string()]).collect();
         let launched = |name: &'static str| if chosen.is_empty() { Vec::new() } else { vec![name] };
-        for (bundle, want) in [(&b, chosen.to_vec()), (&general, launched("s2_y")), (&channels, launched("s2_y__ch8")), (&tiled, launched("s2_y__rt2x2"))] {
+        for (bundle, want) in [
+            (&b, chosen.to_vec()),
+            (&general, launched("s2_y")),
+            (&channels, launched("s2_y__ch8")),
+            (&tiled4, launched("s2_y__rt4x4")),
+            (&tiled, launched("s2_y__rt2x2")),
+        ] {
             let ran = run_kernels(&src, bundle, &ranks, &binds, 0, 1e-12, 1 << 22).unwrap_or_else(|| panic!("{binds:?} is not a configuration of the bundle"));
             assert_eq!(ran, want, "{binds:?}");
         }
