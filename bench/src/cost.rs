@@ -2,7 +2,8 @@
 //! time of a kernel on a named GPU predicted from the emulator's profile
 //! (runtime/src/profile.rs) and the launch geometry, so that the tuner's
 //! candidates can be ranked without a GPU. Pure arithmetic: the profiles
-//! come from `model.rs`, the fitted constants from the H100 tuning run.
+//! come from `model.rs`, the fitted constants from the GPU tuning runs
+//! (the H100's of 2026-11-25, the H200's of 2026-11-27).
 //!
 //! A kernel's time is the largest of five limits plus a
 //! launch overhead (a roofline: what does not limit is assumed hidden):
@@ -10,7 +11,9 @@
 //! - **issue**: the busiest SM runs `ceil(blocks / SMs)` blocks, `r` at a
 //!   time (the occupancy limit of threads, registers and shared memory):
 //!   the longer of the schedulers' throughput over all of them (`warps x
-//!   instructions per warp / (schedulers x ipc)`) and, per wave of `r`
+//!   (FMAs per warp / fma_ipc + other instructions per warp / ipc) /
+//!   schedulers`: a fused multiply-add issues at the FP32 pipes' own rate,
+//!   everything else at the average rate) and, per wave of `r`
 //!   blocks, one warp's latency chain (`instructions per warp x latency +
 //!   barriers per warp x barrier latency`: at a barrier the block waits
 //!   for its slowest warp, typically for the global loads of the step
@@ -95,11 +98,46 @@ pub struct Fitted {
     pub barrier: f64,
     /// Bytes per second the L2 delivers to the SMs.
     pub l2_bytes_per_s: f64,
+    /// Fused multiply-adds one scheduler issues per cycle (at most 1: 32
+    /// FP32 lanes per scheduler; cuBLAS's SGEMM ran at 0.77 on the H100).
+    /// `None`: they issue at `ipc` like every other instruction (the
+    /// model fitted on the H100, whose profiles have no FMA counts).
+    #[serde(default)]
+    pub fma_ipc: Option<f64>,
 }
 
 /// The constants fitted on the H100 tuning run of 2026-11-25 (87 variants;
 /// `etbench --model-fit`, docs/tuning.md "Cost model").
-pub const H100_FIT: Fitted = Fitted { ipc: 0.5, latency: 4.0, barrier: 512.0, l2_bytes_per_s: 3.0e12 };
+pub const H100_FIT: Fitted = Fitted { ipc: 0.5, latency: 4.0, barrier: 512.0, l2_bytes_per_s: 3.0e12, fma_ipc: None };
+
+/// NVIDIA H200 SXM 141 GB (sm_90): the H100's SMs, clock and L1 (the same
+/// GH100 die), HBM3e.
+pub const H200: Gpu = Gpu {
+    name: "NVIDIA H200 (sm_90)",
+    // The kit's device-to-device copy on the H200 of 2026-11-27: 4208 GB/s.
+    dram_bytes_per_s: 4.208e12,
+    ..H100
+};
+
+/// The constants fitted on the H200 tuning run of 2026-11-27 (116 variants
+/// of the kernels of e3dded1, profiles `bench/model-h200.json`; FMAs apart).
+pub const H200_FIT: Fitted = Fitted { ipc: 0.45, latency: 1.41, barrier: 1024.0, l2_bytes_per_s: 3.0e12, fma_ipc: Some(0.82) };
+
+/// The GPU and constants to predict with for a device named `name` (a
+/// kit's `device_name`): the H200's where the name says H200, else the
+/// H100's.
+pub fn calibration_for(name: &str) -> (&'static Gpu, &'static Fitted) {
+    if name.contains("H200") {
+        (&H200, &H200_FIT)
+    } else {
+        (&H100, &H100_FIT)
+    }
+}
+
+/// What predictions made before any device is known use (the kit's
+/// `tune.json`, `etbench --model`): the latest calibration, the one
+/// measured on today's kernels.
+pub const LATEST: (&Gpu, &Fitted) = (&H200, &H200_FIT);
 
 /// What the model needs of one kernel: the emulator's counts over all its
 /// launches and the geometry of one launch.
@@ -115,6 +153,11 @@ pub struct Work {
     /// `model::registers`).
     pub registers: u64,
     pub warp_instructions: u64,
+    /// Of `warp_instructions`, the fused multiply-adds: the emulator's
+    /// thread-level count over 32 (exact where every lane of a warp is
+    /// active, as in the tuned kernels; fewer otherwise). 0 in profiles
+    /// written before 2026-11-27.
+    pub fma_instructions: u64,
     /// Warp-level barriers reached.
     pub barriers: u64,
     /// Shared-memory wavefronts, bank conflicts included.
@@ -138,6 +181,7 @@ impl Work {
             shared_bytes_per_block: p.shared_bytes_per_block,
             registers,
             warp_instructions: p.warp_instructions,
+            fma_instructions: p.fma / 32,
             barriers: p.barriers,
             shared_wavefronts: p.shared_wavefronts,
             global_sectors: p.global_load_sectors + p.global_store_sectors,
@@ -191,11 +235,20 @@ pub fn predict(gpu: &Gpu, f: &Fitted, w: &Work) -> Prediction {
     let warps_per_block = w.threads_per_block.max(1).div_ceil(32) as f64;
     let blocks = w.blocks as f64;
     let per_warp = w.warp_instructions as f64 / (blocks * warps_per_block);
+    // Cycles one warp's instructions take a scheduler: FMAs at their
+    // pipes' rate where the constants separate them.
+    let issue_cycles = match f.fma_ipc {
+        Some(fma_ipc) => {
+            let fmas = (w.fma_instructions.min(w.warp_instructions)) as f64 / (blocks * warps_per_block);
+            (per_warp - fmas) / f.ipc + fmas / fma_ipc
+        }
+        None => per_warp / f.ipc,
+    };
     // The schedulers' throughput over all the SM's blocks, or one warp's
     // latency chain per wave of resident blocks, whichever is longer: a
     // last wave of few blocks issues faster (its warps have the schedulers
     // to themselves) but not faster than its chains.
-    let throughput = per_sm as f64 * warps_per_block * per_warp / (gpu.schedulers_per_sm as f64 * f.ipc);
+    let throughput = per_sm as f64 * warps_per_block * issue_cycles / gpu.schedulers_per_sm as f64;
     let barriers_per_warp = w.barriers as f64 / (blocks * warps_per_block);
     let chain = per_warp * f.latency + barriers_per_warp * f.barrier;
     let issue_s = throughput.max(waves as f64 * chain) / gpu.clock_hz;
@@ -267,19 +320,23 @@ pub fn log_error(gpu: &Gpu, f: &Fitted, samples: &[Sample]) -> f64 {
 
 /// The constants that minimise [`log_error`] on `samples`: a grid search
 /// over physically plausible ranges (ipc 0.1-1, latency 1-64 cycles,
-/// barrier 16-2048 cycles, L2 3-12 TB/s: no less than the DRAM's),
-/// geometric steps.
+/// barrier 16-2048 cycles, L2 3-12 TB/s: no less than the DRAM's; where
+/// the samples count FMAs, fma_ipc 0.5-1), geometric steps.
 pub fn fit(gpu: &Gpu, samples: &[Sample]) -> Fitted {
     let steps = |lo: f64, hi: f64, n: usize| -> Vec<f64> { (0..n).map(|i| lo * (hi / lo).powf(i as f64 / (n - 1) as f64)).collect() };
+    let counts_fmas = samples.iter().any(|s| s.kernels.iter().any(|w| w.fma_instructions > 0));
+    let fma_ipcs: Vec<Option<f64>> = if counts_fmas { steps(0.5, 1.0, 8).into_iter().map(Some).collect() } else { vec![None] };
     let mut best = (f64::INFINITY, H100_FIT);
-    for &ipc in &steps(0.1, 1.0, 21) {
-        for &latency in &steps(1.0, 64.0, 13) {
-            for &barrier in &steps(16.0, 2048.0, 15) {
-                for &l2 in &steps(3e12, 12e12, 9) {
-                    let f = Fitted { ipc, latency, barrier, l2_bytes_per_s: l2 };
-                    let e = log_error(gpu, &f, samples);
-                    if e < best.0 {
-                        best = (e, f);
+    for &fma_ipc in &fma_ipcs {
+        for &ipc in &steps(0.1, 1.0, 21) {
+            for &latency in &steps(1.0, 64.0, 13) {
+                for &barrier in &steps(16.0, 2048.0, 15) {
+                    for &l2 in &steps(3e12, 12e12, 9) {
+                        let f = Fitted { ipc, latency, barrier, l2_bytes_per_s: l2, fma_ipc };
+                        let e = log_error(gpu, &f, samples);
+                        if e < best.0 {
+                            best = (e, f);
+                        }
                     }
                 }
             }
@@ -296,7 +353,7 @@ mod tests {
         Work { name: "k".into(), blocks, threads_per_block: threads, registers: 32, ..Work::default() }
     }
 
-    const F: Fitted = Fitted { ipc: 0.5, latency: 10.0, barrier: 100.0, l2_bytes_per_s: 5e12 };
+    const F: Fitted = Fitted { ipc: 0.5, latency: 10.0, barrier: 100.0, l2_bytes_per_s: 5e12, fma_ipc: None };
 
     #[test]
     fn a_pure_bandwidth_kernel_takes_its_bytes_over_the_bandwidth() {
@@ -346,6 +403,24 @@ mod tests {
         let g = Fitted { latency: 1.0, ..F };
         let (one, two) = (predict(&H100, &g, &w(4224)), predict(&H100, &g, &w(4225)));
         assert!((two.issue_s / one.issue_s - 33.0 / 32.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fmas_issue_at_their_own_rate_where_the_constants_separate_them() {
+        // One wave of 4224 one-warp blocks (32 per SM), 1000 instructions
+        // per warp of which 600 FMAs: per SM 32 warps x (400 / 0.5 + 600 /
+        // 1.0) / 4 schedulers = 11,200 cycles; without `fma_ipc`, all 1000
+        // at 0.5: 16,000. A profile without FMA counts is unchanged.
+        let w = Work { registers: 8, warp_instructions: 4224 * 1000, fma_instructions: 4224 * 600, ..work(4224, 32) };
+        let g = Fitted { latency: 1.0, fma_ipc: Some(1.0), ..F };
+        assert!((predict(&H100, &g, &w).issue_s - 11_200.0 / 1.98e9).abs() < 1e-12);
+        assert!((predict(&H100, &Fitted { fma_ipc: None, ..g }, &w).issue_s - 16_000.0 / 1.98e9).abs() < 1e-12);
+        let old = Work { fma_instructions: 0, ..w.clone() };
+        assert_eq!(predict(&H100, &g, &old).issue_s, predict(&H100, &Fitted { fma_ipc: None, ..g }, &old).issue_s);
+        // The H200 is the H100 but for its memory.
+        assert_eq!(Gpu { name: H100.name, dram_bytes_per_s: H100.dram_bytes_per_s, ..H200 }, H100);
+        assert_eq!(calibration_for("NVIDIA H200").0.name, H200.name);
+        assert_eq!(calibration_for("NVIDIA H100 80GB HBM3").0.name, H100.name);
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
                         "shapes": v.shapes.iter().map(|(p, s)| (p.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
                     });
                     // A variant the model cannot profile is still timed.
-                    match crate::model::model(&dev, &b, crate::model::registers(&v.choices), &crate::cost::H100, &crate::cost::H100_FIT) {
+                    match crate::model::model(&dev, &b, crate::model::registers(&v.choices), crate::cost::LATEST.0, crate::cost::LATEST.1) {
                         Ok(m) => {
                             entry["predicted_ms"] = serde_json::json!(m.predicted_ms);
                             entry["kernels"] = serde_json::json!(m.kernels);
@@ -68,7 +68,7 @@ pub fn write(ops_dir: &Path, dir: &Path, ops: &[Op]) -> Result<(), String> {
         }
         groups.push(serde_json::json!({ "op": op.name, "size": size, "float": op.float.name(), "variants": listed }));
     }
-    let model = serde_json::json!({ "gpu": crate::cost::H100.name, "fitted": crate::cost::H100_FIT, "sample_blocks": crate::model::SAMPLE_BLOCKS });
+    let model = serde_json::json!({ "gpu": crate::cost::LATEST.0.name, "fitted": crate::cost::LATEST.1, "sample_blocks": crate::model::SAMPLE_BLOCKS });
     let text = serde_json::to_string_pretty(&serde_json::json!({ "sm": KIT_SM, "model": model, "groups": groups })).map_err(|e| e.to_string())?;
     let path = tdir.join("tune.json");
     std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
