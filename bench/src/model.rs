@@ -295,12 +295,18 @@ mod tests {
         assert!(inst.abs() < 0.15 && sect.abs() < 0.25, "{inst} {sect}");
     }
 
-    /// The committed profiles of every tuner variant (`etbench --model
-    /// bench/model-h100.json`) joined with the H100's measured times.
-    fn h100_samples() -> Vec<Sample> {
+    /// Committed profiles (`etbench --model FILE`, in `bench/`) joined
+    /// with a committed GPU run's measured times (in `docs/gpu-reports/`).
+    fn samples(profiles: &str, run: &str) -> Vec<Sample> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let read = |p: &str| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(root.join(p)).unwrap()).unwrap() };
-        join(&read("model-h100.json"), &read("../docs/gpu-reports/2026-11-25-h100-tuning.json"))
+        let read = |p: &Path| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+        join(&read(&root.join(profiles)), &read(&root.join("../docs/gpu-reports").join(run)))
+    }
+
+    /// The profiles of every tuner variant (`bench/model-h100.json`) with
+    /// the H100's measured times.
+    fn h100_samples() -> Vec<Sample> {
+        samples("model-h100.json", "2026-11-25-h100-tuning.json")
     }
 
     #[test]
@@ -337,9 +343,7 @@ mod tests {
     /// same kernels as e3dded1's, which the H200 timed) joined with the
     /// H200's measured times.
     fn h200_samples() -> Vec<Sample> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let read = |p: &str| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(root.join(p)).unwrap()).unwrap() };
-        join(&read("model-h200.json"), &read("../docs/gpu-reports/2026-11-27-h200-tuning.json"))
+        samples("model-h200.json", "2026-11-27-h200-tuning.json")
     }
 
     #[test]
