@@ -14,6 +14,13 @@ root = os.path.dirname(config.test_source_root)
 bindir = os.environ.get("EINTUP_BIN_DIR", os.path.join(root, "target", "debug"))
 llvm_bin = os.environ.get("LLVM_BIN_DIR", "/usr/lib/llvm-19/bin")
 config.environment["PATH"] = os.pathsep.join([bindir, llvm_bin, os.path.join(root, ".venv", "bin"), os.environ.get("PATH", "")])
+# `eintup run` keeps compiled host programs on disk (docs/cli.md, "The
+# compile cache"): the suite's own cache, empty at the start of each lit
+# run, never the user's ~/.cache.
+import shutil
+test_cache = os.path.join(config.test_exec_root, "eintup-cache")
+shutil.rmtree(test_cache, ignore_errors=True)
+config.environment["EINTUP_CACHE_DIR"] = test_cache
 config.substitutions.append(("%examples", os.path.join(root, "docs", "examples")))
 config.substitutions.append(("%root", root))
 config.substitutions.append(("%bindir", bindir))

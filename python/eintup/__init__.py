@@ -52,12 +52,10 @@ _BUILD = _build_id()
 def cache_dir() -> Optional[str]:
     """The on-disk kernel cache directory: `$EINTUP_CACHE_DIR` if set (set
     to the empty string, the cache is disabled and this returns None),
-    else `$XDG_CACHE_HOME/eintup`, else `~/.cache/eintup`."""
-    env = os.environ.get("EINTUP_CACHE_DIR")
-    if env is not None:
-        return env or None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "eintup")
+    else `$XDG_CACHE_HOME/eintup`, else `~/.cache/eintup` (the directory
+    `eintup run` uses too)."""
+    d = _eintup.cache_dir()
+    return None if d is None else str(d)
 
 
 def _device(a: Any) -> Optional[tuple[int, int]]:

@@ -75,6 +75,10 @@ def load(path: str, device: str, binds: list[tuple[str, list[int]]]) -> Bundle:
 def cuda_device_count() -> int:
     """CUDA devices this process can use: 0 without a driver or a device."""
 
+def cache_dir() -> Optional[PathLike[str]]:
+    """The on-disk cache's directory, or None when `EINTUP_CACHE_DIR=""`
+    turns it off (the rules `eintup run` follows too)."""
+
 class CudaArray:
     """A result of a CUDA call: device memory, ready in the order of the
     stream the call ran on; exports itself through DLPack with no copy."""

@@ -33,7 +33,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::arrays::{dtype_name, result_views, ResultSpec, View};
-use crate::cache::DiskCache;
+use eintup_codegen::disk_cache::DiskCache;
 use crate::cuda::{self, Arg, CudaProgram};
 use crate::errors::{failure, guarded, Error};
 

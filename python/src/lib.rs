@@ -1,7 +1,7 @@
 //! `eintup._eintup`: the Rust half of the Python package `eintup` (issue
 //! #29 item 3; docs/python.md). `python/eintup/__init__.py` is the API
 //! users see; this extension compiles programs (`kernel`), keeps them in
-//! memory and on disk (`cache`), runs them on the caller's arrays
+//! memory and on disk (`eintup_codegen::disk_cache`, shared with the CLI), runs them on the caller's arrays
 //! (`arrays`: the buffer protocol, no copy where they fit; `cuda`: CUDA
 //! arrays through DLPack, `dlpack`, in place on their device and stream),
 //! and loads ahead-of-time bundles (`Bundle`). Every failure is `eintup.Error`
@@ -10,7 +10,6 @@
 //! abort.
 
 mod arrays;
-mod cache;
 mod cuda;
 mod dlpack;
 mod errors;
@@ -232,7 +231,7 @@ fn compile(text: String, name: String, target: &str, float: &str, binds: Vec<Str
         // Every error that needs no shapes, now rather than at the first call.
         let (prog, ranks) = pipeline::ranked(&src).map_err(failure)?;
         pipeline::check_binds(&src, &prog, &ranks, &binds).map_err(failure)?;
-        let disk = cache_dir.map(|d| cache::DiskCache::new(d).map(|c| (c, build))).transpose().map_err(Error::new_err)?;
+        let disk = cache_dir.map(|d| eintup_codegen::disk_cache::DiskCache::new(d).map(|c| (c, build))).transpose().map_err(Error::new_err)?;
         Ok(Kernel::new(src, prog.module, target, float, fp_contract, binds, seed, disk, dynamic))
     })
 }
@@ -243,12 +242,21 @@ fn cuda_device_count() -> usize {
     eintup_runtime::Device::count().unwrap_or(0)
 }
 
+/// The on-disk cache's directory, or None when `EINTUP_CACHE_DIR=""`
+/// turns it off: the rules `eintup run` follows too
+/// (`DiskCache::dir_from_env`).
+#[pyfunction]
+fn cache_dir() -> Option<std::path::PathBuf> {
+    eintup_codegen::disk_cache::DiskCache::dir_from_env()
+}
+
 #[pymodule]
 fn _eintup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(cuda::_testing_cuda_array, m)?)?;
     m.add_class::<Bundle>()?;
     m.add_class::<cuda::CudaArray>()?;

@@ -8,6 +8,7 @@ use eintup::interp::{self, RunOptions};
 use eintup::ir::et::Module;
 use eintup::ir::loops::LoopModule;
 use eintup::tensor::Tensor;
+use crate::host_cache::HostCache;
 use crate::FpContract;
 use eintup_runtime::DeviceKind;
 use std::fmt;
@@ -65,6 +66,12 @@ impl FromStr for Backend {
 /// `fp_contract` applies to the compiled backends (`cpu`, `gpu`, `emu`);
 /// the interpreter always rounds every operation.
 pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOptions, fp_contract: FpContract) -> Result<Vec<Tensor>, Failure> {
+    execute_cached(src, module, backend, opts, fp_contract, None)
+}
+
+/// [`execute`], with `cpu` programs taken from and stored in `cache`
+/// (`eintup run` and `check`; the same arrays either way).
+pub fn execute_cached(src: &Source, module: &Module, backend: Backend, opts: &RunOptions, fp_contract: FpContract, cache: Option<&HostCache>) -> Result<Vec<Tensor>, Failure> {
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
@@ -73,9 +80,11 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
             let lm = eintup::pipeline::lower_host(src, &planned, opts.float, fp_contract, host)?;
             eintup::pipeline::check_loop_work(src, &planned, &lm, opts.max_work)?;
             let mut bufs = initial_buffers(src, module, &lm, opts)?;
-            crate::HostProgram::compile(lm, opts.seed, fp_contract)
-                .and_then(|prog| prog.run(&mut bufs))
-                .map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
+            let prog = match cache {
+                Some(c) => c.program(lm, opts.seed, fp_contract).map(|(p, _)| p),
+                None => crate::HostProgram::compile(lm, opts.seed, fp_contract),
+            };
+            prog.and_then(|prog| prog.run(&mut bufs)).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
             bufs.truncate(module.arrays.len());
             Ok(bufs)
         }

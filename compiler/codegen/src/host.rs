@@ -461,6 +461,31 @@ struct SendPart(Part);
 // (the entries are plain machine code).
 unsafe impl Send for SendPart {}
 
+/// How hard LLVM's code generation works on `m`. Machine code generation
+/// at `Aggressive` costs a long program of small kernels most of its
+/// compile time even where the IR was left unoptimised
+/// (`cheap_to_compile`): when every kernel is such, the fast instruction
+/// selector and register allocator do.
+fn codegen_level(m: &LoopModule) -> OptimizationLevel {
+    if m.kernels.iter().all(|k| super::lower::cheap_to_compile(m, k)) {
+        OptimizationLevel::None
+    } else {
+        OptimizationLevel::Aggressive
+    }
+}
+
+/// `f` on every group, each on a thread of its own (on this one where
+/// there is one group), results in the groups' order.
+fn on_groups<T: Send>(groups: &[Vec<usize>], f: impl Fn(&[usize]) -> Result<T, CodegenError> + Sync) -> Result<Vec<T>, CodegenError> {
+    match groups {
+        [one] => Ok(vec![f(one)?]),
+        _ => std::thread::scope(|s| {
+            let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| f(g))).collect();
+            handles.into_iter().map(|h| h.join().map_err(|_| CodegenError("internal error: a compile thread panicked".into()))?).collect()
+        }),
+    }
+}
+
 /// The kernels `which` of `m` compiled for this CPU in a context of their
 /// own. The entries are looked up here because MCJIT generates machine
 /// code at the first lookup: so this thread does that work too.
@@ -473,7 +498,7 @@ fn compile_part(m: &LoopModule, which: &[usize], seed: u64, fp_contract: FpContr
     let ctx_ref: &'static Context = unsafe { &*(ctx.as_ref() as *const Context) };
     let (module, _tm) = optimized_module(ctx_ref, m, which, seed, fp_contract, HostCpu::Native)?;
     // Emitted from a clone: code generation may rewrite the IR it runs on.
-    let object = if object { Some(super::hostlib::emit_object(&module.clone())?) } else { None };
+    let object = if object { Some(super::hostlib::emit_object(&module.clone(), level)?) } else { None };
     let ee = module
         .create_jit_execution_engine(level)
         .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
@@ -553,27 +578,26 @@ impl HostProgram {
         Ok((p, obj.unwrap_or_default()))
     }
 
+    /// The program as position-independent objects for this CPU (one per
+    /// compile group), with no JIT: what an on-disk cache links into a
+    /// library and loads ([`crate::host_cache`]), at the cost of one code
+    /// generation where [`HostProgram::compile_with_object`] pays two.
+    pub fn compile_objects(m: &LoopModule, seed: u64, fp_contract: FpContract) -> Result<Vec<Vec<u8>>, CodegenError> {
+        let level = codegen_level(m);
+        on_groups(&compile_groups(m, compile_threads()?), |g| {
+            let ctx = Context::create();
+            let (module, _tm) = optimized_module(&ctx, m, g, seed, fp_contract, HostCpu::Native)?;
+            super::hostlib::emit_object(&module, level)
+        })
+    }
+
     fn compile_inner(m: LoopModule, seed: u64, fp_contract: FpContract, object: bool, threads: usize) -> Result<(HostProgram, Option<Vec<Vec<u8>>>), CodegenError> {
-        // Machine code generation at `Aggressive` costs a long program of
-        // small kernels most of its compile time even where the IR was
-        // left unoptimised (`cheap_to_compile`): when every kernel is such,
-        // the fast instruction selector and register allocator do.
-        let level = if m.kernels.iter().all(|k| super::lower::cheap_to_compile(&m, k)) { OptimizationLevel::None } else { OptimizationLevel::Aggressive };
-        let groups = compile_groups(&m, threads);
-        let parts: Vec<Part> = match groups.as_slice() {
-            [one] => vec![compile_part(&m, one, seed, fp_contract, object, level)?],
-            _ => std::thread::scope(|s| {
-                let handles: Vec<_> = groups.iter().map(|g| s.spawn(|| compile_part(&m, g, seed, fp_contract, object, level).map(SendPart))).collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().map_err(|_| CodegenError("internal error: a compile thread panicked".into()))?.map(|p| p.0))
-                    .collect::<Result<Vec<Part>, CodegenError>>()
-            })?,
-        };
+        let level = codegen_level(&m);
+        let parts = on_groups(&compile_groups(&m, threads), |g| compile_part(&m, g, seed, fp_contract, object, level).map(SendPart))?;
         let mut entries = std::collections::HashMap::new();
         let mut jits = Vec::with_capacity(parts.len());
         let mut objects = Vec::with_capacity(parts.len());
-        for p in parts {
+        for SendPart(p) in parts {
             entries.extend(p.entries);
             jits.push(p.jit);
             objects.extend(p.object);

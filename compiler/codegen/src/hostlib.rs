@@ -25,14 +25,15 @@ pub fn native_cpu_id() -> String {
 }
 
 /// `module` (optimised for the native CPU) as a position-independent
-/// object file, for a shared library.
-pub(crate) fn emit_object(module: &Module<'_>) -> Result<Vec<u8>, CodegenError> {
+/// object file, for a shared library, its machine code generated at
+/// `level` (the JIT's for the same module).
+pub(crate) fn emit_object(module: &Module<'_>, level: OptimizationLevel) -> Result<Vec<u8>, CodegenError> {
     // The JIT's machine (for its CPU, target and features); the object
     // needs position-independent code and the default code model.
     let jit = host_machine(HostCpu::Native)?;
     let target = inkwell::targets::Target::from_triple(&jit.get_triple()).map_err(|e| CodegenError(format!("host target: {}", e.to_string())))?;
     let tm = target
-        .create_target_machine(&jit.get_triple(), &jit.get_cpu().to_string(), &jit.get_feature_string().to_string_lossy(), OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Default)
+        .create_target_machine(&jit.get_triple(), &jit.get_cpu().to_string(), &jit.get_feature_string().to_string_lossy(), level, RelocMode::PIC, CodeModel::Default)
         .ok_or_else(|| CodegenError("cannot create a target machine for a host object".into()))?;
     let buf = tm.write_to_memory_buffer(module, FileType::Object).map_err(|e| CodegenError(format!("cannot emit a host object: {}", e.to_string())))?;
     Ok(buf.as_slice().to_vec())

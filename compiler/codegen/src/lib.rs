@@ -11,8 +11,10 @@
 
 pub mod backend;
 pub mod bundle;
+pub mod disk_cache;
 pub mod gpu;
 pub mod host;
+pub mod host_cache;
 pub mod hostlib;
 pub mod lower;
 pub mod nvptx;

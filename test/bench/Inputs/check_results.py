@@ -1,6 +1,7 @@
 """Checks etbench's JSON: every example timed, every host op timed by
 eintup and by both peers, and every peer agreeing with eintup; in a
-process report, every chain run as whole processes at n and at 16, and
+process report, every chain run as whole processes at n and at 16 (with
+the compile cache warm and off), and
 both peers agreeing with what those runs wrote."""
 import json
 import sys
@@ -13,6 +14,9 @@ if "process" in r:
         assert len(p["run_ms"]) == len(p["baseline_ms"]) >= 2 and min(p["run_ms"] + p["baseline_ms"]) > 0, p
         med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else (sorted(v)[len(v) // 2 - 1] + sorted(v)[len(v) // 2]) / 2
         assert abs(p["compute_ms"] - (med(p["run_ms"]) - med(p["baseline_ms"]))) < 1e-6, p
+        # The same runs with the compile cache off.
+        assert len(p["uncached_run_ms"]) == len(p["uncached_baseline_ms"]) == len(p["run_ms"]) and min(p["uncached_run_ms"] + p["uncached_baseline_ms"]) > 0, p
+        assert abs(p["uncached_compute_ms"] - (med(p["uncached_run_ms"]) - med(p["uncached_baseline_ms"]))) < 1e-6, p
         for fw in ("numpy", "tensorflow"):
             q = p["peers"][fw]
             assert q.get("error") is None and q["median_s"] > 0 and q["max_rel_err"] <= 1e-9, (p["op"], fw, q)

@@ -26,6 +26,22 @@ pub mod shapes;
 /// (docs/cli.md#default-backend).
 pub const DEFAULT_BACKEND: &str = "cpu";
 
+/// The on-disk cache of host programs that `run` and `check` consult
+/// (`--backend cpu`; docs/cli.md, "The compile cache"), or `None` where
+/// `EINTUP_CACHE_DIR=""` turns it off. Its build identity is this
+/// executable's size and modification time, so that a rebuilt `eintup`
+/// never loads code an older build stored.
+pub fn host_cache() -> Result<Option<eintup_codegen::host_cache::HostCache>, eintup::driver::Failure> {
+    let exe = std::env::current_exe().and_then(std::fs::metadata);
+    let stamp = exe.as_ref().ok().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    let build = match (exe.as_ref().map(|m| m.len()), stamp) {
+        (Ok(len), Some(t)) => format!("eintup {len} {}.{:09}", t.as_secs(), t.subsec_nanos()),
+        // No identity for this build: a key no other build shares.
+        _ => format!("eintup unidentified {}", std::process::id()),
+    };
+    eintup_codegen::host_cache::HostCache::from_env(build).map_err(|e| eintup::driver::Failure::user(format!("eintup: error: {e}")))
+}
+
 /// `--backend interp|cpu|gpu|emu` (the enum is the codegen crate's);
 /// `cuda` is `gpu`, as `exec --device` spells it.
 fn backend_parser() -> impl TypedValueParser<Value = Backend> {

@@ -31,7 +31,8 @@ pub fn main(args: RunArgs) -> Result<(), Failure> {
         print_warnings(&src, &warnings);
     }
     let opts = RunOptions { seed: args.seed, float: args.float, inputs, max_work: args.max_work };
-    let arrays = eintup_codegen::backend::execute(&src, &module, args.backend, &opts, fp_contract)?;
+    let cache = if args.backend == Backend::Cpu { super::host_cache()? } else { None };
+    let arrays = eintup_codegen::backend::execute_cached(&src, &module, args.backend, &opts, fp_contract, cache.as_ref())?;
     emit(args.out.as_deref(), &args.print, &module, &arrays, args.seed, &config)
 }
 

@@ -1,5 +1,7 @@
-//! The on-disk kernel cache (`EINTUP_CACHE_DIR`; docs/python.md, "The
-//! cache"): one directory per compiled specialisation, named by a hash of
+//! The on-disk cache of compiled code (`EINTUP_CACHE_DIR`; docs/python.md,
+//! "The cache", and docs/cli.md): the Python package's kernels and the
+//! host programs of `eintup run` and `check` ([`crate::host_cache`]). One
+//! directory per compiled specialisation, named by a hash of
 //! its key and holding the key's full text, so that a hash collision is a
 //! miss, never a wrong kernel, and a checksum of every other file, so that
 //! a damaged file is never used (a loop module that does not match its
@@ -69,7 +71,22 @@ fn checksums(dir: &Path) -> io::Result<String> {
     Ok(lines.join("\n"))
 }
 
+/// The environment variable naming the cache's directory (empty: no cache).
+pub const DIR_ENV: &str = "EINTUP_CACHE_DIR";
+
 impl DiskCache {
+    /// Where the cache is: `$EINTUP_CACHE_DIR` if set (`None` when it is
+    /// empty: the cache is off), else `$XDG_CACHE_HOME/eintup`, else
+    /// `$HOME/.cache/eintup` (`None` without a home).
+    pub fn dir_from_env() -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os(DIR_ENV) {
+            return (!dir.is_empty()).then(|| PathBuf::from(dir));
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()).map(PathBuf::from);
+        let base = base.or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(base.join("eintup"))
+    }
+
     /// The cache in `dir`, bounded by `EINTUP_CACHE_MAX_BYTES` (bytes; an
     /// unreadable value is an error naming it).
     pub fn new(dir: PathBuf) -> Result<DiskCache, String> {
