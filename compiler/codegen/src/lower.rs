@@ -557,6 +557,22 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         Ok(Some(cells[i].1))
     }
 
+    /// A vector access's first lane: binds `var` to `lo` and, where every
+    /// offset of `offsets` (of its dtype) is provably aligned to `bytes`
+    /// there (`load_align`), returns the environment to restore once the
+    /// vector is built; otherwise restores it and returns `None`. What
+    /// `copy_run` and `atomic_run` both need before forming one wide
+    /// access from their lanes.
+    fn first_lane_aligned(&mut self, var: VarId, lo: i64, offsets: &[(&IExpr, DType)], bytes: i64) -> Result<Option<Vec<Option<IntValue<'ctx>>>>, CodegenError> {
+        let saved = self.env.clone();
+        self.bind(var, self.cix(lo))?;
+        if offsets.iter().all(|&(off, dt)| self.load_align(off, dt).is_some_and(|a| i64::from(a) >= bytes)) {
+            return Ok(Some(saved));
+        }
+        self.env = saved;
+        Ok(None)
+    }
+
     /// An `unroll` loop whose body is one `copy_async` contiguous in both
     /// offsets, of 8 or 16 bytes aligned to its size in both: one wide
     /// `cp.async` for the whole run (LLVM does not merge the intrinsics as
@@ -568,13 +584,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         if w.kind != WriteKind::CopyAsync || !matches!(bytes, 8 | 16) || !w.offset.unit_stride_in(l.var) || !src_off.unit_stride_in(l.var) {
             return Ok(false);
         }
-        let saved = self.env.clone();
-        self.bind(l.var, self.cix(lo))?;
-        let aligned = |a: Option<u32>| a.is_some_and(|a| i64::from(a) >= bytes);
-        if !aligned(self.load_align(&w.offset, *dtype)) || !aligned(self.load_align(src_off, *dtype)) {
-            self.env = saved;
-            return Ok(false);
-        }
+        let Some(saved) = self.first_lane_aligned(l.var, lo, &[(&w.offset, *dtype), (src_off, *dtype)], bytes)? else { return Ok(false) };
         let (d, _) = self.elem_ptr(w.buf, &w.offset)?;
         let (s, _) = self.elem_ptr(*src, src_off)?;
         let target = self.target;
@@ -597,13 +607,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         if self.target.write_kind(w.kind) != WriteKind::AtomicAccumulate || lanes < 2 || lanes > self.target.vector_atomic_lanes(dt) || !w.offset.unit_stride_in(l.var) {
             return Ok(false);
         }
-        let saved = self.env.clone();
-        self.bind(l.var, self.cix(lo))?;
-        let bytes = lanes * dt.size() as i64;
-        if !self.load_align(&w.offset, dt).is_some_and(|a| i64::from(a) >= bytes) {
-            self.env = saved;
-            return Ok(false);
-        }
+        let Some(saved) = self.first_lane_aligned(l.var, lo, &[(&w.offset, dt)], lanes * dt.size() as i64)? else { return Ok(false) };
         let (p, _) = self.elem_ptr(w.buf, &w.offset)?;
         let mut vals = Vec::with_capacity(lanes as usize);
         for i in lo..hi {
