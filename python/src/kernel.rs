@@ -111,7 +111,7 @@ const MODULE_FILE: &str = "module.et";
 const LOOPS_FILE: &str = "loops.etl";
 const BUNDLE_DIR: &str = "bundle";
 /// `cpu`: the program as a shared library.
-const LIBRARY_FILE: &str = "kernels.so";
+const LIBRARY_FILE: &str = eintup_codegen::host_cache::LIBRARY_FILE;
 
 /// A compiled `.et` program, callable on arrays (`eintup.Kernel` wraps it).
 /// Not `Send`: a loaded runtime program holds device handles; Python
@@ -220,7 +220,11 @@ impl Kernel {
         pipeline::specialized_for(&self.src, &self.binds, &Self::shapes(key), self.seed, self.float)
     }
 
-    fn compile_for(&self, key: &Key, dev: Option<(usize, &'static Device)>) -> Result<(Compiled, Option<CacheFiles>), Failure> {
+    /// `key`'s program compiled now. With `store` (the disk cache and the
+    /// entry's key), a `cpu` program is compiled into its new entry
+    /// (`host_cache::store_compiled`: objects once, linked and loaded);
+    /// the other targets return the files for the caller to store.
+    fn compile_for(&self, key: &Key, dev: Option<(usize, &'static Device)>, store: Option<(&DiskCache, &str)>) -> Result<(Compiled, Option<CacheFiles>), Failure> {
         let (module, config) = self.specialized(key)?;
         let (code, files) = match self.target {
             Target::Interp => (Code::Interp, None),
@@ -230,14 +234,21 @@ impl Kernel {
                 let host = eintup_codegen::HostCpu::Native.host_target().map_err(|e| Failure::user(format!("error: {e}")))?.reused();
                 let lm = pipeline::lower_host(&self.src, &planned, self.float, self.fp_contract, host)?;
                 pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
-                let loops = eintup::ir::loops::print::module(&lm);
                 let host = |e| Failure::Internal(format!("host backend: {e}"));
-                if self.disk.is_some() {
-                    let (prog, objects) = HostProgram::compile_with_object(lm, self.seed, self.fp_contract).map_err(host)?;
-                    (Code::Host { prog }, Some(CacheFiles::Host { loops, objects }))
-                } else {
-                    (Code::Host { prog: HostProgram::compile(lm, self.seed, self.fp_contract).map_err(host)? }, None)
-                }
+                let prog = match store {
+                    Some((cache, k)) => {
+                        let loops = eintup::ir::loops::print::module(&lm);
+                        let files = |dir: &Path| {
+                            std::fs::write(dir.join(MODULE_FILE), eintup::ir::et::print::module(&module))?;
+                            std::fs::write(dir.join(LOOPS_FILE), &loops)
+                        };
+                        // Without a C compiler to link it, the entry holds the
+                        // loop module alone (a hit then JIT-compiles it).
+                        eintup_codegen::host_cache::store_compiled(cache, k, lm, self.seed, self.fp_contract, files, true).map_err(host)?.0
+                    }
+                    None => HostProgram::compile(lm, self.seed, self.fp_contract).map_err(host)?,
+                };
+                (Code::Host { prog }, None)
             }
             Target::Emu => {
                 let b = self.gpu_bundle(&module, &config, eintup::ir::loops::target::DEFAULT_SM)?;
@@ -334,9 +345,12 @@ impl Kernel {
                 c
             }
             None => {
-                let (c, files) = self.compile_for(key, dev)?;
-                if let (Some((cache, _)), Some(k), Some(files)) = (disk, &dkey, files) {
+                let store = disk.map(|(cache, _)| cache).zip(dkey.as_deref());
+                let (c, files) = self.compile_for(key, dev, store)?;
+                if store.is_some() {
                     self.disk_counts.set((dh, dm + 1));
+                }
+                if let (Some((cache, k)), Some(files)) = (store, files) {
                     // Best effort: a failed write costs a later process a compile.
                     let _ = cache.store(k, |dir| files.write(dir, &c.module));
                 }
@@ -614,12 +628,10 @@ impl Compiled {
     }
 }
 
-/// What a cache entry holds besides the `et` module.
+/// What a GPU cache entry holds besides the `et` module (a `cpu` entry is
+/// written as it is compiled: `compile_for`).
 enum CacheFiles {
-    /// `cpu`: the final loop module, printed, and its object code (one
-    /// object per compile group).
-    Host { loops: String, objects: Vec<Vec<u8>> },
-    /// `emu`: the bundle.
+    /// `emu`, `cuda`: the bundle.
     Bundle(Box<eintup_runtime::Bundle>),
 }
 
@@ -627,13 +639,6 @@ impl CacheFiles {
     fn write(&self, dir: &Path, module: &Module) -> std::io::Result<()> {
         std::fs::write(dir.join(MODULE_FILE), eintup::ir::et::print::module(module))?;
         match self {
-            CacheFiles::Host { loops, objects } => {
-                std::fs::write(dir.join(LOOPS_FILE), loops)?;
-                // Without a C compiler to link it, the entry holds the loop
-                // module alone (a hit then JIT-compiles it).
-                let _ = eintup_codegen::hostlib::link_shared(objects, &dir.join(LIBRARY_FILE));
-                Ok(())
-            }
             CacheFiles::Bundle(b) => b.write(dir.join(BUNDLE_DIR)).map_err(|e| std::io::Error::other(e.to_string())),
         }
     }

@@ -444,12 +444,10 @@ pub(crate) enum Code {
     Library(super::hostlib::Library),
 }
 
-/// One group's compiled code, its kernels' entries by symbol, and its
-/// object file when asked for.
+/// One group's compiled code and its kernels' entries by symbol.
 struct Part {
     jit: Jit,
     entries: Vec<(String, KernelFn)>,
-    object: Option<Vec<u8>>,
 }
 
 /// A part made on a compile thread, handed to the thread that owns the
@@ -489,7 +487,7 @@ fn on_groups<T: Send>(groups: &[Vec<usize>], f: impl Fn(&[usize]) -> Result<T, C
 /// The kernels `which` of `m` compiled for this CPU in a context of their
 /// own. The entries are looked up here because MCJIT generates machine
 /// code at the first lookup: so this thread does that work too.
-fn compile_part(m: &LoopModule, which: &[usize], seed: u64, fp_contract: FpContract, object: bool, level: OptimizationLevel) -> Result<Part, CodegenError> {
+fn compile_part(m: &LoopModule, which: &[usize], seed: u64, fp_contract: FpContract, level: OptimizationLevel) -> Result<Part, CodegenError> {
     let ctx = Box::new(Context::create());
     // SAFETY: the context lives in a Box that `Jit` drops only after the
     // engine (see `Drop`), and the module borrowing it is moved into the
@@ -497,8 +495,6 @@ fn compile_part(m: &LoopModule, which: &[usize], seed: u64, fp_contract: FpContr
     // 'static only names that.
     let ctx_ref: &'static Context = unsafe { &*(ctx.as_ref() as *const Context) };
     let (module, _tm) = optimized_module(ctx_ref, m, which, seed, fp_contract, HostCpu::Native)?;
-    // Emitted from a clone: code generation may rewrite the IR it runs on.
-    let object = if object { Some(super::hostlib::emit_object(&module.clone(), level)?) } else { None };
     let ee = module
         .create_jit_execution_engine(level)
         .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
@@ -512,7 +508,7 @@ fn compile_part(m: &LoopModule, which: &[usize], seed: u64, fp_contract: FpContr
         let f = unsafe { jit.ee.get_function::<KernelFn>(&name) }.map_err(|e| CodegenError(format!("kernel `{}` not found: {e}", m.kernels[ki].name)))?;
         entries.push((name, unsafe { f.as_raw() }));
     }
-    Ok(Part { jit, entries, object })
+    Ok(Part { jit, entries })
 }
 
 /// MCJIT's engine and the context it was made in.
@@ -560,28 +556,27 @@ impl Args {
 impl HostProgram {
     /// Compiles `m` for this CPU (`HostCpu::Native`) and JIT-loads it.
     pub fn compile(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<HostProgram, CodegenError> {
-        Ok(Self::compile_inner(m, seed, fp_contract, false, compile_threads()?)?.0)
+        Self::compile_on(m, seed, fp_contract, compile_threads()?)
     }
 
     /// As [`HostProgram::compile`], on at most `threads` compile threads
     /// ([`compile_groups`]; the same code whatever the count).
     pub fn compile_on(m: LoopModule, seed: u64, fp_contract: FpContract, threads: usize) -> Result<HostProgram, CodegenError> {
-        Ok(Self::compile_inner(m, seed, fp_contract, false, threads)?.0)
-    }
-
-    /// As [`HostProgram::compile`], and also the program as a
-    /// position-independent object file for this CPU (`hostlib`: what an
-    /// on-disk cache keeps, linked into a shared library), from the same
-    /// optimised module.
-    pub fn compile_with_object(m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<(HostProgram, Vec<Vec<u8>>), CodegenError> {
-        let (p, obj) = Self::compile_inner(m, seed, fp_contract, true, compile_threads()?)?;
-        Ok((p, obj.unwrap_or_default()))
+        let level = codegen_level(&m);
+        let parts = on_groups(&compile_groups(&m, threads), |g| compile_part(&m, g, seed, fp_contract, level).map(SendPart))?;
+        let mut entries = std::collections::HashMap::new();
+        let mut jits = Vec::with_capacity(parts.len());
+        for SendPart(p) in parts {
+            entries.extend(p.entries);
+            jits.push(p.jit);
+        }
+        Self::with_code(m, Code::Jit(jits), |_, name| entries.get(name).copied().ok_or_else(|| "not compiled".to_string()))
     }
 
     /// The program as position-independent objects for this CPU (one per
     /// compile group), with no JIT: what an on-disk cache links into a
-    /// library and loads ([`crate::host_cache`]), at the cost of one code
-    /// generation where [`HostProgram::compile_with_object`] pays two.
+    /// library and loads ([`crate::host_cache`]): one code generation,
+    /// where a JIT beside them would pay two (MCJIT generates its own).
     pub fn compile_objects(m: &LoopModule, seed: u64, fp_contract: FpContract) -> Result<Vec<Vec<u8>>, CodegenError> {
         let level = codegen_level(m);
         on_groups(&compile_groups(m, compile_threads()?), |g| {
@@ -589,21 +584,6 @@ impl HostProgram {
             let (module, _tm) = optimized_module(&ctx, m, g, seed, fp_contract, HostCpu::Native)?;
             super::hostlib::emit_object(&module, level)
         })
-    }
-
-    fn compile_inner(m: LoopModule, seed: u64, fp_contract: FpContract, object: bool, threads: usize) -> Result<(HostProgram, Option<Vec<Vec<u8>>>), CodegenError> {
-        let level = codegen_level(&m);
-        let parts = on_groups(&compile_groups(&m, threads), |g| compile_part(&m, g, seed, fp_contract, object, level).map(SendPart))?;
-        let mut entries = std::collections::HashMap::new();
-        let mut jits = Vec::with_capacity(parts.len());
-        let mut objects = Vec::with_capacity(parts.len());
-        for SendPart(p) in parts {
-            entries.extend(p.entries);
-            jits.push(p.jit);
-            objects.extend(p.object);
-        }
-        let prog = Self::with_code(m, Code::Jit(jits), |_, name| entries.get(name).copied().ok_or_else(|| "not compiled".to_string()))?;
-        Ok((prog, object.then_some(objects)))
     }
 
     /// The program over `code`, whose entries `entry` finds by symbol.

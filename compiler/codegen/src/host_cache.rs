@@ -27,8 +27,8 @@ use crate::hostlib::{link_shared, native_cpu_id};
 use crate::{CodegenError, FpContract, HostProgram};
 use eintup::ir::loops::LoopModule;
 
-/// The library file of an entry.
-const LIBRARY_FILE: &str = "kernels.so";
+/// The library file of an entry (the Python package's entries too).
+pub const LIBRARY_FILE: &str = "kernels.so";
 
 /// Where a program came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,30 +91,62 @@ impl HostCache {
             }
             self.disk.discard(&key);
         }
-        // Compiled inside the store, into its private directory: where no
-        // directory can be made nothing is compiled twice. The library is
-        // loaded from there before the directory is renamed into place
-        // (the mapping outlives the rename, or the directory's removal
-        // where another process stored the entry first).
-        let mut made: Option<Result<HostProgram, CodegenError>> = None;
-        let stored = self.disk.store(&key, |dir| {
-            let objects = HostProgram::compile_objects(&m, seed, fp_contract);
-            let lib = dir.join(LIBRARY_FILE);
-            let linked = objects.and_then(|o| {
-                link_shared(&o, &lib)?;
-                // SAFETY: the library just linked from this module's objects.
-                unsafe { HostProgram::load_library(m.clone(), &lib) }
-            });
-            let failed = linked.as_ref().err().map(|e| io::Error::other(e.0.clone()));
-            made = Some(linked);
-            failed.map_or(Ok(()), Err)
-        });
-        match (made, stored) {
-            (Some(Ok(p)), Ok(())) => Ok((p, Lookup::Stored)),
-            (Some(Ok(p)), Err(_)) => Ok((p, Lookup::Compiled)),
-            // No directory, or no library (no C compiler): the JIT.
-            _ => Ok((HostProgram::compile(m, seed, fp_contract)?, Lookup::Compiled)),
+        store_compiled(&self.disk, &key, m, seed, fp_contract, |_| Ok(()), false)
+    }
+}
+
+/// `m` compiled into a new entry of `disk` under `key`: `files` writes the
+/// caller's own files into the entry's private directory, then the program
+/// is compiled to objects only, linked into the entry's library
+/// ([`LIBRARY_FILE`]) and loaded from it. Where no library can be linked
+/// (no C compiler), the entry is stored without one if `without_library`
+/// (its other files still save a later process work: the Python package's
+/// front end and passes) or not at all, and the program is JIT-compiled.
+/// A compile error is returned, and nothing is stored.
+pub fn store_compiled(
+    disk: &DiskCache,
+    key: &str,
+    m: LoopModule,
+    seed: u64,
+    fp_contract: FpContract,
+    files: impl FnOnce(&Path) -> io::Result<()>,
+    without_library: bool,
+) -> Result<(HostProgram, Lookup), CodegenError> {
+    // Compiled inside the store, into its private directory: where no
+    // directory can be made nothing is compiled twice. The library is
+    // loaded from there before the directory is renamed into place (the
+    // mapping outlives the rename, or the directory's removal where
+    // another process stored the entry first).
+    let mut made: Option<Result<HostProgram, CodegenError>> = None;
+    let stored = disk.store(key, |dir| {
+        files(dir)?;
+        let objects = match HostProgram::compile_objects(&m, seed, fp_contract) {
+            Ok(o) => o,
+            Err(e) => {
+                made = Some(Err(e));
+                return Err(io::Error::other("not compiled"));
+            }
+        };
+        let lib = dir.join(LIBRARY_FILE);
+        // SAFETY: the library just linked from this module's objects.
+        match link_shared(&objects, &lib).and_then(|()| unsafe { HostProgram::load_library(m.clone(), &lib) }) {
+            Ok(p) => {
+                made = Some(Ok(p));
+                Ok(())
+            }
+            Err(_) if without_library => {
+                let _ = std::fs::remove_file(&lib);
+                Ok(())
+            }
+            Err(e) => Err(io::Error::other(e.0)),
         }
+    });
+    let how = if stored.is_ok() { Lookup::Stored } else { Lookup::Compiled };
+    match made {
+        Some(Err(e)) => Err(e),
+        Some(Ok(p)) => Ok((p, how)),
+        // No directory, or no library: the JIT.
+        None => Ok((HostProgram::compile(m, seed, fp_contract)?, how)),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Host programs as shared libraries: what an on-disk cache keeps so that
 //! a later process runs a program without compiling it (the Python
 //! package's cache, docs/python.md). The optimised host module is emitted
-//! as a position-independent object for this CPU
-//! ([`HostProgram::compile_with_object`]), linked with the system's C
+//! as position-independent objects for this CPU
+//! ([`HostProgram::compile_objects`]), linked with the system's C
 //! compiler driver ([`link_shared`]) and loaded with `dlopen`
 //! ([`HostProgram::load_library`]). The code needs nothing but libc and
 //! libm (LLVM may call `memset`, `memcpy` and math functions).
@@ -40,7 +40,11 @@ pub(crate) fn emit_object(module: &Module<'_>, level: OptimizationLevel) -> Resu
 }
 
 /// Links `objects` (a program's, one per compile group) into the shared
-/// library `out` with `cc` (or `$CC`).
+/// library `out`: with `$CC` where it is set, else with the linker `ld`
+/// itself, else with `cc`. The objects need no C start-up files (no
+/// constructors; the kernels call only libc and libm), and the compiler
+/// driver costs ~20 ms of a first run's time where `ld` alone takes a few
+/// (docs/performance.md, section 21).
 pub fn link_shared(objects: &[Vec<u8>], out: &Path) -> Result<(), CodegenError> {
     let mut files = Vec::with_capacity(objects.len());
     let written = objects.iter().enumerate().try_for_each(|(i, object)| {
@@ -54,24 +58,31 @@ pub fn link_shared(objects: &[Vec<u8>], out: &Path) -> Result<(), CodegenError> 
         remove(&files);
         return Err(e);
     }
-    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
     // -Bsymbolic: a kernel's own symbols bind inside its library, never to
     // another library's kernel of the same name.
-    let status = std::process::Command::new(&cc)
-        .args(["-shared", "-Wl,-Bsymbolic", "-o"])
-        .arg(out)
-        .args(&files)
-        .arg("-lm")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
+    let link = |tool: &std::ffi::OsStr, args: &[&str]| {
+        let status = std::process::Command::new(tool)
+            .args(args)
+            .arg(out)
+            .args(&files)
+            .arg("-lm")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        match status {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(CodegenError(format!("{} -shared failed ({s})", tool.to_string_lossy()))),
+            Err(e) => Err(CodegenError(format!("cannot run {}: {e}", tool.to_string_lossy()))),
+        }
+    };
+    let driver = ["-shared", "-Wl,-Bsymbolic", "-o"];
+    let linked = match std::env::var_os("CC") {
+        Some(cc) => link(&cc, &driver),
+        None => link("ld".as_ref(), &["-shared", "-Bsymbolic", "-o"]).or_else(|_| link("cc".as_ref(), &driver)),
+    };
     remove(&files);
-    match status {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(CodegenError(format!("{} -shared failed ({s})", cc.to_string_lossy()))),
-        Err(e) => Err(CodegenError(format!("cannot run {}: {e}", cc.to_string_lossy()))),
-    }
+    linked
 }
 
 /// A shared library loaded with `dlopen` (local symbols, bound now);
@@ -101,7 +112,7 @@ fn dl_error() -> String {
 
 impl HostProgram {
     /// Loads the shared library at `path`, made by [`link_shared`] from
-    /// the objects [`HostProgram::compile_with_object`] gave for `m`.
+    /// the objects [`HostProgram::compile_objects`] gave for `m`.
     ///
     /// # Safety
     /// The library runs as trusted code: it must be exactly such a

@@ -476,7 +476,8 @@ fn run_on_runs_on_borrowed_memory_and_checks_it_first() {
 fn a_host_program_as_a_shared_library_runs_as_the_jit_does() {
     use eintup_codegen::{hostlib, HostProgram};
     let m = cases::matmul();
-    let (jit, objects) = HostProgram::compile_with_object(m.clone(), 0, FpContract::Off).unwrap();
+    let jit = HostProgram::compile(m.clone(), 0, FpContract::Off).unwrap();
+    let objects = HostProgram::compile_objects(&m, 0, FpContract::Off).unwrap();
     assert!(!objects.is_empty() && objects.iter().all(|o| o.starts_with(b"\x7fELF")), "ELF objects");
     let dir = std::env::temp_dir().join(format!("eintup-hostlib-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
