@@ -242,8 +242,8 @@ impl Kernel {
                             std::fs::write(dir.join(MODULE_FILE), eintup::ir::et::print::module(&module))?;
                             std::fs::write(dir.join(LOOPS_FILE), &loops)
                         };
-                        // Without a C compiler to link it, the entry holds the
-                        // loop module alone (a hit then JIT-compiles it).
+                        // Without a linker, the entry holds the loop module
+                        // alone (a hit then JIT-compiles it).
                         eintup_codegen::host_cache::store_compiled(cache, k, lm, self.seed, self.fp_contract, files, true).map_err(host)?.0
                     }
                     None => HostProgram::compile(lm, self.seed, self.fp_contract).map_err(host)?,

@@ -1,8 +1,9 @@
 //! Compiled host programs kept on disk between processes: what `eintup run`
-//! and `eintup check` (`--backend cpu`) consult before asking LLVM, so that
-//! running a program again costs its front end and passes (milliseconds)
-//! but not LLVM's optimisation and code generation (tens to hundreds of
-//! milliseconds; docs/cli.md, "The compile cache").
+//! (`--backend cpu`) consults before asking LLVM, so that running a
+//! program again costs its front end and passes (milliseconds) but not
+//! LLVM's optimisation and code generation (tens to hundreds of
+//! milliseconds; docs/cli.md, "The compile cache"). The Python package
+//! stores its `cpu` entries through [`store_compiled`] too.
 //!
 //! The key is what the machine code is a function of: the final loop
 //! module, printed (it prints everything it holds and parses back), the
@@ -13,11 +14,11 @@
 //!
 //! A miss compiles the program to objects only (one code generation, no
 //! JIT), links them into the entry and loads that library: the cache costs
-//! a first run the link (a `cc -shared`, ~10 ms), not a second code
-//! generation. Where no entry can be made (a read-only directory) the
+//! a first run the link (`ld -shared`) and the entry's files, not a second
+//! code generation. Where no entry can be made (a read-only directory) the
 //! program is JIT-compiled as without a cache; where no library can be
-//! linked (no C compiler) it is JIT-compiled after its objects were, the
-//! one case that compiles twice.
+//! linked (no linker) it is JIT-compiled after its objects were, the one
+//! case that compiles twice.
 
 use std::io;
 use std::path::Path;
