@@ -11,9 +11,11 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_string());
-    // A new commit moves HEAD or the branch it points to.
+    // A new commit moves HEAD or the branch it points to. Only paths that
+    // exist: cargo takes a missing one (a checkout without `packed-refs`)
+    // as changed, and rebuilt the tools on every build.
     for what in ["HEAD", "refs/heads", "packed-refs"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", what]) {
+        if let Some(p) = git(&["rev-parse", "--git-path", what]).filter(|p| std::path::Path::new(p).exists()) {
             println!("cargo:rerun-if-changed={p}");
         }
     }
