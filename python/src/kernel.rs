@@ -330,14 +330,7 @@ impl Kernel {
         }
         let disk = self.disk.as_ref().filter(|_| self.target != Target::Interp);
         let dkey = disk.map(|(_, build)| self.disk_key(build, key, dev));
-        let found = disk.zip(dkey.as_ref()).and_then(|((cache, _), k)| {
-            let (dir, intact) = cache.find(k)?;
-            let c = if intact { self.load_entry(&dir, dev) } else { None };
-            if c.is_none() {
-                cache.discard(k);
-            }
-            c
-        });
+        let found = disk.zip(dkey.as_ref()).and_then(|((cache, _), k)| cache.load(k, |dir| self.load_entry(dir, dev)));
         let (dh, dm) = self.disk_counts.get();
         let c = match found {
             Some(c) => {

@@ -70,7 +70,7 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
 }
 
 /// [`execute`], with `cpu` programs taken from and stored in `cache`
-/// (`eintup run` and `check`; the same arrays either way).
+/// (`eintup run`; the same arrays either way).
 pub fn execute_cached(src: &Source, module: &Module, backend: Backend, opts: &RunOptions, fp_contract: FpContract, cache: Option<&HostCache>) -> Result<Vec<Tensor>, Failure> {
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),

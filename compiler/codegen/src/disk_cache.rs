@@ -1,6 +1,6 @@
 //! The on-disk cache of compiled code (`EINTUP_CACHE_DIR`; docs/python.md,
 //! "The cache", and docs/cli.md): the Python package's kernels and the
-//! host programs of `eintup run` and `check` ([`crate::host_cache`]). One
+//! host programs of `eintup run` ([`crate::host_cache`]). One
 //! directory per compiled specialisation, named by a hash of
 //! its key and holding the key's full text, so that a hash collision is a
 //! miss, never a wrong kernel, and a checksum of every other file, so that
@@ -105,9 +105,22 @@ impl DiskCache {
         self.dir.join(format!("{:016x}", fnv1a(key)))
     }
 
+    /// `key`'s entry as `read` makes it from the entry's directory, if
+    /// there is an entry for exactly `key` and its files are intact (as
+    /// stored); an entry that is damaged or that `read` cannot use is
+    /// removed (the caller then compiles and stores it again).
+    pub fn load<T>(&self, key: &str, read: impl FnOnce(&Path) -> Option<T>) -> Option<T> {
+        let (dir, intact) = self.find(key)?;
+        let got = if intact { read(&dir) } else { None };
+        if got.is_none() {
+            self.discard(key);
+        }
+        got
+    }
+
     /// The directory of `key`'s entry, if there is one for exactly `key`,
     /// and whether its files are intact (as stored).
-    pub fn find(&self, key: &str) -> Option<(PathBuf, bool)> {
+    fn find(&self, key: &str) -> Option<(PathBuf, bool)> {
         let dir = self.entry(key);
         if fs::read_to_string(dir.join(KEY_FILE)).ok()? != key {
             return None;
@@ -120,7 +133,7 @@ impl DiskCache {
 
     /// Removes `key`'s entry (unreadable or corrupt). Renamed away first,
     /// so that no other process finds half of it.
-    pub fn discard(&self, key: &str) {
+    fn discard(&self, key: &str) {
         let dir = self.entry(key);
         let gone = self.dir.join(format!("gone-{}-{:016x}", std::process::id(), fnv1a(key)));
         if fs::rename(&dir, &gone).is_ok() {

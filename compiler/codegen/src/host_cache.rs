@@ -63,10 +63,6 @@ impl HostCache {
         DiskCache::dir_from_env().map(|dir| DiskCache::new(dir).map(|d| HostCache::new(d, build))).transpose()
     }
 
-    pub fn dir(&self) -> &Path {
-        self.disk.dir()
-    }
-
     fn key(&self, loops: &str, seed: u64, fp_contract: FpContract) -> String {
         format!(
             "eintup {} host program\nbuild {}\ncpu {}\nseed {seed}\nfp_contract {}\nloops\n{loops}",
@@ -82,15 +78,11 @@ impl HostCache {
     /// compile).
     pub fn program(&self, m: LoopModule, seed: u64, fp_contract: FpContract) -> Result<(HostProgram, Lookup), CodegenError> {
         let key = self.key(&eintup::ir::loops::print::module(&m), seed, fp_contract);
-        if let Some((dir, intact)) = self.disk.find(&key) {
-            // SAFETY: the library of an entry whose key names this very
-            // loop module, build and CPU, and whose files match the
-            // checksums they were stored with (`intact`).
-            let hit = intact.then(|| unsafe { HostProgram::load_library(m.clone(), &dir.join(LIBRARY_FILE)) }.ok()).flatten();
-            if let Some(p) = hit {
-                return Ok((p, Lookup::Hit));
-            }
-            self.disk.discard(&key);
+        // SAFETY: the library of an entry whose key names this very loop
+        // module, build and CPU, and whose files match the checksums they
+        // were stored with (`DiskCache::load`).
+        if let Some(p) = self.disk.load(&key, |dir| unsafe { HostProgram::load_library(m.clone(), &dir.join(LIBRARY_FILE)) }.ok()) {
+            return Ok((p, Lookup::Hit));
         }
         store_compiled(&self.disk, &key, m, seed, fp_contract, |_| Ok(()), false)
     }
@@ -100,7 +92,7 @@ impl HostCache {
 /// caller's own files into the entry's private directory, then the program
 /// is compiled to objects only, linked into the entry's library
 /// ([`LIBRARY_FILE`]) and loaded from it. Where no library can be linked
-/// (no C compiler), the entry is stored without one if `without_library`
+/// (no linker), the entry is stored without one if `without_library`
 /// (its other files still save a later process work: the Python package's
 /// front end and passes) or not at all, and the program is JIT-compiled.
 /// A compile error is returned, and nothing is stored.
