@@ -1,9 +1,10 @@
 //! Host programs as shared libraries: what an on-disk cache keeps so that
-//! a later process runs a program without compiling it (the Python
-//! package's cache, docs/python.md). The optimised host module is emitted
-//! as position-independent objects for this CPU
-//! ([`HostProgram::compile_objects`]), linked with the system's C
-//! compiler driver ([`link_shared`]) and loaded with `dlopen`
+//! a later process runs a program without compiling it (`eintup run`'s
+//! and the Python package's cache: `host_cache`, docs/cli.md and
+//! docs/python.md). The optimised host module is emitted as
+//! position-independent objects for this CPU
+//! ([`HostProgram::compile_objects`]), linked with the system's linker
+//! ([`link_shared`]) and loaded with `dlopen`
 //! ([`HostProgram::load_library`]). The code needs nothing but libc and
 //! libm (LLVM may call `memset`, `memcpy` and math functions).
 

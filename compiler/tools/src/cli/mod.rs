@@ -26,7 +26,7 @@ pub mod shapes;
 /// (docs/cli.md#default-backend).
 pub const DEFAULT_BACKEND: &str = "cpu";
 
-/// The on-disk cache of host programs that `run` and `check` consult
+/// The on-disk cache of host programs that `run` consults
 /// (`--backend cpu`; docs/cli.md, "The compile cache"), or `None` where
 /// `EINTUP_CACHE_DIR=""` turns it off. Its build identity is this
 /// executable's size and modification time, so that a rebuilt `eintup`
