@@ -373,6 +373,23 @@ mod tests {
     }
 
     #[test]
+    fn the_tuned_4096_matmul_is_predicted_within_issue_30s_bar() {
+        // Issue #30: the model predicts matmul 4096^3 (f32) on an H100
+        // within 1.25x of cuBLAS's measured 2.67 ms (TF32 off). The H200's
+        // constants (`cost::LATEST`; same SMs and clock as the H100) on
+        // the table's choice for sm_90; with the H100's DRAM the kernel
+        // stays issue-bound, so the prediction is the same.
+        let choices = [("register-tiles", "8x8@0"), ("block-tiles", "16x16k16"), ("arrange-threads", "4x8")];
+        let b = bundle(&["batch=[]", "row=[4096]", "k=[4096]", "col=[4096]"], &choices);
+        let owned: Vec<(String, String)> = choices.iter().map(|(p, c)| (p.to_string(), c.to_string())).collect();
+        let (_, fit) = cost::LATEST;
+        let h100 = model(&emulator(), &b, registers(&owned), &cost::H100, fit).unwrap();
+        let h200 = cost::predict_run(&cost::H200, fit, &h100.kernels) * 1e3;
+        eprintln!("matmul 4096^3: {:.3} ms predicted on the H100, {h200:.3} on the H200", h100.predicted_ms);
+        assert!(h100.predicted_ms <= 1.25 * 2.67, "{:.3} ms predicted, {:.2}x cuBLAS", h100.predicted_ms, h100.predicted_ms / 2.67);
+    }
+
+    #[test]
     fn measurements_from_before_arrange_threads_join_its_none_candidate() {
         let kernels = serde_json::json!([{ "name": "k", "blocks": 4, "threads_per_block": 256, "warp_instructions": 100 }]);
         let group = |variants: serde_json::Value| serde_json::json!({ "groups": [{ "op": "matmul_f32", "size": "s", "variants": variants }] });

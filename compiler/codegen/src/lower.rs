@@ -469,7 +469,17 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 // In i32 the block's copy loops would be runtime-unrolled
                 // (4096^3 matmul: 128 registers; 96 without).
                 if l.kind == LoopKind::Spread && self.narrow() {
-                    self.no_unroll(br);
+                    self.loop_hint(br, "llvm.loop.unroll.disable");
+                }
+                // A block step's reduction over shared tiles: its loop
+                // control and address arithmetic cost as much issue as
+                // its shared loads (4096^3 matmul: 5 of 9 instructions per
+                // 64 FMAs), and ptxas keeps it rolled. Unrolled whole,
+                // every shared offset is an immediate. LLVM unrolls it
+                // after simplifying the body once (emitting the copies
+                // here took twice the compile time for the same PTX).
+                if self.m.is_shared_step(l) {
+                    self.loop_hint(br, "llvm.loop.unroll.full");
                 }
                 self.b.position_at_end(exit);
                 if let Some(end) = sums_end {
@@ -625,21 +635,21 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         Ok(true)
     }
 
-    /// Marks the loop whose back edge is `br` `llvm.loop.unroll.disable`.
-    fn no_unroll(&self, br: inkwell::values::InstructionValue<'ctx>) {
+    /// Gives the loop whose back edge is `br` the hint `name`
+    /// (`llvm.loop.unroll.disable`, `llvm.loop.unroll.full`).
+    fn loop_hint(&self, br: inkwell::values::InstructionValue<'ctx>, name: &str) {
         use llvm_sys::core::*;
         // SAFETY: every reference is created here in the kernel's live
         // context; the temporary node is replaced (and freed) by the
         // self-referential loop ID, as LLVM requires of `llvm.loop`.
         unsafe {
             let ctx = self.ctx.raw();
-            let name = "llvm.loop.unroll.disable";
             let s = LLVMMDStringInContext2(ctx, name.as_ptr().cast(), name.len());
-            let mut dis = [s];
-            let dis = LLVMMDNodeInContext2(ctx, dis.as_mut_ptr(), 1);
+            let mut hint = [s];
+            let hint = LLVMMDNodeInContext2(ctx, hint.as_mut_ptr(), 1);
             let mut tmp_ops: [llvm_sys::prelude::LLVMMetadataRef; 0] = [];
             let tmp = llvm_sys::debuginfo::LLVMTemporaryMDNode(ctx, tmp_ops.as_mut_ptr(), 0);
-            let mut ops = [tmp, dis];
+            let mut ops = [tmp, hint];
             let id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), 2);
             llvm_sys::debuginfo::LLVMMetadataReplaceAllUsesWith(tmp, id);
             let kind = LLVMGetMDKindIDInContext(ctx, "llvm.loop".as_ptr().cast(), 9);

@@ -14,7 +14,7 @@
 //! docs/codegen.md describes how the lowering uses each.
 
 use super::chain::{Chain, Step};
-use super::{BufId, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VarId, WriteKind};
+use super::{BufId, For, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, Role, VOp, VarId, WriteKind};
 
 /// The kernel's parallel chain (`ir::loops::chain`) as one grid-stride
 /// loop: its iteration space is flattened into one linear id; the steps
@@ -108,6 +108,50 @@ impl Kernel {
     }
 }
 
+/// Most computes a shared step holds once unrolled
+/// ([`LoopModule::is_shared_step`]): an 8x8 register tile over a k step
+/// of 16 is 1,024; twice that bounds the code of one step.
+pub const MAX_SHARED_STEP_COMPUTES: i64 = 2048;
+
+impl LoopModule {
+    /// Whether `l` is a block step's reduction over shared tiles: a
+    /// `reduce` loop with constant bounds whose body is `unroll` loops
+    /// (and guards) around computes that load from `shared` buffers only,
+    /// at most [`MAX_SHARED_STEP_COMPUTES`] of them once unrolled. Only
+    /// `block-tiles` makes such loops; code generation unrolls them whole.
+    pub fn is_shared_step(&self, l: &For) -> bool {
+        let (Some(lo), Some(hi)) = (l.lo.as_const(), l.hi.as_const()) else { return false };
+        l.kind == LoopKind::Reduce
+            && self.shared_computes(&l.body).is_some_and(|n| n > 0 && (hi - lo).max(0).saturating_mul(n) <= MAX_SHARED_STEP_COMPUTES)
+    }
+
+    /// The computes `nodes` run, counting each `unroll` iteration, when
+    /// they are only `unroll` loops, guards and computes loading from
+    /// shared buffers; `None` otherwise.
+    fn shared_computes(&self, nodes: &[Node]) -> Option<i64> {
+        let mut n: i64 = 0;
+        for node in nodes {
+            let here = match node {
+                Node::For(l) if l.kind == LoopKind::Unroll => (l.hi.as_const()? - l.lo.as_const()?).max(0).checked_mul(self.shared_computes(&l.body)?)?,
+                Node::Guard(g) => self.shared_computes(&g.body)?,
+                Node::Compute(c) => {
+                    let shared = c.values.iter().all(|v| match &v.op {
+                        VOp::Load { buf, .. } => self.buffers.get(*buf).is_some_and(|b| b.role == Role::Shared),
+                        _ => true,
+                    });
+                    if !shared {
+                        return None;
+                    }
+                    1
+                }
+                _ => return None,
+            };
+            n = n.checked_add(here)?;
+        }
+        Some(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,5 +199,46 @@ mod tests {
         assert_eq!(thread_count(&k), 320);
         assert!(!k.is_register_tiled());
         assert_eq!(split_range(&k), Some((0, 10)));
+    }
+
+    /// The `reduce` loops of `text`'s first kernel that are shared steps,
+    /// by variable name.
+    fn shared_steps(text: &str) -> Vec<String> {
+        let m = crate::ir::loops::parse::parse_module(text).unwrap();
+        let k = &m.kernels[0];
+        let mut steps = Vec::new();
+        k.walk(&mut |n| {
+            if let Node::For(l) = n {
+                if m.is_shared_step(l) {
+                    steps.push(k.vars[l.var].name.clone());
+                }
+            }
+        });
+        steps
+    }
+
+    fn step_module(load: &str, trips: i64, tile: i64) -> String {
+        format!(
+            "buffer a : f32[64, 16] input\nbuffer c : f32[16] output\nbuffer t : f32[64, 16] shared\nbuffer acc : f32[16] local\n\n\
+             kernel @k role(main, stmt 0) {{\n  for i in [0, 1) parallel {{\n    for th in [0, 4) thread {{\n\
+             for s in [0, {trips}) reduce {{\n        for u in [0, {tile}) unroll {{\n\
+             %0 = load {load}[((s * 16) + u)] : f32\n          accumulate acc[u] += %0\n        }}\n      }}\n    }}\n  }}\n}}\n"
+        )
+    }
+
+    #[test]
+    fn a_reduction_over_shared_tiles_into_a_register_tile_is_a_shared_step() {
+        assert_eq!(shared_steps(&step_module("t", 16, 4)), ["s"]);
+        // Global operands: their loads' latency is what a loop hides.
+        assert!(shared_steps(&step_module("a", 16, 4)).is_empty());
+        // 256 x 16 computes once unrolled is past the code bound; 128 x 16 is not.
+        assert!(shared_steps(&step_module("t", 256, 16)).is_empty());
+        assert_eq!(shared_steps(&step_module("t", 128, 16)), ["s"]);
+        // A step loop with a barrier inside is a block's loop, not a step.
+        let synced = step_module("t", 16, 4).replace("for s in [0, 16) reduce {\n", "for s in [0, 16) reduce {\n        sync\n");
+        assert!(shared_steps(&synced).is_empty());
+        // Symbolic bounds are not unrolled.
+        let dynamic = step_module("t", 16, 4).replace("[0, 16) reduce", "[0, (i + 16)) reduce");
+        assert!(shared_steps(&dynamic).is_empty());
     }
 }
