@@ -122,7 +122,7 @@ impl LoopModule {
     pub fn is_shared_step(&self, l: &For) -> bool {
         let (Some(lo), Some(hi)) = (l.lo.as_const(), l.hi.as_const()) else { return false };
         l.kind == LoopKind::Reduce
-            && self.shared_computes(&l.body).is_some_and(|n| n > 0 && (hi - lo).max(0).saturating_mul(n) <= MAX_SHARED_STEP_COMPUTES)
+            && self.shared_computes(&l.body).is_some_and(|n| n > 0 && hi.saturating_sub(lo).max(0).saturating_mul(n) <= MAX_SHARED_STEP_COMPUTES)
     }
 
     /// The computes `nodes` run, counting each `unroll` iteration, when
@@ -132,7 +132,7 @@ impl LoopModule {
         let mut n: i64 = 0;
         for node in nodes {
             let here = match node {
-                Node::For(l) if l.kind == LoopKind::Unroll => (l.hi.as_const()? - l.lo.as_const()?).max(0).checked_mul(self.shared_computes(&l.body)?)?,
+                Node::For(l) if l.kind == LoopKind::Unroll => l.hi.as_const()?.checked_sub(l.lo.as_const()?)?.max(0).checked_mul(self.shared_computes(&l.body)?)?,
                 Node::Guard(g) => self.shared_computes(&g.body)?,
                 Node::Compute(c) => {
                     let shared = c.values.iter().all(|v| match &v.op {
@@ -240,5 +240,8 @@ mod tests {
         // Symbolic bounds are not unrolled.
         let dynamic = step_module("t", 16, 4).replace("[0, 16) reduce", "[0, (i + 16)) reduce");
         assert!(shared_steps(&dynamic).is_empty());
+        // Trips beyond i64 are counted without overflow: too many.
+        let huge = step_module("t", 16, 4).replace("[0, 16) reduce", "[-9223372036854775807, 9223372036854775807) reduce");
+        assert!(shared_steps(&huge).is_empty());
     }
 }
