@@ -9,6 +9,20 @@ pub mod programs;
 use eintup_tensor::tensor::{Data, Tensor};
 use std::path::{Path, PathBuf};
 
+/// How many cases a property test runs: `PROPTEST_CASES` when set, else
+/// `default` (sized for `scripts/test`'s time budget), ten times it under
+/// `scripts/test --long` (`EINTUP_TEST_LONG=1`, docs/testing.md).
+pub fn cases(default: u32) -> u32 {
+    if let Some(n) = std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()) {
+        return n;
+    }
+    if std::env::var_os("EINTUP_TEST_LONG").is_some_and(|v| v == "1") {
+        default.saturating_mul(10)
+    } else {
+        default
+    }
+}
+
 /// The repository's root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -1,7 +1,7 @@
 //! Random but plausible `.et` programs, as proptest strategies: one
 //! generator for every suite that feeds the compiler programs nobody wrote
-//! by hand (`compiler/tests/no_panic_sema.rs`: the front end never panics;
-//! `compiler/codegen/tests/random_programs.rs`: every backend computes what
+//! by hand (`compiler/tests/it/no_panic_sema.rs`: the front end never panics;
+//! `compiler/codegen/tests/it/random_programs.rs`: every backend computes what
 //! the interpreter computes).
 //!
 //! Programs come from a small grammar over four eintups ([`EINTUPS`]) and

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use eintup_tools::cli::{BuildArgs, CheckArgs, ExecArgs, RunArgs, ShapesArgs};
-use eintup_tools::process::run_main;
+use eintup_tools::process::run_main_status;
 
 #[derive(Parser, Debug)]
 #[command(name = "eintup", version = eintup_tools::VERSION, about = "The Einsum Tuple compiler")]
@@ -27,11 +27,14 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    run_main(move || match cli.command {
-        Command::Shapes(a) => eintup_tools::cli::shapes::main(a),
-        Command::Run(a) => eintup_tools::cli::run::main(a),
+    let done = |r: Result<(), eintup::driver::Failure>| r.map(|()| eintup::driver::exit::OK);
+    // `check` of several files reports each one's failure itself and adds
+    // up an exit code; the others return theirs.
+    run_main_status(move || match cli.command {
+        Command::Shapes(a) => done(eintup_tools::cli::shapes::main(a)),
+        Command::Run(a) => done(eintup_tools::cli::run::main(a)),
         Command::Check(a) => eintup_tools::cli::check::main(a),
-        Command::Build(a) => eintup_tools::cli::build::main(a),
-        Command::Exec(a) => eintup_tools::cli::exec::main(a),
+        Command::Build(a) => done(eintup_tools::cli::build::main(a)),
+        Command::Exec(a) => done(eintup_tools::cli::exec::main(a)),
     })
 }

@@ -35,8 +35,49 @@ use std::path::Path;
 /// Longest function name quoted in full in a diagnostic's message.
 const QUOTED_NAME_CHARS: usize = 80;
 
-pub fn main(args: CheckArgs) -> Result<(), Failure> {
-    let src = Source::load(&args.file)?;
+/// Checks every file; returns the exit code they add up to (the worst).
+/// One file fails as before; of several, each failure is reported under
+/// its file's header and the next file is checked, but for a missing
+/// framework (exit 3), which no other file could get past.
+pub fn main(args: CheckArgs) -> Result<i32, Failure> {
+    if args.files.len() > 1 && !args.bind.is_empty() {
+        return Err(Failure::user("eintup: error: --bind names one program's eintups: check one file with it, not several"));
+    }
+    let mut bridge = None;
+    if let [file] = args.files.as_slice() {
+        return check_file(&args, file, None, &mut bridge).map(|()| eintup::driver::exit::OK);
+    }
+    let mut code = eintup::driver::exit::OK;
+    for file in &args.files {
+        if !args.json {
+            print_line(&format!("== {}", file.display()));
+        }
+        match check_file(&args, file, Some(file), &mut bridge) {
+            Ok(()) => {}
+            Err(f @ Failure::Unavailable(_)) => return Err(f),
+            Err(f) => {
+                if !matches!(f, Failure::CheckFailed) {
+                    eprintln!("{}", et_grammar::diag::for_stderr(&f.to_string()));
+                }
+                code = worse(code, f.exit_code());
+            }
+        }
+    }
+    Ok(code)
+}
+
+/// The worse of two exit codes: an internal error (70) over a missing
+/// framework (3) over a user error (2) over a mismatch (1) over success.
+fn worse(a: i32, b: i32) -> i32 {
+    let rank = |c: i32| [0, 1, 2, 3, 70].iter().position(|&k| k == c).unwrap_or(5);
+    if rank(b) > rank(a) { b } else { a }
+}
+
+/// Checks one program. `json_file`: the file named in each JSON object
+/// (when several are checked). The bridge is started on the first file
+/// that reaches a framework call and serves the later ones.
+fn check_file(args: &CheckArgs, file: &Path, json_file: Option<&Path>, bridge_slot: &mut Option<Bridge>) -> Result<(), Failure> {
+    let src = Source::load(file)?;
     if args.backend == Backend::Gpu {
         // Fail before starting TensorFlow when there is no GPU.
         eintup_codegen::gpu::device(eintup_runtime::DeviceKind::Cuda)?;
@@ -73,22 +114,28 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     let defaults = Tolerance::default_for(args.float);
     let tol = Tolerance { rtol: args.rtol.unwrap_or(defaults.rtol), atol: args.atol.unwrap_or(defaults.atol) };
     let limits = CallLimits { time: args.call_timeout.0, memory: args.call_memory.0 };
-    let mut bridge = Bridge::start_with(&BridgeLocation::find()?, limits)?;
-    if bridge.sandbox().starts_with("none") {
-        eprintln!("note: the framework bridge runs without a sandbox: {}", bridge.sandbox());
-    }
+    let bridge = match bridge_slot {
+        Some(b) => b,
+        None => {
+            let b = Bridge::start_with(&BridgeLocation::find()?, limits)?;
+            if b.sandbox().starts_with("none") {
+                eprintln!("note: the framework bridge runs without a sandbox: {}", b.sandbox());
+            }
+            bridge_slot.insert(b)
+        }
+    };
     let names: Vec<&str> = m.eintups.iter().map(|e| e.name.as_str()).collect();
     let outputs: Vec<&str> = m.outputs.iter().map(|&a| m.arrays[a].name.as_str()).collect();
     // Rows stream: a long check shows what it has done so far, on a
     // terminal as a bar, elsewhere (CI logs, pipes) one line per row;
     // `--json` rows go to stdout as they finish.
-    resolve_call(&src, call, &mut bridge)?;
+    resolve_call(&src, call, bridge)?;
     let progress = Progress::new(configs.len(), args.quiet || args.json);
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
-        let row = check_one(&src, &prog, &space, dims, &args, tol, &mut bridge, k)?;
+        let row = check_one(&src, &prog, &space, dims, args, tol, bridge, k)?;
         if args.json {
-            print_line(&json_row(k, &names, &outputs, &row).to_string());
+            print_line(&with_file(json_row(k, &names, &outputs, &row), json_file).to_string());
         }
         progress.row_done(k, &names, &row);
         rows.push(row);
@@ -96,7 +143,7 @@ pub fn main(args: CheckArgs) -> Result<(), Failure> {
     progress.finish();
     let summary = Summary::of(&rows);
     if args.json {
-        print_line(&json_summary(&summary).to_string());
+        print_line(&with_file(json_summary(&summary), json_file).to_string());
         eprintln!("{}", summary.line());
     } else {
         print!("{}", table(&names, &rows));
@@ -399,6 +446,18 @@ fn json_summary(s: &Summary) -> serde_json::Value {
         "skipped": s.skipped,
         "configurations": s.total(),
     }})
+}
+
+/// A JSON object with `"file": PATH` added, when several files are checked.
+fn with_file(v: serde_json::Value, file: Option<&Path>) -> serde_json::Value {
+    match (v, file) {
+        (serde_json::Value::Object(o), Some(f)) => {
+            let mut o = o;
+            o.insert("file".into(), serde_json::json!(f.display().to_string()));
+            serde_json::Value::Object(o)
+        }
+        (v, _) => v,
+    }
 }
 
 /// One line on stdout, flushed now: a reader of a pipe sees each row as

@@ -105,7 +105,11 @@ pub struct ShapesArgs {
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    pub file: PathBuf,
+    /// The programs to check. Several are checked one after the other by
+    /// one framework process (TensorFlow is imported once), each under a
+    /// `== FILE` header; the exit code is the worst of theirs.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
     /// Draws of dims per rank combination.
     #[arg(long, default_value_t = 1, conflicts_with = "bind")]
     pub reps: usize,

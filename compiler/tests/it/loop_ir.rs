@@ -657,7 +657,7 @@ mod round_trip {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(eintup_testkit::cases(256)))]
         #[test]
         fn print_parse_print(m in module()) {
             let text = print(&m);

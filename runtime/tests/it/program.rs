@@ -4,7 +4,7 @@
 //! generated once and replaced by writes, and the errors of a bad write,
 //! read or missing input.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! same computations written directly in Rust from the semantics
 //! (LANGUAGE.md section 3, the loop dialect's doc comments).
 
-mod codegen_cases;
+use crate::codegen_cases;
 
 use codegen_cases as cases;
 use eintup_codegen::{emit_llvm, kernel_params, run_host, FpContract, HostCpu, Target};

@@ -3,8 +3,7 @@
 //! null pointers, bad UTF-8, unknown names, wrong dtypes, shapes and sizes,
 //! a bad bundle path — and device buffers bind and run in place.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr::{null, null_mut};

@@ -16,8 +16,8 @@ use eintup_codegen::FpContract;
 use eintup_runtime::Device;
 use std::collections::BTreeMap;
 
-const MATMUL: &str = include_str!("../../tests/Inputs/dynamic_matmul.etir");
-const CONV: &str = include_str!("../../tests/Inputs/dynamic_conv.etir");
+const MATMUL: &str = include_str!("../../../tests/Inputs/dynamic_matmul.etir");
+const CONV: &str = include_str!("../../../tests/Inputs/dynamic_conv.etir");
 const SM: u32 = 80;
 
 /// The middle end and the GPU passes, as `etopt --emit ptx` runs them.
@@ -198,7 +198,7 @@ fn a_loaded_dynamic_program_rebinds_to_every_shape() {
 /// same module bound before compiling (so every static pass applies), at
 /// the same dims, for docs/dynamic-shapes.md. It asserts nothing (speed
 /// is measured, never asserted); run it with
-/// `cargo test -p eintup-codegen --test dynamic_ptx measure -- --ignored --nocapture`.
+/// `cargo test -p eintup-codegen --test it dynamic_ptx::measure -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn measure_dynamic_against_static() {

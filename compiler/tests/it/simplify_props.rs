@@ -106,7 +106,7 @@ fn arb_cond() -> impl Strategy<Value = Cond> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: eintup_testkit::cases(400), ..ProptestConfig::default() })]
 
     #[test]
     fn simplify_keeps_values_and_never_adds_ops(
@@ -206,7 +206,7 @@ fn conv_guard_proved_by_loop_bounds_disappears() {
 }
 
 /// Simplifies a few hundred random expressions; run with
-/// `cargo test --release --test simplify_props -- --ignored --nocapture`
+/// `cargo test --release -p eintup --test it simplify_props:: -- --ignored --nocapture`
 /// (the figure in docs/pass-simplify-index.md).
 #[test]
 #[ignore]

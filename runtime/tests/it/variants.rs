@@ -5,7 +5,7 @@
 //! without `variants` binds as before; a malformed variant is a clear
 //! error (exit 2 from `etrun`), never a panic.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -83,7 +83,7 @@ fn with_inputs(prog: &eintup::sema::Program, ranks: &eintup::sema::RankSystem, s
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(eintup_testkit::cases(2000)))]
 
     #[test]
     fn front_half_never_panics(text in program(), seed in 0u64..4) {

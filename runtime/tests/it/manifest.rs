@@ -1,7 +1,7 @@
 //! manifest.json parsing and validation: the fixture is accepted, and each
 //! kind of mistake is rejected with its own error and a message naming it.
 
-mod common;
+use crate::common;
 
 use eintup_runtime::manifest::{Init, Role, Step};
 use eintup_runtime::{DType, Error, Manifest};

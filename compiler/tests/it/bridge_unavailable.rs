@@ -4,7 +4,9 @@
 //! `.venv`); TensorFlow is hidden by a `tensorflow` package on PYTHONPATH that
 //! raises ImportError, so this runs whether or not TensorFlow is installed.
 //!
-//! Kept in its own test binary because it sets PYTHONPATH for the process.
+//! The shadow reaches Python through a wrapper script that sets PYTHONPATH
+//! for the bridge alone: this process's environment, which other tests of
+//! the binary read, is left as it is.
 
 use eintup::check::bridge::{Bridge, BridgeLocation};
 use eintup::driver::Failure;
@@ -21,9 +23,10 @@ fn missing_tensorflow_is_unavailable() {
     let shadow = std::env::temp_dir().join(format!("eintup-no-tf-{}", std::process::id()));
     std::fs::create_dir_all(shadow.join("tensorflow")).unwrap();
     std::fs::write(shadow.join("tensorflow/__init__.py"), "raise ImportError('simulated: no tensorflow here')\n").unwrap();
-    std::env::set_var("PYTHONPATH", &shadow);
-    let started = Bridge::start(&loc);
-    std::env::remove_var("PYTHONPATH");
+    let wrapper = shadow.join("python");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nPYTHONPATH='{}' exec '{}' \"$@\"\n", shadow.display(), loc.python.display())).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let started = Bridge::start(&BridgeLocation { python: wrapper, script: loc.script.clone() });
     let _ = std::fs::remove_dir_all(&shadow);
     match started {
         Err(f @ Failure::Unavailable(_)) => {

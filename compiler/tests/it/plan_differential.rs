@@ -111,7 +111,7 @@ fn check(c: &Case) -> Result<bool, TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: eintup_testkit::cases(400), ..ProptestConfig::default() })]
     #[test]
     fn planned_products_give_the_interpreters_results(c in case()) {
         check(&c)?;

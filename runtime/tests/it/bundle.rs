@@ -1,7 +1,7 @@
 //! Bundle directories: opening a good one, and each way `kernels.ptx` or the
 //! files themselves can disagree with the manifest.
 
-mod common;
+use crate::common;
 
 use common::{manifest_value, write_bundle, TempDir, PTX};
 use eintup_runtime::bundle::{MANIFEST_FILE, PTX_FILE};

@@ -4,7 +4,7 @@
 //! writes its buffers as `.npy` and its profile as JSON, and a kernel fault
 //! is exit 2 (the bundle's defect, `Error::exit_code`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -14,11 +14,11 @@ use eintup::tensor::{Data, Tensor};
 
 /// `c[n, i, j] = sum_k a[n, i, k] * b[n, k, j]` over four dim symbols, as
 /// `lower-to-loops` writes a batched matmul (a reset kernel, then the sum).
-const MATMUL: &str = include_str!("Inputs/dynamic_matmul.etir");
+const MATMUL: &str = include_str!("../Inputs/dynamic_matmul.etir");
 
 /// A valid 1-D convolution `y[o] = sum_w x[o + w] * f[w]`: the output's
 /// extent is an expression of two symbols, and the loads are guarded.
-const CONV: &str = include_str!("Inputs/dynamic_conv.etir");
+const CONV: &str = include_str!("../Inputs/dynamic_conv.etir");
 
 fn ints(n: usize, salt: i32) -> Vec<i32> {
     (0..n as i32).map(|i| (i.wrapping_mul(7919).wrapping_add(salt * 31)) % 23 - 11).collect()
@@ -105,7 +105,7 @@ fn a_dynamic_convolution_with_a_derived_extent_runs_at_every_configuration() {
 
 /// `s[a, b] = sum_d x[a, b, d]` over three dim symbols: two symbolic cell
 /// loops and a symbolic reduction, which `split-reductions` splits.
-const ROWSUM: &str = include_str!("Inputs/dynamic_rowsum.etir");
+const ROWSUM: &str = include_str!("../Inputs/dynamic_rowsum.etir");
 
 /// The split of a symbolic reduction (docs/passes.md, `split-reductions`):
 /// 8 lanes (256 x 256 assumed cells, 256 assumed terms: the lanes halve

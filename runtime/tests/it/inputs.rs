@@ -1,7 +1,7 @@
 //! Checks made before any launch: inputs against the manifest, the bundle's
 //! target against the device; and host tensors themselves.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! checked (one `.entry` per kernel, `.version` and `.target` lines), and
 //! when `ptxas` is available it must assemble without warnings.
 
-mod codegen_cases;
+use crate::codegen_cases;
 
 use eintup_codegen::{emit_llvm, emit_ptx, ptxas_check, ptxas_path, thread_count, FpContract, Target};
 

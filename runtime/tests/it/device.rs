@@ -6,7 +6,7 @@
 //! must fail cleanly, never panic; the GPU half of a test then prints
 //! `skipped: no CUDA device (<reason>)`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -4,8 +4,7 @@
 //! the emulator over the runtime tests' hand-written bundle, its output
 //! checked against the bundle's semantics.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -4,7 +4,7 @@
 //! `bar.sync`, colliding writes, a spinning kernel), each reported with its
 //! kernel, block, thread and PTX line.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! covered and what is skipped.
 //!
 //! Programs come from the shared generator (`eintup_testkit::programs`,
-//! also behind `compiler/tests/no_panic_sema.rs`), plus hand-picked corner
+//! also behind `compiler/tests/it/no_panic_sema.rs`), plus hand-picked corner
 //! programs. For each program that passes the front end
 //! (`pipeline::specialized_for`, the configuration drawn from the seed) and
 //! is small ([`MAX_WORK`]), for `--float f64` and `f32`: the interpreter
@@ -244,7 +244,7 @@ fn compare(got: &Tensor, want: &Tensor, tol: f64) -> Result<(), String> {
 /// small program and recorded in `random_programs.proptest-regressions`.
 #[test]
 fn random_programs_agree_on_every_backend() {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_CASES);
+    let cases = eintup_testkit::cases(DEFAULT_CASES);
     let config = ProptestConfig {
         cases,
         source_file: Some(file!()),
@@ -311,7 +311,7 @@ fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
         (text, [false, false, false, true])
     });
     let config = ProptestConfig {
-        cases: GPU_SIZE_CASES,
+        cases: eintup_testkit::cases(GPU_SIZE_CASES),
         source_file: Some(file!()),
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         ..ProptestConfig::default()

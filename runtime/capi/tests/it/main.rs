@@ -1,0 +1,8 @@
+//! The package's integration tests, one binary (docs/testing.md): each
+//! module was a test crate of its own; one crate links the package and
+//! its dependencies once.
+
+#[path = "../../../tests/it/common/mod.rs"]
+mod common;
+mod c_example;
+mod errors;
