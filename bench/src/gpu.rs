@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum GpuSection {
-    Skipped { skipped: String },
+    Skipped {
+        skipped: String,
+    },
     Ran {
         device: String,
         copy_gbps: f64,
@@ -58,8 +60,7 @@ pub fn run(s: &Setup, ops: &[Op], warmup: usize, reps: usize) -> GpuSection {
 }
 
 fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, reps: usize) -> Result<GpuSection, String> {
-    let (major, minor) = dev.arch();
-    let sm = (major * 10 + minor).clamp(eintup_codegen::gpu::DEFAULT_SM, 90);
+    let sm = eintup_codegen::gpu::device_sm(dev);
     let copy_ms = dev.copy_timed(COPY_BYTES, warmup, reps).map_err(|e| e.to_string())?;
     let copy_gbps = 2.0 * COPY_BYTES as f64 / (copy_ms / 1e3) / 1e9;
     let mut results = Vec::new();
@@ -91,15 +92,11 @@ fn run_on(dev: &eintup_runtime::Device, s: &Setup, ops: &[Op], warmup: usize, re
 /// the same computation.
 fn run_op(dev: &eintup_runtime::Device, s: &Setup, op: &Op, sm: u32, warmup: usize, reps: usize, copy_gbps: f64) -> Result<(GpuResult, Job), String> {
     let p = prepare(s.ops_dir, op, false, eintup_codegen::default_fp_contract(false))?;
-    let bundle = build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm, fp_contract: eintup_codegen::FpContract::default() }).map_err(|e| e.to_string())?;
-    let inputs: BTreeMap<String, eintup_runtime::Tensor> = p
-        .module
-        .arrays
-        .iter()
-        .zip(&p.buffers)
-        .filter(|(a, _)| a.is_input)
-        .map(|(a, t)| (a.name.clone(), t.clone()))
-        .collect();
+    let bundle =
+        build(&p.src, &p.module, &p.loops, &p.config, &BuildOptions { seed: 0, float: op.float, sm, fp_contract: eintup_codegen::FpContract::default() })
+            .map_err(|e| e.to_string())?;
+    let inputs: BTreeMap<String, eintup_runtime::Tensor> =
+        p.module.arrays.iter().zip(&p.buffers).filter(|(a, _)| a.is_input).map(|(a, t)| (a.name.clone(), t.clone())).collect();
     let t = dev.run_timed(&bundle, &inputs, warmup, reps).map_err(|e| e.to_string())?;
     // The result PyTorch is checked against comes from this device.
     let arrays = eintup_codegen::gpu::run_bundle(dev, &bundle, &p.module, &p.buffers, eintup_codegen::gpu::runtime_failure).map_err(|e| e.to_string())?;

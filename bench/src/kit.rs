@@ -5,9 +5,9 @@
 //! `generate` kernels, so nothing large is shipped.
 
 use crate::ops::{Metric, Op};
-use eintup_codegen::bundle::{build, BuildOptions};
 use eintup::driver::Source;
 use eintup::pipeline::GpuOptions;
+use eintup_codegen::bundle::{build, BuildOptions};
 use std::path::Path;
 
 /// The architecture the kit's bundles target: Hopper, the GPUs we are lent.

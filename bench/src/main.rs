@@ -18,6 +18,7 @@ mod prepare;
 mod process;
 mod stats;
 mod tune;
+mod variants;
 
 use clap::{Parser, ValueEnum};
 use std::collections::BTreeMap;
@@ -169,7 +170,9 @@ fn run(args: &Args) -> Result<(), String> {
         print_host(&r, &versions);
         let bad: Vec<String> = r
             .iter()
-            .flat_map(|h| h.cmp.peers.iter().filter(|(_, p)| p.error.as_deref().is_some_and(|e| e.starts_with("MISMATCH"))).map(move |(f, _)| format!("{} vs {f}", h.op)))
+            .flat_map(|h| {
+                h.cmp.peers.iter().filter(|(_, p)| p.error.as_deref().is_some_and(|e| e.starts_with("MISMATCH"))).map(move |(f, _)| format!("{} vs {f}", h.op))
+            })
             .collect();
         report.insert("host".into(), serde_json::json!({ "versions": versions, "results": r }));
         write(&args.out, &report)?;

@@ -70,10 +70,7 @@ pub fn model(dev: &Device, bundle: &Bundle, registers: u64, gpu: &Gpu, f: &Fitte
     let asked: u64 = profiles.iter().map(|p| p.global_bytes).sum::<u64>().max(1);
     // ptxas's count where the bundle was built with ptxas at hand.
     let regs = |name: &str| m.kernels.iter().find(|k| k.name == name).and_then(|k| k.registers).map_or(registers, u64::from);
-    let kernels: Vec<Work> = profiles
-        .iter()
-        .map(|p| Work::of(p, regs(&p.name), (bytes as u128 * p.global_bytes as u128 / asked as u128) as u64))
-        .collect();
+    let kernels: Vec<Work> = profiles.iter().map(|p| Work::of(p, regs(&p.name), (bytes as u128 * p.global_bytes as u128 / asked as u128) as u64)).collect();
     let predicted_ms = cost::predict_run(gpu, f, &kernels) * 1e3;
     Ok(Modelled { kernels, predicted_ms })
 }
@@ -91,7 +88,7 @@ pub fn run(ops_dir: &Path, file: &Path, ops: &[Op]) -> Result<(), String> {
         eprintln!("bench: model {} {size}", op.name);
         let spec = Specialized::of(ops_dir, op)?;
         let (mut listed, mut ranked) = (Vec::new(), Vec::new());
-        for v in crate::tune::variants(&spec)? {
+        for v in crate::variants::variants(&spec)? {
             let t0 = std::time::Instant::now();
             let b = compile_bundle(&spec, &v.choices)?;
             let m = model(&dev, &b, registers(&v.choices), gpu, f)?;
@@ -146,7 +143,12 @@ pub fn join(modelled: &serde_json::Value, measured: &serde_json::Value) -> Vec<S
             if let Some(a) = c["arrange-threads"].as_str() {
                 label += &format!(", {a}");
             }
-            out.push(Sample { group: format!("{} {}", g["op"].as_str().unwrap_or("?"), g["size"].as_str().unwrap_or("?")), label, kernels: kernels.clone(), measured_s: ms / 1e3 });
+            out.push(Sample {
+                group: format!("{} {}", g["op"].as_str().unwrap_or("?"), g["size"].as_str().unwrap_or("?")),
+                label,
+                kernels: kernels.clone(),
+                measured_s: ms / 1e3,
+            });
         }
     }
     out
@@ -171,11 +173,8 @@ pub fn group_fits(gpu: &Gpu, f: &Fitted, samples: &[Sample]) -> Vec<GroupFit> {
     names
         .iter()
         .map(|g| {
-            let rows: Vec<(String, f64, f64)> = samples
-                .iter()
-                .filter(|s| s.group == *g)
-                .map(|s| (s.label.clone(), s.measured_s * 1e3, cost::predict_run(gpu, f, &s.kernels) * 1e3))
-                .collect();
+            let rows: Vec<(String, f64, f64)> =
+                samples.iter().filter(|s| s.group == *g).map(|s| (s.label.clone(), s.measured_s * 1e3, cost::predict_run(gpu, f, &s.kernels) * 1e3)).collect();
             let (m, p): (Vec<f64>, Vec<f64>) = rows.iter().map(|r| (r.1, r.2)).unzip();
             let best = m.iter().copied().fold(f64::INFINITY, f64::min);
             let pick = rows.iter().min_by(|a, b| a.2.total_cmp(&b.2)).map_or(f64::NAN, |r| r.1);

@@ -92,14 +92,7 @@ fn conv2d(f: FloatWidth, b: usize, hw: usize, kk: usize, ci: usize, co: usize) -
         name: format!("conv2d_{}", float_name(f)),
         kind: "conv2d",
         file: "conv2d.et",
-        binds: vec![
-            bind("batch", &[b]),
-            bind("ipos", &[hw, hw]),
-            bind("fpos", &[kk, kk]),
-            bind("stride", &[1, 1]),
-            bind("ichan", &[ci]),
-            bind("ochan", &[co]),
-        ],
+        binds: vec![bind("batch", &[b]), bind("ipos", &[hw, hw]), bind("fpos", &[kk, kk]), bind("stride", &[1, 1]), bind("ichan", &[ci]), bind("ochan", &[co])],
         float: f,
         params: serde_json::json!({ "stride": [1, 1] }),
         metric: Metric::Gflops,
@@ -191,10 +184,14 @@ fn chain(f: FloatWidth, operands: usize, n: usize) -> Op {
     }
 }
 
+/// The size of issue #31's chains (the process section's bar,
+/// `crate::process`).
+pub const BAR_N: usize = 1024;
+
 /// The ops whose whole `eintup run` the process section times: the
 /// chains at issue #31's size (`quick`: a small one).
 pub fn process(quick: bool) -> Vec<Op> {
-    let n = if quick { 32 } else { crate::process::BAR_N };
+    let n = if quick { 32 } else { BAR_N };
     vec![chain(FloatWidth::F64, 3, n), chain(FloatWidth::F64, 4, n)]
 }
 

@@ -71,14 +71,7 @@ pub fn run(python: &Path, script: &Path, dir: &Path, req: &Request) -> Result<Re
 
 impl Job {
     pub fn new(op: &crate::ops::Op, inputs: BTreeMap<String, PathBuf>, output: PathBuf) -> Job {
-        Job {
-            name: op.name.clone(),
-            kind: op.kind.into(),
-            float: format!("{:?}", op.float).to_lowercase(),
-            params: op.params.clone(),
-            inputs,
-            output,
-        }
+        Job { name: op.name.clone(), kind: op.kind.into(), float: format!("{:?}", op.float).to_lowercase(), params: op.params.clone(), inputs, output }
     }
 }
 

@@ -27,7 +27,7 @@ pub const BASELINE: usize = 16;
 /// The bar: the 3-chain at this size, in at most `BAR` times
 /// NumPy's time (the 4-chain is measured beside it, with no bar).
 pub const BAR_OP: &str = "einsum3_f64";
-pub const BAR_N: usize = 1024;
+pub use crate::ops::BAR_N;
 pub const BAR: f64 = 2.0;
 
 #[derive(Debug, Serialize)]
@@ -155,7 +155,17 @@ pub fn print(results: &[ProcessResult], versions: &BTreeMap<String, String>) {
     println!("peers: {}", v.join(", "));
     println!(
         "{:<14} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9} {:>7}",
-        "op", "n", "run n", format!("run {BASELINE}"), "compute", "(best)", "no cache", "numpy", "ratio", "tf", "ratio"
+        "op",
+        "n",
+        "run n",
+        format!("run {BASELINE}"),
+        "compute",
+        "(best)",
+        "no cache",
+        "numpy",
+        "ratio",
+        "tf",
+        "ratio"
     );
     for r in results {
         let peer = |fw: &str| match (r.cmp.peers.get(fw), r.cmp.ratio.get(fw)) {

@@ -1,4 +1,4 @@
-//! Integer division with the language's rules (LANGUAGE.md s.3-4): floor
+//! Integer division with the language's rules (docs/language.md s.3-4): floor
 //! division, ceiling division and floor modulo, as in Python. One
 //! definition, instantiated for `i64` (run-time index and INT arithmetic)
 //! and `i128` (shape arithmetic that must not overflow). Divisors are
@@ -43,7 +43,7 @@ macro_rules! python_division {
 python_division!(i64);
 
 /// The same rules on `i128`, for interval arithmetic over shapes.
-/// INT (`i32`) `+ - * // //^ %` of LANGUAGE.md s.3: `+ - *` wrap; the
+/// INT (`i32`) `+ - * // //^ %` of docs/language.md s.3: `+ - *` wrap; the
 /// divisions are floor/ceil/floor-mod computed in i64 and wrapped
 /// (`i32::MIN // -1`), divisor 0 gives 0. `None` for `/` (INT / INT is
 /// FLOAT). The one definition both interpreters use.

@@ -1,6 +1,6 @@
 //! What every stage and tool shares: the source file being compiled (so
 //! diagnostics from any stage can quote it), and [`Failure`], the outcome
-//! of a command that did not succeed, one kind per exit code of DESIGN.md
+//! of a command that did not succeed, one kind per exit code of docs/architecture.md
 //! section 5. The process side (panics, signals, `exit`) is the tools'
 //! (`eintup_tools::process`).
 
@@ -8,7 +8,7 @@ use et_grammar::diag::{render_all, Diagnostic};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Exit codes (DESIGN.md section 5).
+/// Exit codes (docs/architecture.md section 5).
 pub mod exit {
     pub const OK: i32 = 0;
     /// `check` found a configuration whose outputs differ from the
@@ -85,8 +85,7 @@ impl Source {
                 let src = Source { path: path.to_path_buf(), name, text };
                 let at = src.text.char_indices().nth(String::from_utf8_lossy(&e.as_bytes()[..valid]).chars().count());
                 let at = at.map_or(valid, |(i, _)| i);
-                let d = Diagnostic::error("E0010", "the file is not valid UTF-8")
-                    .at(et_grammar::Span::new(at, at + 1), "invalid byte sequence here");
+                let d = Diagnostic::error("E0010", "the file is not valid UTF-8").at(et_grammar::Span::new(at, at + 1), "invalid byte sequence here");
                 Err(src.failure(vec![d]))
             }
         }

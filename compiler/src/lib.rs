@@ -1,7 +1,7 @@
 //! The Einsum Tuple compiler's core: everything between the AST and the
 //! targets, without LLVM.
 //!
-//! Levels (DESIGN.md section 3, docs/architecture.md): AST (crate
+//! Levels (docs/architecture.md section 3, docs/architecture.md): AST (crate
 //! `et-grammar`) -> `et` dialect -> `loop` dialect; the stages that move
 //! between them are [`pipeline`]'s functions. LLVM IR, PTX and bundles are
 //! the `eintup-codegen` crate's; the command-line tools are

@@ -22,8 +22,8 @@ use crate::ir::loops::{FloatWidth, FpContract, LoopModule};
 use crate::passes::manager::{Instrument, PassManager};
 use crate::passes::{DriverOptions, Ir, Level, Unit, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END, PLAN};
 use crate::sema::symbolic::SymbolicConfig;
-use et_grammar::Diagnostic;
 use crate::sema::{Config, InputShape, Program, RankSystem};
+use et_grammar::Diagnostic;
 
 /// The work counter is the loop dialect's (`ir/loops/work.rs`).
 pub use crate::ir::loops::loop_work;

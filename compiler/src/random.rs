@@ -1,6 +1,6 @@
 //! splitmix64, written once, and the two generators built on it:
 //!
-//! - [`Stream`]: THE generator behind `RANDOM(lo, hi, T)` (LANGUAGE.md
+//! - [`Stream`]: THE generator behind `RANDOM(lo, hi, T)` (docs/language.md
 //!   section 3). Every backend must produce bit-identical values, so this is
 //!   the only place the formula is written; code generators emit code that
 //!   mirrors these functions exactly, taking their constants from here
@@ -110,7 +110,7 @@ mod tests {
     use super::*;
 
     // Expected values below were computed with an independent Python
-    // transcription of LANGUAGE.md section 3 (arbitrary-precision ints masked
+    // transcription of docs/language.md section 3 (arbitrary-precision ints masked
     // to 64 bits), not with this code.
 
     #[test]

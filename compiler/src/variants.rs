@@ -135,7 +135,11 @@ fn window_chain(k: &Kernel) -> Option<Vec<(IExpr, IExpr)>> {
 
 /// The trip of `[lo, hi)`.
 fn trip(lo: &IExpr, hi: &IExpr) -> IExpr {
-    if lo.as_const() == Some(0) { hi.clone() } else { IExpr::sub(hi.clone(), lo.clone()) }
+    if lo.as_const() == Some(0) {
+        hi.clone()
+    } else {
+        IExpr::sub(hi.clone(), lo.clone())
+    }
 }
 
 /// A variant of one of the general module's kernels.

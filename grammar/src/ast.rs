@@ -10,7 +10,7 @@ pub struct Ident {
     pub span: Span,
 }
 
-/// A whole file, its sections in the order LANGUAGE.md section 2 fixes.
+/// A whole file, its sections in the order docs/language.md section 2 fixes.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct File {
     pub program: Vec<Stmt>,
@@ -120,7 +120,7 @@ pub struct Expr {
 
 /// One entry of a `DIMS(..)` list: an eintup (its dims), or a
 /// non-negative integer literal `n`, which contributes the one component
-/// `n + 1` (LANGUAGE.md s.4 and s.5), as in the original tool's
+/// `n + 1` (docs/language.md s.4 and s.5), as in the original tool's
 /// `strides=DIMS(0,stride,0)`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DimsArg {
@@ -155,7 +155,12 @@ pub enum ExprKind {
     /// `FLAT(e1, ..., ek)`: row-major position inside `DIMS(e1, ..., ek)`.
     Flat(Vec<Expr>),
     Access(Access),
-    Random { lo: Box<Expr>, hi: Box<Expr>, ty: ElemType, ty_span: Span },
+    Random {
+        lo: Box<Expr>,
+        hi: Box<Expr>,
+        ty: ElemType,
+        ty_span: Span,
+    },
     Neg(Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
 }

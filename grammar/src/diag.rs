@@ -42,14 +42,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(code: &'static str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            severity: Severity::Error,
-            code,
-            message: message.into(),
-            labels: Vec::new(),
-            notes: Vec::new(),
-            brief: false,
-        }
+        Diagnostic { severity: Severity::Error, code, message: message.into(), labels: Vec::new(), notes: Vec::new(), brief: false }
     }
 
     /// A warning: printed like an error, but the command goes on.
@@ -229,7 +222,15 @@ fn hidden(c: char, next: Option<char>) -> bool {
     match c {
         '\n' | '\t' => false,
         '\r' => next != Some('\n'),
-        '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}' => true,
+        '\u{ad}'
+        | '\u{61c}'
+        | '\u{180e}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206f}'
+        | '\u{feff}'
+        | '\u{fff9}'..='\u{fffb}' => true,
         c => c.is_control(),
     }
 }
@@ -321,9 +322,8 @@ pub const MAX_RENDERED: usize = 20;
 /// otherwise. Files, pipes and tests get the plain text.
 pub fn for_stderr(text: &str) -> std::borrow::Cow<'_, str> {
     use std::io::IsTerminal;
-    let wanted = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
+    let wanted =
+        std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
     if wanted {
         std::borrow::Cow::Owned(colourize(text))
     } else {
@@ -343,9 +343,7 @@ pub fn colourize(text: &str) -> String {
         let (body, nl) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
         let header = [("error", "\x1b[1;31m"), ("warning", "\x1b[1;33m"), ("note", "\x1b[1;36m")].iter().find_map(|(word, colour)| {
             // `file:line:col: error[CODE]: message` or `error: message`.
-            let at = body.find(&format!("{word}["))
-                .or_else(|| body.find(&format!("{word}:")))
-                .filter(|&i| i == 0 || body[..i].ends_with(": "))?;
+            let at = body.find(&format!("{word}[")).or_else(|| body.find(&format!("{word}:"))).filter(|&i| i == 0 || body[..i].ends_with(": "))?;
             let end = body[at..].find(':').map(|e| at + e)?;
             Some((at, end, *colour))
         });
@@ -356,7 +354,9 @@ pub fn colourize(text: &str) -> String {
         let trimmed = body.trim_start();
         if let Some(rest) = trimmed.strip_prefix("--> ") {
             out.push_str(&format!("{}\x1b[1;34m-->{RESET} {rest}{nl}", &body[..body.len() - trimmed.len()]));
-        } else if let Some(bar) = body.find(" | ").or_else(|| body.strip_suffix(" |").map(|b| b.len())).filter(|&i| body[..i].trim().chars().all(|c| c.is_ascii_digit())) {
+        } else if let Some(bar) =
+            body.find(" | ").or_else(|| body.strip_suffix(" |").map(|b| b.len())).filter(|&i| body[..i].trim().chars().all(|c| c.is_ascii_digit()))
+        {
             let (gutter, rest) = body.split_at(bar + 2);
             let marks = rest.trim_start();
             let rest = if marks.starts_with(['^', '-']) {
@@ -422,9 +422,7 @@ mod tests {
     #[test]
     fn render_has_header_caret_and_no_trailing_blank_lines() {
         let src = "a[i] = b[i] $\n";
-        let d = Diagnostic::error("E0001", "unexpected character '$'")
-            .at(Span::new(12, 13), "not part of the .et language")
-            .note("a note");
+        let d = Diagnostic::error("E0001", "unexpected character '$'").at(Span::new(12, 13), "not part of the .et language").note("a note");
         let text = d.render("f.et", src);
         // Column 13: twelve characters precede the `$`.
         assert!(text.starts_with("f.et:1:13: error[E0001]: unexpected character '$'\n"), "{text}");

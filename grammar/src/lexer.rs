@@ -111,8 +111,7 @@ pub type Spanned = (usize, Tok, usize);
 /// Splits `source` into tokens. Errors do not stop lexing: the offending
 /// character is skipped so later lines can still be checked.
 pub fn lex(source: &str) -> (Vec<Spanned>, Vec<LexError>) {
-    Lexer { src: source, bytes: source.as_bytes(), pos: 0, toks: Vec::new(), errors: Vec::new(), open: Vec::new() }
-        .run()
+    Lexer { src: source, bytes: source.as_bytes(), pos: 0, toks: Vec::new(), errors: Vec::new(), open: Vec::new() }.run()
 }
 
 struct Lexer<'a> {
@@ -372,12 +371,7 @@ mod tests {
 
     #[test]
     fn keywords_are_whole_words() {
-        assert_eq!(kinds("INDEX Lane RANKS IN")[..4], [
-            Tok::Ident("INDEX".into()),
-            Tok::Ident("Lane".into()),
-            Tok::Ident("RANKS".into()),
-            Tok::In
-        ]);
+        assert_eq!(kinds("INDEX Lane RANKS IN")[..4], [Tok::Ident("INDEX".into()), Tok::Ident("Lane".into()), Tok::Ident("RANKS".into()), Tok::In]);
     }
 
     #[test]

@@ -81,9 +81,7 @@ pub fn parse_expr(source: &str) -> Result<Expr, Vec<Diagnostic>> {
     if let Some(d) = check_nesting(&tokens) {
         return Err(vec![d]);
     }
-    crate::et::ExprParser::new()
-        .parse(tokens.into_iter().map(Ok::<Spanned, LexError>))
-        .map_err(|e| vec![parse_diagnostic(e, source)])
+    crate::et::ExprParser::new().parse(tokens.into_iter().map(Ok::<Spanned, LexError>)).map_err(|e| vec![parse_diagnostic(e, source)])
 }
 
 /// The most operators and brackets one logical line may hold.
@@ -98,18 +96,7 @@ pub const MAX_NESTING: usize = 256;
 
 fn check_nesting(line: &[Spanned]) -> Option<Diagnostic> {
     let deepening = |t: &Tok| {
-        matches!(
-            t,
-            Tok::LParen
-                | Tok::LBracket
-                | Tok::Plus
-                | Tok::Minus
-                | Tok::Star
-                | Tok::Slash
-                | Tok::SlashSlash
-                | Tok::SlashSlashCaret
-                | Tok::Percent
-        )
+        matches!(t, Tok::LParen | Tok::LBracket | Tok::Plus | Tok::Minus | Tok::Star | Tok::Slash | Tok::SlashSlash | Tok::SlashSlashCaret | Tok::Percent)
     };
     let (l, _, r) = line.iter().filter(|t| deepening(&t.1)).nth(MAX_NESTING)?;
     Some(
@@ -148,7 +135,7 @@ impl Section {
 }
 
 /// Sections are recognised by content and must come in the order
-/// program, call, outputs, constraints (LANGUAGE.md section 2).
+/// program, call, outputs, constraints (docs/language.md section 2).
 fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
     // Where to point "no program statements": the first line, else the start.
     let first = lines.first().map(|l| match l {
@@ -197,22 +184,18 @@ fn group_sections(lines: Vec<Line>, diags: &mut Vec<Diagnostic>) -> File {
             Some((section, span)) => d.at(span, format!("the first line is {}, not a program statement", section.with_article())),
             None => d.at(Span::new(0, 0), "the file holds only blank lines and comments"),
         };
-        diags.push(d.note("a program is one or more lines like `y[i] = x[i]` and comes first; see LANGUAGE.md section 2"));
+        diags.push(d.note("a program is one or more lines like `y[i] = x[i]` and comes first; see docs/language.md section 2"));
     }
     file
 }
 
 fn lex_diagnostic(e: &LexError) -> Diagnostic {
     match &e.kind {
-        LexErrorKind::UnexpectedChar(c) => Diagnostic::error("E0001", format!("unexpected character {c:?}"))
-            .at(e.span, "not part of the .et language"),
-        LexErrorKind::IntTooLarge => Diagnostic::error("E0002", "integer literal too large")
-            .at(e.span, "does not fit in a 64-bit signed integer"),
-        LexErrorKind::FloatTooLarge => Diagnostic::error("E0002", "number literal too large")
-            .at(e.span, "does not fit in a 64-bit float"),
+        LexErrorKind::UnexpectedChar(c) => Diagnostic::error("E0001", format!("unexpected character {c:?}")).at(e.span, "not part of the .et language"),
+        LexErrorKind::IntTooLarge => Diagnostic::error("E0002", "integer literal too large").at(e.span, "does not fit in a 64-bit signed integer"),
+        LexErrorKind::FloatTooLarge => Diagnostic::error("E0002", "number literal too large").at(e.span, "does not fit in a 64-bit float"),
         LexErrorKind::BadNumber => Diagnostic::error("E0003", "malformed number").at(e.span, "not a valid number"),
-        LexErrorKind::UnterminatedString => Diagnostic::error("E0004", "unterminated string literal")
-            .at(e.span, "the closing quote is missing on this line"),
+        LexErrorKind::UnterminatedString => Diagnostic::error("E0004", "unterminated string literal").at(e.span, "the closing quote is missing on this line"),
         LexErrorKind::Unclosed(c) => Diagnostic::error("E0005", format!("unclosed `{c}`"))
             .at(e.span, "opened here and never closed")
             .note("inside brackets a statement continues on the next line, so everything after this was read as part of it"),
@@ -222,9 +205,7 @@ fn lex_diagnostic(e: &LexError) -> Diagnostic {
 
 fn parse_diagnostic(e: ParseError<usize, Tok, LexError>, source: &str) -> Diagnostic {
     match e {
-        ParseError::InvalidToken { location } => {
-            Diagnostic::error("E0001", "invalid token").at(Span::new(location, location + 1), "here")
-        }
+        ParseError::InvalidToken { location } => Diagnostic::error("E0001", "invalid token").at(Span::new(location, location + 1), "here"),
         ParseError::UnrecognizedEof { location, expected } => {
             Diagnostic::error("E0006", format!("unexpected end of file, expected {}", describe_expected(&expected)))
                 .at(Span::new(location, location), "input ends here")
@@ -249,9 +230,7 @@ fn parse_diagnostic(e: ParseError<usize, Tok, LexError>, source: &str) -> Diagno
             }
             d
         }
-        ParseError::ExtraToken { token: (l, tok, r) } => {
-            Diagnostic::error("E0006", format!("unexpected {tok}")).at(Span::new(l, r), "extra token")
-        }
+        ParseError::ExtraToken { token: (l, tok, r) } => Diagnostic::error("E0006", format!("unexpected {tok}")).at(Span::new(l, r), "extra token"),
         ParseError::User { error } => lex_diagnostic(&error),
     }
 }
@@ -268,7 +247,7 @@ fn unknown_function(source: &str, paren: usize) -> Option<Diagnostic> {
     }
     let d = Diagnostic::error("E0006", format!("`{name}(..)` is not part of the Einsum Tuple language"))
         .at(Span::new(name_start, paren + 1), "not a function of the language")
-        .note("index positions may use `DIMS(..)`, `RANK(..)`, `FLAT(..)` and arithmetic; right-hand sides also `RANDOM(..)` (LANGUAGE.md)");
+        .note("index positions may use `DIMS(..)`, `RANK(..)`, `FLAT(..)` and arithmetic; right-hand sides also `RANDOM(..)` (docs/language.md)");
     Some(if name == "WRAP" {
         d.note("there is no wrap-around indexing: an out-of-bounds index skips the term; write the wrap explicitly, e.g. `x[(i + 1) % DIMS(i)]`")
     } else {

@@ -66,7 +66,11 @@ impl View {
         if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), raw.as_mut(), flags) } != 0 {
             let cause = PyErr::fetch(obj.py());
             let kind = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-            let why = if writable && obj.hasattr("flags").unwrap_or(false) { format!("not a writable array ({cause})") } else { format!("a {kind}, not an array ({cause})") };
+            let why = if writable && obj.hasattr("flags").unwrap_or(false) {
+                format!("not a writable array ({cause})")
+            } else {
+                format!("a {kind}, not an array ({cause})")
+            };
             return Err(ShapeError::new_err(format!("{what}: {why}")));
         }
         // SAFETY: the exporter filled format (FORMAT was asked for), and
@@ -170,13 +174,21 @@ pub struct ResultSpec {
 /// The result arrays of one call, with their writable views: `out=`
 /// arrays where given (dtype and shape checked; `caller` true), new
 /// zero-filled NumPy arrays otherwise. `what` names the program.
-pub fn result_views<'a, 'py>(py: Python<'py>, specs: impl Iterator<Item = &'a ResultSpec> + Clone, out: Option<&Bound<'py, PyDict>>, what: &str) -> PyResult<Vec<(Bound<'py, PyAny>, View, bool)>> {
+pub fn result_views<'a, 'py>(
+    py: Python<'py>,
+    specs: impl Iterator<Item = &'a ResultSpec> + Clone,
+    out: Option<&Bound<'py, PyDict>>,
+    what: &str,
+) -> PyResult<Vec<(Bound<'py, PyAny>, View, bool)>> {
     if let Some(out) = out {
         for k in out.keys() {
             let name: String = k.extract()?;
             if !specs.clone().any(|s| s.name == name) {
                 let names: Vec<&str> = specs.clone().map(|s| s.name.as_str()).collect();
-                return Err(Error::new_err(format!("out: `{name}` is not a result of {what} (results: {})", if names.is_empty() { "none".into() } else { names.join(", ") })));
+                return Err(Error::new_err(format!(
+                    "out: `{name}` is not a result of {what} (results: {})",
+                    if names.is_empty() { "none".into() } else { names.join(", ") }
+                )));
             }
         }
     }
@@ -190,7 +202,13 @@ pub fn result_views<'a, 'py>(py: Python<'py>, specs: impl Iterator<Item = &'a Re
         let what = format!("out: `{}`", s.name);
         let view = View::get(&obj, &what, true)?;
         if view.dtype != s.dtype || view.shape != s.shape {
-            return Err(ShapeError::new_err(format!("{what} is {}{:?}, the result is {}{:?}", dtype_name(view.dtype), view.shape, dtype_name(s.dtype), s.shape)));
+            return Err(ShapeError::new_err(format!(
+                "{what} is {}{:?}, the result is {}{:?}",
+                dtype_name(view.dtype),
+                view.shape,
+                dtype_name(s.dtype),
+                s.shape
+            )));
         }
         results.push((obj, view, caller));
     }
@@ -198,7 +216,7 @@ pub fn result_views<'a, 'py>(py: Python<'py>, specs: impl Iterator<Item = &'a Re
 }
 
 /// The error for an array of a dtype eintup has no buffers of, with the
-/// conversion that fits: INT is 32-bit signed (LANGUAGE.md), FLOAT is
+/// conversion that fits: INT is 32-bit signed (docs/language.md), FLOAT is
 /// `float32` or `float64`; eintup never narrows an array silently.
 pub(crate) fn unsupported_dtype(what: &str, dtype: &str) -> PyErr {
     let hint = if dtype.contains("int") || dtype.contains("bool") {

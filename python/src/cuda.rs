@@ -25,8 +25,8 @@ use pyo3::types::PyDict;
 
 use crate::arrays::{dtype_name, zeros, ResultSpec, View};
 use crate::dlpack::{self, device_name, DLDevice, Imported, KDL_CPU, KDL_CUDA};
-use crate::SameThread;
 use crate::errors::{Error, ShapeError};
+use crate::SameThread;
 
 /// CUDA device `ordinal`, opened once per process (its context and stream
 /// live as long as the process). No driver or no such device is the
@@ -58,7 +58,12 @@ pub fn stream_of(stream: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
         Ok(h) => h,
         Err(_) => s.clone(),
     };
-    let v: i128 = handle.extract().map_err(|_| Error::new_err(format!("stream: expected an int CUstream handle or an object with `.cuda_stream`, got {}", s.repr().map(|r| r.to_string()).unwrap_or_default())))?;
+    let v: i128 = handle.extract().map_err(|_| {
+        Error::new_err(format!(
+            "stream: expected an int CUstream handle or an object with `.cuda_stream`, got {}",
+            s.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    })?;
     match u64::try_from(v) {
         Ok(0) => Ok(1),
         Ok(v) => Ok(v),
@@ -94,7 +99,10 @@ pub fn arguments(arrays: &Bound<'_, PyDict>, stream: u64) -> PyResult<Vec<(Strin
         let arg = match dlpack::device_of(&v, &what)? {
             Some(d) if d.device_type == KDL_CUDA => Arg::Cuda(dlpack::import(&v, d, Some(stream), &what)?),
             Some(d) if d.device_type != KDL_CPU => {
-                return Err(ShapeError::new_err(format!("{what}: it is on {}; the cuda target takes CUDA device arrays (kDLCUDA) and host arrays", device_name(d))));
+                return Err(ShapeError::new_err(format!(
+                    "{what}: it is on {}; the cuda target takes CUDA device arrays (kDLCUDA) and host arrays",
+                    device_name(d)
+                )));
             }
             _ => Arg::Host(View::get(&v, &what, false)?),
         };
@@ -109,7 +117,9 @@ pub fn ordinal_of(args: &[(String, Arg)], out: Option<&Bound<'_, PyDict>>) -> Py
     let mut found: Option<(i32, String)> = None;
     let mut see = |id: i32, what: String| -> PyResult<()> {
         match &found {
-            Some((first, w)) if *first != id => Err(ShapeError::new_err(format!("{what} is on CUDA device {id}, {w} on CUDA device {first}: one call runs on one device"))),
+            Some((first, w)) if *first != id => {
+                Err(ShapeError::new_err(format!("{what} is on CUDA device {id}, {w} on CUDA device {first}: one call runs on one device")))
+            }
             Some(_) => Ok(()),
             None => {
                 found = Some((id, what));
@@ -133,7 +143,6 @@ pub fn ordinal_of(args: &[(String, Arg)], out: Option<&Bound<'_, PyDict>>) -> Py
     let id = found.map_or(0, |(id, _)| id);
     usize::try_from(id).map_err(|_| ShapeError::new_err(format!("CUDA device id {id} is not an ordinal")))
 }
-
 
 /// A program loaded on a CUDA device, with what a call leaves behind.
 pub struct CudaProgram {
@@ -194,7 +203,15 @@ impl CudaProgram {
     /// `out=` arrays where given, else new [`CudaArray`]s. Returns the
     /// number of arrays copied (host inputs uploaded, results that are not
     /// output buffers). `what` names the program in messages.
-    pub fn call<'py>(self: &Rc<Self>, py: Python<'py>, what: &str, args: Vec<(String, Arg)>, results: &[ResultSpec], out: Option<&Bound<'py, PyDict>>, stream: u64) -> PyResult<(Bound<'py, PyDict>, u64)> {
+    pub fn call<'py>(
+        self: &Rc<Self>,
+        py: Python<'py>,
+        what: &str,
+        args: Vec<(String, Arg)>,
+        results: &[ResultSpec],
+        out: Option<&Bound<'py, PyDict>>,
+        stream: u64,
+    ) -> PyResult<(Bound<'py, PyDict>, u64)> {
         let mut fresh: Vec<Imported> = Vec::new();
         let r = self.bind_and_run(py, what, args, results, out, stream, &mut fresh);
         let mut held = self.held.borrow_mut();
@@ -217,7 +234,16 @@ impl CudaProgram {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn bind_and_run<'py>(self: &Rc<Self>, py: Python<'py>, what: &str, args: Vec<(String, Arg)>, results: &[ResultSpec], out: Option<&Bound<'py, PyDict>>, stream: u64, fresh: &mut Vec<Imported>) -> PyResult<(Bound<'py, PyDict>, u64)> {
+    fn bind_and_run<'py>(
+        self: &Rc<Self>,
+        py: Python<'py>,
+        what: &str,
+        args: Vec<(String, Arg)>,
+        results: &[ResultSpec],
+        out: Option<&Bound<'py, PyDict>>,
+        stream: u64,
+        fresh: &mut Vec<Imported>,
+    ) -> PyResult<(Bound<'py, PyDict>, u64)> {
         // out= arrays (taken first: exporting one of this program's own
         // results may wait for the program): results, CUDA arrays of this device, of the
         // result's dtype and shape, writable and contiguous.
@@ -240,7 +266,13 @@ impl CudaProgram {
                     return Err(ShapeError::new_err(format!("{w}: its producer exports it read-only")));
                 }
                 if i.dtype != s.dtype || i.shape != s.shape {
-                    return Err(ShapeError::new_err(format!("{w} is {}{:?}, the result is {}{:?}", dtype_name(i.dtype), i.shape, dtype_name(s.dtype), s.shape)));
+                    return Err(ShapeError::new_err(format!(
+                        "{w} is {}{:?}, the result is {}{:?}",
+                        dtype_name(i.dtype),
+                        i.shape,
+                        dtype_name(s.dtype),
+                        s.shape
+                    )));
                 }
                 outs.insert(name, (v, i));
             }
@@ -263,13 +295,27 @@ impl CudaProgram {
             };
             let host_float = matches!(a, Arg::Host(_)) && dtype.is_float() && b.dtype.is_float();
             if (dtype != b.dtype && !host_float) || shape != b.shape {
-                let hint = if matches!(a, Arg::Cuda(_)) && dtype.is_float() && b.dtype.is_float() { " (nothing is converted on the device: pass the program's dtype, or compile with the other `float=`)" } else { "" };
-                return Err(ShapeError::new_err(format!("{what}: array `{name}` is {}{shape:?}, the program's input is {}{:?}{hint}", dtype_name(dtype), dtype_name(b.dtype), b.shape)));
+                let hint = if matches!(a, Arg::Cuda(_)) && dtype.is_float() && b.dtype.is_float() {
+                    " (nothing is converted on the device: pass the program's dtype, or compile with the other `float=`)"
+                } else {
+                    ""
+                };
+                return Err(ShapeError::new_err(format!(
+                    "{what}: array `{name}` is {}{shape:?}, the program's input is {}{:?}{hint}",
+                    dtype_name(dtype),
+                    dtype_name(b.dtype),
+                    b.shape
+                )));
             }
             given.insert(name, a);
         }
         if let Some(b) = m.inputs().find(|b| !given.contains_key(&b.name) && m.generator(&b.name).is_none()) {
-            return Err(ShapeError::new_err(format!("{what}: input `{}` is not given (expected {} of shape {:?}) and the program cannot generate it", b.name, dtype_name(b.dtype), b.shape)));
+            return Err(ShapeError::new_err(format!(
+                "{what}: input `{}` is not given (expected {} of shape {:?}) and the program cannot generate it",
+                b.name,
+                dtype_name(b.dtype),
+                b.shape
+            )));
         }
         // Everything is checked: now the device.
         if self.stream.get() != stream {
@@ -394,7 +440,7 @@ pub fn _testing_cuda_array(dtype: &str, shape: Vec<usize>) -> PyResult<CudaArray
         "float64" => DType::F64,
         _ => return Err(Error::new_err(format!("dtype `{dtype}`: expected int32, float32 or float64"))),
     };
-    let buffer = crate::kernel::emulator().alloc(dtype, &shape).map_err(|e| Error::new_err(e.to_string()))?;
+    let buffer = crate::devices::emulator().alloc(dtype, &shape).map_err(|e| Error::new_err(e.to_string()))?;
     Ok(CudaArray { buffer, ordinal: 0, program: None, stream: 1 })
 }
 
@@ -406,7 +452,14 @@ impl CudaArray {
     /// array after the producing work finished (the host waits); `-1`
     /// skips that. `max_version` (1, x) gives a versioned capsule.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__<'py>(&self, py: Python<'py>, stream: Option<i64>, max_version: Option<(u32, u32)>, dl_device: Option<(i32, i32)>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if let Some(d) = dl_device.filter(|&d| d != (KDL_CUDA, self.ordinal as i32)) {
             return Err(PyBufferError::new_err(format!("the array is on CUDA device {}; it exports only there, not to device {d:?}", self.ordinal)));
         }

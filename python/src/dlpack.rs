@@ -98,7 +98,8 @@ pub fn device_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<DLDevice
         return Ok(None);
     }
     let d = obj.call_method0("__dlpack_device__").map_err(|e| ShapeError::new_err(format!("{what}: its __dlpack_device__() failed: {e}")))?;
-    let (device_type, device_id): (i32, i32) = d.extract().map_err(|_| ShapeError::new_err(format!("{what}: __dlpack_device__() returned {d}, not a (device_type, device_id) pair")))?;
+    let (device_type, device_id): (i32, i32) =
+        d.extract().map_err(|_| ShapeError::new_err(format!("{what}: __dlpack_device__() returned {d}, not a (device_type, device_id) pair")))?;
     Ok(Some(DLDevice { device_type, device_id }))
 }
 
@@ -177,14 +178,19 @@ pub fn import(obj: &Bound<'_, PyAny>, expected: DLDevice, stream: Option<u64>, w
     // `max_version` keyword and gets the call without it.
     let capsule = match obj.call_method("__dlpack__", (), Some(&dlpack_kwargs(py, stream, true)?)) {
         Ok(c) => c,
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => obj.call_method("__dlpack__", (), Some(&dlpack_kwargs(py, stream, false)?)).map_err(|e| ShapeError::new_err(format!("{what}: its __dlpack__() failed: {e}")))?,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => obj
+            .call_method("__dlpack__", (), Some(&dlpack_kwargs(py, stream, false)?))
+            .map_err(|e| ShapeError::new_err(format!("{what}: its __dlpack__() failed: {e}")))?,
         Err(e) => return Err(ShapeError::new_err(format!("{what}: its __dlpack__() failed: {e}"))),
     };
     let cap = capsule.as_ptr();
     // SAFETY: PyCapsule_IsValid takes any object and sets no exception.
     let (versioned, legacy) = unsafe { (ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1, ffi::PyCapsule_IsValid(cap, LEGACY.as_ptr()) == 1) };
     if !versioned && !legacy {
-        return Err(ShapeError::new_err(format!("{what}: __dlpack__() returned {}, not an unused DLPack capsule (`dltensor` or `dltensor_versioned`)", capsule.repr().map(|r| r.to_string()).unwrap_or_default())));
+        return Err(ShapeError::new_err(format!(
+            "{what}: __dlpack__() returned {}, not an unused DLPack capsule (`dltensor` or `dltensor_versioned`)",
+            capsule.repr().map(|r| r.to_string()).unwrap_or_default()
+        )));
     }
     let (name, used) = if versioned { (VERSIONED, USED_VERSIONED) } else { (LEGACY, USED_LEGACY) };
     // SAFETY: a valid capsule of this name (checked above).
@@ -242,7 +248,11 @@ fn dl_type_name(d: DLDataType) -> String {
 /// it is on `expected`, of a supported dtype, C-contiguous and aligned.
 fn check(t: &DLTensor, expected: DLDevice, what: &str) -> PyResult<(DType, Vec<usize>, u64, usize)> {
     if t.device != expected {
-        return Err(ShapeError::new_err(format!("{what}: __dlpack_device__() says {}, but its DLPack tensor is on {}", device_name(expected), device_name(t.device))));
+        return Err(ShapeError::new_err(format!(
+            "{what}: __dlpack_device__() says {}, but its DLPack tensor is on {}",
+            device_name(expected),
+            device_name(t.device)
+        )));
     }
     let dtype = match (t.dtype.code, t.dtype.bits, t.dtype.lanes) {
         (0, 32, 1) => DType::I32,
@@ -360,13 +370,27 @@ pub fn export<'py>(py: Python<'py>, buffer: &DeviceBuffer, ordinal: usize, versi
     };
     // The Vec's heap block does not move with the Vec, so `shape` stays valid.
     let (ptr, name): (*mut c_void, &CStr) = if versioned {
-        let e = Box::new(Export { managed: DLManagedTensorVersioned { version: DLPackVersion { major: 1, minor: 0 }, manager_ctx: std::ptr::null_mut(), deleter: Some(delete_versioned), flags: 0, dl_tensor: tensor }, shape, _buffer: buffer.clone() });
+        let e = Box::new(Export {
+            managed: DLManagedTensorVersioned {
+                version: DLPackVersion { major: 1, minor: 0 },
+                manager_ctx: std::ptr::null_mut(),
+                deleter: Some(delete_versioned),
+                flags: 0,
+                dl_tensor: tensor,
+            },
+            shape,
+            _buffer: buffer.clone(),
+        });
         let p = Box::into_raw(e);
         // SAFETY: `p` is the live allocation just leaked.
         unsafe { (*p).managed.manager_ctx = p as *mut c_void };
         (p as *mut c_void, VERSIONED)
     } else {
-        let e = Box::new(Export { managed: DLManagedTensor { dl_tensor: tensor, manager_ctx: std::ptr::null_mut(), deleter: Some(delete_legacy) }, shape, _buffer: buffer.clone() });
+        let e = Box::new(Export {
+            managed: DLManagedTensor { dl_tensor: tensor, manager_ctx: std::ptr::null_mut(), deleter: Some(delete_legacy) },
+            shape,
+            _buffer: buffer.clone(),
+        });
         let p = Box::into_raw(e);
         // SAFETY: as above.
         unsafe { (*p).managed.manager_ctx = p as *mut c_void };

@@ -17,7 +17,6 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::OnceLock;
 
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
@@ -33,9 +32,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::arrays::{dtype_name, result_views, ResultSpec, View};
-use eintup_codegen::disk_cache::DiskCache;
 use crate::cuda::{self, Arg, CudaProgram};
+use crate::devices::emulator;
 use crate::errors::{failure, guarded, Error};
+use eintup_codegen::disk_cache::DiskCache;
 
 /// Where a kernel runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,12 +100,6 @@ enum Code {
     Interp,
 }
 
-/// The emulator all `emu` kernels of the process run on.
-pub fn emulator() -> &'static Device {
-    static EMU: OnceLock<Device> = OnceLock::new();
-    EMU.get_or_init(Device::emulator)
-}
-
 /// The printed `et` module and loop module of a cache entry.
 const MODULE_FILE: &str = "module.et";
 const LOOPS_FILE: &str = "loops.etl";
@@ -149,7 +143,17 @@ pub struct Kernel {
 
 impl Kernel {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(src: Source, front: Module, target: Target, float: FloatWidth, fp_contract: FpContract, binds: Vec<String>, seed: u64, disk: Option<(DiskCache, String)>, dynamic: bool) -> Kernel {
+    pub fn new(
+        src: Source,
+        front: Module,
+        target: Target,
+        float: FloatWidth,
+        fp_contract: FpContract,
+        binds: Vec<String>,
+        seed: u64,
+        disk: Option<(DiskCache, String)>,
+        dynamic: bool,
+    ) -> Kernel {
         Kernel {
             src,
             front,
@@ -199,8 +203,15 @@ impl Kernel {
         // shapes agree with them (they were derived from them), and inputs
         // left out get theirs.
         let m = b.manifest();
-        let given: Vec<(String, Vec<i64>)> = config.dims.iter().filter(|(n, _)| m.dynamic.as_ref().is_some_and(|d| d.eintups.contains_key(n))).cloned().collect();
-        let shapes = module.arrays.iter().enumerate().filter(|(_, a)| a.is_input).map(|(i, a)| (a.name.clone(), module.array_shape(i).unwrap_or_default().iter().map(|&d| d.max(0) as usize).collect())).collect();
+        let given: Vec<(String, Vec<i64>)> =
+            config.dims.iter().filter(|(n, _)| m.dynamic.as_ref().is_some_and(|d| d.eintups.contains_key(n))).cloned().collect();
+        let shapes = module
+            .arrays
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.is_input)
+            .map(|(i, a)| (a.name.clone(), module.array_shape(i).unwrap_or_default().iter().map(|&d| d.max(0) as usize).collect()))
+            .collect();
         let given = m.given_dims(&given).map_err(eintup_codegen::gpu::runtime_failure)?;
         let (bound, dims) = b.bind_given(&shapes, &given).map_err(eintup_codegen::gpu::runtime_failure)?;
         // The work limit, counted on the dynamic loop module at these dims
@@ -224,7 +235,12 @@ impl Kernel {
     /// entry's key), a `cpu` program is compiled into its new entry
     /// (`host_cache::store_compiled`: objects once, linked and loaded);
     /// the other targets return the files for the caller to store.
-    fn compile_for(&self, key: &Key, dev: Option<(usize, &'static Device)>, store: Option<(&DiskCache, &str)>) -> Result<(Compiled, Option<CacheFiles>), Failure> {
+    fn compile_for(
+        &self,
+        key: &Key,
+        dev: Option<(usize, &'static Device)>,
+        store: Option<(&DiskCache, &str)>,
+    ) -> Result<(Compiled, Option<CacheFiles>), Failure> {
         let (module, config) = self.specialized(key)?;
         let (code, files) = match self.target {
             Target::Interp => (Code::Interp, None),
@@ -556,7 +572,13 @@ impl Kernel {
     /// A `cuda` call (module `cuda`): the arrays are checked and taken
     /// first, then the device opened (the driver is needed from here), the
     /// program compiled for it (or found), bound and enqueued.
-    fn call_cuda<'py>(&self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+    fn call_cuda<'py>(
+        &self,
+        py: Python<'py>,
+        arrays: &Bound<'py, PyDict>,
+        out: Option<&Bound<'py, PyDict>>,
+        stream: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let stream = cuda::stream_of(stream)?;
         let args = cuda::arguments(arrays, stream)?;
         let ordinal = cuda::ordinal_of(&args, out)?;
@@ -655,7 +677,13 @@ impl Kernel {
     /// buffer protocol) and returns its result arrays by name: the `out=`
     /// arrays given, new NumPy arrays for the rest.
     #[pyo3(signature = (arrays, out=None, stream=None))]
-    fn call<'py>(&self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        arrays: &Bound<'py, PyDict>,
+        out: Option<&Bound<'py, PyDict>>,
+        stream: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
             // Names first: a keyword that names no array (`seed=3`) is
             // E0401, whatever its value.
@@ -680,7 +708,8 @@ impl Kernel {
             let c = self.lookup(&key, None).map_err(failure)?;
             let specs = result_specs(&c.module, self.float)?;
             let views = result_views(py, specs.iter().map(|(_, s)| s), out, &self.src.name)?;
-            let results: Vec<(usize, Bound<'py, PyAny>, View, bool)> = specs.iter().zip(views).map(|((id, _), (obj, v, caller))| (*id, obj, v, caller)).collect();
+            let results: Vec<(usize, Bound<'py, PyAny>, View, bool)> =
+                specs.iter().zip(views).map(|((id, _), (obj, v, caller))| (*id, obj, v, caller)).collect();
             let copies = match &c.code {
                 Code::Host { prog } => {
                     let rs: Vec<Result_<'_>> = results.iter().map(|(id, _, view, caller)| Result_ { id: *id, view, caller_owned: *caller }).collect();

@@ -11,6 +11,7 @@
 
 mod arrays;
 mod cuda;
+mod devices;
 mod dlpack;
 mod errors;
 mod kernel;
@@ -93,7 +94,13 @@ impl Bundle {
     /// On CUDA: CUDA arrays are bound in place, on `stream`
     /// (`cuda::stream_of`), and results are `CudaArray`s.
     #[pyo3(signature = (arrays, out=None, stream=None))]
-    fn call<'py>(&mut self, py: Python<'py>, arrays: &Bound<'py, PyDict>, out: Option<&Bound<'py, PyDict>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+    fn call<'py>(
+        &mut self,
+        py: Python<'py>,
+        arrays: &Bound<'py, PyDict>,
+        out: Option<&Bound<'py, PyDict>>,
+        stream: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
             if matches!(self.on, Loaded::Cuda(_)) {
                 let stream = cuda::stream_of(stream)?;
@@ -116,9 +123,20 @@ impl Bundle {
             let Loaded::Emu { program, written } = &mut self.on else { unreachable!("an emulator bundle re-binds on the emulator") };
             let m = program.manifest();
             if let Some(b) = m.inputs().find(|b| m.generator(&b.name).is_none() && !given.contains_key(&b.name)) {
-                return Err(ShapeError::new_err(format!("{}: input `{}` is not given (expected {} of shape {:?}) and the bundle cannot generate it", self.path, b.name, dtype_name(b.dtype), b.shape)));
+                return Err(ShapeError::new_err(format!(
+                    "{}: input `{}` is not given (expected {} of shape {:?}) and the bundle cannot generate it",
+                    self.path,
+                    b.name,
+                    dtype_name(b.dtype),
+                    b.shape
+                )));
             }
-            let specs: Vec<ResultSpec> = m.buffers.iter().filter(|b| b.role == Role::Output).map(|b| ResultSpec { name: b.name.clone(), dtype: b.dtype, shape: b.shape.clone() }).collect();
+            let specs: Vec<ResultSpec> = m
+                .buffers
+                .iter()
+                .filter(|b| b.role == Role::Output)
+                .map(|b| ResultSpec { name: b.name.clone(), dtype: b.dtype, shape: b.shape.clone() })
+                .collect();
             let results = result_views(py, specs.iter(), out, &self.path)?;
             for (name, t) in &given {
                 program.write(name, t).map_err(|e| runtime_error(&self.path, e))?;
@@ -191,7 +209,7 @@ fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<
         let dynamic = b.manifest().dynamic.is_some().then(|| (b.clone(), BTreeMap::new()));
         let given = b.manifest().given_dims(&binds).map_err(|e| runtime_error(&path, e))?;
         let on = match ordinal {
-            None => Loaded::Emu { program: kernel::emulator().load(&b).map_err(|e| runtime_error(&path, e))?, written: Vec::new() },
+            None => Loaded::Emu { program: devices::emulator().load(&b).map_err(|e| runtime_error(&path, e))?, written: Vec::new() },
             Some(n) => {
                 let dev = cuda::device(n)?;
                 let program = dev.load(&b).map_err(|e| runtime_error(&path, e))?;
@@ -209,7 +227,18 @@ fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<
 #[pyfunction]
 #[pyo3(signature = (text, name, target, float, binds, fp_contract, seed, cache_dir, build, dynamic))]
 #[allow(clippy::too_many_arguments)]
-fn compile(text: String, name: String, target: &str, float: &str, binds: Vec<String>, fp_contract: Option<&str>, seed: u64, cache_dir: Option<std::path::PathBuf>, build: String, dynamic: bool) -> PyResult<Kernel> {
+fn compile(
+    text: String,
+    name: String,
+    target: &str,
+    float: &str,
+    binds: Vec<String>,
+    fp_contract: Option<&str>,
+    seed: u64,
+    cache_dir: Option<std::path::PathBuf>,
+    build: String,
+    dynamic: bool,
+) -> PyResult<Kernel> {
     guarded(|| {
         let target = Target::parse(target)?;
         let float = match float {

@@ -13,10 +13,7 @@ fn main() {
     let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).unwrap_or_else(|e| panic!("cbindgen.toml: {e}"));
     // The sources alone (no `cargo metadata` inside the build): the crate
     // root and the modules it declares.
-    let header = cbindgen::Builder::new()
-        .with_config(config)
-        .with_src(dir.join("src/lib.rs"))
-        .generate()
-        .unwrap_or_else(|e| panic!("generating include/eintup.h: {e}"));
+    let header =
+        cbindgen::Builder::new().with_config(config).with_src(dir.join("src/lib.rs")).generate().unwrap_or_else(|e| panic!("generating include/eintup.h: {e}"));
     header.write_to_file(dir.join("include/eintup.h"));
 }

@@ -277,9 +277,7 @@ fn actions<B: Backend>(
     steps: &[Step],
     index: &BTreeMap<&str, usize>,
 ) -> Result<Vec<Action<B::Kernel>>> {
-    let buffer = |name: &str| -> Result<usize> {
-        index.get(name).copied().ok_or_else(|| Error::BadManifest(format!("unknown buffer `{name}`")))
-    };
+    let buffer = |name: &str| -> Result<usize> { index.get(name).copied().ok_or_else(|| Error::BadManifest(format!("unknown buffer `{name}`"))) };
     let mut out = Vec::with_capacity(steps.len());
     for (step, s) in steps.iter().enumerate() {
         if s.is_empty_launch() {

@@ -132,7 +132,8 @@ impl DeviceBuffer {
     /// the device's own stream; see [`write`](DeviceBuffer::write)).
     pub fn read(&self) -> Result<Tensor> {
         let bytes = self.inner.memory.read(self.inner.bytes)?;
-        let data = Data::from_ne_bytes(self.inner.dtype, &bytes).ok_or_else(|| Error::Driver(format!("a DeviceBuffer of {} bytes: downloaded {}", self.inner.bytes, bytes.len())))?;
+        let data = Data::from_ne_bytes(self.inner.dtype, &bytes)
+            .ok_or_else(|| Error::Driver(format!("a DeviceBuffer of {} bytes: downloaded {}", self.inner.bytes, bytes.len())))?;
         Ok(Tensor { shape: self.inner.shape.clone(), data })
     }
 }

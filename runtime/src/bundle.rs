@@ -182,9 +182,7 @@ fn verify_checksum(manifest_text: &str, ptx: &str) -> Result<()> {
     let computed = content_checksum(&value, ptx);
     match recorded.as_str() {
         Some(r) if r == computed => Ok(()),
-        Some(r) if !r.starts_with("crc32:") => {
-            Err(Error::BadManifest(format!("checksum `{r}` is not of the form crc32:XXXXXXXX")))
-        }
+        Some(r) if !r.starts_with("crc32:") => Err(Error::BadManifest(format!("checksum `{r}` is not of the form crc32:XXXXXXXX"))),
         _ => Err(Error::Checksum { recorded: recorded.to_string().trim_matches('"').to_string(), computed }),
     }
 }
@@ -218,17 +216,12 @@ fn check_ptx(manifest: &Manifest, ptx: &str) -> Result<()> {
     }
     match &info.target {
         None => return bad("no `.target` directive".into()),
-        Some(t) if *t != manifest.target.arch => {
-            return bad(format!(".target {t} but the manifest says arch {}", manifest.target.arch))
-        }
+        Some(t) if *t != manifest.target.arch => return bad(format!(".target {t} but the manifest says arch {}", manifest.target.arch)),
         Some(_) => {}
     }
     // Kernel arguments are 64-bit device pointers.
     if info.address_size.as_deref() != Some("64") {
-        return bad(format!(
-            ".address_size is {}, expected 64",
-            info.address_size.as_deref().unwrap_or("absent (32)")
-        ));
+        return bad(format!(".address_size is {}, expected 64", info.address_size.as_deref().unwrap_or("absent (32)")));
     }
 
     let mut entries: BTreeMap<&str, usize> = BTreeMap::new();
@@ -242,11 +235,7 @@ fn check_ptx(manifest: &Manifest, ptx: &str) -> Result<()> {
             None => return bad(format!("no `.entry {}` for manifest kernel `{}`", k.name, k.name)),
             // Buffer pointers, then (format 2) dim values.
             Some(n) if n != k.params.len() + k.dims.len() => {
-                return bad(format!(
-                    ".entry {} has {n} parameters but the manifest lists {}",
-                    k.name,
-                    k.params.len() + k.dims.len()
-                ))
+                return bad(format!(".entry {} has {n} parameters but the manifest lists {}", k.name, k.params.len() + k.dims.len()))
             }
             Some(_) => {}
         }

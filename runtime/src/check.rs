@@ -18,10 +18,7 @@ pub fn check_inputs(manifest: &Manifest, inputs: &BTreeMap<String, Tensor>) -> R
         check_input(manifest, name, t)?;
     }
     if let Some(missing) = manifest.inputs().find(|b| !inputs.contains_key(&b.name) && manifest.generator(&b.name).is_none()) {
-        return err(
-            &missing.name,
-            format!("not supplied (expected {} of shape {:?}) and the bundle cannot generate it", missing.dtype, missing.shape),
-        );
+        return err(&missing.name, format!("not supplied (expected {} of shape {:?}) and the bundle cannot generate it", missing.dtype, missing.shape));
     }
     Ok(())
 }
@@ -66,10 +63,7 @@ pub fn fits(b: &Buffer, dtype: DType, shape: &[usize]) -> Result<(), String> {
 pub fn check_target(manifest: &Manifest, device: (u32, u32), device_name: &str) -> Result<()> {
     let bundle = manifest.target_arch()?;
     if bundle > device {
-        return Err(Error::Target {
-            bundle: manifest.target.arch.clone(),
-            device: format!("sm_{}{} ({device_name})", device.0, device.1),
-        });
+        return Err(Error::Target { bundle: manifest.target.arch.clone(), device: format!("sm_{}{} ({device_name})", device.0, device.1) });
     }
     Ok(())
 }

@@ -18,10 +18,10 @@ use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream,
 use crate::backend::{self, Backend, Launch};
 use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
-use crate::info::{DeviceInfo, DeviceKind};
-use crate::timing::{median, LaunchTiming, Timings};
 use crate::error::{driver, Error, Result};
+use crate::info::{DeviceInfo, DeviceKind};
 use crate::module::Module;
+use crate::timing::{median, LaunchTiming, Timings};
 use eintup_tensor::tensor::Tensor;
 
 /// A CUDA device with its primary context and the one stream all work goes to.
@@ -99,10 +99,7 @@ impl Cuda {
 
     pub(crate) fn info(&self) -> Result<DeviceInfo> {
         guarded("querying the device", || {
-            let sms = self
-                .ctx
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-                .map_err(|e| driver("cuDeviceGetAttribute", e))?;
+            let sms = self.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| driver("cuDeviceGetAttribute", e))?;
             let memory_bytes = self.ctx.total_mem().map_err(|e| driver("cuDeviceTotalMem", e))?;
             let mut version = 0;
             // SAFETY: the driver was loaded by Cuda::new; the call writes one int.
@@ -174,11 +171,8 @@ impl Cuda {
                     times.push(f64::from(a.elapsed_ms(b).map_err(|e| driver("cuEventElapsedTime", e))?));
                 }
             }
-            let launches = launches
-                .into_iter()
-                .zip(per_launch)
-                .map(|((step, kernel), mut times)| LaunchTiming { step, kernel, median_ms: median(&mut times) })
-                .collect();
+            let launches =
+                launches.into_iter().zip(per_launch).map(|((step, kernel), mut times)| LaunchTiming { step, kernel, median_ms: median(&mut times) }).collect();
             Ok(Timings { reps, total_ms: median(&mut totals), launches })
         })
     }
@@ -207,9 +201,7 @@ impl Cuda {
     }
 
     fn event(&self) -> Result<CudaEvent> {
-        self.ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| driver("cuEventCreate", e))
+        self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| driver("cuEventCreate", e))
     }
 
     fn session(&self) -> Result<CudaRun<'_>> {
@@ -396,11 +388,7 @@ impl Backend for CudaRun<'_> {
         // SAFETY: the function comes from a loaded module of this context.
         let per_sm = unsafe { result::occupancy::max_active_block_per_multiprocessor(*kernel, threads, 0) }
             .map_err(|e| driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
-        let sms = self
-            .dev
-            .ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(|e| driver("cuDeviceGetAttribute", e))?;
+        let sms = self.dev.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| driver("cuDeviceGetAttribute", e))?;
         Ok(u32::try_from(per_sm.max(0)).ok().zip(u32::try_from(sms.max(0)).ok()).map(|(a, b)| a.saturating_mul(b)))
     }
 
@@ -457,8 +445,7 @@ impl Backend for CudaRun<'_> {
         // parameter count, every parameter is a 64-bit pointer to a live
         // buffer of the declared size (or null for an empty one), and
         // `values` outlives the call (the driver copies parameters at launch).
-        unsafe { result::launch_kernel(*l.kernel, grid, block, 0, self.stream, &mut params) }
-            .map_err(|e| driver(&format!("cuLaunchKernel({})", l.name), e))?;
+        unsafe { result::launch_kernel(*l.kernel, grid, block, 0, self.stream, &mut params) }.map_err(|e| driver(&format!("cuLaunchKernel({})", l.name), e))?;
         if let Some((_, after)) = pair {
             after.record(stream).map_err(|e| driver("cuEventRecord", e))?;
         }

@@ -36,12 +36,7 @@ enum Imp {
 
 impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Device")
-            .field("kind", &self.kind())
-            .field("ordinal", &self.ordinal())
-            .field("name", &self.name())
-            .field("arch", &self.arch())
-            .finish()
+        f.debug_struct("Device").field("kind", &self.kind()).field("ordinal", &self.ordinal()).field("name", &self.name()).field("arch", &self.arch()).finish()
     }
 }
 

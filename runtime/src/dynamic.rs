@@ -142,7 +142,10 @@ impl Manifest {
             let v = i64::try_from(shape[r.axis]).map_err(|_| Error::Input { name: r.input.clone(), reason: "extent beyond i64".into() })?;
             match dims.insert(r.sym.clone(), v) {
                 Some(old) if old != v => {
-                    return Err(Error::Input { name: r.input.clone(), reason: format!("axis {} is {v}, but dim `{}` is {old} (from an earlier input or a given value)", r.axis, r.sym) });
+                    return Err(Error::Input {
+                        name: r.input.clone(),
+                        reason: format!("axis {} is {v}, but dim `{}` is {old} (from an earlier input or a given value)", r.axis, r.sym),
+                    });
                 }
                 _ => {}
             }
@@ -252,7 +255,10 @@ impl Manifest {
                 };
                 return Err(Error::Input {
                     name,
-                    reason: format!("{what} at these dims; this bundle's kernels use 32-bit indices, which take buffers of fewer than 2^31 elements (at most {})", i32::MAX),
+                    reason: format!(
+                        "{what} at these dims; this bundle's kernels use 32-bit indices, which take buffers of fewer than 2^31 elements (at most {})",
+                        i32::MAX
+                    ),
                 });
             }
         }
@@ -277,7 +283,11 @@ impl Manifest {
             grid[1] = 1;
             grid[2] = 1;
             let k = self.kernel(kernel).ok_or_else(|| Error::BadManifest(format!("launch of unknown kernel `{kernel}`")))?;
-            *values = k.dims.iter().map(|s| dims.get(s).copied().ok_or_else(|| Error::Input { name: s.clone(), reason: "this dim has no value".into() })).collect::<Result<_>>()?;
+            *values = k
+                .dims
+                .iter()
+                .map(|s| dims.get(s).copied().ok_or_else(|| Error::Input { name: s.clone(), reason: "this dim has no value".into() }))
+                .collect::<Result<_>>()?;
         }
         for k in &mut m.kernels {
             // Element counts were the build configuration's.

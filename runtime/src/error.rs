@@ -54,11 +54,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NoDriver => write!(f, "no CUDA driver found (libcuda could not be loaded)"),
-            Error::NoDevice { ordinal, count } => write!(
-                f,
-                "no CUDA device with ordinal {ordinal} ({count} device{} found)",
-                if *count == 1 { "" } else { "s" }
-            ),
+            Error::NoDevice { ordinal, count } => {
+                write!(f, "no CUDA device with ordinal {ordinal} ({count} device{} found)", if *count == 1 { "" } else { "s" })
+            }
             Error::Driver(msg) => write!(f, "CUDA driver error: {msg}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::BadManifest(msg) => write!(f, "bad bundle manifest: {msg}"),
@@ -67,15 +65,11 @@ impl fmt::Display for Error {
                 "the bundle is damaged: its content checksum is {computed}, but the manifest records {recorded} \
                  (manifest.json or kernels.ptx changed after it was written; rebuild it with `eintup build`)"
             ),
-            Error::UnsupportedVersion { found, supported } => write!(
-                f,
-                "bundle format_version {found} is not supported (this runtime reads versions 1 to {supported})"
-            ),
+            Error::UnsupportedVersion { found, supported } => {
+                write!(f, "bundle format_version {found} is not supported (this runtime reads versions 1 to {supported})")
+            }
             Error::BadPtx(msg) => write!(f, "bad bundle kernels.ptx: {msg}"),
-            Error::Target { bundle, device } => write!(
-                f,
-                "bundle targets {bundle} but the device is {device}; rebuild the bundle for this GPU"
-            ),
+            Error::Target { bundle, device } => write!(f, "bundle targets {bundle} but the device is {device}; rebuild the bundle for this GPU"),
             Error::Input { name, reason } => write!(f, "input `{name}`: {reason}"),
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
             Error::Fault(fault) => write!(f, "kernel fault: {fault}"),
@@ -114,10 +108,7 @@ impl std::error::Error for Error {
 pub(crate) fn driver(op: &str, err: DriverError) -> Error {
     // `CUresult`'s Debug is the enum name (CUDA_ERROR_...); the description
     // needs another driver call, which can itself fail, so it is optional.
-    let description = err
-        .error_string()
-        .ok()
-        .and_then(|s| s.to_str().ok().map(str::to_owned));
+    let description = err.error_string().ok().and_then(|s| s.to_str().ok().map(str::to_owned));
     match description {
         Some(d) => Error::Driver(format!("{op}: {:?} ({d})", err.0)),
         None => Error::Driver(format!("{op}: {:?}", err.0)),

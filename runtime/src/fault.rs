@@ -80,11 +80,7 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [bx, by, bz] = self.block;
         let [tx, ty, tz] = self.thread;
-        write!(
-            f,
-            "kernel `{}`, block ({bx}, {by}, {bz}), thread ({tx}, {ty}, {tz}), line {} `{}`: ",
-            self.kernel, self.line, self.instruction
-        )?;
+        write!(f, "kernel `{}`, block ({bx}, {by}, {bz}), thread ({tx}, {ty}, {tz}), line {} `{}`: ", self.kernel, self.line, self.instruction)?;
         match &self.kind {
             FaultKind::OutOfBounds { space, access, address, size, detail } => {
                 write!(f, "out-of-bounds {space} {access} of {size} bytes at {address:#x}: {detail}")

@@ -34,8 +34,8 @@ pub mod manifest;
 mod module;
 mod profile;
 pub mod program;
-pub mod shape;
 pub mod ptx;
+pub mod shape;
 mod timing;
 
 // The element types and tensors live in a leaf crate the compiler's core

@@ -328,13 +328,7 @@ impl Step {
 /// message of its own rather than serde's "expected usize".
 fn non_negative_shape<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<usize>, D::Error> {
     let dims = Vec::<i64>::deserialize(d)?;
-    dims.iter()
-        .map(|&x| {
-            usize::try_from(x).map_err(|_| {
-                serde::de::Error::custom(format!("shape {dims:?} has a negative dimension {x}"))
-            })
-        })
-        .collect()
+    dims.iter().map(|&x| usize::try_from(x).map_err(|_| serde::de::Error::custom(format!("shape {dims:?} has a negative dimension {x}")))).collect()
 }
 
 /// Just the version, read before anything else so that a manifest of another
@@ -388,8 +382,7 @@ impl Manifest {
 
     /// The target as `(major, minor)` compute capability.
     pub fn target_arch(&self) -> Result<(u32, u32)> {
-        parse_arch(&self.target.arch)
-            .ok_or_else(|| Error::BadManifest(format!("target.arch `{}` is not of the form sm_NN", self.target.arch)))
+        parse_arch(&self.target.arch).ok_or_else(|| Error::BadManifest(format!("target.arch `{}` is not of the form sm_NN", self.target.arch)))
     }
 
     /// Checks everything that does not need `kernels.ptx` or a device.
@@ -476,9 +469,7 @@ impl Manifest {
         for g in &self.generate {
             match self.buffer(&g.buffer) {
                 None => return bad(format!("generate: unknown buffer `{}`", g.buffer)),
-                Some(b) if b.role != Role::Input => {
-                    return bad(format!("generate: buffer `{}` is not an input", g.buffer))
-                }
+                Some(b) if b.role != Role::Input => return bad(format!("generate: buffer `{}` is not an input", g.buffer)),
                 Some(_) => {}
             }
             if !generated.insert(g.buffer.as_str()) {
@@ -500,9 +491,7 @@ impl Manifest {
                         return bad(format!("{what} {i}: fill of unknown buffer `{buffer}`"));
                     }
                     if *value != 0 {
-                        return bad(format!(
-                            "{what} {i}: fill of `{buffer}` with {value}; format version 1 fills with 0 only"
-                        ));
+                        return bad(format!("{what} {i}: fill of `{buffer}` with {value}; format version 1 fills with 0 only"));
                     }
                 }
                 Step::Launch { kernel, grid, block, args, dims } => {
@@ -510,7 +499,12 @@ impl Manifest {
                         return bad(format!("{what} {i}: launch of unknown kernel `{kernel}`"));
                     };
                     if dims.len() != k.dims.len() {
-                        return bad(format!("{what} {i}: kernel `{kernel}` takes {} dims ({}), the launch passes {}", k.dims.len(), k.dims.join(", "), dims.len()));
+                        return bad(format!(
+                            "{what} {i}: kernel `{kernel}` takes {} dims ({}), the launch passes {}",
+                            k.dims.len(),
+                            k.dims.join(", "),
+                            dims.len()
+                        ));
                     }
                     if let Some((d, v)) = k.dims.iter().zip(dims).find(|(_, &v)| v < 0) {
                         return bad(format!("{what} {i}: launch of `{kernel}` passes {v} for dim `{d}`; dims are non-negative"));

@@ -148,7 +148,22 @@ impl ProfileReport {
     pub fn table(&self) -> String {
         let mut s = format!(
             "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>12} {:>10} {:>12} {:>9}\n",
-            "kernel", "launch", "warp_inst", "thread_inst", "ld_req", "ld_sect", "st_req", "st_sect", "shm_req", "shm_wave", "shm_conf", "atomics", "flops", "fma", "global_B", "barriers"
+            "kernel",
+            "launch",
+            "warp_inst",
+            "thread_inst",
+            "ld_req",
+            "ld_sect",
+            "st_req",
+            "st_sect",
+            "shm_req",
+            "shm_wave",
+            "shm_conf",
+            "atomics",
+            "flops",
+            "fma",
+            "global_B",
+            "barriers"
         );
         for p in &self.kernels {
             s.push_str(&format!(

@@ -23,9 +23,9 @@ use crate::backend::{self, Backend, Prepared};
 use crate::buffer::{DeviceBuffer, DeviceMemory};
 use crate::bundle::Bundle;
 use crate::check::{check_input, fits};
-use crate::profile::ProfileReport;
 use crate::error::{Error, Result};
 use crate::manifest::{Init, Manifest, Role};
+use crate::profile::ProfileReport;
 use eintup_tensor::tensor::{Data, Tensor};
 
 /// Bytes a buffer bound to a program ([`Program::bind`]) must start at a
@@ -160,7 +160,17 @@ impl<'d> Program<'d> {
     pub(crate) fn new(bundle: &Bundle, imp: Box<dyn Resident + 'd>) -> Program<'d> {
         let manifest = bundle.manifest().clone();
         let n = manifest.buffers.len();
-        Program { manifest, ptx: ptx_digest(bundle.ptx()), imp, filled: vec![false; n], stale: vec![false; n], bound: vec![None; n], pending: false, runs: 0, retired: Vec::new() }
+        Program {
+            manifest,
+            ptx: ptx_digest(bundle.ptx()),
+            imp,
+            filled: vec![false; n],
+            stale: vec![false; n],
+            bound: vec![None; n],
+            pending: false,
+            runs: 0,
+            retired: Vec::new(),
+        }
     }
 
     /// Re-binds the program to `bundle`: the dynamic bundle (format 2) it
@@ -177,7 +187,10 @@ impl<'d> Program<'d> {
     pub fn rebind(&mut self, bundle: &Bundle) -> Result<()> {
         let m = bundle.manifest();
         let same_buffers = m.buffers.len() == self.manifest.buffers.len()
-            && m.buffers.iter().zip(&self.manifest.buffers).all(|(a, b)| a.name == b.name && a.role == b.role && a.dtype == b.dtype && a.shape.len() == b.shape.len());
+            && m.buffers
+                .iter()
+                .zip(&self.manifest.buffers)
+                .all(|(a, b)| a.name == b.name && a.role == b.role && a.dtype == b.dtype && a.shape.len() == b.shape.len());
         if ptx_digest(bundle.ptx()) != self.ptx || !same_buffers {
             return Err(Error::InvalidArgument("rebinding a program: the bundle's kernels or buffers are not the loaded ones (only the same dynamic bundle at other dims re-binds); load it with Device::load".into()));
         }
@@ -225,7 +238,11 @@ impl<'d> Program<'d> {
     /// Makes input `name` the bundle's generated values again (its
     /// generator runs now), after a [`write`](Program::write) replaced them.
     pub fn generate(&mut self, name: &str) -> Result<()> {
-        let i = self.manifest.buffer_index(name).filter(|&i| self.manifest.buffers[i].role == Role::Input).ok_or_else(|| Error::Input { name: name.to_string(), reason: "the bundle has no input of this name".into() })?;
+        let i = self
+            .manifest
+            .buffer_index(name)
+            .filter(|&i| self.manifest.buffers[i].role == Role::Input)
+            .ok_or_else(|| Error::Input { name: name.to_string(), reason: "the bundle has no input of this name".into() })?;
         if self.manifest.generator(name).is_none() {
             return Err(Error::Input { name: name.to_string(), reason: "the bundle cannot generate it".into() });
         }
@@ -260,7 +277,10 @@ impl<'d> Program<'d> {
     /// [`read`]: Program::read
     /// Its memory must start at a multiple of [`BUFFER_ALIGN`] bytes.
     pub fn bind(&mut self, name: &str, buffer: &DeviceBuffer) -> Result<()> {
-        let i = self.manifest.buffer_index(name).ok_or_else(|| Error::InvalidArgument(format!("binding buffer `{name}`: the bundle has no buffer of this name")))?;
+        let i = self
+            .manifest
+            .buffer_index(name)
+            .ok_or_else(|| Error::InvalidArgument(format!("binding buffer `{name}`: the bundle has no buffer of this name")))?;
         let b = &self.manifest.buffers[i];
         if b.role == Role::Temp {
             return Err(Error::InvalidArgument(format!("binding buffer `{name}`: it is a temporary of the bundle; only inputs and outputs are bound")));
@@ -313,7 +333,10 @@ impl<'d> Program<'d> {
     /// the binding: an input the program was written or generated keeps
     /// that value) and drops the program's handle to the caller's.
     pub fn unbind(&mut self, name: &str) -> Result<()> {
-        let i = self.manifest.buffer_index(name).ok_or_else(|| Error::InvalidArgument(format!("unbinding buffer `{name}`: the bundle has no buffer of this name")))?;
+        let i = self
+            .manifest
+            .buffer_index(name)
+            .ok_or_else(|| Error::InvalidArgument(format!("unbinding buffer `{name}`: the bundle has no buffer of this name")))?;
         if self.bound[i].is_none() {
             return Ok(());
         }

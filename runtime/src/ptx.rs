@@ -93,7 +93,10 @@ pub enum Statement {
     /// A declaration (`.reg`, `.shared`, `.local`, ...).
     Var(Variable),
     /// `name:`
-    Label { name: String, line: u32 },
+    Label {
+        name: String,
+        line: u32,
+    },
     Instruction(Instruction),
     /// `.pragma`, `.loc` and other directives inside a body.
     Directive(Directive),
@@ -576,10 +579,9 @@ impl<'t, 'a> Parser<'t, 'a> {
                 continue;
             }
             let n = self.word("an array size")?;
-            v.dims.push(Some(parse_int(n).and_then(|x| u64::try_from(x).ok()).ok_or_else(|| ParseError {
-                line: self.line(),
-                message: format!("bad array size `{n}`"),
-            })?));
+            v.dims.push(Some(
+                parse_int(n).and_then(|x| u64::try_from(x).ok()).ok_or_else(|| ParseError { line: self.line(), message: format!("bad array size `{n}`") })?,
+            ));
             self.expect(']')?;
         }
         if self.eat('=') {
@@ -712,9 +714,8 @@ impl<'t, 'a> Parser<'t, 'a> {
             })
             .fold(String::new(), |mut s, t| {
                 // Spaces only between words, as the statement would be written.
-                let tight = matches!(t.as_str(), "," | ";" | "]" | "}" | "+" | "|" | ")")
-                    || s.ends_with(['[', '{', '+', '-', '@', '!', '|', '('])
-                    || s.is_empty();
+                let tight =
+                    matches!(t.as_str(), "," | ";" | "]" | "}" | "+" | "|" | ")") || s.ends_with(['[', '{', '+', '-', '@', '!', '|', '(']) || s.is_empty();
                 if !tight {
                     s.push(' ');
                 }
@@ -837,8 +838,28 @@ fn parse_int(w: &str) -> Option<i128> {
 fn is_type_name(w: &str) -> bool {
     matches!(
         w,
-        ".b8" | ".b16" | ".b32" | ".b64" | ".b128" | ".u8" | ".u16" | ".u32" | ".u64" | ".s8" | ".s16" | ".s32"
-            | ".s64" | ".f16" | ".f16x2" | ".bf16" | ".bf16x2" | ".f32" | ".f64" | ".pred" | ".texref" | ".samplerref"
+        ".b8"
+            | ".b16"
+            | ".b32"
+            | ".b64"
+            | ".b128"
+            | ".u8"
+            | ".u16"
+            | ".u32"
+            | ".u64"
+            | ".s8"
+            | ".s16"
+            | ".s32"
+            | ".s64"
+            | ".f16"
+            | ".f16x2"
+            | ".bf16"
+            | ".bf16x2"
+            | ".f32"
+            | ".f64"
+            | ".pred"
+            | ".texref"
+            | ".samplerref"
             | ".surfref"
     )
 }
@@ -864,9 +885,9 @@ fn scope_registers(block: &mut [Statement], k: u32) {
         for (base, range) in &locals {
             let hit = match range {
                 None => name == base,
-                Some(n) => name.strip_prefix(base.as_str()).is_some_and(|rest| {
-                    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) && rest.parse::<u32>().is_ok_and(|i| i < *n)
-                }),
+                Some(n) => name
+                    .strip_prefix(base.as_str())
+                    .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) && rest.parse::<u32>().is_ok_and(|i| i < *n)),
             };
             if hit {
                 let rest = name[base.len()..].to_string();
@@ -929,10 +950,7 @@ mod tests {
         assert_eq!(bra.opcode, "bra");
         assert_eq!(bra.text, "@!%p1 bra $L__BB0_1;");
         let Statement::Instruction(st) = &body[5] else { panic!() };
-        assert_eq!(
-            st.operands,
-            [Operand::Address { base: Some("%rd7".into()), offset: -4 }, Operand::F32(0x3F80_0000)]
-        );
+        assert_eq!(st.operands, [Operand::Address { base: Some("%rd7".into()), offset: -4 }, Operand::F32(0x3F80_0000)]);
     }
 
     #[test]
@@ -992,15 +1010,7 @@ mod tests {
         assert_eq!(ops[0][0], Operand::Pair("%p".into(), "%q".into()));
         assert_eq!(ops[0][2], Operand::Int(-7));
         assert_eq!(ops[0][3], Operand::Not(Box::new(Operand::Reg("%p2".into()))));
-        assert_eq!(
-            ops[1][0],
-            Operand::Vector(vec![
-                Operand::Reg("%f1".into()),
-                Operand::Reg("%f2".into()),
-                Operand::Sink,
-                Operand::Reg("%f4".into())
-            ])
-        );
+        assert_eq!(ops[1][0], Operand::Vector(vec![Operand::Reg("%f1".into()), Operand::Reg("%f2".into()), Operand::Sink, Operand::Reg("%f4".into())]));
         assert_eq!(ops[1][1], Operand::Address { base: Some("buf".into()), offset: 8 });
         assert_eq!(ops[2][1], Operand::F64(0x3FF0_0000_0000_0000));
         assert_eq!(ops[3][1], Operand::Symbol { name: "buf".into(), offset: 4 });

@@ -3,13 +3,13 @@
 //! backend sees the same inputs (the interpreter's generator, or the
 //! user's `.npy` files) and returns every array in module order.
 
+use crate::host_cache::HostCache;
+use crate::FpContract;
 use eintup::driver::{Failure, Source};
 use eintup::interp::{self, RunOptions};
 use eintup::ir::et::Module;
 use eintup::ir::loops::LoopModule;
 use eintup::tensor::Tensor;
-use crate::host_cache::HostCache;
-use crate::FpContract;
 use eintup_runtime::DeviceKind;
 use std::fmt;
 use std::str::FromStr;
@@ -71,7 +71,14 @@ pub fn execute(src: &Source, module: &Module, backend: Backend, opts: &RunOption
 
 /// [`execute`], with `cpu` programs taken from and stored in `cache`
 /// (`eintup run`; the same arrays either way).
-pub fn execute_cached(src: &Source, module: &Module, backend: Backend, opts: &RunOptions, fp_contract: FpContract, cache: Option<&HostCache>) -> Result<Vec<Tensor>, Failure> {
+pub fn execute_cached(
+    src: &Source,
+    module: &Module,
+    backend: Backend,
+    opts: &RunOptions,
+    fp_contract: FpContract,
+    cache: Option<&HostCache>,
+) -> Result<Vec<Tensor>, Failure> {
     match backend {
         Backend::Interp => interp::run(module, opts).map_err(|e| e.into_failure(src)),
         Backend::Cpu => {
@@ -103,7 +110,10 @@ pub fn initial_buffers(src: &Source, module: &Module, lm: &LoopModule, opts: &Ru
         let t = Tensor::zeros(b.dtype.into(), &shape).ok_or_else(|| {
             let bytes = shape.iter().try_fold(b.dtype.size(), |n, &d| n.checked_mul(d));
             let size = bytes.map_or_else(|| "more bytes than this machine addresses".to_string(), |n| format!("{n} bytes"));
-            Failure::user(format!("eintup: error[E0404]: the compiler's temporary buffer `{}` of shape {shape:?} needs {size}, which cannot be allocated", b.name))
+            Failure::user(format!(
+                "eintup: error[E0404]: the compiler's temporary buffer `{}` of shape {shape:?} needs {size}, which cannot be allocated",
+                b.name
+            ))
         })?;
         bufs.push(t);
     }

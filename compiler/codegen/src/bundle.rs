@@ -16,14 +16,14 @@
 
 use eintup::ir::loops::FloatWidth;
 
+use crate::FpContract;
 use eintup::driver::{Failure, Source};
 use eintup::ir::et::{self, Module, OpKind};
 use eintup::ir::loops::target::GpuTarget;
 use eintup::ir::loops::{self, LoopModule};
-use eintup::variants::{KernelVariant, Lowered};
 use eintup::sema::Config;
+use eintup::variants::{KernelVariant, Lowered};
 use eintup_runtime::manifest::{self, Buffer, Init, Kernel, RandomSpec, Role, Step};
-use crate::FpContract;
 use eintup_runtime::{Bundle, DType, Manifest};
 
 /// Everything `build` needs besides the modules.
@@ -149,7 +149,9 @@ fn manifest_kernel(all: &LoopModule, k: &loops::Kernel, resources: &[crate::Kern
         // A symbolic extent has no element count the kernel was compiled
         // for: none is listed (the launch's buffers are checked instead).
         param_types: match param_bufs.iter().map(|&b| all.buffers[b].len()).collect::<Option<Vec<i64>>>() {
-            Some(lens) => param_bufs.iter().zip(lens).map(|(&b, n)| manifest::ParamType { dtype: dtype(all.buffers[b].dtype), elements: n.max(0) as u64 }).collect(),
+            Some(lens) => {
+                param_bufs.iter().zip(lens).map(|(&b, n)| manifest::ParamType { dtype: dtype(all.buffers[b].dtype), elements: n.max(0) as u64 }).collect()
+            }
             None => Vec::new(),
         },
         // Every kernel eintup generates loops grid-stride, over threads
@@ -201,18 +203,29 @@ pub fn bind_dynamic(lm: &LoopModule, ptx: &str, ptx_version: &str, sm: u32, dims
 /// the checks accept: every symbol `v`, or (a slice's `e - lo - hi`) the
 /// symbols inputs give `4v` and the others `v`. The run-time variants of
 /// `lowered` go into the PTX and the manifest's `dynamic.variants`.
-pub fn build_dynamic(src: &Source, prog: &eintup::sema::Program, sym: &eintup::sema::symbolic::SymbolicConfig, lowered: &Lowered, o: &BuildOptions) -> Result<Bundle, Failure> {
+pub fn build_dynamic(
+    src: &Source,
+    prog: &eintup::sema::Program,
+    sym: &eintup::sema::symbolic::SymbolicConfig,
+    lowered: &Lowered,
+    o: &BuildOptions,
+) -> Result<Bundle, Failure> {
     let (ptx, info, _) = checked_ptx(&lowered.with_variants(), o)?;
     let lm = &lowered.module;
     let m = &prog.module;
     let text = |e: &loops::IExpr| loops::print::shape_extent(lm, e);
-    let checks: Vec<manifest::DimCheck> =
-        sym.dims.checks.iter().map(|c| manifest::DimCheck { expr: text(&c.expr), min: c.min, about: m.eintups[c.about].name.clone(), rule: c.rule.clone() }).collect();
+    let checks: Vec<manifest::DimCheck> = sym
+        .dims
+        .checks
+        .iter()
+        .map(|c| manifest::DimCheck { expr: text(&c.expr), min: c.min, about: m.eintups[c.about].name.clone(), rule: c.rule.clone() })
+        .collect();
     let holds = |dims: &[i64]| {
         sym.dims.checks.iter().all(|c| c.expr.bind_dims(dims).as_const().is_some_and(|x| x >= c.min))
             && lm.buffers.iter().all(|b| b.shape.iter().all(|e| e.bind_dims(dims).as_const().is_some_and(|x| x >= 0)))
     };
-    let from_input: Vec<bool> = (0..lm.dims.len()).map(|d| lm.buffers.iter().any(|b| b.role == loops::Role::Input && b.shape.contains(&loops::IExpr::Sym(d)))).collect();
+    let from_input: Vec<bool> =
+        (0..lm.dims.len()).map(|d| lm.buffers.iter().any(|b| b.role == loops::Role::Input && b.shape.contains(&loops::IExpr::Sym(d)))).collect();
     let candidates = (1..=16i64).flat_map(|v| [vec![v; from_input.len()], from_input.iter().map(|&i| if i { 4 * v } else { v }).collect()]);
     let Some(at) = candidates.into_iter().find(|d| holds(d)) else {
         return Err(Failure::user(format!("eintup: error: {}: no small configuration passes the program's dims checks; bind some eintups (--bind)", src.name)));
@@ -245,27 +258,20 @@ fn dynamic_manifest(lm: &LoopModule, variants: &[KernelVariant], ptx_version: &s
     // facts would be wrong where they fail (only a variant's `when` can
     // hold them to it).
     if let Some(k) = lm.kernels.iter().find(|k| !k.multiples.is_empty()) {
-        return Err(Failure::user(format!("eintup: error: kernel `@{}` is compiled under dim facts (`multiples(..)`): only a run-time variant, launched where they hold, may be", k.name)));
+        return Err(Failure::user(format!(
+            "eintup: error: kernel `@{}` is compiled under dim facts (`multiples(..)`): only a run-time variant, launched where they hold, may be",
+            k.name
+        )));
     }
     let bound = lm.bind_dims(dims).map_err(Failure::user)?;
-    let buffers = bound
-        .buffers
-        .iter()
-        .filter(|b| !b.role.is_scratch())
-        .map(|b| manifest_buffer(b, None))
-        .collect::<Result<Vec<_>, Failure>>()?;
+    let buffers = bound.buffers.iter().filter(|b| !b.role.is_scratch()).map(|b| manifest_buffer(b, None)).collect::<Result<Vec<_>, Failure>>()?;
     let gpu = GpuTarget::for_sm(sm);
     let float = lm.buffers.iter().map(|b| dtype(b.dtype)).find(|d| *d != DType::I32).unwrap_or(DType::F64);
     let m = Manifest {
         format_version: if lm.is_dynamic() { manifest::MAX_FORMAT_VERSION } else { manifest::FORMAT_VERSION },
         producer: format!("eintup {}", env!("CARGO_PKG_VERSION")),
         source: manifest::SourceInfo { name: "loop module".into(), text: loops::print::module(lm) },
-        config: manifest::Config {
-            seed: 0,
-            float,
-            eintups: lm.dims.iter().zip(dims).map(|(d, &v)| (d.name.clone(), vec![v])).collect(),
-            fp_contract: None,
-        },
+        config: manifest::Config { seed: 0, float, eintups: lm.dims.iter().zip(dims).map(|(d, &v)| (d.name.clone(), vec![v])).collect(), fp_contract: None },
         target: manifest::Target { arch: format!("sm_{sm}"), ptx_version: ptx_version.to_string() },
         buffers,
         kernels: lm.kernels.iter().chain(variants.iter().map(|v| &v.kernel)).map(|k| manifest_kernel(lm, k, &[])).collect(),
@@ -286,7 +292,11 @@ fn dynamic_section(lm: &LoopModule, variants: &[KernelVariant], gpu: &GpuTarget)
     let mut derive = Vec::new();
     for d in 0..lm.dims.len() {
         let found = lm.buffers.iter().filter(|b| b.role == loops::Role::Input).find_map(|b| {
-            b.shape.iter().position(|e| *e == loops::IExpr::Sym(d)).map(|axis| manifest::DimSource { sym: lm.dims[d].name.clone(), input: b.name.clone(), axis })
+            b.shape.iter().position(|e| *e == loops::IExpr::Sym(d)).map(|axis| manifest::DimSource {
+                sym: lm.dims[d].name.clone(),
+                input: b.name.clone(),
+                axis,
+            })
         });
         derive.extend(found);
     }

@@ -91,7 +91,9 @@ impl DiskCache {
     /// unreadable value is an error naming it).
     pub fn new(dir: PathBuf) -> Result<DiskCache, String> {
         let max_bytes = match std::env::var("EINTUP_CACHE_MAX_BYTES") {
-            Ok(v) if !v.trim().is_empty() => v.trim().parse::<u64>().map_err(|_| format!("EINTUP_CACHE_MAX_BYTES=`{}`: expected a number of bytes", v.escape_debug()))?,
+            Ok(v) if !v.trim().is_empty() => {
+                v.trim().parse::<u64>().map_err(|_| format!("EINTUP_CACHE_MAX_BYTES=`{}`: expected a number of bytes", v.escape_debug()))?
+            }
             _ => DEFAULT_MAX_BYTES,
         };
         Ok(DiskCache { dir, max_bytes })
@@ -193,7 +195,8 @@ impl DiskCache {
                 continue;
             }
             // Renamed away first, as `discard` does: no process finds half of it.
-            let gone = self.dir.join(format!("gone-{}-{}", std::process::id(), path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())));
+            let gone =
+                self.dir.join(format!("gone-{}-{}", std::process::id(), path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())));
             if fs::rename(&path, &gone).is_ok() {
                 let _ = fs::remove_dir_all(&gone);
                 total = total.saturating_sub(bytes);

@@ -12,9 +12,10 @@ use eintup::tensor::Tensor;
 use eintup_runtime::{Bundle, Device, DeviceKind, ProfileReport};
 use std::collections::BTreeMap;
 
-/// Compute capability the in-memory bundle of `run --backend gpu` targets:
-/// the oldest the project supports, so it runs on every device we test.
-pub const DEFAULT_SM: u32 = 80;
+/// Compute capability the in-memory bundle of `run --backend gpu` targets
+/// by default: the oldest the project tests on, so it runs on every device
+/// we test (the core's `--target` default).
+pub use eintup::ir::loops::target::DEFAULT_SM;
 
 /// Opens CUDA device 0 or the emulator, mapping "no driver"/"no device"
 /// to exit code 3.
@@ -28,7 +29,15 @@ pub fn device(kind: DeviceKind) -> Result<Device, Failure> {
 /// The compute capability eintup builds for on `dev` (`sm_XX` as XX): the
 /// device's own, within the range the project supports.
 pub fn device_sm(dev: &Device) -> u32 {
-    (dev.arch().0 * 10 + dev.arch().1).clamp(DEFAULT_SM, 90)
+    sm_for_arch(dev.arch())
+}
+
+/// The compute capability eintup builds for on a device of capability
+/// `(major, minor)`: its own, from [`DEFAULT_SM`] to the newest eintup
+/// supports (a newer device runs that PTX).
+pub fn sm_for_arch((major, minor): (u32, u32)) -> u32 {
+    let newest = crate::nvptx::SUPPORTED_SM[crate::nvptx::SUPPORTED_SM.len() - 1];
+    (major * 10 + minor).clamp(DEFAULT_SM, newest)
 }
 
 /// A runtime error of a bundle eintup built: the compiler's bug, with the
@@ -75,7 +84,13 @@ pub fn run_bundle(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor], fa
 
 /// [`run_bundle`] on the emulator, with its memory profile
 /// (docs/emulator.md).
-pub fn run_bundle_profiled(dev: &Device, b: &Bundle, module: &Module, init: &[Tensor], fail: impl Fn(eintup_runtime::Error) -> Failure) -> Result<(Vec<Tensor>, ProfileReport), Failure> {
+pub fn run_bundle_profiled(
+    dev: &Device,
+    b: &Bundle,
+    module: &Module,
+    init: &[Tensor],
+    fail: impl Fn(eintup_runtime::Error) -> Failure,
+) -> Result<(Vec<Tensor>, ProfileReport), Failure> {
     let (out, profile) = dev.run_profiled(b, &bundle_inputs(module, init)).map_err(fail)?;
     Ok((module_arrays(module, out)?, profile))
 }
@@ -87,9 +102,5 @@ fn bundle_inputs(module: &Module, init: &[Tensor]) -> BTreeMap<String, Tensor> {
 
 /// The device's buffers as the module's arrays, in module order.
 fn module_arrays(module: &Module, mut out: BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, Failure> {
-    module
-        .arrays
-        .iter()
-        .map(|a| out.remove(&a.name).ok_or_else(|| Failure::Internal(format!("the device returned no buffer `{}`", a.name))))
-        .collect()
+    module.arrays.iter().map(|a| out.remove(&a.name).ok_or_else(|| Failure::Internal(format!("the device returned no buffer `{}`", a.name)))).collect()
 }

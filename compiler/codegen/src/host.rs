@@ -10,15 +10,15 @@ use super::lower::{lower_and_optimize, split_range, KernelLowering, TargetLoweri
 use super::{kernel_params, CodegenError, FpContract};
 use eintup::ir::loops::target::HostTarget;
 use eintup::ir::loops::{BufId, CopyGroup, DType, Kernel, LoopKind, LoopModule, Node, WriteKind};
+use eintup::tensor::{Data, Tensor};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::AddressSpace;
-use eintup::tensor::{Data, Tensor};
 
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::OptimizationLevel;
 
 /// The host symbol of kernel `name`. The prefix contains a `.` so that no
@@ -276,7 +276,11 @@ impl HostCpu {
         let needs: &[(&str, bool)] = match self {
             HostCpu::Native | HostCpu::X86_64 => &[],
             HostCpu::X86_64V2 => &[("sse4.2", std::is_x86_feature_detected!("sse4.2")), ("popcnt", std::is_x86_feature_detected!("popcnt"))],
-            HostCpu::X86_64V3 => &[("avx2", std::is_x86_feature_detected!("avx2")), ("fma", std::is_x86_feature_detected!("fma")), ("bmi2", std::is_x86_feature_detected!("bmi2"))],
+            HostCpu::X86_64V3 => &[
+                ("avx2", std::is_x86_feature_detected!("avx2")),
+                ("fma", std::is_x86_feature_detected!("fma")),
+                ("bmi2", std::is_x86_feature_detected!("bmi2")),
+            ],
             HostCpu::X86_64V4 => &[
                 ("avx512f", std::is_x86_feature_detected!("avx512f")),
                 ("avx512bw", std::is_x86_feature_detected!("avx512bw")),
@@ -302,8 +306,7 @@ impl HostCpu {
 /// A target machine for `cpu` (its name and features, so that O3
 /// vectorises for its vector units).
 pub(crate) fn host_machine(cpu: HostCpu) -> Result<TargetMachine, CodegenError> {
-    Target::initialize_native(&InitializationConfig::default())
-        .map_err(|e| CodegenError(format!("cannot initialise the host target: {e}")))?;
+    Target::initialize_native(&InitializationConfig::default()).map_err(|e| CodegenError(format!("cannot initialise the host target: {e}")))?;
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(|e| CodegenError(format!("host target: {}", e.to_string())))?;
     let (cpu, features) = cpu.resolve().map_err(CodegenError)?.llvm_cpu();
@@ -338,7 +341,9 @@ pub const COMPILE_THREADS_ENV: &str = "EINTUP_COMPILE_THREADS";
 /// process's CPUs.
 fn compile_threads() -> Result<usize, CodegenError> {
     match std::env::var(COMPILE_THREADS_ENV) {
-        Ok(v) => v.trim().parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| CodegenError(format!("{COMPILE_THREADS_ENV}={v}: expected a positive integer"))),
+        Ok(v) => {
+            v.trim().parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| CodegenError(format!("{COMPILE_THREADS_ENV}={v}: expected a positive integer")))
+        }
         Err(_) => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
 }
@@ -441,7 +446,19 @@ pub(crate) enum Code {
     /// One engine per group of kernels compiled together (`compile_groups`),
     /// only owned: the entries were looked up when they were compiled.
     Jit(#[allow(dead_code)] Vec<Jit>),
-    Library(super::hostlib::Library),
+    Library(Library),
+}
+
+/// A shared library loaded with `dlopen` (local symbols, bound now;
+/// `hostlib` loads it); closed on drop.
+pub(crate) struct Library(pub(crate) *mut std::ffi::c_void);
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: a handle from a successful dlopen, closed once, after
+        // every entry into it is gone (the program owning it is dropped).
+        unsafe { libc::dlclose(self.0) };
+    }
 }
 
 /// One group's compiled code and its kernels' entries by symbol.
@@ -495,9 +512,7 @@ fn compile_part(m: &LoopModule, which: &[usize], seed: u64, fp_contract: FpContr
     // 'static only names that.
     let ctx_ref: &'static Context = unsafe { &*(ctx.as_ref() as *const Context) };
     let (module, _tm) = optimized_module(ctx_ref, m, which, seed, fp_contract, HostCpu::Native)?;
-    let ee = module
-        .create_jit_execution_engine(level)
-        .map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
+    let ee = module.create_jit_execution_engine(level).map_err(|e| CodegenError(format!("cannot create the JIT: {}", e.to_string())))?;
     let jit = Jit { ee: std::mem::ManuallyDrop::new(ee), ctx: std::mem::ManuallyDrop::new(ctx) };
     let mut entries = Vec::with_capacity(which.len());
     for &ki in which {
@@ -582,7 +597,7 @@ impl HostProgram {
         on_groups(&compile_groups(m, compile_threads()?), |g| {
             let ctx = Context::create();
             let (module, _tm) = optimized_module(&ctx, m, g, seed, fp_contract, HostCpu::Native)?;
-            super::hostlib::emit_object(&module, level)
+            emit_object(&module, level)
         })
     }
 
@@ -641,11 +656,7 @@ impl HostProgram {
         // pointer; no access runs on them, but no kernel ever sees a
         // pointer that does not point to memory.
         let mut scratch = vec![0u64; buffers.len()];
-        let ptrs: Vec<*mut u8> = buffers
-            .iter()
-            .zip(scratch.iter_mut())
-            .map(|(r, s)| if r.bytes == 0 { s as *mut u64 as *mut u8 } else { r.ptr })
-            .collect();
+        let ptrs: Vec<*mut u8> = buffers.iter().zip(scratch.iter_mut()).map(|(r, s)| if r.bytes == 0 { s as *mut u64 as *mut u8 } else { r.ptr }).collect();
         for k in &self.kernels {
             let args: Vec<*mut u8> = k.params.iter().map(|&b| ptrs[b]).collect();
             // SAFETY (at the calls below): `args` holds one live pointer per
@@ -756,21 +767,34 @@ fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), CodegenError>
         return Err(CodegenError(format!("run_host: {} tensors given for {} buffers", buffers.len(), m.buffers.len())));
     }
     for (b, t) in m.buffers.iter().zip(buffers.iter()) {
-        let kind_ok = matches!(
-            (b.dtype, &t.data),
-            (DType::I32, Data::I32(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_))
-        );
+        let kind_ok = matches!((b.dtype, &t.data), (DType::I32, Data::I32(_)) | (DType::F64, Data::F64(_)) | (DType::F32, Data::F32(_)));
         if !kind_ok {
             return Err(CodegenError(format!("run_host: buffer `{}` is {}, the tensor is {}", b.name, b.dtype.name(), eintup::tensor::type_text(t.dtype()))));
         }
         if b.dims().is_none_or(|d| d.iter().any(|&d| d < 0)) || b.len().and_then(|n| usize::try_from(n).ok()) != Some(t.len()) {
-            return Err(CodegenError(format!(
-                "run_host: buffer `{}` has shape {:?}, the tensor has {} elements",
-                b.name,
-                b.dims(),
-                t.len()
-            )));
+            return Err(CodegenError(format!("run_host: buffer `{}` has shape {:?}, the tensor has {} elements", b.name, b.dims(), t.len())));
         }
     }
     Ok(())
+}
+/// `module` (optimised for the native CPU) as a position-independent
+/// object file, for a shared library, its machine code generated at
+/// `level` (the JIT's for the same module).
+pub(crate) fn emit_object(module: &Module<'_>, level: OptimizationLevel) -> Result<Vec<u8>, CodegenError> {
+    // The JIT's machine (for its CPU, target and features); the object
+    // needs position-independent code and the default code model.
+    let jit = host_machine(HostCpu::Native)?;
+    let target = inkwell::targets::Target::from_triple(&jit.get_triple()).map_err(|e| CodegenError(format!("host target: {}", e.to_string())))?;
+    let tm = target
+        .create_target_machine(
+            &jit.get_triple(),
+            &jit.get_cpu().to_string(),
+            &jit.get_feature_string().to_string_lossy(),
+            level,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CodegenError("cannot create a target machine for a host object".into()))?;
+    let buf = tm.write_to_memory_buffer(module, FileType::Object).map_err(|e| CodegenError(format!("cannot emit a host object: {}", e.to_string())))?;
+    Ok(buf.as_slice().to_vec())
 }

@@ -11,12 +11,10 @@
 use std::ffi::{c_void, CString};
 use std::path::Path;
 
-use super::host::{host_machine, Code, HostCpu, HostProgram, KernelFn};
+use super::host::{Code, HostCpu, HostProgram, KernelFn, Library};
 use super::CodegenError;
 use eintup::ir::loops::LoopModule;
-use inkwell::module::Module;
-use inkwell::targets::{CodeModel, FileType, RelocMode, TargetMachine};
-use inkwell::OptimizationLevel;
+use inkwell::targets::TargetMachine;
 
 /// The CPU host code is compiled for, as a cache key must name it: a
 /// library built here may use instructions another CPU lacks.
@@ -25,27 +23,12 @@ pub fn native_cpu_id() -> String {
     format!("{} {cpu} {features}", TargetMachine::get_default_triple().as_str().to_string_lossy())
 }
 
-/// `module` (optimised for the native CPU) as a position-independent
-/// object file, for a shared library, its machine code generated at
-/// `level` (the JIT's for the same module).
-pub(crate) fn emit_object(module: &Module<'_>, level: OptimizationLevel) -> Result<Vec<u8>, CodegenError> {
-    // The JIT's machine (for its CPU, target and features); the object
-    // needs position-independent code and the default code model.
-    let jit = host_machine(HostCpu::Native)?;
-    let target = inkwell::targets::Target::from_triple(&jit.get_triple()).map_err(|e| CodegenError(format!("host target: {}", e.to_string())))?;
-    let tm = target
-        .create_target_machine(&jit.get_triple(), &jit.get_cpu().to_string(), &jit.get_feature_string().to_string_lossy(), level, RelocMode::PIC, CodeModel::Default)
-        .ok_or_else(|| CodegenError("cannot create a target machine for a host object".into()))?;
-    let buf = tm.write_to_memory_buffer(module, FileType::Object).map_err(|e| CodegenError(format!("cannot emit a host object: {}", e.to_string())))?;
-    Ok(buf.as_slice().to_vec())
-}
-
 /// Links `objects` (a program's, one per compile group) into the shared
 /// library `out`: with `$CC` where it is set, else with the linker `ld`
 /// itself, else with `cc`. The objects need no C start-up files (no
 /// constructors; the kernels call only libc and libm), and the compiler
 /// driver costs ~20 ms of a first run's time where `ld` alone takes a few
-/// (docs/performance.md, section 21).
+/// (docs/journal/performance.md, section 21).
 pub fn link_shared(objects: &[Vec<u8>], out: &Path) -> Result<(), CodegenError> {
     let mut files = Vec::with_capacity(objects.len());
     let written = objects.iter().enumerate().try_for_each(|(i, object)| {
@@ -84,18 +67,6 @@ pub fn link_shared(objects: &[Vec<u8>], out: &Path) -> Result<(), CodegenError> 
     };
     remove(&files);
     linked
-}
-
-/// A shared library loaded with `dlopen` (local symbols, bound now);
-/// closed on drop.
-pub(crate) struct Library(*mut c_void);
-
-impl Drop for Library {
-    fn drop(&mut self) {
-        // SAFETY: a handle from a successful dlopen, closed once, after
-        // every entry into it is gone (the program owning it is dropped).
-        unsafe { libc::dlclose(self.0) };
-    }
 }
 
 /// The text of the last `dlerror`.

@@ -1,4 +1,4 @@
-//! The target stages (DESIGN.md section 3, levels 4 and 5), after the
+//! The target stages (docs/architecture.md section 3, levels 4 and 5), after the
 //! middle end of `eintup::pipeline`: the `loop` dialect as LLVM IR through
 //! inkwell, optimised with LLVM's `default<O3>` pipeline, then either
 //! JIT-compiled and run on the host (`host`) or compiled to PTX by the
@@ -79,7 +79,9 @@ impl From<inkwell::builder::BuilderError> for CodegenError {
 /// (dim symbols become kernel parameters in a later step of
 /// docs/dynamic-shapes.md; until then a dynamic module is refused here).
 pub fn static_extents(b: &eintup::ir::loops::Buffer) -> Result<Vec<usize>, CodegenError> {
-    b.dims().map(|d| d.iter().map(|&x| x.max(0) as usize).collect()).ok_or_else(|| CodegenError(format!("buffer `{}` has a symbolic shape: code generation needs static dims (bind them first)", b.name)))
+    b.dims()
+        .map(|d| d.iter().map(|&x| x.max(0) as usize).collect())
+        .ok_or_else(|| CodegenError(format!("buffer `{}` has a symbolic shape: code generation needs static dims (bind them first)", b.name)))
 }
 
 /// The buffers kernel `k` reads or writes, ascending: the kernel's pointer

@@ -24,10 +24,7 @@
 use super::sums::RegisterSums;
 use super::{kernel_params, CodegenError, FpContract};
 use eintup::ir::loops::poly::Extents;
-use eintup::ir::loops::{
-    BufId, Compute, Cond, CopyGroup, For, DType, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, BinOp, VOp, Value, VarId,
-    WriteKind,
-};
+use eintup::ir::loops::{BinOp, BufId, Compute, Cond, CopyGroup, DType, For, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, VOp, Value, VarId, WriteKind};
 use eintup::random::{fnv1a64, GOLDEN, SPLITMIX_ROUNDS};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
@@ -171,8 +168,7 @@ pub(crate) fn lower_module<'ctx>(
 /// find the entry).
 fn check_kernel_name(name: &str) -> Result<(), CodegenError> {
     let mut chars = name.chars();
-    let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
     if ok {
         Ok(())
     } else {
@@ -563,7 +559,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         }
         let value = |v: VarId| self.env.get(v).copied().flatten().and_then(|x| x.get_sign_extended_constant());
         let (_, k) = sums.split(&c.write.offset, &value).ok_or_else(|| self.err("internal error: a register sum's cell is not constant"))?;
-        let i = sums.cells.iter().position(|cell| cell.0 == c.write.buf && cell.2 == k).ok_or_else(|| self.err("internal error: no register sum for a cell"))?;
+        let i =
+            sums.cells.iter().position(|cell| cell.0 == c.write.buf && cell.2 == k).ok_or_else(|| self.err("internal error: no register sum for a cell"))?;
         Ok(Some(cells[i].1))
     }
 
@@ -573,7 +570,13 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     /// vector is built; otherwise restores it and returns `None`. What
     /// `copy_run` and `atomic_run` both need before forming one wide
     /// access from their lanes.
-    fn first_lane_aligned(&mut self, var: VarId, lo: i64, offsets: &[(&IExpr, DType)], bytes: i64) -> Result<Option<Vec<Option<IntValue<'ctx>>>>, CodegenError> {
+    fn first_lane_aligned(
+        &mut self,
+        var: VarId,
+        lo: i64,
+        offsets: &[(&IExpr, DType)],
+        bytes: i64,
+    ) -> Result<Option<Vec<Option<IntValue<'ctx>>>>, CodegenError> {
         let saved = self.env.clone();
         self.bind(var, self.cix(lo))?;
         if offsets.iter().all(|&(off, dt)| self.load_align(off, dt).is_some_and(|a| i64::from(a) >= bytes)) {
@@ -614,7 +617,11 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let w = &c.write;
         let dt = self.m.buffers[w.buf].dtype;
         let lanes = hi - lo;
-        if self.target.write_kind(w.kind) != WriteKind::AtomicAccumulate || lanes < 2 || lanes > self.target.vector_atomic_lanes(dt) || !w.offset.unit_stride_in(l.var) {
+        if self.target.write_kind(w.kind) != WriteKind::AtomicAccumulate
+            || lanes < 2
+            || lanes > self.target.vector_atomic_lanes(dt)
+            || !w.offset.unit_stride_in(l.var)
+        {
             return Ok(false);
         }
         let Some(saved) = self.first_lane_aligned(l.var, lo, &[(&w.offset, dt)], lanes * dt.size() as i64)? else { return Ok(false) };
@@ -917,11 +924,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
 
     pub(crate) fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>], name: &str) -> Result<BasicValueEnum<'ctx>, CodegenError> {
         let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
-        self.b
-            .build_call(f, &args, name)?
-            .try_as_basic_value()
-            .basic()
-            .ok_or_else(|| self.err("internal error: intrinsic returns void"))
+        self.b.build_call(f, &args, name)?.try_as_basic_value().basic().ok_or_else(|| self.err("internal error: intrinsic returns void"))
     }
 
     /// The value `c` writes, with its dtype.
@@ -946,12 +949,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             None => self.elem_ptr(w.buf, &w.offset)?,
         };
         if vdt != dt {
-            return Err(self.err(format_args!(
-                "writes a {} value into {} buffer `{}`",
-                vdt.name(),
-                dt.name(),
-                self.m.buffers[w.buf].name
-            )));
+            return Err(self.err(format_args!("writes a {} value into {} buffer `{}`", vdt.name(), dt.name(), self.m.buffers[w.buf].name)));
         }
         match self.target.write_kind(w.kind) {
             WriteKind::Store => {

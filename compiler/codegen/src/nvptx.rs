@@ -13,11 +13,11 @@ use eintup::ir::loops::target::GpuTarget;
 use eintup::ir::loops::{BufId, CopyGroup, DType, IExpr, Kernel, LoopModule, Role, VarId, WriteKind};
 use inkwell::context::Context;
 use inkwell::module::Module;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
-use inkwell::{AddressSpace, IntPredicate};
-use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::OptimizationLevel;
+use inkwell::{AddressSpace, IntPredicate};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -360,6 +360,26 @@ pub struct KernelResources {
     pub spill_loads: u64,
 }
 
+/// The compute capabilities eintup compiles for: what LLVM 19's NVPTX back
+/// end knows from sm_60 on (below it there is no f64 `atomicrmw fadd`).
+pub const SUPPORTED_SM: [u32; 11] = [60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+
+/// The GPU target a name such as `sm_80` gives (`--target` of `eintup
+/// build` and `etopt`): the one place a target's name is read. The syntax
+/// is the bundle format's (`eintup_runtime::manifest::parse_arch`, which
+/// reads a manifest's `target.arch`), the range [`SUPPORTED_SM`].
+pub fn parse_gpu_target(name: &str) -> Result<GpuTarget, String> {
+    match eintup_runtime::manifest::parse_arch(name).map(|(major, minor)| major * 10 + minor) {
+        Some(sm) if SUPPORTED_SM.contains(&sm) => Ok(GpuTarget::for_sm(sm)),
+        _ => Err(format!("`{name}` is not a GPU target eintup compiles for (expected one of {})", supported_names())),
+    }
+}
+
+/// `sm_60, sm_61, ..., sm_90`.
+fn supported_names() -> String {
+    SUPPORTED_SM.iter().map(|sm| format!("sm_{sm}")).collect::<Vec<_>>().join(", ")
+}
+
 /// PTX ISA version (times ten) to target for `sm`: the first version that
 /// supports it, and at least 7.0 from sm_80 on and 7.8 for sm_89/sm_90 (CUDA
 /// 11.0 and 11.8). Limited to what LLVM 19 knows (sm_60 .. sm_90; below
@@ -374,7 +394,7 @@ fn ptx_isa(sm: u32) -> Result<u32, CodegenError> {
         86 => 71,
         87 => 74,
         89 | 90 => 78,
-        _ => return Err(CodegenError(format!("unsupported GPU architecture sm_{sm} (supported: 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90)"))),
+        _ => return Err(CodegenError(format!("unsupported GPU architecture sm_{sm} (supported: {})", supported_names()))),
     })
 }
 
@@ -384,14 +404,7 @@ fn machine(sm: u32, isa: u32) -> Result<TargetMachine, CodegenError> {
     let triple = TargetTriple::create(TRIPLE);
     let target = Target::from_triple(&triple).map_err(|e| CodegenError(format!("NVPTX target: {}", e.to_string())))?;
     target
-        .create_target_machine(
-            &triple,
-            &format!("sm_{sm}"),
-            &format!("+ptx{isa}"),
-            OptimizationLevel::Aggressive,
-            RelocMode::Default,
-            CodeModel::Default,
-        )
+        .create_target_machine(&triple, &format!("sm_{sm}"), &format!("+ptx{isa}"), OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::Default)
         .ok_or_else(|| CodegenError(format!("cannot create an NVPTX target machine for sm_{sm}")))
 }
 
@@ -418,9 +431,7 @@ pub(crate) fn optimized_module<'ctx>(
 pub fn emit_ptx(m: &LoopModule, seed: u64, sm: u32, fp_contract: FpContract) -> Result<(String, PtxInfo), CodegenError> {
     let ctx = Context::create();
     let (module, tm) = optimized_module(&ctx, m, seed, sm, fp_contract)?;
-    let buf = tm
-        .write_to_memory_buffer(&module, FileType::Assembly)
-        .map_err(|e| CodegenError(format!("NVPTX code generation failed: {}", e.to_string())))?;
+    let buf = tm.write_to_memory_buffer(&module, FileType::Assembly).map_err(|e| CodegenError(format!("NVPTX code generation failed: {}", e.to_string())))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
     let parsed = eintup_runtime::ptx::parse(&ptx).map_err(|e| CodegenError(format!("NVPTX output does not parse as PTX: {e}")))?;
     let info = read_ptx(&parsed)?;
@@ -478,15 +489,7 @@ pub fn ptxas_check(ptx: &str, sm: u32) -> Result<Vec<KernelResources>, CodegenEr
     let input = base.with_extension("ptx");
     let output = base.with_extension("cubin");
     std::fs::write(&input, ptx).map_err(|e| CodegenError(format!("cannot write {}: {e}", input.display())))?;
-    let result = Command::new(&ptxas)
-        .arg("-v")
-        .arg("--gpu-name")
-        .arg(format!("sm_{sm}"))
-        .arg("--warning-as-error")
-        .arg("-o")
-        .arg(&output)
-        .arg(&input)
-        .output();
+    let result = Command::new(&ptxas).arg("-v").arg("--gpu-name").arg(format!("sm_{sm}")).arg("--warning-as-error").arg("-o").arg(&output).arg(&input).output();
     let _ = std::fs::remove_file(&input);
     let _ = std::fs::remove_file(&output);
     let out = result.map_err(|e| CodegenError(format!("cannot run {}: {e}", ptxas.display())))?;

@@ -6,7 +6,7 @@
 //! cells independent of the reduction. Lowered literally, each step loads
 //! and stores every cell, and LLVM's O3 must prove, by alias queries
 //! between all the unrolled cells, that it may keep them in registers:
-//! most of the time it spends on a product kernel (docs/performance.md,
+//! most of the time it spends on a product kernel (docs/journal/performance.md,
 //! section 9). Here each cell is loaded once before the loop into a stack
 //! slot, the loop adds into the slot, and the slot is stored back after
 //! it; `mem2reg` turns the slots into registers without alias analysis.
@@ -45,7 +45,14 @@ impl RegisterSums {
         if l.kind != LoopKind::Reduce {
             return None;
         }
-        let mut w = Walk { var: l.var, bound: Vec::new(), sums: RegisterSums { cells: Vec::new(), fixed_vars: Vec::new(), computes: HashSet::new() }, rests: Vec::new(), other: HashSet::new(), instances: 0 };
+        let mut w = Walk {
+            var: l.var,
+            bound: Vec::new(),
+            sums: RegisterSums { cells: Vec::new(), fixed_vars: Vec::new(), computes: HashSet::new() },
+            rests: Vec::new(),
+            other: HashSet::new(),
+            instances: 0,
+        };
         w.nodes(&l.body)?;
         let sums = w.sums;
         let touched = |b: BufId| w.other.contains(&b);
@@ -210,7 +217,10 @@ mod tests {
         let host = crate::lower::lower_module(&ctx, &m, &[0], 0, &crate::host::HostLowering, crate::FpContract::Fast).unwrap().print_to_string().to_string();
         assert_eq!(host.matches("alloca double").count(), 4, "{host}");
         assert!(host.contains("sums.load:") && host.contains("sums.end:"), "{host}");
-        let gpu = crate::lower::lower_module(&ctx, &m, &[0], 0, &crate::nvptx::NvptxLowering::new(80), crate::FpContract::Fast).unwrap().print_to_string().to_string();
+        let gpu = crate::lower::lower_module(&ctx, &m, &[0], 0, &crate::nvptx::NvptxLowering::new(80), crate::FpContract::Fast)
+            .unwrap()
+            .print_to_string()
+            .to_string();
         assert!(!gpu.contains("sums.load"), "{gpu}");
     }
 
@@ -228,9 +238,15 @@ mod tests {
         );
         assert!(sums_of(&other).is_none());
         // An unroll variable the cell's offset uses other than linearly.
-        assert!(sums_of(&TILE.replace("accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))]", "accumulate y[((((i * 2) + (it * it)) * 4) + ((k * 2) + kt))]")).is_none());
+        assert!(sums_of(
+            &TILE.replace("accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))]", "accumulate y[((((i * 2) + (it * it)) * 4) + ((k * 2) + kt))]")
+        )
+        .is_none());
         // A store into the buffer besides the sums.
-        let stored = TILE.replace("accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))] += %2", "accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))] += %2\n            %0 = load a[j] : f64\n            store y[0] = %0");
+        let stored = TILE.replace(
+            "accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))] += %2",
+            "accumulate y[((((i * 2) + it) * 4) + ((k * 2) + kt))] += %2\n            %0 = load a[j] : f64\n            store y[0] = %0",
+        );
         assert!(sums_of(&stored).is_none());
     }
 }

@@ -58,7 +58,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(300);
 const STDERR_TAIL_LINES: usize = 20;
 
 /// One argument of a framework call, as the `.et` file wrote it
-/// (LANGUAGE.md section 2). Serialised as `{"kind": "...", ...}`.
+/// (docs/language.md section 2). Serialised as `{"kind": "...", ...}`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum CallArgValue {
@@ -207,17 +207,18 @@ impl BridgeLocation {
 
     /// [`find`](Self::find) with its inputs explicit, for tests.
     fn resolve(bridge_env: Option<OsString>, python_env: Option<OsString>, exe: Option<&Path>) -> Result<BridgeLocation, Failure> {
-        let script = match bridge_env.filter(|s| !s.is_empty()) {
-            Some(s) => PathBuf::from(s),
-            None => {
-                let exe = exe.ok_or_else(|| Failure::Unavailable(format!("cannot locate the framework bridge (the executable's path is unknown); set {BRIDGE_ENV} to {SCRIPT}")))?;
-                exe.ancestors()
-                    .skip(1)
-                    .map(|dir| dir.join(SCRIPT))
-                    .find(|p| p.is_file())
-                    .ok_or_else(|| Failure::Unavailable(format!("cannot find {SCRIPT} in any folder above {}; set {BRIDGE_ENV} to its path", exe.display())))?
-            }
-        };
+        let script =
+            match bridge_env.filter(|s| !s.is_empty()) {
+                Some(s) => PathBuf::from(s),
+                None => {
+                    let exe = exe.ok_or_else(|| {
+                        Failure::Unavailable(format!("cannot locate the framework bridge (the executable's path is unknown); set {BRIDGE_ENV} to {SCRIPT}"))
+                    })?;
+                    exe.ancestors().skip(1).map(|dir| dir.join(SCRIPT)).find(|p| p.is_file()).ok_or_else(|| {
+                        Failure::Unavailable(format!("cannot find {SCRIPT} in any folder above {}; set {BRIDGE_ENV} to its path", exe.display()))
+                    })?
+                }
+            };
         if !script.is_file() {
             return Err(Failure::Unavailable(format!("the framework bridge {} does not exist", script.display())));
         }
@@ -285,23 +286,13 @@ impl Bridge {
     pub fn start_with(loc: &BridgeLocation, limits: CallLimits) -> Result<Bridge, Failure> {
         let scratch = Scratch::new()?;
         let process = Process::spawn(loc, &limits, &scratch, 0)?;
-        let mut bridge = Bridge {
-            process,
-            loc: loc.clone(),
-            limits,
-            started: 1,
-            tf_version: String::new(),
-            sandbox: String::new(),
-            broken: None,
-            scratch,
-        };
+        let mut bridge = Bridge { process, loc: loc.clone(), limits, started: 1, tf_version: String::new(), sandbox: String::new(), broken: None, scratch };
         bridge.ping().map_err(|e| match e {
             BridgeError::Unavailable(why) => Failure::Unavailable(why),
             BridgeError::Call(why) => Failure::Internal(format!("framework bridge refused ping: {why}")),
-            BridgeError::Stopped(_) => Failure::Unavailable(format!(
-                "the framework bridge did not finish importing TensorFlow within {}; {SETUP_HINT}",
-                seconds_text(START_TIMEOUT)
-            )),
+            BridgeError::Stopped(_) => {
+                Failure::Unavailable(format!("the framework bridge did not finish importing TensorFlow within {}; {SETUP_HINT}", seconds_text(START_TIMEOUT)))
+            }
             e => Failure::Unavailable(format!("{e}; {SETUP_HINT}")),
         })?;
         Ok(bridge)
@@ -463,9 +454,8 @@ impl Process {
             None => self.lines.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match answer {
-            Ok(answer) => serde_json::from_str(answer.trim_end()).map_err(|e| {
-                BridgeError::Protocol(format!("unreadable response ({e}): {}", answer.trim_end().chars().take(200).collect::<String>()))
-            }),
+            Ok(answer) => serde_json::from_str(answer.trim_end())
+                .map_err(|e| BridgeError::Protocol(format!("unreadable response ({e}): {}", answer.trim_end().chars().take(200).collect::<String>()))),
             Err(RecvTimeoutError::Timeout) => {
                 self.kill();
                 let d = limit.unwrap_or_default();
@@ -553,7 +543,6 @@ fn expect_result_files(outputs: &[PathBuf], out_dir: &Path) -> Result<(), Bridge
     }
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -688,7 +677,10 @@ mod tests {
         let swapped = vec![out.join("result_1.npy"), out.join("result_0.npy")];
         assert!(matches!(expect_result_files(&swapped, &out), Err(BridgeError::Protocol(_))));
         assert!(matches!(expect_result_files(&[PathBuf::from("/etc/passwd")], &out), Err(BridgeError::Protocol(_))));
-        assert!(matches!(expect_result_files(&[out.join("result_0.npy"), out.join("result_1.npy"), out.join("result_2.npy")], &out), Err(BridgeError::Protocol(_))));
+        assert!(matches!(
+            expect_result_files(&[out.join("result_0.npy"), out.join("result_1.npy"), out.join("result_2.npy")], &out),
+            Err(BridgeError::Protocol(_))
+        ));
         std::fs::remove_file(out.join("result_0.npy")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", out.join("result_0.npy")).unwrap();
         assert!(matches!(expect_result_files(&two[..1], &out), Err(BridgeError::Protocol(m)) if m.contains("not a regular file")));

@@ -1,5 +1,5 @@
 //! `eintup check`: run every configuration of a program and compare its
-//! outputs with the framework call written in the file (DESIGN.md section 5,
+//! outputs with the framework call written in the file (docs/architecture.md section 5,
 //! docs/check.md).
 //!
 //! A `.et` file chose the call and files are shared, so the call is vetted
@@ -19,7 +19,7 @@ pub mod scratch;
 
 /// Relative tolerance for FLOAT outputs. The framework sums in a different
 /// order than the interpreter, so bit equality is not expected; 1e-6 is the
-/// contract of DESIGN.md section 5 and leaves room for f32 runs as well.
+/// contract of docs/architecture.md section 5 and leaves room for f32 runs as well.
 pub const FLOAT_RTOL: f64 = 1e-6;
 
 /// Absolute tolerance for FLOAT outputs computed in f64. Needed where the exact

@@ -90,10 +90,7 @@ impl Row {
     /// error and skipped that any output got, or else valid.
     pub fn verdict(&self) -> Verdict {
         let verdicts = self.verdicts();
-        [Verdict::Mismatch, Verdict::FrameworkError, Verdict::Skipped]
-            .into_iter()
-            .find(|v| verdicts.contains(v))
-            .unwrap_or(Verdict::Valid)
+        [Verdict::Mismatch, Verdict::FrameworkError, Verdict::Skipped].into_iter().find(|v| verdicts.contains(v)).unwrap_or(Verdict::Valid)
     }
 }
 
@@ -138,13 +135,8 @@ impl Summary {
     /// `N valid, M mismatched, K framework errors, of T configurations`,
     /// followed by `; S skipped ...` when eintup could not run some.
     pub fn line(&self) -> String {
-        let mut line = format!(
-            "{} valid, {} mismatched, {} framework errors, of {} configurations",
-            self.valid,
-            self.mismatched,
-            self.framework_errors,
-            self.total()
-        );
+        let mut line =
+            format!("{} valid, {} mismatched, {} framework errors, of {} configurations", self.valid, self.mismatched, self.framework_errors, self.total());
         if self.skipped > 0 {
             line.push_str(&format!("; {} skipped (too large for eintup to run)", self.skipped));
         }
@@ -181,9 +173,7 @@ pub fn judge(name: &str, ours: &Tensor, result: &Path, tol: Tolerance) -> Output
     let dev = deviation(ours, &theirs);
     match compare(ours, &theirs, tol) {
         None => OutputReport { verdict: Verdict::Valid, reason: None, deviation: dev, first_difference: None },
-        Some(m @ Mismatch::Value { .. }) => {
-            OutputReport { verdict: Verdict::Mismatch, reason: Some(m.to_string()), deviation: dev, first_difference: Some(m) }
-        }
+        Some(m @ Mismatch::Value { .. }) => OutputReport { verdict: Verdict::Mismatch, reason: Some(m.to_string()), deviation: dev, first_difference: Some(m) },
         // Shapes were compared above; kept for completeness of the match.
         Some(m @ Mismatch::Shape { .. }) => error(m.to_string()),
     }

@@ -83,7 +83,10 @@ pub fn vet_function(name: &str) -> Result<(), Refusal> {
     // A denied part explains more than "not an allowed namespace" (`tf.io`
     // is refused because it does file I/O); the gravest reason wins, and
     // the groups are listed gravest first.
-    let grave = parts[reviewed_parts(&parts[..parts.len() - 1])..].iter().filter_map(|part| denial(part).map(|(rank, why)| (rank, *part, why))).min_by_key(|(rank, _, _)| *rank);
+    let grave = parts[reviewed_parts(&parts[..parts.len() - 1])..]
+        .iter()
+        .filter_map(|part| denial(part).map(|(rank, why)| (rank, *part, why)))
+        .min_by_key(|(rank, _, _)| *rank);
     if let Some((_, part, why)) = grave {
         return Err(Refusal(format!("`{part}` {why}")));
     }

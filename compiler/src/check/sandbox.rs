@@ -28,17 +28,8 @@ pub const JANITOR_FD: RawFd = 3;
 /// Variables passed through from the user's environment when set: what
 /// Python needs to find itself and TensorFlow (`PYTHONPATH`, libraries),
 /// the locale, and TensorFlow's own switches. Nothing else is inherited.
-const PASSED_THROUGH: &[&str] = &[
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "LD_LIBRARY_PATH",
-    "TF_CPP_MIN_LOG_LEVEL",
-    "TF_ENABLE_ONEDNN_OPTS",
-];
+const PASSED_THROUGH: &[&str] =
+    &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS"];
 
 /// Sets `cmd`'s working directory and environment as described above.
 pub fn confine(cmd: &mut Command, dir: &Path) {

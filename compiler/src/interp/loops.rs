@@ -10,10 +10,10 @@
 //! their semantics allows. An offset outside its buffer is a compiler bug
 //! (guards must prevent it); it is reported as `Err`, never a panic.
 
-use crate::arith::{float_binary, int_binary};
 use super::Val;
-use crate::ir::loops::*;
+use crate::arith::{float_binary, int_binary};
 use crate::ir::loops::verify::verify;
+use crate::ir::loops::*;
 use crate::ir::text::Spelled;
 use crate::random::Stream;
 use crate::tensor::{Data, Tensor};
@@ -65,7 +65,6 @@ fn check_buffers(m: &LoopModule, buffers: &[Tensor]) -> Result<(), String> {
     }
     Ok(())
 }
-
 
 /// Rounds a float result to its dtype (the f32 rule).
 fn fl(d: DType, x: f64) -> f64 {
@@ -175,7 +174,10 @@ impl Exec<'_> {
             VOp::Index(e) => Val::I(e.eval(&self.env) as i32),
             VOp::Lookup { table, index } => {
                 let i = index.eval(&self.env);
-                let x = usize::try_from(i).ok().and_then(|i| table.get(i)).ok_or_else(|| format!("lookup index {i} outside a table of {} entries at {}", table.len(), self.point()))?;
+                let x = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| table.get(i))
+                    .ok_or_else(|| format!("lookup index {i} outside a table of {} entries at {}", table.len(), self.point()))?;
                 Val::I(*x as i32)
             }
             VOp::Random { stream, counter, lo, hi } => {

@@ -1,5 +1,5 @@
 //! The reference interpreter: executes a specialised `et` module exactly as
-//! LANGUAGE.md section 3 states (docs/semantics.md walks through it). Every
+//! docs/language.md section 3 states (docs/semantics.md walks through it). Every
 //! backend is tested against it, so clarity wins over speed; the one
 //! optimisation is that bounds checks run as soon as the eintups they use
 //! are fixed (see `plan`), which keeps convolutions fast. The inputs the
@@ -18,10 +18,10 @@ mod plan;
 
 pub use plan::{ceil_div, floor_div, floor_mod};
 
-use crate::ir::loops::FloatWidth;
+use crate::arith::{float_binary, int_binary};
 use crate::driver::{Failure, Source};
 use crate::ir::et::{ArrayId, IndexOp, Module};
-use crate::arith::{float_binary, int_binary};
+use crate::ir::loops::FloatWidth;
 use crate::random::Stream;
 use crate::tensor::{element_count, shape_text, Data, Tensor};
 use et_grammar::ast::{BinOp, ElemType};
@@ -105,7 +105,9 @@ fn run_statements(m: &Module, opts: &RunOptions, only_inputs: bool, fast_fill: b
         // Refuse before allocating: an abort on allocation failure would
         // not be a clear error.
         let n = element_count(&shape).filter(|&n| n <= MAX_ELEMENTS).ok_or_else(|| {
-            RunError::User(Diagnostic::error("E0404", format!("array `{}` of shape {} has too many elements", a.name, shape_text(&shape))).at(a.span, "defined here"))
+            RunError::User(
+                Diagnostic::error("E0404", format!("array `{}` of shape {} has too many elements", a.name, shape_text(&shape))).at(a.span, "defined here"),
+            )
         })?;
         // Refused with its size when this machine cannot hold it (an
         // abort on allocation failure would be no clear error).
@@ -352,9 +354,7 @@ impl Exec<'_, '_> {
         for &c in &self.p.by_level[l] {
             let r = match &self.p.checks[c].kind {
                 CheckKind::Access(a) => offset(a, &self.cur, &self.reads),
-                CheckKind::DimsAt { t, vec } => eval(t, &self.cur, &self.reads)
-                    .and_then(|v| usize::try_from(v.at(0)).ok())
-                    .and_then(|i| vec.get(i).copied()),
+                CheckKind::DimsAt { t, vec } => eval(t, &self.cur, &self.reads).and_then(|v| usize::try_from(v.at(0)).ok()).and_then(|i| vec.get(i).copied()),
             };
             match r {
                 Some(r) => self.results[c] = r,

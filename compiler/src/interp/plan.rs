@@ -16,7 +16,10 @@ use et_grammar::Diagnostic;
 #[derive(Clone, Debug)]
 pub enum IExpr {
     /// Components `cur[off..off + rank]` of the loop state.
-    Var { off: usize, rank: usize },
+    Var {
+        off: usize,
+        rank: usize,
+    },
     /// Literal or `RANK(..)`: broadcast to the partner's rank.
     Scalar(i64),
     /// `DIMS(..)`.
@@ -348,15 +351,5 @@ pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
     for (i, c) in checks.iter().enumerate() {
         by_level[c.level.min(extents.len())].push(i);
     }
-    Ok(StmtPlan {
-        array: s.array,
-        assign: s.op == et_grammar::ast::AssignOp::Assign,
-        extents,
-        checks,
-        by_level,
-        ops,
-        result: s.result,
-        reads_self,
-    })
+    Ok(StmtPlan { array: s.array, assign: s.op == et_grammar::ast::AssignOp::Assign, extents, checks, by_level, ops, result: s.result, reads_self })
 }
-

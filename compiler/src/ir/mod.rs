@@ -1,5 +1,5 @@
 //! IR levels below the AST. Each has a textual form that prints and parses
-//! back (DESIGN.md section 3).
+//! back (docs/architecture.md section 3).
 
 pub mod et;
 pub mod loops;

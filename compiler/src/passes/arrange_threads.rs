@@ -53,7 +53,7 @@
 //! whole is left alone. `group=G` forces it (`G` dividing
 //! `M`), `group=1` turns it off. The emulator does not model the L2; the
 //! instructions it costs are one more digit of the
-//! block index (docs/performance.md, section 16).
+//! block index (docs/journal/performance.md, section 16).
 //!
 //! **Choosing.** Like `register-tiles` and `block-tiles`, the pass
 //! separates choosing from applying (docs/tuning.md): [`candidates`]
@@ -166,7 +166,8 @@ impl Nests {
     fn of(k: &Kernel) -> Option<Nests> {
         let (chain, rest) = walk::perfect_nest(&k.body, LoopKind::Parallel);
         let (threads, program) = walk::perfect_nest(rest, LoopKind::Thread);
-        let threads = threads.iter().map(|l| (l.lo.as_const() == Some(0)).then_some(l.hi.as_const().map(|hi| (l.var, hi))).flatten()).collect::<Option<Vec<_>>>()?;
+        let threads =
+            threads.iter().map(|l| (l.lo.as_const() == Some(0)).then_some(l.hi.as_const().map(|hi| (l.var, hi))).flatten()).collect::<Option<Vec<_>>>()?;
         (threads.len() >= 2).then(|| Nests { chain: chain.iter().map(|l| (l.var, l.lo.clone(), l.hi.clone())).collect(), threads, program: program.to_vec() })
     }
 
@@ -235,7 +236,8 @@ pub fn candidates(k: &Kernel, gpu: &GpuTarget) -> Vec<Arrangement> {
     let Some(nests) = Nests::of(k) else { return Vec::new() };
     let ((_, rt), (_, ct)) = nests.thread_pair();
     let groups = group_candidates(&nests, k, gpu);
-    let out: Vec<Arrangement> = warp_candidates(rt, ct, gpu.warp_size).into_iter().flat_map(|warp| groups.iter().map(move |&group| Arrangement { warp, group })).collect();
+    let out: Vec<Arrangement> =
+        warp_candidates(rt, ct, gpu.warp_size).into_iter().flat_map(|warp| groups.iter().map(move |&group| Arrangement { warp, group })).collect();
     if out == [Arrangement::NONE] {
         return Vec::new();
     }
@@ -753,7 +755,14 @@ mod tests {
         };
         let at1024 = tiled_at(1024);
         let shape = tuning::KernelShape::of(&at1024, &at1024.kernels[0]).expect("the block-tiled kernel has a shape");
-        let entry = |choice: &str| tuning::Entry { pass: "arrange-threads".into(), shape: shape.clone(), choice: choice.into(), op: "mm@1024".into(), ms: 1.0, others: Default::default() };
+        let entry = |choice: &str| tuning::Entry {
+            pass: "arrange-threads".into(),
+            shape: shape.clone(),
+            choice: choice.into(),
+            op: "mm@1024".into(),
+            ms: 1.0,
+            others: Default::default(),
+        };
         let table = |choice: &str| Table { format: tuning::FORMAT, sm: 90, device: String::new(), measured: String::new(), entries: vec![entry(choice)] };
         let o = opts(Pick::Auto, Pick::Auto);
         let (what, _) = arrange_kernel_in(&at1024, &at1024.kernels[0], &o, Some(&table("8x4g32"))).unwrap();

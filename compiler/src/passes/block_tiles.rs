@@ -675,7 +675,11 @@ fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option
         let stride = |v: VarId| -> i64 {
             let atom = IExpr::v(v);
             let nonlinear = lin.terms.iter().any(|(a, _)| a.uses(v) && *a != atom);
-            if nonlinear { i64::MAX } else { lin.coef(&atom).saturating_abs() }
+            if nonlinear {
+                i64::MAX
+            } else {
+                lin.coef(&atom).saturating_abs()
+            }
         };
         let mut dims: Vec<(VarId, i64, i64)> = box_vars.iter().copied().filter(|&(v, ..)| depends(v)).collect();
         dims.sort_by_key(|&(v, ..)| std::cmp::Reverse(stride(v)));
@@ -824,7 +828,12 @@ fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option
                 values: vec![Value { op: VOp::Load { buf, offset: source_at(digits) }, dtype }],
                 write: Write { kind: WriteKind::Store, buf: sh, offset: sh_index(row, &at_of(digits)), value: 0 },
             };
-            let at_copy = |e: &IExpr| box_vars.iter().filter(|b| !dims.contains(b)).fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)));
+            let at_copy = |e: &IExpr| {
+                box_vars
+                    .iter()
+                    .filter(|b| !dims.contains(b))
+                    .fold(digits.iter().fold(e.clone(), |e, (v, d)| e.substitute(*v, d)), |e, &(v, lo, _)| e.substitute(v, &IExpr::c(lo)))
+            };
             let mut conds = edges(&at_copy);
             // A register tile's cells past a symbolic extent (`cell_guard`):
             // the copy loads only where the cell its element belongs to is
@@ -922,7 +931,10 @@ fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option
         conds
     };
     let init = tile_nest("init", &|f| match c.clear {
-        Some(cl) => Node::Compute(Compute { values: vec![cl.values[cl.write.value].clone()], write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 } }),
+        Some(cl) => Node::Compute(Compute {
+            values: vec![cl.values[cl.write.value].clone()],
+            write: Write { kind: WriteKind::Store, buf: acc, offset: acc_at(f), value: 0 },
+        }),
         None => guarded(
             cell_edges(f),
             Compute {
@@ -944,14 +956,23 @@ fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option
 
     // The step: stage, sync, the original unroll nest over k_i, sync.
     let leaf = Node::Compute(body);
-    let unrolled = c.unrolls.iter().rev().fold(leaf, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Unroll, body: vec![inner] }));
+    let unrolled = c
+        .unrolls
+        .iter()
+        .rev()
+        .fold(leaf, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Unroll, body: vec![inner] }));
     // With a halo the window's reductions run inside the step, around k_i.
     let inside = if halo { outer } else { &[][..] };
     let step = |stages: Vec<Node>, ki_hi: IExpr| {
         let mut step = stages;
         step.push(Node::Sync);
         let sum = Node::For(For { var: ki_v, lo: IExpr::c(0), hi: ki_hi, kind: LoopKind::Reduce, body: vec![unrolled.clone()] });
-        step.push(inside.iter().rev().fold(sum, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: vec![inner] })));
+        step.push(
+            inside
+                .iter()
+                .rev()
+                .fold(sum, |inner, l| Node::For(For { var: l.var, lo: l.lo.clone(), hi: l.hi.clone(), kind: LoopKind::Reduce, body: vec![inner] })),
+        );
         step.push(Node::Sync);
         step
     };
@@ -965,7 +986,13 @@ fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option
             let len = offset_from(&kl.hi, k_lo);
             let whole = IExpr::bin(IBin::FloorDiv, len.clone(), IExpr::c(bk));
             let short = IExpr::sub(len.clone(), IExpr::mul(IExpr::v(ko_v), IExpr::c(bk)));
-            let last = Node::For(For { var: ko_v, lo: whole.clone(), hi: IExpr::bin(IBin::CeilDiv, len, IExpr::c(bk)), kind: LoopKind::Reduce, body: step(last_stages, short) });
+            let last = Node::For(For {
+                var: ko_v,
+                lo: whole.clone(),
+                hi: IExpr::bin(IBin::CeilDiv, len, IExpr::c(bk)),
+                kind: LoopKind::Reduce,
+                body: step(last_stages, short),
+            });
             let mut nodes = vec![Node::For(For { var: ko_v, lo: IExpr::c(0), hi: whole, kind: LoopKind::Reduce, body: step(stages, IExpr::c(bk)) })];
             nodes.extend(fresh_copy(&[last], &mut t.vars, "last"));
             nodes
@@ -979,10 +1006,8 @@ fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option
     let mut program = vec![init];
     program.extend(reduction);
     program.push(flush);
-    let nest = threads
-        .iter()
-        .rev()
-        .fold(program, |body, &(.., f, t)| vec![Node::For(For { var: t, lo: IExpr::c(0), hi: IExpr::c(f), kind: LoopKind::Thread, body })]);
+    let nest =
+        threads.iter().rev().fold(program, |body, &(.., f, t)| vec![Node::For(For { var: t, lo: IExpr::c(0), hi: IExpr::c(f), kind: LoopKind::Thread, body })]);
     for &(v, lo, trip, f, _) in &threads {
         match trip {
             Some(trip) => chain.set_trip(&mut t.body, v, trip / f),
@@ -998,7 +1023,6 @@ fn build(m: &LoopModule, k: &Kernel, choice: &BlockChoice, halo: bool) -> Option
     let what = format!("{} threads, k step {bk}, {}{} shared bytes", shape.join("x"), if halo { "halo, " } else { "" }, shared_bytes);
     Some((what, t, scratch))
 }
-
 
 /// One dimension of a halo box: the operand's elements `stride` apart,
 /// `ext` of them, at the index `sum(mult * (var - lo))` of the box
@@ -1071,7 +1095,19 @@ struct HaloStage {
 /// start aligned; rows are padded where that spreads the copy's stores over
 /// more banks (by whole vectors where the reads could be vectors).
 #[allow(clippy::too_many_arguments)]
-fn stage_halo(m: &LoopModule, k: &Kernel, buf: BufId, offset: &IExpr, box_vars: &[(VarId, i64, i64)], ki_v: VarId, is_thread: &dyn Fn(VarId) -> bool, block: i64, dtype: DType, vars: &mut Vec<Var>, sh: BufId) -> Option<HaloStage> {
+fn stage_halo(
+    m: &LoopModule,
+    k: &Kernel,
+    buf: BufId,
+    offset: &IExpr,
+    box_vars: &[(VarId, i64, i64)],
+    ki_v: VarId,
+    is_thread: &dyn Fn(VarId) -> bool,
+    block: i64,
+    dtype: DType,
+    vars: &mut Vec<Var>,
+    sh: BufId,
+) -> Option<HaloStage> {
     let (base, kd, mut others) = halo_dims(offset, box_vars, ki_v)?;
     others.sort_by_key(|d| std::cmp::Reverse(d.stride));
     let inner = others.iter().try_fold(1i64, |a, d| a.checked_mul(d.ext))?;
@@ -1119,7 +1155,9 @@ fn stage_halo(m: &LoopModule, k: &Kernel, buf: BufId, offset: &IExpr, box_vars: 
     for i in (0..others.len().saturating_sub(1)).rev() {
         sstrides[i] = sstrides[i + 1] * others[i + 1].ext;
     }
-    let sh_at = |row: i64, ki: IExpr, rest: &[IExpr]| rest.iter().zip(&sstrides).fold(IExpr::mul(ki, IExpr::c(row)), |e, (x, &s)| IExpr::add(e, IExpr::mul(x.clone(), IExpr::c(s))));
+    let sh_at = |row: i64, ki: IExpr, rest: &[IExpr]| {
+        rest.iter().zip(&sstrides).fold(IExpr::mul(ki, IExpr::c(row)), |e, (x, &s)| IExpr::add(e, IExpr::mul(x.clone(), IExpr::c(s))))
+    };
     let store_at = |row: i64| sh_at(row, ds[0].clone(), &ds[1..]);
     // Padding: by whole vectors where a thread reads the innermost
     // dimension's elements as vectors (a register tile's `W` consecutive
@@ -1129,7 +1167,14 @@ fn stage_halo(m: &LoopModule, k: &Kernel, buf: BufId, offset: &IExpr, box_vars: 
             && d.parts.iter().all(|&(v, _, mult)| mult % max_lanes == 0 || (mult == 1 && !is_thread(v)))
     });
     let pad = if vector_reads { max_lanes } else { 1 };
-    let copies = CopyWarps { e_v, unrolled: e_l.map(|l| (l, lanes)).into_iter().collect(), iterations: len / lanes, block, elem: dtype.size() as i64, nvars: vars.len() };
+    let copies = CopyWarps {
+        e_v,
+        unrolled: e_l.map(|l| (l, lanes)).into_iter().collect(),
+        iterations: len / lanes,
+        block,
+        elem: dtype.size() as i64,
+        nvars: vars.len(),
+    };
     let mut best = (i64::MAX, inner);
     for r in (0..).map(|p| inner + p * pad).take_while(|&r| (r - inner) * (dtype.size() as i64) <= 4 * BANKS) {
         let conflicts = copies.bank_conflicts(&store_at(r));
@@ -1143,7 +1188,10 @@ fn stage_halo(m: &LoopModule, k: &Kernel, buf: BufId, offset: &IExpr, box_vars: 
     let row = best.1;
     let index = |d: &HaloDim| d.parts.iter().fold(IExpr::c(0), |e, &(v, lo, mult)| IExpr::add(e, IExpr::mul(offset_from(&IExpr::v(v), lo), IExpr::c(mult))));
     let read = sh_at(row, index(&kd), &others.iter().map(index).collect::<Vec<_>>());
-    let copy = Compute { values: vec![Value { op: VOp::Load { buf, offset: source(&ds) }, dtype }], write: Write { kind: WriteKind::Store, buf: sh, offset: store_at(row), value: 0 } };
+    let copy = Compute {
+        values: vec![Value { op: VOp::Load { buf, offset: source(&ds) }, dtype }],
+        write: Write { kind: WriteKind::Store, buf: sh, offset: store_at(row), value: 0 },
+    };
     let mut node = Node::Compute(copy);
     if let Some(l) = e_l {
         node = Node::For(For { var: l, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Unroll, body: vec![node] });
@@ -1190,7 +1238,13 @@ impl Digit {
 /// outer digit lie side by side, aligned to `W` elements where the row's
 /// length is a multiple of `W`; the threads of a warp read consecutive
 /// vectors (or one, broadcast). `W` is 1 (no vector) for an odd tile.
-fn shared_row(box_vars: &[(VarId, i64, i64)], ki_v: VarId, depends: &dyn Fn(VarId) -> bool, is_thread: &dyn Fn(VarId) -> bool, lanes: i64) -> (Vec<Digit>, i64) {
+fn shared_row(
+    box_vars: &[(VarId, i64, i64)],
+    ki_v: VarId,
+    depends: &dyn Fn(VarId) -> bool,
+    is_thread: &dyn Fn(VarId) -> bool,
+    lanes: i64,
+) -> (Vec<Digit>, i64) {
     let whole = |&(var, lo, trip): &(VarId, i64, i64)| Digit { var, lo, div: 1, trip, whole: trip };
     let tiles: Vec<Digit> = box_vars.iter().filter(|&&(v, ..)| v != ki_v && !is_thread(v) && depends(v)).map(whole).collect();
     let threads = box_vars.iter().filter(|&&(v, ..)| is_thread(v) && depends(v)).map(whole);
@@ -1407,7 +1461,8 @@ mod tests {
         // A row sum split into 32 lanes: the partial-sum kernel reads each
         // x[keep, lane + 32*r] in one thread only, so no block tiling
         // (found by random_programs: keep 4, drop 288 was block-tiled).
-        let text = "x[keep,drop] = RANDOM(-9, 9, INT)\ns[keep] = x[keep,drop]\n\nRANK(keep) = 1\nRANK(drop) = 1\nDIMS(keep) IN [4,4]\nDIMS(drop) IN [288,288]\n";
+        let text =
+            "x[keep,drop] = RANDOM(-9, 9, INT)\ns[keep] = x[keep,drop]\n\nRANK(keep) = 1\nRANK(drop) = 1\nDIMS(keep) IN [4,4]\nDIMS(drop) IN [288,288]\n";
         let src = crate::driver::Source::from_string("rs.et", text);
         let (m, _) = crate::pipeline::specialized_for(&src, &[], &[], 0, FloatWidth::F64).unwrap();
         let opts = crate::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, crate::ir::loops::target::DEFAULT_SM);
@@ -1511,7 +1566,14 @@ mod tests {
             sm: 90,
             device: String::new(),
             measured: String::new(),
-            entries: vec![tuning::Entry { pass: "block-tiles".into(), shape: shape.clone(), choice: choice.into(), op: "conv".into(), ms: 1.0, others: Default::default() }],
+            entries: vec![tuning::Entry {
+                pass: "block-tiles".into(),
+                shape: shape.clone(),
+                choice: choice.into(),
+                op: "conv".into(),
+                ms: 1.0,
+                others: Default::default(),
+            }],
         };
         let described: Vec<String> = offered(&fast, k, &gpu, FpContract::Fast).iter().map(BlockChoice::describe).collect();
         for (recorded, want) in [(&h, &choice), (&plain_desc, &no_halo)] {
@@ -1595,7 +1657,14 @@ mod tests {
         // above 1024 threads, a block along `col` alone (every thread
         // reads its own `b` and the same `a`: nothing to share), and a
         // halo (a matmul has no window).
-        for bad in [c(3, 16, 16), c(16, 16, 5), BlockChoice { threads: vec![(col, 16), (row, 16)], step: 16, halo: false }, c(32, 64, 16), BlockChoice { threads: vec![(col, 64)], step: 4, halo: false }, BlockChoice { halo: true, ..c(16, 16, 16) }] {
+        for bad in [
+            c(3, 16, 16),
+            c(16, 16, 5),
+            BlockChoice { threads: vec![(col, 16), (row, 16)], step: 16, halo: false },
+            c(32, 64, 16),
+            BlockChoice { threads: vec![(col, 64)], step: 4, halo: false },
+            BlockChoice { halo: true, ..c(16, 16, 16) },
+        ] {
             assert!(apply(&lm, &lm.kernels[0], &bad).is_none(), "{bad:?}");
         }
     }

@@ -201,7 +201,11 @@ pub fn block_kernel(m: &LoopModule, k: &Kernel, opts: &CacheTilesOptions) -> Opt
     // v := lo + block*size + v, v now within its block.
     let at = |d: Dim, block: VarId, size: i64| {
         let e = IExpr::add(IExpr::mul(IExpr::v(block), IExpr::c(size)), IExpr::v(d.var));
-        if d.lo == 0 { e } else { IExpr::add(IExpr::c(d.lo), e) }
+        if d.lo == 0 {
+            e
+        } else {
+            IExpr::add(IExpr::c(d.lo), e)
+        }
     };
     let n_at = at(n, n_c, nb);
     let j_at = j_c.map(|j_c| at(red, j_c, kc));

@@ -3,7 +3,7 @@
 //!
 //! `lower-to-loops` gives every `=` statement a reset kernel that stores 0
 //! into exactly the cells the statement reaches, followed by the main
-//! kernel that accumulates into them (LANGUAGE.md section 3: a cell is
+//! kernel that accumulates into them (docs/language.md section 3: a cell is
 //! reset when `=` first reaches it). When every loop above the main
 //! kernel's write is `parallel` and the write is a plain `accumulate`
 //! (`parallelize` proved the written offset injective in all of them),
@@ -17,8 +17,8 @@
 //! cell), atomic writes (several threads per cell), and a main kernel that
 //! reads the buffer it writes.
 
-use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use super::{Ir, NoOptions, Unit};
 use crate::ir::loops::*;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {

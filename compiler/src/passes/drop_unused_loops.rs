@@ -5,7 +5,7 @@
 //!
 //! The reset kernels of `=` statements are the case that matters: they
 //! keep every loop of their statement, reductions included (a cell is
-//! reset only where an instantiation runs, LANGUAGE.md section 3), so
+//! reset only where an instantiation runs, docs/language.md section 3), so
 //! `c[i,j] = a[i,k]*b[k,j]` resets each cell once per `k`. Once
 //! `simplify-index` and `tighten-bounds` have removed the guards that
 //! mention `k`, the `k` loop of the reset is unused and goes: the reset
@@ -17,8 +17,8 @@
 //! Nested loops so dropped give one guard of all their conditions (a
 //! dynamic convolution's reset: `guard <window runs>, 0 <= 0 < %ichan.0`).
 
-use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use super::{Ir, NoOptions, Unit};
 use crate::ir::loops::*;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
@@ -136,7 +136,11 @@ mod tests {
         let runs = Cond::InRange { e: IExpr::c(0), lo: IExpr::c(0), hi: IExpr::Sym(0) };
         assert_eq!(body, vec![for_(0, 0, 4, vec![Node::Guard(Guard { conds: vec![runs], body: vec![store(0, IExpr::v(0))] })])]);
         // Two nested ones: one guard of both conditions, outer first.
-        let mut body = vec![sym(0, IExpr::Sym(0), vec![Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::Sym(1), kind: LoopKind::Reduce, body: vec![store(0, IExpr::c(0))] })])];
+        let mut body = vec![sym(
+            0,
+            IExpr::Sym(0),
+            vec![Node::For(For { var: 2, lo: IExpr::c(0), hi: IExpr::Sym(1), kind: LoopKind::Reduce, body: vec![store(0, IExpr::c(0))] })],
+        )];
         assert_eq!(drop_in(&mut body), 2);
         let inner = Cond::InRange { e: IExpr::c(0), lo: IExpr::c(0), hi: IExpr::Sym(1) };
         let runs = Cond::InRange { e: IExpr::c(0), lo: IExpr::c(0), hi: IExpr::Sym(0) };

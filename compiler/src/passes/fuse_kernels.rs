@@ -38,10 +38,10 @@
 //! ones (its chain variables become the first's).
 
 use super::{Ir, NoOptions, PassError, Unit};
-use std::collections::BTreeSet;
 use crate::ir::loops::chain::Chain;
 use crate::ir::loops::walk::{rename_vars, unique_var_name};
 use crate::ir::loops::*;
+use std::collections::BTreeSet;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("fuse-kernels runs on the loop level".into())) };

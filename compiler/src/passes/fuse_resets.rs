@@ -163,7 +163,9 @@ fn guards_its_nest(conds: &[Cond], rest: &[Node]) -> bool {
     let (loops, leaf) = perfect_nest(rest, LoopKind::Reduce);
     let bound = |e: &IExpr| loops.iter().any(|l| e.uses(l.var));
     matches!(leaf, [Node::Compute(_)])
-        && conds.iter().all(|c| loops.iter().any(|l| !bound(&l.lo) && !bound(&l.hi) && *c == Cond::InRange { e: l.lo.clone(), lo: l.lo.clone(), hi: l.hi.clone() }))
+        && conds
+            .iter()
+            .all(|c| loops.iter().any(|l| !bound(&l.lo) && !bound(&l.hi) && *c == Cond::InRange { e: l.lo.clone(), lo: l.lo.clone(), hi: l.hi.clone() }))
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! the module (a refinement of `?` to `?r`); the system itself, with the
 //! reason for every equation, stays in the unit for `specialize`.
 
-use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use super::{Ir, NoOptions, Unit};
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Et(prog) = &mut unit.ir else { return Err(PassError::Internal("infer-ranks runs on the et level".into())) };

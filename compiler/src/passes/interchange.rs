@@ -20,8 +20,8 @@
 //! Only for the host: on the GPU the same loop is the thread index, and
 //! each thread keeps its sum in a register.
 
-use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use super::{Ir, NoOptions, Unit};
 use crate::ir::loops::chain::{Nest, NestStep};
 use crate::ir::loops::*;
 

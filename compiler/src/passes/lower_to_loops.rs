@@ -3,7 +3,7 @@
 //! One buffer per array; per statement (input statements `a[..] = RANDOM`
 //! excepted: their buffers are filled by the caller):
 //! - a *snapshot* kernel when the statement reads the array it writes
-//!   (LANGUAGE.md: every read sees the arrays as they were before the
+//!   (docs/language.md: every read sees the arrays as they were before the
 //!   statement), copying it to a temporary that all reads then use;
 //! - for `=`, a *reset* kernel that stores 0 (-0.0 for floats) into
 //!   exactly the cells the statement reaches (same loops and guards), which
@@ -21,12 +21,12 @@
 //! loop it constrains.
 
 use super::PassError;
-use crate::ir::loops::FloatWidth;
-use crate::ir::et::symbolic::SymbolicDims;
-use crate::sema::symbolic;
-use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexSlot, Module, OpKind};
-use crate::ir::loops::*;
 use crate::ir::et::dims;
+use crate::ir::et::symbolic::SymbolicDims;
+use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexSlot, Module, OpKind};
+use crate::ir::loops::FloatWidth;
+use crate::ir::loops::*;
+use crate::sema::symbolic;
 use et_grammar::ast::{AssignOp, BinOp, ElemType};
 use et_grammar::Diagnostic;
 
@@ -235,7 +235,7 @@ impl<'m> StmtLowering<'m> {
         symbolic::dims_list(l, |t| self.ext.eintups.get(t).cloned()).ok_or_else(|| internal("a DIMS(..) literal overflows i64"))
     }
 
-    /// The dims of a `FLAT` argument: its own range (LANGUAGE.md s.4).
+    /// The dims of a `FLAT` argument: its own range (docs/language.md s.4).
     fn flat_dims(&self, a: &IndexExpr) -> Result<Vec<IExpr>, PassError> {
         if let Some(st) = &self.ext.statics {
             let d = dims::flat_arg_dims_with(self.m, st, a).map_err(|err| match err {
@@ -408,7 +408,6 @@ fn loop_order(s: &et::Stmt) -> Vec<EintupId> {
     all.into_vec()
 }
 
-
 fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, out: &mut LoopModule) -> Result<(), PassError> {
     let lhs = s.array;
     let lhs_name = m.arrays[lhs].name.clone();
@@ -580,13 +579,26 @@ fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, ou
             values: vec![Value { op: VOp::Const(zero), dtype: lhs_ty }],
             write: Write { kind: WriteKind::Store, buf: lhs, offset: lhs_off.clone(), value: 0 },
         };
-        out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}_reset"), role: KernelRole::Reset, stmt: Some(si), vars: vars.clone(), body: nest(Node::Compute(zero)), multiples: Multiples::default() });
+        out.kernels.push(Kernel {
+            name: format!("s{si}_{lhs_name}_reset"),
+            role: KernelRole::Reset,
+            stmt: Some(si),
+            vars: vars.clone(),
+            body: nest(Node::Compute(zero)),
+            multiples: Multiples::default(),
+        });
     }
     let main = Compute { values, write: Write { kind: WriteKind::Accumulate, buf: lhs, offset: lhs_off, value: result } };
-    out.kernels.push(Kernel { name: format!("s{si}_{lhs_name}"), role: KernelRole::Main, stmt: Some(si), vars, body: nest(Node::Compute(main)), multiples: Multiples::default() });
+    out.kernels.push(Kernel {
+        name: format!("s{si}_{lhs_name}"),
+        role: KernelRole::Main,
+        stmt: Some(si),
+        vars,
+        body: nest(Node::Compute(main)),
+        multiples: Multiples::default(),
+    });
     Ok(())
 }
-
 
 /// Builds the loop nest: at each level, the items of that level (in the
 /// order they were emitted, so a load follows the guards of its offset and
@@ -597,13 +609,7 @@ fn build_nest(loops: &[(VarId, IExpr)], items: &[Item], inner: Node) -> Vec<Node
             vec![inner.clone()]
         } else {
             let (var, hi) = loops[l].clone();
-            vec![Node::For(For {
-                var,
-                lo: IExpr::Const(0),
-                hi,
-                kind: LoopKind::Reduce,
-                body: level(loops, items, l + 1, inner),
-            })]
+            vec![Node::For(For { var, lo: IExpr::Const(0), hi, kind: LoopKind::Reduce, body: level(loops, items, l + 1, inner) })]
         };
         // Wrap from the last item outwards; consecutive conditions share
         // one guard.

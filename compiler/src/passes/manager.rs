@@ -308,8 +308,20 @@ pub static PASSES: &[PassInfo] = &[
 ];
 
 /// The `default` pipeline: front end, plan, then middle end.
-pub const DEFAULT_PIPELINE: &[&str] =
-    &["resolve", "infer-ranks", "specialize", "plan-products", "lower-to-loops", "simplify-index", "tighten-bounds", "simplify-index", "drop-unused-loops", "parallelize", "direct-stores", "drop-unused-loops"];
+pub const DEFAULT_PIPELINE: &[&str] = &[
+    "resolve",
+    "infer-ranks",
+    "specialize",
+    "plan-products",
+    "lower-to-loops",
+    "simplify-index",
+    "tighten-bounds",
+    "simplify-index",
+    "drop-unused-loops",
+    "parallelize",
+    "direct-stores",
+    "drop-unused-loops",
+];
 /// From a `.et` file to a specialised `et` module.
 pub const FRONT_END: &[&str] = &["resolve", "infer-ranks", "specialize"];
 /// The et-level plan between them (`pipeline::planned`): products of
@@ -325,7 +337,21 @@ pub const MIDDLE_END: &[&str] =
 pub const HOST_PASSES: &[&str] = &["shift-loops", "register-tiles{layout=blocked}", "interchange", "interleave-sums", "cache-tiles", "share-buffers"];
 /// Loop passes for the GPU only, after the middle end: they reshape
 /// kernels around the parallel chain the GPU maps to threads.
-pub const GPU_PASSES: &[&str] = &["split-reductions", "shift-loops", "drop-unused-loops", "fuse-resets", "register-tiles", "block-tiles", "arrange-threads", "sink-broadcasts", "fuse-kernels", "widen-threads", "pipeline-copies", "simplify-index", "share-buffers"];
+pub const GPU_PASSES: &[&str] = &[
+    "split-reductions",
+    "shift-loops",
+    "drop-unused-loops",
+    "fuse-resets",
+    "register-tiles",
+    "block-tiles",
+    "arrange-threads",
+    "sink-broadcasts",
+    "fuse-kernels",
+    "widen-threads",
+    "pipeline-copies",
+    "simplify-index",
+    "share-buffers",
+];
 
 pub fn lookup(name: &str) -> Option<&'static PassInfo> {
     PASSES.iter().find(|p| p.name == name)
@@ -372,7 +398,7 @@ pub struct PassManager {
     pub instrument: Instrument,
 }
 
-/// Header of an IR dump (DESIGN.md section 5); `label` is the pass name,
+/// Header of an IR dump (docs/architecture.md section 5); `label` is the pass name,
 /// numbered (`simplify-index#2`) for a pass the pipeline runs twice.
 pub fn dump_header(label: &str) -> String {
     format!("// ----- IR after {label} ----- //")
@@ -518,7 +544,14 @@ impl PassManager {
     /// it needs, the pass, verification and the dumps after it. Returns the
     /// pass's time and its verification's. `changed_from` is the IR's text
     /// before the pass, with `--print-ir-after-change`.
-    fn run_one(&self, s: &Scheduled, unit: &mut Unit, opts: &DriverOptions, err: &mut dyn std::io::Write, changed_from: Option<&str>) -> Result<(Duration, Duration), PassError> {
+    fn run_one(
+        &self,
+        s: &Scheduled,
+        unit: &mut Unit,
+        opts: &DriverOptions,
+        err: &mut dyn std::io::Write,
+        changed_from: Option<&str>,
+    ) -> Result<(Duration, Duration), PassError> {
         let ins = &self.instrument;
         let p = s.info;
         if unit.ir.level() != p.input {
@@ -671,7 +704,20 @@ mod tests {
         let labels: Vec<&str> = pm.passes.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(
             labels,
-            ["resolve", "infer-ranks", "specialize", "plan-products", "lower-to-loops", "simplify-index#1", "tighten-bounds", "simplify-index#2", "drop-unused-loops#1", "parallelize", "direct-stores", "drop-unused-loops#2"]
+            [
+                "resolve",
+                "infer-ranks",
+                "specialize",
+                "plan-products",
+                "lower-to-loops",
+                "simplify-index#1",
+                "tighten-bounds",
+                "simplify-index#2",
+                "drop-unused-loops#1",
+                "parallelize",
+                "direct-stores",
+                "drop-unused-loops#2"
+            ]
         );
     }
 
@@ -703,7 +749,10 @@ mod tests {
         let source = crate::driver::Source { path: "m.etir".into(), name: "m.etir".into(), text: input.clone() };
         let run = |after_failure| {
             let mut unit = Unit { ir: Ir::Loop(module.clone()), ..Unit::from_source(source.clone()) };
-            let pm = PassManager { passes: vec![Scheduled { info: &BREAKS, options: vec![], label: "breaks".into() }], instrument: Instrument { after_failure, ..Instrument::default() } };
+            let pm = PassManager {
+                passes: vec![Scheduled { info: &BREAKS, options: vec![], label: "breaks".into() }],
+                instrument: Instrument { after_failure, ..Instrument::default() },
+            };
             let mut err = Vec::new();
             let r = pm.run_passes(&mut unit, &DriverOptions::default(), &mut err);
             (r, String::from_utf8(err).unwrap())

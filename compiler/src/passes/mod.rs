@@ -1,4 +1,4 @@
-//! Passes and the pass manager (DESIGN.md section 4). One file per pass;
+//! Passes and the pass manager (docs/architecture.md section 4). One file per pass;
 //! `manager` holds the registry, pipelines, verification between passes,
 //! `--dump-ir` and `--time-passes`.
 //!
@@ -7,27 +7,27 @@
 //! chosen configuration). Each pass declares the level it reads and the
 //! level it leaves.
 
+pub mod arrange_threads;
+pub mod block_tiles;
+pub mod cache_tiles;
 pub mod direct_stores;
 pub mod drop_unused_loops;
-pub mod fuse_resets;
 pub mod fuse_kernels;
+pub mod fuse_resets;
 pub mod infer_ranks;
 pub mod interchange;
+pub mod interleave_sums;
 pub mod lower_to_loops;
 pub mod manager;
 pub mod parallelize;
 pub mod pipeline_copies;
 pub mod plan_products;
 pub mod register_tiles;
-pub mod arrange_threads;
-pub mod block_tiles;
-pub mod cache_tiles;
-pub mod sink_broadcasts;
-pub mod interleave_sums;
 pub mod resolve;
-pub mod simplify_index;
 pub mod share_buffers;
 pub mod shift_loops;
+pub mod simplify_index;
+pub mod sink_broadcasts;
 pub mod spec;
 pub mod specialize;
 pub mod split_reductions;
@@ -35,16 +35,16 @@ pub mod tighten_bounds;
 pub mod tuning;
 pub mod widen_threads;
 
-use crate::ir::loops::target::{GpuTarget, HostTarget};
-use crate::ir::loops::{FloatWidth, FpContract};
 use crate::driver::{Failure, Source};
+use crate::ir::loops::target::{GpuTarget, HostTarget};
 use crate::ir::loops::LoopModule;
+use crate::ir::loops::{FloatWidth, FpContract};
 use crate::sema::symbolic::SymbolicConfig;
 use crate::sema::{Config, InputShape, Program, RankSystem};
 use et_grammar::Diagnostic;
 
-pub use spec::{NoOptions, PassOptions};
 pub use manager::{PassInfo, PassManager, DEFAULT_PIPELINE, FRONT_END, GPU_PASSES, HOST_PASSES, MIDDLE_END, PLAN};
+pub use spec::{NoOptions, PassOptions};
 
 /// The IR levels a pass reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,7 +162,18 @@ pub struct DriverOptions {
 
 impl Default for DriverOptions {
     fn default() -> Self {
-        DriverOptions { binds: Vec::new(), inputs: Vec::new(), seed: 0, float: FloatWidth::F64, fp_contract: FpContract::default(), gpu: GpuTarget::default(), host: HostTarget::default(), tuning: true, dynamic: false, ranks: Vec::new() }
+        DriverOptions {
+            binds: Vec::new(),
+            inputs: Vec::new(),
+            seed: 0,
+            float: FloatWidth::F64,
+            fp_contract: FpContract::default(),
+            gpu: GpuTarget::default(),
+            host: HostTarget::default(),
+            tuning: true,
+            dynamic: false,
+            ranks: Vec::new(),
+        }
     }
 }
 

@@ -27,8 +27,8 @@
 //! non-negative (`poly::Extents`): the convolution's stride
 //! `%ochan.0 * X` then has a sign and `o < X` gives `o <= X - 1`.
 
-use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use super::{Ir, NoOptions, Unit};
 use crate::ir::loops::poly::{Extents, Poly};
 use crate::ir::loops::*;
 
@@ -97,8 +97,7 @@ pub fn parallelize_kernel(k: &mut Kernel, ext: &Extents) -> Outcome {
     // and keeping it parallel keeps the parallel chain unbroken for codegen.
     let single = |r: (i64, i64)| r.0 == r.1;
     let prefix = sp.loops.iter().position(|l| !used.contains(&l.0) && !single(l.1)).unwrap_or(sp.loops.len());
-    let cands: Vec<VarId> =
-        sp.loops.iter().enumerate().filter(|(i, l)| used.contains(&l.0) || (*i < prefix && single(l.1))).map(|(_, l)| l.0).collect();
+    let cands: Vec<VarId> = sp.loops.iter().enumerate().filter(|(i, l)| used.contains(&l.0) || (*i < prefix && single(l.1))).map(|(_, l)| l.0).collect();
     if cands.is_empty() {
         return Outcome::default();
     }
@@ -311,7 +310,10 @@ mod tests {
         let opts = DriverOptions { binds: binds.iter().map(|s| s.to_string()).collect(), ..DriverOptions::default() };
         // The pipeline up to this pass: later ones (direct-stores) change writes.
         let upto = DEFAULT_PIPELINE.iter().position(|&p| p == "parallelize").unwrap();
-        manager::PassManager::from_names(&DEFAULT_PIPELINE[..=upto], manager::Instrument::default()).unwrap().run(&mut unit, &opts, &mut std::io::sink()).unwrap();
+        manager::PassManager::from_names(&DEFAULT_PIPELINE[..=upto], manager::Instrument::default())
+            .unwrap()
+            .run(&mut unit, &opts, &mut std::io::sink())
+            .unwrap();
         let Ir::Loop(m) = unit.ir else { panic!("not lowered") };
         m.kernels
             .iter()
@@ -383,7 +385,9 @@ mod tests {
     #[test]
     fn symbolic_strides_equal_to_the_inner_bounds_are_injective() {
         // c[i * %c.0 + j], j < %c.0: a mixed radix whatever the dims.
-        let w = dynamic_write("for i in [0, %r.0) reduce { for j in [0, %c.0) reduce { %0 = load a[((i * %c.0) + j)] : i32\n accumulate c[((i * %c.0) + j)] += %0 } }");
+        let w = dynamic_write(
+            "for i in [0, %r.0) reduce { for j in [0, %c.0) reduce { %0 = load a[((i * %c.0) + j)] : i32\n accumulate c[((i * %c.0) + j)] += %0 } }",
+        );
         assert_eq!(w, (2, WriteKind::Accumulate));
         // The dynamic matmul's write over three symbols.
         let m = crate::ir::loops::parse::parse_verified(include_str!("../../tests/Inputs/dynamic_matmul.etir")).unwrap();

@@ -278,11 +278,8 @@ impl Pipeliner<'_> {
             out.push(pair_loop(vars, lo.clone(), pairs));
             // Step `hi - 2` in buffer 0, copying `hi - 1` into buffer 1,
             // where `n - 1` is odd and n >= 2.
-            let odd = Cond::InRange {
-                e: IExpr::fold(IBin::Mod, IExpr::fold(IBin::Sub, n.clone(), IExpr::c(1)), IExpr::c(2)),
-                lo: IExpr::c(1),
-                hi: IExpr::c(2),
-            };
+            let odd =
+                Cond::InRange { e: IExpr::fold(IBin::Mod, IExpr::fold(IBin::Sub, n.clone(), IExpr::c(1)), IExpr::c(2)), lo: IExpr::c(1), hi: IExpr::c(2) };
             let mut rest = shape.step(&probe, &step.compute, vars, Some("rest"), &IExpr::fold(IBin::Sub, hi.clone(), IExpr::c(2)), 0);
             guard_copies(&mut rest, &[at_least(2), odd]);
             out.extend(rest);
@@ -320,7 +317,6 @@ impl Pipeliner<'_> {
         let all = self.uses.get(b).copied().unwrap_or(0);
         all != uses(&l.body, b) && all != self.step_uses.get(b).copied().unwrap_or(0)
     }
-
 }
 
 /// Bytes of a (static) buffer; a symbolic one counts as too large.
@@ -531,7 +527,8 @@ fn make_async(nodes: &mut [Node], m: &LoopModule, lens: &[(BufId, i64)], facts: 
         match n {
             // A run is the innermost `unroll` loop: an outer one (a
             // thread's block of runs, each under its guard) repeats it.
-            Node::For(l) if l.kind == LoopKind::Unroll && !matches!(l.body.as_slice(), [Node::For(_) | Node::Guard(_)]) => match run_verdict(l, m, lens, facts) {
+            Node::For(l) if l.kind == LoopKind::Unroll && !matches!(l.body.as_slice(), [Node::For(_) | Node::Guard(_)]) => match run_verdict(l, m, lens, facts)
+            {
                 Ok(()) => {
                     if let [Node::Compute(c)] = l.body.as_mut_slice() {
                         c.write.kind = WriteKind::CopyAsync;
@@ -577,8 +574,14 @@ fn make_async(nodes: &mut [Node], m: &LoopModule, lens: &[(BufId, i64)], facts: 
 fn element_copy<'c>(c: &'c Compute, m: &LoopModule) -> Option<(BufId, &'c IExpr)> {
     let [Value { op: VOp::Load { buf, offset }, dtype }] = c.values.as_slice() else { return None };
     let (src, dst) = (m.buffers.get(*buf)?, m.buffers.get(c.write.buf)?);
-    (c.write.kind == WriteKind::Store && c.write.value == 0 && !src.role.is_scratch() && dst.role == Role::Shared && src.dtype == *dtype && dst.dtype == *dtype && matches!(dtype.size(), 4 | 8))
-        .then_some((*buf, offset))
+    (c.write.kind == WriteKind::Store
+        && c.write.value == 0
+        && !src.role.is_scratch()
+        && dst.role == Role::Shared
+        && src.dtype == *dtype
+        && dst.dtype == *dtype
+        && matches!(dtype.size(), 4 | 8))
+    .then_some((*buf, offset))
 }
 
 /// The bytes of `unroll` run `l` of copy `c`, where they are a `cp.async`

@@ -29,7 +29,7 @@
 //! same space (every association and commutation) and is exact.
 //!
 //! **Semantics.** Out-of-bounds instantiations are skipped, and `=` resets
-//! only cells some instantiation reaches (LANGUAGE.md s.3). A temporary
+//! only cells some instantiation reaches (docs/language.md s.3). A temporary
 //! sums over every value of its eintups, so the rewrite is exact only when
 //! no read can be out of bounds: every index of every read is a plain
 //! eintup whose dims fit its position, and no eintup of the statement is
@@ -126,7 +126,11 @@ impl Report {
     pub fn stats(&self) -> String {
         let mut s = format!("{} planned", crate::driver::count(self.planned.len(), "statement", "statements"));
         if !self.planned.is_empty() {
-            let each: Vec<String> = self.planned.iter().map(|(si, a, b, t, how)| format!("stmt {si}: {a} -> {b} operations, {}, {how}", crate::driver::count(*t, "temporary", "temporaries"))).collect();
+            let each: Vec<String> = self
+                .planned
+                .iter()
+                .map(|(si, a, b, t, how)| format!("stmt {si}: {a} -> {b} operations, {}, {how}", crate::driver::count(*t, "temporary", "temporaries")))
+                .collect();
             s += &format!(" ({})", each.join("; "));
         }
         if !self.kept_exact.is_empty() {
@@ -198,9 +202,12 @@ pub fn plan_module(m: &mut Module, opts: &PlanProductsOptions) -> Report {
 
 /// W0701: a FLOAT product that a reordering would make cheaper.
 fn warning(span: Span, direct: u128, planned: u128) -> Diagnostic {
-    Diagnostic::warning("W0701", format!("this FLOAT product costs {direct} operations as written; contracted in the order of least work it would cost {planned}"))
-        .at(span, "evaluated as written: the order of its sums is part of its rounding")
-        .note("--fp-contract fast lets the compiler choose the order (results then differ in rounding); the GPU's default")
+    Diagnostic::warning(
+        "W0701",
+        format!("this FLOAT product costs {direct} operations as written; contracted in the order of least work it would cost {planned}"),
+    )
+    .at(span, "evaluated as written: the order of its sums is part of its rounding")
+    .note("--fp-contract fast lets the compiler choose the order (results then differ in rounding); the GPU's default")
 }
 
 /// One factor of a product.
@@ -286,11 +293,18 @@ fn product(m: &Module, si: usize, s: &Stmt) -> Found {
                         IndexSlot::Expr(x) => crate::ir::et::print::index_expr(m, x),
                         IndexSlot::Colon(_) => ":".into(),
                     };
-                    return Found::Refused(format!("`{}` is read at `{text}`, not a plain eintup: the rewrite could change which instantiations are skipped", a.name));
+                    return Found::Refused(format!(
+                        "`{}` is read at `{text}`, not a plain eintup: the rewrite could change which instantiations are skipped",
+                        a.name
+                    ));
                 };
                 let (Some(d), Some(p)) = (&m.eintups[*e].dims, &pos.dims) else { return Found::NotAProduct };
                 if d.len() != p.len() || d.iter().zip(p).any(|(x, y)| x > y) {
-                    return Found::Refused(format!("`{}` is read at `{}` with dims {d:?} beyond its position's {p:?}: reads can be out of bounds", a.name, name(*e)));
+                    return Found::Refused(format!(
+                        "`{}` is read at `{}` with dims {d:?} beyond its position's {p:?}: reads can be out of bounds",
+                        a.name,
+                        name(*e)
+                    ));
                 }
                 if let Some(k) = s.vars.iter().position(|v| v == e) {
                     if vars >> k & 1 == 0 {
@@ -600,7 +614,15 @@ impl Emitter<'_> {
         let var = |e: EintupId| IndexExpr { kind: IndexKind::Var(e), span };
         let positions = vars.iter().map(|&e| Position { expr: var(e), rank: self.m.eintups[e].rank, dims: self.m.eintups[e].dims.clone() }).collect();
         let array = self.m.arrays.len() + self.temps.len();
-        let mut st = Stmt { array, indices: vars.iter().map(|&e| IndexSlot::Expr(var(e))).collect(), op: et_grammar::ast::AssignOp::Assign, vars: Vec::new(), ops, result, span };
+        let mut st = Stmt {
+            array,
+            indices: vars.iter().map(|&e| IndexSlot::Expr(var(e))).collect(),
+            op: et_grammar::ast::AssignOp::Assign,
+            vars: Vec::new(),
+            ops,
+            result,
+            span,
+        };
         st.vars = crate::sema::resolve::stmt_vars(&st);
         self.temps.push((Array { name, dtype, positions, attrs: Vec::new(), def_stmt: 0, is_input: false, span }, self.stmts.len()));
         self.stmts.push(st);

@@ -92,7 +92,7 @@ pub const HOST_TILES: [(i64, i64); 6] = [(4, 16), (4, 8), (4, 4), (2, 16), (2, 8
 /// sums only just cover (two FMA pipes x 4 cycles on Zen 3): products
 /// 8-16% faster, but LLVM takes 15-18 ms more to compile the two kernels
 /// of the 768-1152 chain, more than one `eintup run` gains
-/// (docs/performance.md section 19).
+/// (docs/journal/performance.md section 19).
 pub const REUSED_HOST_TILE: (i64, i64) = (6, 8);
 
 /// The tiles `register-tiles{layout=blocked}` considers for `host`:
@@ -131,7 +131,13 @@ impl PassOptions for RegisterTilesOptions {
         ("reused", "true|false: the host program is run many times, so 6x8 tiles are worth their compile time (default: false; true in the Python package)"),
     ];
     fn from_driver(d: &DriverOptions) -> Self {
-        RegisterTilesOptions { layout: TileLayout::default(), gpu: d.gpu, host: d.host, choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) }, window: None }
+        RegisterTilesOptions {
+            layout: TileLayout::default(),
+            gpu: d.gpu,
+            host: d.host,
+            choosing: Choosing { forced: None, table_sm: d.tuning.then_some(d.gpu.sm) },
+            window: None,
+        }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         let positive = |v: &str| v.parse::<i64>().ok().filter(|&n| (1..=1024).contains(&n)).ok_or_else(|| "expected an integer from 1 to 1024".to_string());

@@ -48,8 +48,10 @@ pub struct Shared {
 pub fn share(m: &mut LoopModule) -> Vec<Shared> {
     let ranges = m.live_ranges();
     let len = |b: BufId| m.buffers[b].len().filter(|&n| n > 0 && m.buffers[b].dims().is_some());
-    let mut order: Vec<(usize, BufId)> =
-        (0..m.buffers.len()).filter(|&b| m.buffers[b].role == Role::Transient && len(b).is_some()).filter_map(|b| ranges[b].map(|(first, _)| (first, b))).collect();
+    let mut order: Vec<(usize, BufId)> = (0..m.buffers.len())
+        .filter(|&b| m.buffers[b].role == Role::Transient && len(b).is_some())
+        .filter_map(|b| ranges[b].map(|(first, _)| (first, b)))
+        .collect();
     order.sort_unstable();
     // Each host: its buffer and the last kernel that uses it or a guest.
     let mut hosts: Vec<(BufId, usize)> = Vec::new();
@@ -164,7 +166,10 @@ kernel @use_c {
     #[test]
     fn overlapping_ranges_partial_writers_and_program_arrays_keep_their_memory() {
         // `use_b` after `pack_c`: both panels live at once.
-        let overlap = CHAIN.replace("kernel @use_c", "kernel @use_b2 {\n  for j in [0, 6) parallel {\n    %0 = load b_panel[(j * 4)] : f64\n    accumulate y[j] += %0\n  }\n}\n\nkernel @use_c");
+        let overlap = CHAIN.replace(
+            "kernel @use_c",
+            "kernel @use_b2 {\n  for j in [0, 6) parallel {\n    %0 = load b_panel[(j * 4)] : f64\n    accumulate y[j] += %0\n  }\n}\n\nkernel @use_c",
+        );
         assert_eq!(shared(&overlap).0, vec![]);
         // The first writer misses k = 4 (its loop stops at 4 after starting at 1).
         assert_eq!(shared(&CHAIN.replace("for k in [1, 5) parallel", "for k in [1, 4) parallel")).0, vec![]);
@@ -174,9 +179,27 @@ kernel @use_c {
         let f32_guest = CHAIN
             .replace("buffer c_panel : f64[6, 4]", "buffer c_panel : f32[6, 4]")
             .replace("store c_panel[((j * 4) + (k - 1))] = %0", "%1 = cast %0 : f32\n      store c_panel[((j * 4) + (k - 1))] = %1")
-            .replace("%0 = load c_panel[((j * 4) + k)] : f64\n      accumulate y[j] += %0", "%0 = load c_panel[((j * 4) + k)] : f32\n      %1 = cast %0 : f64\n      accumulate y[j] += %1");
+            .replace(
+                "%0 = load c_panel[((j * 4) + k)] : f64\n      accumulate y[j] += %0",
+                "%0 = load c_panel[((j * 4) + k)] : f32\n      %1 = cast %0 : f64\n      accumulate y[j] += %1",
+            );
         assert_eq!(shared(&f32_guest).0, vec![]);
-        assert_eq!(shared(&CHAIN.replace("buffer b_panel : f64[6, 4] transient", "buffer b_panel : f64[6, 3] transient").replace("for k in [0, 4) parallel {\n      %0 = load b[((k * 6) + j)] : f64\n      store b_panel[((j * 4) + k)]", "for k in [0, 3) parallel {\n      %0 = load b[((k * 6) + j)] : f64\n      store b_panel[((j * 3) + k)]").replace("for k in [0, 4) reduce {\n      %0 = load b_panel[((j * 4) + k)]", "for k in [0, 3) reduce {\n      %0 = load b_panel[((j * 3) + k)]")).0, vec![]);
+        assert_eq!(
+            shared(
+                &CHAIN
+                    .replace("buffer b_panel : f64[6, 4] transient", "buffer b_panel : f64[6, 3] transient")
+                    .replace(
+                        "for k in [0, 4) parallel {\n      %0 = load b[((k * 6) + j)] : f64\n      store b_panel[((j * 4) + k)]",
+                        "for k in [0, 3) parallel {\n      %0 = load b[((k * 6) + j)] : f64\n      store b_panel[((j * 3) + k)]"
+                    )
+                    .replace(
+                        "for k in [0, 4) reduce {\n      %0 = load b_panel[((j * 4) + k)]",
+                        "for k in [0, 3) reduce {\n      %0 = load b_panel[((j * 3) + k)]"
+                    )
+            )
+            .0,
+            vec![]
+        );
         assert_eq!(shared(&CHAIN.replace("c_panel : f64[6, 4] transient", "c_panel : f64[6, 4] temp")).0, vec![]);
     }
 }

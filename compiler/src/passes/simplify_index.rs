@@ -4,8 +4,8 @@
 //! The pipeline runs it after lowering (fold static dims, prove guards)
 //! and again after `tighten-bounds` (clean the new `max`/`min` bounds).
 
-use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use super::{Ir, NoOptions, Unit};
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("simplify-index runs on the loop level".into())) };

@@ -182,7 +182,8 @@ fn nested_pipeline_hint(text: &str) -> Option<String> {
     }
     passes.push(cur);
     let flat: Vec<&str> = passes.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect();
-    let write = if flat.is_empty() { "`--pipeline default`, or the passes separated by commas".to_string() } else { format!("`--passes '{}'`", flat.join(",")) };
+    let write =
+        if flat.is_empty() { "`--pipeline default`, or the passes separated by commas".to_string() } else { format!("`--passes '{}'`", flat.join(",")) };
     Some(format!(
         "`{text}` is mlir-opt's nested pipeline syntax; etopt's pipeline is flat, with no `builtin.module(..)` or other anchor (every pass runs on the whole module): write {write}, each pass with its options in braces (`specialize{{seed=3}}`; `etopt --list-passes` lists them)"
     ))
@@ -238,7 +239,10 @@ mod tests {
 
     #[test]
     fn pipelines_split_outside_braces_and_brackets() {
-        assert_eq!(split_pipeline("resolve, infer-ranks,specialize{bind=a=[2,3] seed=1}").unwrap(), vec!["resolve", "infer-ranks", "specialize{bind=a=[2,3] seed=1}"]);
+        assert_eq!(
+            split_pipeline("resolve, infer-ranks,specialize{bind=a=[2,3] seed=1}").unwrap(),
+            vec!["resolve", "infer-ranks", "specialize{bind=a=[2,3] seed=1}"]
+        );
         assert!(split_pipeline("specialize{seed=1").is_err());
         assert!(split_pipeline("a}").is_err());
         assert!(split_pipeline("a,,b").is_err());

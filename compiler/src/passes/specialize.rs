@@ -10,8 +10,8 @@ use super::spec::{self, PassOptions};
 use super::{DriverOptions, Ir, PassError, Unit};
 use crate::ir::loops::FloatWidth;
 use crate::sema::config::{choose_config, parse_bindings, Space};
-use crate::sema::symbolic::symbolic_config;
 use crate::sema::specialize::{specialize, MemoryLimit};
+use crate::sema::symbolic::symbolic_config;
 use crate::sema::InputShape;
 
 /// What `specialize` is told: the driver's `--bind`, `--input`, `--seed`

@@ -147,9 +147,11 @@ pub fn split_kernel(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTar
 pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarget) -> Vec<SplitChoice> {
     let Some((chain, _)) = splittable(m, k, policy) else { return Vec::new() };
     // A symbolic trip counts as `DYN_TRIP` (module doc).
-    let cells = chain.loops.iter().zip(&chain.bounds).fold(1i64, |acc, (&(_, _, trip), (lo, hi))| {
-        acc.saturating_mul(if lo.is_symbolic() || hi.is_symbolic() { DYN_TRIP } else { trip })
-    });
+    let cells = chain
+        .loops
+        .iter()
+        .zip(&chain.bounds)
+        .fold(1i64, |acc, (&(_, _, trip), (lo, hi))| acc.saturating_mul(if lo.is_symbolic() || hi.is_symbolic() { DYN_TRIP } else { trip }));
     if cells > gpu.split_max_cells {
         return Vec::new();
     }
@@ -318,16 +320,16 @@ const WARP: i64 = 32;
 /// warp's stores in consecutive words).
 fn warp_group(lanes: i64, cells: &IExpr) -> i64 {
     match cells.as_const() {
-        Some(c) if lanes > 0 && lanes < WARP && WARP % lanes == 0 => (crate::ir::loops::poly::gcd((WARP / lanes) as i128, c as i128).unsigned_abs() as i64).max(1),
+        Some(c) if lanes > 0 && lanes < WARP && WARP % lanes == 0 => {
+            (crate::ir::loops::poly::gcd((WARP / lanes) as i128, c as i128).unsigned_abs() as i64).max(1)
+        }
         _ => 1,
     }
 }
 
 /// Is `offset` in `[0, len)` for every value of the chain's loops?
 fn in_bounds_on_chain(offset: &IExpr, chain: &Chain, len: i64) -> bool {
-    let range = |v: VarId| {
-        chain.loops.iter().find(|l| l.0 == v).map_or((i64::MIN, i64::MAX), |&(_, lo, trip)| (lo, lo + trip - 1))
-    };
+    let range = |v: VarId| chain.loops.iter().find(|l| l.0 == v).map_or((i64::MIN, i64::MAX), |&(_, lo, trip)| (lo, lo + trip - 1));
     let (a, b) = offset.interval(&range);
     a >= 0 && b < len
 }
@@ -463,13 +465,18 @@ fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane
                         // Constant steps where every lane takes as many.
                         let n = match (clo, chi) {
                             (Some(a), Some(b)) if (b - a) % lanes == 0 => IExpr::c((b - a) / lanes),
-                            _ => IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::add(symbolic_trip(lo, hi), IExpr::c(lanes - 1)), IExpr::v(lane)), IExpr::c(lanes)),
+                            _ => {
+                                IExpr::bin(IBin::FloorDiv, IExpr::sub(IExpr::add(symbolic_trip(lo, hi), IExpr::c(lanes - 1)), IExpr::v(lane)), IExpr::c(lanes))
+                            }
                         };
                         let whole = IExpr::fold(IBin::FloorDiv, n.clone(), IExpr::c(DYN_GROUP));
                         let mut tail = f.body.clone();
                         let at_last = term(IExpr::v(g.last));
                         for_each_expr_mut(&mut tail, &mut |e| *e = e.substitute(r, &at_last));
-                        let step = IExpr::add(IExpr::add(IExpr::mul(IExpr::c(DYN_GROUP), IExpr::v(r)), IExpr::mul(IExpr::c(MAX_UNROLL), IExpr::v(g.half))), IExpr::v(g.unroll));
+                        let step = IExpr::add(
+                            IExpr::add(IExpr::mul(IExpr::c(DYN_GROUP), IExpr::v(r)), IExpr::mul(IExpr::c(MAX_UNROLL), IExpr::v(g.half))),
+                            IExpr::v(g.unroll),
+                        );
                         let at = term(step);
                         let mut body = std::mem::take(&mut f.body);
                         for_each_expr_mut(&mut body, &mut |e| *e = e.substitute(r, &at));
@@ -550,9 +557,8 @@ mod tests {
             // Values chosen so that i32 sums wrap: order must not matter.
             let data: Vec<i32> = (0..keep * drop).map(|i| (i as i32).wrapping_mul(1_000_003).wrapping_add(7)).collect();
             let x = Tensor::new(vec![keep as usize, drop as usize], Data::I32(data.clone())).unwrap();
-            let want: Vec<i32> = (0..keep as usize)
-                .map(|r| data[r * drop as usize..(r + 1) * drop as usize].iter().fold(0i32, |a, &b| a.wrapping_add(b)))
-                .collect();
+            let want: Vec<i32> =
+                (0..keep as usize).map(|r| data[r * drop as usize..(r + 1) * drop as usize].iter().fold(0i32, |a, &b| a.wrapping_add(b))).collect();
             assert_eq!(run(&split, &x).data, Data::I32(want), "{keep}x{drop}");
         }
     }
@@ -622,7 +628,10 @@ mod tests {
             assert_eq!(split_module(&mut split, FpContract::Fast, &GpuTarget::default()), 1);
             let (partial, len) = (&split.kernels[0], split.buffers[2].len().expect("static"));
             let lanes = split.kernels[0].body.iter().find_map(|n| match n {
-                Node::For(f) => f.body.iter().find_map(|n| match n { Node::For(l) => l.hi.as_const(), _ => None }),
+                Node::For(f) => f.body.iter().find_map(|n| match n {
+                    Node::For(l) => l.hi.as_const(),
+                    _ => None,
+                }),
                 _ => None,
             });
             let (slot, lanes) = (store_slot(partial), lanes.unwrap_or(GpuTarget::default().lanes));
@@ -668,8 +677,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(split_module(&mut cols.clone(), FpContract::Fast, &GpuTarget::default()), 0);
-        assert_eq!(split_module(&mut row_sums(4, GpuTarget::default().split_min_trip - 1, DType::I32), FpContract::Fast, &GpuTarget::default()), 0, "too short");
-        assert_eq!(split_module(&mut row_sums(GpuTarget::default().split_max_cells + 1, 64, DType::I32), FpContract::Fast, &GpuTarget::default()), 0, "enough cells");
+        assert_eq!(
+            split_module(&mut row_sums(4, GpuTarget::default().split_min_trip - 1, DType::I32), FpContract::Fast, &GpuTarget::default()),
+            0,
+            "too short"
+        );
+        assert_eq!(
+            split_module(&mut row_sums(GpuTarget::default().split_max_cells + 1, 64, DType::I32), FpContract::Fast, &GpuTarget::default()),
+            0,
+            "enough cells"
+        );
     }
 
     #[test]

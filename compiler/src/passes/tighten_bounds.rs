@@ -13,8 +13,8 @@
 //! but work. Loops whose bounds become constant and empty are removed. An
 //! `unroll` loop takes only conditions that leave its bounds constant.
 
-use super::{Ir, NoOptions, Unit};
 use super::PassError;
+use super::{Ir, NoOptions, Unit};
 use crate::ir::loops::*;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {

@@ -174,7 +174,10 @@ pub struct Choosing {
 pub enum Source {
     Forced,
     /// The table's recording for this op.
-    Table { sm: u32, op: String },
+    Table {
+        sm: u32,
+        op: String,
+    },
     Heuristic,
 }
 
@@ -263,7 +266,14 @@ mod tests {
 
     #[test]
     fn nearest_takes_the_same_form_within_four_times_and_the_closest() {
-        let e = |chain: &[i64], choice: &str| Entry { pass: "register-tiles".into(), shape: shape(chain, &[64], &[]), choice: choice.into(), op: choice.into(), ms: 1.0, others: Default::default() };
+        let e = |chain: &[i64], choice: &str| Entry {
+            pass: "register-tiles".into(),
+            shape: shape(chain, &[64], &[]),
+            choice: choice.into(),
+            op: choice.into(),
+            ms: 1.0,
+            others: Default::default(),
+        };
         let t = Table { format: FORMAT, sm: 90, device: String::new(), measured: String::new(), entries: vec![e(&[1024, 1024], "a"), e(&[4096, 4096], "b")] };
         let got = |chain: &[i64], unroll: &[i64]| t.nearest("register-tiles", &shape(chain, &[64], unroll)).map(|e| e.choice.clone());
         assert_eq!(got(&[1024, 2048], &[]).as_deref(), Some("a"));

@@ -122,7 +122,8 @@ pub fn widen_kernel(k: &Kernel, buffers: &[Buffer], opts: &WidenThreadsOptions) 
     // whatever their number (in a divisibility variant, launched only
     // where its facts hold).
     let enough_threads = |w: i64| chain.bounds.iter().any(|(lo, hi)| lo.is_symbolic() || hi.is_symbolic()) || chain.cells() / w >= opts.gpu.min_threads;
-    let fits = |w: i64| trip.residue_under(w, &k.multiples) == Some(0) && enough_threads(w) && offsets.iter().all(|(o, _)| o.vector_aligned(v, lo, w, &k.multiples));
+    let fits =
+        |w: i64| trip.residue_under(w, &k.multiples) == Some(0) && enough_threads(w) && offsets.iter().all(|(o, _)| o.vector_aligned(v, lo, w, &k.multiples));
     while w > 1 && !fits(w) {
         w /= 2;
     }
@@ -226,7 +227,9 @@ mod tests {
     fn the_widest_element_sets_the_lanes() {
         // f64 in, f32 out: 2 lanes (16 bytes of f64, 8 of f32), each
         // access aligned to its own lanes' bytes.
-        let src = copy("f64", 256).replace("buffer y : f64", "buffer y : f32").replace("store y[((i * 256) + j)] = %0", "%1 = cast %0 : f32\n      store y[((i * 256) + j)] = %1");
+        let src = copy("f64", 256)
+            .replace("buffer y : f64", "buffer y : f32")
+            .replace("store y[((i * 256) + j)] = %0", "%1 = cast %0 : f32\n      store y[((i * 256) + j)] = %1");
         assert_eq!(widen(&src), Some(2));
         // A load that does not move along the threads' loop (a broadcast)
         // does not count.

@@ -2,7 +2,7 @@
 //! they are properties of the program, not of a configuration: every
 //! constraint is about an eintup the program uses (a typo such as
 //! `DIMS(ipso)` would otherwise be accepted and ignored), and the
-//! `DIMS(t) = expr` equations form an acyclic graph (LANGUAGE.md s.6).
+//! `DIMS(t) = expr` equations form an acyclic graph (docs/language.md s.6).
 
 use super::{Constraint, Rel};
 use crate::ir::et::dims::dims_refs;
@@ -46,8 +46,7 @@ pub fn unused_names(m: &Module, program: usize, constraints: &[Constraint]) -> V
     let mut reported = vec![false; n];
     for c in constraints.iter().filter(|c| !used[c.target]) {
         let name = &m.eintups[c.target].name;
-        let d = Diagnostic::error("E0124", format!("the constraint names `{name}`, which no statement uses"))
-            .at(c.target_span, "not an eintup of the program");
+        let d = Diagnostic::error("E0124", format!("the constraint names `{name}`, which no statement uses")).at(c.target_span, "not an eintup of the program");
         diags.push(unknown(c.target, d));
         reported[c.target] = true;
     }

@@ -1,4 +1,4 @@
-//! Range inference (LANGUAGE.md s.6, after Tensor Comprehensions): the
+//! Range inference (docs/language.md s.6, after Tensor Comprehensions): the
 //! dims of an eintup that nothing else determines, read off the arrays it
 //! indexes on right-hand sides.
 //!

@@ -1,4 +1,4 @@
-//! Dims from input arrays (LANGUAGE.md s.6): the shape of an array the
+//! Dims from input arrays (docs/language.md s.6): the shape of an array the
 //! user supplies (`--input NAME=PATH.npy`) is split over the positions of
 //! its signature, and a plain eintup at a position takes that part of the
 //! shape as its dims.
@@ -98,12 +98,7 @@ pub fn cut(shape: &[i64], widths: &[usize]) -> Vec<Vec<i64>> {
 /// `b=[2] ipos=[5, 5] c1=[3]`: a shape cut over a signature.
 fn split_text(m: &Module, a: ArrayId, shape: &[i64], widths: &[usize]) -> String {
     let arr = &m.arrays[a];
-    arr.positions
-        .iter()
-        .zip(cut(shape, widths))
-        .map(|(p, d)| format!("{}={}", index_expr(m, &p.expr), dims_text(&d)))
-        .collect::<Vec<_>>()
-        .join(" ")
+    arr.positions.iter().zip(cut(shape, widths)).map(|(p, d)| format!("{}={}", index_expr(m, &p.expr), dims_text(&d))).collect::<Vec<_>>().join(" ")
 }
 
 fn dims_text(d: &[i64]) -> String {
@@ -207,13 +202,7 @@ pub fn unsplittable(m: &Module, inputs: &[(ArrayId, Vec<i64>)], combos: &[Vec<us
             .collect();
         return Diagnostic::error(
             "E0314",
-            format!(
-                "input `{}` has shape {} ({} dims), which cannot be split over `{}`",
-                arr.name,
-                dims_text(shape),
-                shape.len(),
-                signature_text(m, *a)
-            ),
+            format!("input `{}` has shape {} ({} dims), which cannot be split over `{}`", arr.name, dims_text(shape), shape.len(), signature_text(m, *a)),
         )
         .at(arr.span, "the ranks of this signature's positions do not add up to the input's dims")
         .note(format!("dims each position may take: {}", allowed.join(", ")));
@@ -230,12 +219,7 @@ pub fn unsplittable(m: &Module, inputs: &[(ArrayId, Vec<i64>)], combos: &[Vec<us
 /// The dims the cut shapes give: plain positions give their eintup dims
 /// (two inputs, or an input and a `--bind`, that disagree are E0316);
 /// other positions become checks.
-pub fn given(
-    m: &Module,
-    inputs: &[(ArrayId, Vec<i64>)],
-    cuts: &[Vec<usize>],
-    bound: &[Option<Vec<i64>>],
-) -> Result<Split, Vec<Diagnostic>> {
+pub fn given(m: &Module, inputs: &[(ArrayId, Vec<i64>)], cuts: &[Vec<usize>], bound: &[Option<Vec<i64>>]) -> Result<Split, Vec<Diagnostic>> {
     let mut s = Split { given: vec![None; m.eintups.len()], checks: Vec::new() };
     let mut diags = Vec::new();
     for ((a, shape), w) in inputs.iter().zip(cuts) {
@@ -249,12 +233,9 @@ pub fn given(
             if let Some(b) = bound.get(t).and_then(|b| b.as_ref()) {
                 if *b != part {
                     diags.push(
-                        Diagnostic::error(
-                            "E0316",
-                            format!("`--bind {name}={}` and input `{}` give `{name}` different dims", dims_text(b), arr.name),
-                        )
-                        .at(p.expr.span, format!("input `{}` gives `{name}` dims {} here", arr.name, dims_text(&part)))
-                        .note("a binding and an input array must agree; drop the binding or supply another array"),
+                        Diagnostic::error("E0316", format!("`--bind {name}={}` and input `{}` give `{name}` different dims", dims_text(b), arr.name))
+                            .at(p.expr.span, format!("input `{}` gives `{name}` dims {} here", arr.name, dims_text(&part)))
+                            .note("a binding and an input array must agree; drop the binding or supply another array"),
                     );
                 }
                 continue;
@@ -263,12 +244,9 @@ pub fn given(
                 Some(g) if g.dims != part => {
                     let other = &m.arrays[g.array];
                     diags.push(
-                        Diagnostic::error(
-                            "E0316",
-                            format!("inputs `{}` and `{}` give `{name}` different dims", other.name, arr.name),
-                        )
-                        .at(p.expr.span, format!("input `{}` gives `{name}` dims {} here", arr.name, dims_text(&part)))
-                        .also(other.span, format!("input `{}` gives `{name}` dims {}", other.name, dims_text(&g.dims))),
+                        Diagnostic::error("E0316", format!("inputs `{}` and `{}` give `{name}` different dims", other.name, arr.name))
+                            .at(p.expr.span, format!("input `{}` gives `{name}` dims {} here", arr.name, dims_text(&part)))
+                            .also(other.span, format!("input `{}` gives `{name}` dims {}", other.name, dims_text(&g.dims))),
                     );
                 }
                 Some(_) => {}

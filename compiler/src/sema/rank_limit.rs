@@ -62,7 +62,7 @@ pub fn rank_limit_error(what: &str, span: Span) -> Diagnostic {
 
 /// How many components an index expression has when every eintup has the
 /// given rank: its rank, or 1 for a scalar (a literal position indexes one
-/// component, LANGUAGE.md s.5). `None` for a slice, whose rank is data.
+/// component, docs/language.md s.5). `None` for a slice, whose rank is data.
 pub fn expr_width(e: &IndexExpr, ranks: &[usize]) -> Option<usize> {
     fn rank(e: &IndexExpr, ranks: &[usize]) -> Option<Option<usize>> {
         Some(match &e.kind {

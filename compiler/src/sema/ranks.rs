@@ -182,7 +182,7 @@ impl<'a> Builder<'a> {
                     let sig = match self.term(&p.expr) {
                         // A scalar signature (`x[0]`, `x[RANK(t)]`) defines
                         // a position of one component (DIMS(n) = [n+1],
-                        // LANGUAGE.md s.5): other indices there have rank 1
+                        // docs/language.md s.5): other indices there have rank 1
                         // (or are scalars, which broadcast).
                         Term::Scalar => Term::Fixed(1),
                         t => t,
@@ -235,9 +235,7 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
     for (ci, c) in p.constraints.iter().enumerate() {
         let fact = Fact { span: c.span, label: format!("constraint `{}`", c.describe(m)) };
         match (c.subject, &c.rel) {
-            (ConstraintSubject::Rank, Rel::In { lo, hi }) => {
-                b.facts.push(RangeFact { e: c.target, lo: *lo, hi: *hi, fact, soft: true })
-            }
+            (ConstraintSubject::Rank, Rel::In { lo, hi }) => b.facts.push(RangeFact { e: c.target, lo: *lo, hi: *hi, fact, soft: true }),
             (ConstraintSubject::Rank, Rel::Eq(e)) => {
                 if let IndexKind::Rank(l) = &e.kind {
                     if let [u] = l[..] {
@@ -259,8 +257,7 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
                     match eval_rank(e, &[]) {
                         Some(v) if v >= 0 => b.facts.push(RangeFact { e: c.target, lo: v, hi: v, fact, soft: false }),
                         _ => diags.push(
-                            Diagnostic::error("E0204", "a rank must be a non-negative integer")
-                                .at(e.span, "evaluates to a negative rank or divides by zero"),
+                            Diagnostic::error("E0204", "a rank must be a non-negative integer").at(e.span, "evaluates to a negative rank or divides by zero"),
                         ),
                     }
                 }
@@ -314,8 +311,8 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
                 format!("rank mismatch: `{}` and `{}` must have equal ranks, but are given {what}", name(lo_f.e), name(hi_f.e))
             };
             let mut d = Diagnostic::error(code, msg)
-            .at(lo_f.fact.span, format!("{}: RANK({}) >= {}", lo_f.fact.label, name(lo_f.e), lo_f.lo))
-            .also(hi_f.fact.span, format!("{}: RANK({}) <= {}", hi_f.fact.label, name(hi_f.e), hi_f.hi));
+                .at(lo_f.fact.span, format!("{}: RANK({}) >= {}", lo_f.fact.label, name(lo_f.e), lo_f.lo))
+                .also(hi_f.fact.span, format!("{}: RANK({}) <= {}", hi_f.fact.label, name(hi_f.e), hi_f.hi));
             for (x, y, f) in path(&sys_edges, n, lo_f.e, hi_f.e) {
                 d = d.also(f.span, format!("{} (`{}` ~ `{}`)", f.label, name(x), name(y)));
             }
@@ -404,7 +401,13 @@ fn path(edges: &[(EintupId, EintupId, Fact)], n: usize, a: EintupId, b: EintupId
             break;
         }
         for (ei, (u, v, _)) in edges.iter().enumerate() {
-            let y = if *u == x { *v } else if *v == x { *u } else { continue };
+            let y = if *u == x {
+                *v
+            } else if *v == x {
+                *u
+            } else {
+                continue;
+            };
             if !seen[y] {
                 seen[y] = true;
                 prev[y] = Some((x, ei));
@@ -510,4 +513,3 @@ impl RankSystem {
         })
     }
 }
-

@@ -3,15 +3,15 @@
 //! Assigns ids to eintups and arrays in order of first mention, fixes each
 //! array's signature from its first mention, lowers index expressions to
 //! trees and right-hand sides to SSA ops, joins element types, and reports
-//! every static error of LANGUAGE.md s.7 that needs no shapes (E01xx).
+//! every static error of docs/language.md s.7 that needs no shapes (E01xx).
 //! Errors are collected, not stopped at, so one run shows them all.
 
 use super::{Constraint, Program, Rel};
+use crate::driver::count;
 use crate::ir::et::*;
 use et_grammar::ast::{self, AssignOp, BinOp, ConstraintRel, ConstraintSubject, ExprKind};
 use et_grammar::suggest::did_you_mean;
 use et_grammar::{Diagnostic, Span};
-use crate::driver::count;
 use std::collections::HashMap;
 
 /// Resolves a parsed file. Returns every diagnostic found on failure.
@@ -102,8 +102,8 @@ impl Resolver {
                 match self.array_ids.get(&n.name) {
                     Some(&x) => self.module.outputs.push(x),
                     None => {
-                        let mut d = Diagnostic::error("E0114", format!("unknown array `{}` in the outputs section", n.name))
-                            .at(n.span, "not an array of the program");
+                        let mut d =
+                            Diagnostic::error("E0114", format!("unknown array `{}` in the outputs section", n.name)).at(n.span, "not an array of the program");
                         if let Some(hint) = did_you_mean(&n.name, self.written_arrays().iter().map(String::as_str)) {
                             d = d.note(hint);
                         }
@@ -123,7 +123,10 @@ impl Resolver {
         }
         self.diags.extend(super::constraints::unused_names(&self.module, program_eintups, &constraints));
         self.diags.extend(super::constraints::dims_cycle(&self.module, &constraints));
-        Program { module: std::mem::replace(&mut self.module, Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![], symbolic: None }), constraints }
+        Program {
+            module: std::mem::replace(&mut self.module, Module { eintups: vec![], arrays: vec![], stmts: vec![], call: None, outputs: vec![], symbolic: None }),
+            constraints,
+        }
     }
 
     /// Names of the arrays some statement writes (candidates for "did you
@@ -156,7 +159,7 @@ impl Resolver {
     }
 
     /// A `DIMS(..)` list; a literal `n` is the one component `n + 1`
-    /// (LANGUAGE.md s.4), which must fit in i64.
+    /// (docs/language.md s.4), which must fit in i64.
     fn dims_list(&mut self, l: &[ast::DimsArg]) -> DimsList {
         let mut v = Vec::new();
         for a in l {
@@ -199,15 +202,7 @@ impl Resolver {
             }
             let is_input = s.op == AssignOp::Assign && matches!(s.rhs.kind, ExprKind::Random { .. });
             let a = self.module.arrays.len();
-            self.module.arrays.push(Array {
-                name: name.clone(),
-                dtype: ElemType::Int,
-                positions,
-                attrs: vec![],
-                def_stmt: i,
-                is_input,
-                span: s.lhs.span,
-            });
+            self.module.arrays.push(Array { name: name.clone(), dtype: ElemType::Int, positions, attrs: vec![], def_stmt: i, is_input, span: s.lhs.span });
             self.array_ids.insert(name.clone(), a);
             a
         } else {
@@ -266,12 +261,9 @@ impl Resolver {
         if acc.indices.len() != want {
             let a = &self.module.arrays[array];
             self.diags.push(
-                Diagnostic::error(
-                    "E0103",
-                    format!("wrong number of indices for `{}`: expected {want}, found {}", acc.array.name, acc.indices.len()),
-                )
-                .at(acc.span, format!("{} here", count(acc.indices.len(), "index", "indices")))
-                .also(a.span, format!("signature with {} fixed here", count(want, "position", "positions"))),
+                Diagnostic::error("E0103", format!("wrong number of indices for `{}`: expected {want}, found {}", acc.array.name, acc.indices.len()))
+                    .at(acc.span, format!("{} here", count(acc.indices.len(), "index", "indices")))
+                    .also(a.span, format!("signature with {} fixed here", count(want, "position", "positions"))),
             );
         }
     }
@@ -290,8 +282,7 @@ impl Resolver {
                     .note("the first statement that mentions an array must have it on the left"),
             ),
             _ => {
-                let mut d = Diagnostic::error("E0101", format!("unknown array `{}`", acc.array.name))
-                    .at(acc.array.span, "no statement writes this array");
+                let mut d = Diagnostic::error("E0101", format!("unknown array `{}`", acc.array.name)).at(acc.array.span, "no statement writes this array");
                 if let Some(n) = did_you_mean(&acc.array.name, self.written_arrays().iter().map(String::as_str)) {
                     d = d.note(n);
                 }
@@ -441,10 +432,7 @@ impl Resolver {
                 return None;
             }
             ExprKind::Flat(_) => {
-                self.diags.push(
-                    Diagnostic::error("E0112", "`FLAT(..)` is only allowed in an index expression")
-                        .at(e.span, "not a value"),
-                );
+                self.diags.push(Diagnostic::error("E0112", "`FLAT(..)` is only allowed in an index expression").at(e.span, "not a value"));
                 return None;
             }
             ExprKind::Access(acc) => {
@@ -539,10 +527,7 @@ impl Resolver {
         let rel = match &c.rel {
             ConstraintRel::In { lo, hi, span } => {
                 if lo > hi || *lo < 0 {
-                    self.diags.push(
-                        Diagnostic::error("E0122", format!("invalid range [{lo}, {hi}]"))
-                            .at(*span, "needs 0 <= lo <= hi"),
-                    );
+                    self.diags.push(Diagnostic::error("E0122", format!("invalid range [{lo}, {hi}]")).at(*span, "needs 0 <= lo <= hi"));
                     return None;
                 }
                 Rel::In { lo: *lo, hi: *hi }
@@ -626,7 +611,7 @@ pub fn join(a: ElemType, b: ElemType) -> ElemType {
     }
 }
 
-/// Static: a literal, DIMS, RANK, or arithmetic of those (LANGUAGE.md s.4).
+/// Static: a literal, DIMS, RANK, or arithmetic of those (docs/language.md s.4).
 pub fn is_static(e: &IndexExpr) -> bool {
     match &e.kind {
         IndexKind::Lit(_) | IndexKind::Dims(_) | IndexKind::Rank(_) => true,
@@ -664,7 +649,7 @@ fn lhs_vars(st: &Stmt) -> Vec<EintupId> {
     v.into_vec()
 }
 
-/// LANGUAGE.md s.3 rule 2: every eintup of the statement, left side first,
+/// docs/language.md s.3 rule 2: every eintup of the statement, left side first,
 /// except those only inside DIMS/RANK.
 pub fn stmt_vars(st: &Stmt) -> Vec<EintupId> {
     let mut v = VarList::default();
@@ -731,7 +716,6 @@ fn const_int(ops: &[Op], v: ValueId) -> Option<i64> {
         _ => None,
     }
 }
-
 
 #[cfg(test)]
 mod tests {

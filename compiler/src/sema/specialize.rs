@@ -1,11 +1,11 @@
 //! Specialisation (pass `specialize`): substitute one configuration into
 //! the module. Every eintup gets its rank and dims, every array position
-//! `DIMS(expr)` (LANGUAGE.md s.5). Rejects configurations that divide by a
+//! `DIMS(expr)` (docs/language.md s.5). Rejects configurations that divide by a
 //! zero static divisor in a first mention, whose arrays overflow i64
 //! element counts, or that exceed the memory limit (E03xx).
 
-use crate::ir::et::dims::{bound, index_overflow, BoundError};
 use super::{Config, Program};
+use crate::ir::et::dims::{bound, index_overflow, BoundError};
 use crate::ir::et::*;
 use et_grammar::Diagnostic;
 
@@ -35,7 +35,7 @@ pub fn bound_diagnostic(err: BoundError, name: &str, k: usize, position: et_gram
         BoundError::DivZero(sp) => Diagnostic::error("E0305", format!("static divisor is zero in the first mention of `{name}`"))
             .at(sp, "zero in this configuration")
             .also(position, format!("position {} of the signature", k + 1))
-            .note("a zero static divisor in a first mention rejects the configuration (LANGUAGE.md s.4)"),
+            .note("a zero static divisor in a first mention rejects the configuration (docs/language.md s.4)"),
         BoundError::Overflow(sp) => Diagnostic::error("E0307", format!("the shape of `{name}` overflows a 64-bit index")).at(sp, "bound too large"),
         BoundError::RankMismatch(sp) => Diagnostic::error("E0205", "operands of different ranks in this configuration").at(sp, "ranks differ"),
         BoundError::DataDependent(sp) => Diagnostic::error("E0109", "a slice may not appear in the first mention of an array").at(sp, "slice"),
@@ -100,26 +100,25 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
         return Err(diags);
     }
     // A statement that reads the array it writes reads a snapshot of it
-    // (LANGUAGE.md s.3): a copy as large as the array, which every backend
+    // (docs/language.md s.3): a copy as large as the array, which every backend
     // allocates (the compiled ones all at once, as temporary buffers), so it
     // counts like an array.
-    let mut items: Vec<(u128, String, et_grammar::Span)> = sizes
-        .iter()
-        .map(|(b, ai, shape)| (*b, format!("`{}`: shape {shape:?}, {b} bytes", m.arrays[*ai].name), m.arrays[*ai].span))
-        .collect();
+    let mut items: Vec<(u128, String, et_grammar::Span)> =
+        sizes.iter().map(|(b, ai, shape)| (*b, format!("`{}`: shape {shape:?}, {b} bytes", m.arrays[*ai].name), m.arrays[*ai].span)).collect();
     for s in &m.stmts {
         if s.reads(s.array) {
             let (b, _, shape) = &sizes[s.array];
             total += b;
-            items.push((*b, format!("a snapshot of `{}` (this statement reads the array it writes): shape {shape:?}, {b} bytes", m.arrays[s.array].name), s.span));
+            items.push((
+                *b,
+                format!("a snapshot of `{}` (this statement reads the array it writes): shape {shape:?}, {b} bytes", m.arrays[s.array].name),
+                s.span,
+            ));
         }
     }
     if total > u128::from(limit.bytes) {
         items.sort_by(|x, y| y.0.cmp(&x.0));
-        let mut d = Diagnostic::error(
-            "E0306",
-            format!("this configuration needs {total} bytes of arrays, more than the limit of {} bytes", limit.bytes),
-        );
+        let mut d = Diagnostic::error("E0306", format!("this configuration needs {total} bytes of arrays, more than the limit of {} bytes", limit.bytes));
         for (k, (_, l, span)) in items.into_iter().take(3).enumerate() {
             d = if k == 0 { d.at(span, l) } else { d.also(span, l) };
         }
@@ -161,8 +160,8 @@ fn overflowing_indices(m: &Module, dims: &[Vec<i64>], diags: &mut Vec<Diagnostic
 
 #[cfg(test)]
 mod tests {
-    use crate::ir::loops::FloatWidth;
     use crate::driver::Source;
+    use crate::ir::loops::FloatWidth;
     use crate::pipeline::specialized_for;
 
     /// A copy: two FLOAT arrays of the same length.

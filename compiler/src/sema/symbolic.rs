@@ -24,8 +24,8 @@
 use super::config::{DimsSource, Space};
 use super::infer_dims::Access;
 use super::Program;
-use crate::ir::et::symbolic::SymbolicDims;
 pub use crate::ir::et::symbolic::SymCheck;
+use crate::ir::et::symbolic::SymbolicDims;
 use crate::ir::et::{dims as et_dims, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, Module};
 use crate::ir::loops::{Dim, IBin, IExpr};
 use et_grammar::{Diagnostic, Span};
@@ -88,9 +88,12 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
             rs.dedup();
             let e = &m.eintups[open];
             let list = rs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-            return Err(vec![Diagnostic::error("E0320", format!("the rank of `{}` is open (it may be {list}): a dynamic bundle has one rank per eintup", e.name))
-                .at(e.span, "rank not fixed")
-                .note(format!("fix it with --rank {}=R (or --bind, or a RANK({}) = .. constraint)", e.name, e.name))]);
+            return Err(vec![Diagnostic::error(
+                "E0320",
+                format!("the rank of `{}` is open (it may be {list}): a dynamic bundle has one rank per eintup", e.name),
+            )
+            .at(e.span, "rank not fixed")
+            .note(format!("fix it with --rank {}=R (or --bind, or a RANK({}) = .. constraint)", e.name, e.name))]);
         }
     };
     let n = m.eintups.len();
@@ -114,9 +117,8 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
                 };
                 let rule = c.describe(m);
                 let mut divisors = Vec::new();
-                let v = eval(x, &dims, &ranks, &mut divisors).map_err(|sp| {
-                    vec![Diagnostic::error("E0321", format!("`{rule}` cannot be computed from symbolic dims")).at(sp, "here").note(BIND_HINT)]
-                })?;
+                let v = eval(x, &dims, &ranks, &mut divisors)
+                    .map_err(|sp| vec![Diagnostic::error("E0321", format!("`{rule}` cannot be computed from symbolic dims")).at(sp, "here").note(BIND_HINT)])?;
                 let d = broadcast(v, ranks[e]).ok_or_else(|| {
                     vec![Diagnostic::error("E0321", format!("`{rule}` gives a tuple of another rank than {}", ranks[e])).at(c.span, "this equation")]
                 })?;
@@ -158,7 +160,15 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
 /// bound its accesses give, as [`infer_dims::infer`] computes it, over
 /// symbolic extents; `None` when no access bounds it. Pushes the check
 /// that each bound's room is not negative.
-fn infer_component(m: &Module, accs: &[Access], k: usize, ranks: &[usize], dims: &[Vec<IExpr>], about: EintupId, checks: &mut Vec<SymCheck>) -> Result<Option<IExpr>, Span> {
+fn infer_component(
+    m: &Module,
+    accs: &[Access],
+    k: usize,
+    ranks: &[usize],
+    dims: &[Vec<IExpr>],
+    about: EintupId,
+    checks: &mut Vec<SymCheck>,
+) -> Result<Option<IExpr>, Span> {
     let rank = ranks[about];
     let at = |v: Vec<IExpr>, sp: Span| -> Result<IExpr, Span> {
         match v.len() {
@@ -174,7 +184,9 @@ fn infer_component(m: &Module, accs: &[Access], k: usize, ranks: &[usize], dims:
         // max(e, 0): one below e's extent, at least 0.
         let reach = match a.rest() {
             None => IExpr::Const(0),
-            Some(r) => IExpr::fold(IBin::Max, IExpr::fold(IBin::Sub, at(position_dims(r, dims).map_err(|_| a.span)?, a.span)?, IExpr::Const(1)), IExpr::Const(0)),
+            Some(r) => {
+                IExpr::fold(IBin::Max, IExpr::fold(IBin::Sub, at(position_dims(r, dims).map_err(|_| a.span)?, a.span)?, IExpr::Const(1)), IExpr::Const(0))
+            }
         };
         let coef = match a.coef() {
             None => IExpr::Const(1),
@@ -374,7 +386,9 @@ fn comps(e: &IndexExpr, dims: &[Vec<IExpr>]) -> Result<SymComps, Span> {
                 (SymComps::Scalar(p), SymComps::Scalar(q)) => SymComps::Scalar(f(p, q)?),
                 (SymComps::Scalar(p), SymComps::Tuple(v)) => SymComps::Tuple(v.into_iter().map(|q| f(p.clone(), q)).collect::<Result<_, _>>()?),
                 (SymComps::Tuple(v), SymComps::Scalar(q)) => SymComps::Tuple(v.into_iter().map(|p| f(p, q.clone())).collect::<Result<_, _>>()?),
-                (SymComps::Tuple(v), SymComps::Tuple(w)) if v.len() == w.len() => SymComps::Tuple(v.into_iter().zip(w).map(|(p, q)| f(p, q)).collect::<Result<_, _>>()?),
+                (SymComps::Tuple(v), SymComps::Tuple(w)) if v.len() == w.len() => {
+                    SymComps::Tuple(v.into_iter().zip(w).map(|(p, q)| f(p, q)).collect::<Result<_, _>>()?)
+                }
                 _ => return Err(e.span),
             }
         }
@@ -418,7 +432,5 @@ pub fn position_dims(e: &IndexExpr, dims: &[Vec<IExpr>]) -> Result<Vec<IExpr>, P
 
 /// The refusal of a position without a symbolic extent.
 pub fn not_symbolic(span: Span) -> Diagnostic {
-    Diagnostic::error("E0321", "this index expression has no extent over symbolic dims")
-        .at(span, "its extent must follow from the dims alone")
-        .note(BIND_HINT)
+    Diagnostic::error("E0321", "this index expression has no extent over symbolic dims").at(span, "its extent must follow from the dims alone").note(BIND_HINT)
 }

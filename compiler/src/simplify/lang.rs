@@ -25,10 +25,7 @@ impl FromStr for VarRef {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.strip_prefix('v')
-            .and_then(|n| n.parse::<VarId>().ok())
-            .map(VarRef)
-            .ok_or_else(|| format!("not a variable: {s}"))
+        s.strip_prefix('v').and_then(|n| n.parse::<VarId>().ok()).map(VarRef).ok_or_else(|| format!("not a variable: {s}"))
     }
 }
 
@@ -47,10 +44,7 @@ impl FromStr for SymRef {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.strip_prefix('d')
-            .and_then(|n| n.parse::<DimId>().ok())
-            .map(SymRef)
-            .ok_or_else(|| format!("not a dim symbol: {s}"))
+        s.strip_prefix('d').and_then(|n| n.parse::<DimId>().ok()).map(SymRef).ok_or_else(|| format!("not a dim symbol: {s}"))
     }
 }
 
@@ -170,11 +164,7 @@ mod tests {
     #[test]
     fn recexpr_round_trip_keeps_the_tree() {
         // (v0 * 2 + v1) // -3 min 7
-        let e = IExpr::bin(
-            IBin::Min,
-            IExpr::bin(IBin::FloorDiv, IExpr::add(IExpr::mul(IExpr::v(0), IExpr::c(2)), IExpr::v(1)), IExpr::c(-3)),
-            IExpr::c(7),
-        );
+        let e = IExpr::bin(IBin::Min, IExpr::bin(IBin::FloorDiv, IExpr::add(IExpr::mul(IExpr::v(0), IExpr::c(2)), IExpr::v(1)), IExpr::c(-3)), IExpr::c(7));
         let r = to_recexpr(&e);
         assert_eq!(r.to_string(), "(min (// (+ (* v0 2) v1) -3) 7)");
         assert_eq!(from_recexpr(&r), Some(e));

@@ -498,10 +498,7 @@ mod tests {
     }
     /// A compute node storing `Index(value)` at `offset`.
     fn store(offset: IExpr, value: VOp) -> Node {
-        Node::Compute(Compute {
-            values: vec![Value { op: value, dtype: DType::I32 }],
-            write: Write { kind: WriteKind::Store, buf: 0, offset, value: 0 },
-        })
+        Node::Compute(Compute { values: vec![Value { op: value, dtype: DType::I32 }], write: Write { kind: WriteKind::Store, buf: 0, offset, value: 0 } })
     }
     fn kernel(nvars: usize, body: Vec<Node>) -> Kernel {
         Kernel::new("k", (0..nvars).map(|i| Var { name: format!("x{i}") }).collect(), body)

@@ -253,12 +253,8 @@ mod tests {
     fn equal_under(rules: &[Rule], ranges: &Ranges, a: &str, b: &str) -> bool {
         let a: RecExpr<IndexLang> = a.parse().unwrap();
         let b: RecExpr<IndexLang> = b.parse().unwrap();
-        let mut runner: Runner<IndexLang, IntervalAnalysis> = Runner::new(IntervalAnalysis::new(ranges.clone()))
-            .with_iter_limit(10)
-            .with_node_limit(2_000)
-            .with_expr(&a)
-            .with_expr(&b)
-            .run(rules);
+        let mut runner: Runner<IndexLang, IntervalAnalysis> =
+            Runner::new(IntervalAnalysis::new(ranges.clone())).with_iter_limit(10).with_node_limit(2_000).with_expr(&a).with_expr(&b).run(rules);
         let (ra, rb) = (runner.roots[0], runner.roots[1]);
         runner.egraph.rebuild();
         runner.egraph.find(ra) == runner.egraph.find(rb)

@@ -45,7 +45,7 @@ pub enum Ix {
     DimsLit(i64),
     Rank(usize),
     /// With `true`, a `* // //^ %` gets a static right operand (the static
-    /// rules of LANGUAGE.md s.4); with `false` it may break them.
+    /// rules of docs/language.md s.4); with `false` it may break them.
     Bin(&'static str, Box<Ix>, Box<Ix>, bool),
     Flat(Vec<Ix>),
     /// `a[t, .., :]` of the defined array number `.0`.
@@ -116,8 +116,7 @@ pub fn rhs() -> impl Strategy<Value = Rhs> {
 
 /// Statements.
 pub fn stmt() -> impl Strategy<Value = St> {
-    (0..ARRAYS.len(), prop::collection::vec(ix(), 0..4), prop::bool::weighted(0.85), rhs())
-        .prop_map(|(array, lhs, assign, rhs)| St { array, lhs, assign, rhs })
+    (0..ARRAYS.len(), prop::collection::vec(ix(), 0..4), prop::bool::weighted(0.85), rhs()).prop_map(|(array, lhs, assign, rhs)| St { array, lhs, assign, rhs })
 }
 
 /// Arrays defined so far, with their number of index positions.
@@ -162,7 +161,8 @@ fn render_rhs(r: &Rhs, defined: &Defined) -> String {
                 return "1".into();
             }
             let (name, n) = defined[a % defined.len()];
-            let slots: Vec<String> = (0..n).map(|k| ix.get(k).map_or_else(|| EINTUPS[k % EINTUPS.len()].to_string(), |e| render_ix(e, defined, false))).collect();
+            let slots: Vec<String> =
+                (0..n).map(|k| ix.get(k).map_or_else(|| EINTUPS[k % EINTUPS.len()].to_string(), |e| render_ix(e, defined, false))).collect();
             format!("{name}[{}]", slots.join(","))
         }
         Rhs::Int(n) => n.to_string(),
@@ -185,9 +185,7 @@ pub fn render(stmts: &[St]) -> String {
         let name = ARRAYS[s.array];
         let rhs = render_rhs(&s.rhs, &defined);
         let lhs = match defined.iter().find(|(n, _)| *n == name) {
-            Some(&(_, n)) => {
-                (0..n).map(|k| s.lhs.get(k).map_or_else(|| EINTUPS[k].to_string(), |e| render_ix(e, &defined, false))).collect::<Vec<_>>()
-            }
+            Some(&(_, n)) => (0..n).map(|k| s.lhs.get(k).map_or_else(|| EINTUPS[k].to_string(), |e| render_ix(e, &defined, false))).collect::<Vec<_>>(),
             None => {
                 defined.push((name, s.lhs.len()));
                 s.lhs.iter().map(|e| render_ix(e, &defined, true)).collect()
@@ -220,22 +218,20 @@ fn about_used_eintups(stmts: &str, constraint: &str) -> bool {
 
 /// Whole programs: statements, an optional output line, constraints.
 pub fn program() -> impl Strategy<Value = String> {
-    (prop::collection::vec(stmt(), 1..5), prop::option::of(prop::sample::select(ARRAYS)), prop::collection::vec(constraint(), 0..6)).prop_map(
-        |(s, out, c)| {
-            let mut text = render(&s);
-            // Constraints about eintups no statement mentions are E0124
-            // (see `about_used_eintups`); most programs keep only the others
-            // so that they reach the backends, one in eight keeps them all.
-            let keep_all = text.len() % 8 == 0;
-            let c: Vec<String> = c.into_iter().filter(|c| keep_all || about_used_eintups(&text, c)).collect();
+    (prop::collection::vec(stmt(), 1..5), prop::option::of(prop::sample::select(ARRAYS)), prop::collection::vec(constraint(), 0..6)).prop_map(|(s, out, c)| {
+        let mut text = render(&s);
+        // Constraints about eintups no statement mentions are E0124
+        // (see `about_used_eintups`); most programs keep only the others
+        // so that they reach the backends, one in eight keeps them all.
+        let keep_all = text.len() % 8 == 0;
+        let c: Vec<String> = c.into_iter().filter(|c| keep_all || about_used_eintups(&text, c)).collect();
+        text.push_str("\n\n");
+        if let Some(o) = out {
+            text.push_str(o);
             text.push_str("\n\n");
-            if let Some(o) = out {
-                text.push_str(o);
-                text.push_str("\n\n");
-            }
-            text.push_str(&c.join("\n"));
-            text.push('\n');
-            text
-        },
-    )
+        }
+        text.push_str(&c.join("\n"));
+        text.push('\n');
+        text
+    })
 }

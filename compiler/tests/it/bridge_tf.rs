@@ -20,12 +20,7 @@ fn repo_root() -> PathBuf {
 
 /// Whether the venv imports TensorFlow, asked without the bridge.
 fn tensorflow_importable(python: &Path) -> bool {
-    Command::new(python)
-        .args(["-c", "import tensorflow"])
-        .env("TF_CPP_MIN_LOG_LEVEL", "3")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+    Command::new(python).args(["-c", "import tensorflow"]).env("TF_CPP_MIN_LOG_LEVEL", "3").output().map(|o| o.status.success()).unwrap_or(false)
 }
 
 fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], data: &[T]) {
@@ -114,12 +109,7 @@ fn tensorflow_calls_through_the_bridge() {
     write_npy(&idx, &[3, 1], &[0i32, 2, 0]);
     write_npy(&vals, &[3], &[1.0f64, 2.0, 3.0]);
     let out = dir.join("scatter");
-    let req = request(
-        "tf.scatter_nd",
-        vec![],
-        vec![("indices", arr(&idx)), ("updates", arr(&vals)), ("shape", CallArgValue::Tensor { value: vec![4] })],
-        &out,
-    );
+    let req = request("tf.scatter_nd", vec![], vec![("indices", arr(&idx)), ("updates", arr(&vals)), ("shape", CallArgValue::Tensor { value: vec![4] })], &out);
     let paths = bridge.call(&req).unwrap();
     assert_eq!(read_npy::<f64>(&paths[0]), ("<f8".to_string(), vec![4], vec![1.0 + 3.0, 0.0, 2.0, 0.0]));
 

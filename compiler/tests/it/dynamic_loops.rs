@@ -67,7 +67,22 @@ fn a_dynamic_matmul_runs_at_every_configuration_before_and_after_each_pass() {
     // Tile non-multiples, zero-sized dims (each in turn) and ones; the
     // register tile's (4x4) guarded cells: rows and columns past a
     // multiple of 4 and of 64 (16 threads of 4 cells), and fewer than 4.
-    for dims in [[2, 3, 4, 5], [1, 64, 8, 64], [3, 0, 4, 5], [2, 3, 0, 5], [1, 33, 17, 65], [2, 17, 33, 16], [1, 16, 16, 16], [0, 2, 2, 2], [1, 1, 1, 1], [1, 70, 19, 67], [2, 131, 5, 66], [1, 2, 3, 129], [1, 0, 3, 7], [1, 5, 3, 0]] {
+    for dims in [
+        [2, 3, 4, 5],
+        [1, 64, 8, 64],
+        [3, 0, 4, 5],
+        [2, 3, 0, 5],
+        [1, 33, 17, 65],
+        [2, 17, 33, 16],
+        [1, 16, 16, 16],
+        [0, 2, 2, 2],
+        [1, 1, 1, 1],
+        [1, 70, 19, 67],
+        [2, 131, 5, 66],
+        [1, 2, 3, 129],
+        [1, 0, 3, 7],
+        [1, 5, 3, 0],
+    ] {
         let [nb, r, k, c] = dims.map(|d| d as usize);
         let a = ints(nb * r * k, 1);
         let b = ints(nb * k * c, 2);
@@ -122,7 +137,21 @@ fn a_dynamic_row_sum_splits_and_runs_at_every_configuration() {
     assert_eq!(lm.kernels.len(), 3, "{split}: {text}");
     assert!(text.contains("buffer s1_s_partial : i32[(%a.0 * %b.0), 8] transient"), "{text}");
     assert!(text.contains("for d_0_step in [0, ((((%d.0 + 7) - lane) // 8) // 32)) reduce"), "{text}");
-    for dims in [[2, 3, 5], [1, 1, 31], [2, 2, 32], [1, 3, 33], [2, 1, 256], [1, 2, 257], [1, 1, 1024], [2, 1, 1057], [1, 2, 2100], [3, 2, 0], [0, 4, 40], [3, 0, 40], [1, 1, 1]] {
+    for dims in [
+        [2, 3, 5],
+        [1, 1, 31],
+        [2, 2, 32],
+        [1, 3, 33],
+        [2, 1, 256],
+        [1, 2, 257],
+        [1, 1, 1024],
+        [2, 1, 1057],
+        [1, 2, 2100],
+        [3, 2, 0],
+        [0, 4, 40],
+        [3, 0, 40],
+        [1, 1, 1],
+    ] {
         let [na, nb, nd] = dims.map(|d| d as usize);
         let x = ints(na * nb * nd, 5);
         let want: Vec<i32> = (0..na * nb).map(|c| x[c * nd..(c + 1) * nd].iter().copied().fold(0, i32::wrapping_add)).collect();
@@ -164,7 +193,10 @@ fn passes_on_symbolic_trips_say_their_rule() {
     assert!(log.contains("split-reductions: 0 reductions split; symbolic trips count as 256 (the reduction's and each cell loop's)"), "{log}");
     // register-tiles tiles the symbolic trips, its rule for the threshold
     // said (docs/passes.md).
-    assert!(log.contains("register-tiles: 1 kernels tiled (mm 4x4@1 heuristic); symbolic trips count as 256 along the tile, 1 elsewhere, their cells guarded"), "{log}");
+    assert!(
+        log.contains("register-tiles: 1 kernels tiled (mm 4x4@1 heuristic); symbolic trips count as 256 along the tile, 1 elsewhere, their cells guarded"),
+        "{log}"
+    );
 }
 
 /// Step 4 of docs/dynamic-shapes.md: through the GPU pipeline the dynamic
@@ -181,12 +213,20 @@ fn the_dynamic_matmul_is_fused_and_block_tiled_with_guarded_edges() {
     assert!(!text.contains("atomic_accumulate"), "{text}");
     // Register tiles of 4x4 guarded cells (docs/passes.md), then blocks of
     // 16x16 threads, warps of 4x8 of them (`arrange-threads`).
-    assert!(text.contains("for i in [0, ((%row.0 //^ 4) //^ 16)) parallel") && text.contains("for i_thread_warp in [0, 4) thread") && text.contains("for j_thread_lane in [0, 8) thread"), "{text}");
+    assert!(
+        text.contains("for i in [0, ((%row.0 //^ 4) //^ 16)) parallel")
+            && text.contains("for i_thread_warp in [0, 4) thread")
+            && text.contains("for j_thread_lane in [0, 8) thread"),
+        "{text}"
+    );
     // Whole steps of 16, double-buffered in pairs (`pipeline-copies`,
     // docs/passes.md), then the last K % 16 terms apart; the store stops
     // at the edges.
     assert!(text.contains("for k_o_pair in [0, (((%k.0 // 16) + -1) // 2)) reduce") && text.contains("for k_i in [0, 16) reduce"), "{text}");
-    assert!(text.contains("for k_o_last in [(%k.0 // 16), (%k.0 //^ 16)) reduce") && text.contains("for k_i_last in [0, (%k.0 - (k_o_last * 16))) reduce"), "{text}");
+    assert!(
+        text.contains("for k_o_last in [(%k.0 // 16), (%k.0 //^ 16)) reduce") && text.contains("for k_i_last in [0, (%k.0 - (k_o_last * 16))) reduce"),
+        "{text}"
+    );
     // (the register tile's cell, past the block's thread, too)
     let (i_thread, j_thread) = ("((i_thread_warp * 4) + i_thread_lane)", "((j_thread_warp * 8) + j_thread_lane)");
     assert!(text.contains(&format!("guard 0 <= ((i * 16) + {i_thread}) < (%row.0 //^ 4), 0 <= ((j * 16) + {j_thread}) < (%col.0 //^ 4), 0 <= 0 < %k.0, 0 <= (((i * 16) + {i_thread}) + ((%row.0 //^ 4) * i_t__out)) < %row.0, 0 <= (((j * 16) + {j_thread}) + ((%col.0 //^ 4) * j_t__out)) < %col.0 {{")), "{text}");

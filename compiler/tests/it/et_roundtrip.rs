@@ -7,8 +7,8 @@ use eintup::driver::Source;
 use eintup::ir::et::*;
 use eintup::ir::et::{parse, print, verify};
 use eintup::pipeline;
-use et_grammar::Span;
 use eintup_testkit::examples;
+use et_grammar::Span;
 
 // ----- span erasure: equality "up to spans" -----
 

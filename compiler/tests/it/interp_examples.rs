@@ -8,8 +8,8 @@ use eintup::driver::Source;
 use eintup::interp::{run, RunOptions};
 use eintup::ir::et::Module;
 use eintup::tensor::Tensor;
-use std::collections::HashMap;
 use eintup_testkit::{assert_close, Tol};
+use std::collections::HashMap;
 
 /// The interpreter against independent formulas (summation orders differ).
 const TOL: Tol = Tol { rel: 1e-9, abs: 1e-9 };
@@ -64,11 +64,9 @@ fn cat(parts: &[&[usize]]) -> Vec<usize> {
 
 #[test]
 fn matmul() {
-    for binds in [
-        &["batch=[2]", "row=[3]", "k=[4]", "col=[5]"][..],
-        &["batch=[]", "row=[1]", "k=[7]", "col=[2]"],
-        &["batch=[2,1,2]", "row=[2]", "k=[1]", "col=[3]"],
-    ] {
+    for binds in
+        [&["batch=[2]", "row=[3]", "k=[4]", "col=[5]"][..], &["batch=[]", "row=[1]", "k=[7]", "col=[2]"], &["batch=[2,1,2]", "row=[2]", "k=[1]", "col=[3]"]]
+    {
         let r = exec("matmul.et", binds, 3);
         let (b, row, k, col) = (r.d("batch"), r.d("row")[0], r.d("k")[0], r.d("col")[0]);
         let (_, a) = r.a("a");
@@ -188,7 +186,11 @@ fn conv_transpose() {
 
 #[test]
 fn gather_nd() {
-    for binds in [&["batch=[2]", "loc=[3,4]", "w=[5]", "item=[2]"][..], &["batch=[]", "loc=[6]", "w=[2,3]", "item=[]"], &["batch=[2,2]", "loc=[2,1,3]", "w=[4]", "item=[3,1]"]] {
+    for binds in [
+        &["batch=[2]", "loc=[3,4]", "w=[5]", "item=[2]"][..],
+        &["batch=[]", "loc=[6]", "w=[2,3]", "item=[]"],
+        &["batch=[2,2]", "loc=[2,1,3]", "w=[4]", "item=[3,1]"],
+    ] {
         let r = exec("gather_nd.et", binds, 5);
         let (batch, loc, w, item) = (r.d("batch"), r.d("loc"), r.d("w"), r.d("item"));
         let (_, src) = r.a("src");
@@ -293,10 +295,12 @@ fn meshgrid_bias_add_reduce_sum() {
     let r = exec("meshgrid.et", &["i=[2]", "j=[3]", "k=[4]"], 11);
     let (p, q, rr) = (r.a("p").1, r.a("q").1, r.a("r").1);
     for (name, f) in [("gp", 0), ("gq", 1), ("gr", 2)] {
-        let want: Vec<f64> = (0..24).map(|o| {
-            let ix = unravel(o, &[2, 3, 4]);
-            [p[ix[0]], q[ix[1]], rr[ix[2]]][f]
-        }).collect();
+        let want: Vec<f64> = (0..24)
+            .map(|o| {
+                let ix = unravel(o, &[2, 3, 4]);
+                [p[ix[0]], q[ix[1]], rr[ix[2]]][f]
+            })
+            .collect();
         assert_close(name, &r.a(name).1, &want, TOL);
     }
     for binds in [&["batch=[2]", "pos=[3]", "chan=[4]"][..], &["batch=[1]", "pos=[]", "chan=[2]"], &["batch=[3]", "pos=[2,2]", "chan=[1]"]] {
@@ -333,7 +337,11 @@ fn ints(shape: &[usize], v: &[i32]) -> Tensor {
 #[test]
 fn corner_cases_from_source() {
     // An out-of-bounds term skips the whole combination: y = [2+10, 3+20, 0].
-    let r = exec_text("x[i] = RANDOM(0, 9, INT)\nz[i] = RANDOM(0, 9, INT)\ny[i] = x[i+1] + z[i]\n", &["i=[3]"], vec![("x", ints(&[3], &[1, 2, 3])), ("z", ints(&[3], &[10, 20, 30]))]);
+    let r = exec_text(
+        "x[i] = RANDOM(0, 9, INT)\nz[i] = RANDOM(0, 9, INT)\ny[i] = x[i+1] + z[i]\n",
+        &["i=[3]"],
+        vec![("x", ints(&[3], &[1, 2, 3])), ("z", ints(&[3], &[10, 20, 30]))],
+    );
     assert_eq!(r["y"], ints(&[3], &[12, 23, 0]));
     // `=` over a partially covered region: y[keep] = 7 first, then only
     // y[0..2] are reached by e-1 for e in [1, 3).

@@ -1,10 +1,10 @@
 //! Interpreter tests on small specialised modules built by hand (they do
 //! not need semantic analysis). Every expected value is worked out from
-//! LANGUAGE.md section 3 in the comments, not taken from the interpreter.
+//! docs/language.md section 3 in the comments, not taken from the interpreter.
 
-use eintup::ir::loops::FloatWidth;
 use eintup::interp::{run, RunError, RunOptions};
 use eintup::ir::et::*;
+use eintup::ir::loops::FloatWidth;
 use eintup::tensor::{Data, Tensor};
 use et_grammar::ast::{AssignOp, BinOp, ElemType};
 use et_grammar::Span;
@@ -109,7 +109,12 @@ fn gather_skips_out_of_bounds_addresses() {
     let w = b.eintup("w", &[4]);
     let c = b.eintup("coord", &[1]);
     let src = b.array("src", ElemType::Float, vec![(IndexKind::Var(l), vec![3])], true);
-    b.stmt(src, vec![var(l)], AssignOp::Assign, vec![OpKind::ConstFloat(0.0), OpKind::ConstFloat(1.0), OpKind::Random { lo: 0, hi: 1, dtype: ElemType::Float }]);
+    b.stmt(
+        src,
+        vec![var(l)],
+        AssignOp::Assign,
+        vec![OpKind::ConstFloat(0.0), OpKind::ConstFloat(1.0), OpKind::Random { lo: 0, hi: 1, dtype: ElemType::Float }],
+    );
     let idx = b.array("idx", ElemType::Int, vec![(IndexKind::Var(w), vec![4]), (IndexKind::Var(c), vec![1])], true);
     b.stmt(idx, vec![var(w), var(c)], AssignOp::Assign, random_int(0, 3));
     let dst = b.array("dst", ElemType::Float, vec![(IndexKind::Var(w), vec![4])], false);
@@ -130,7 +135,12 @@ fn scatter_duplicates_accumulate() {
     let idx = b.array("idx", ElemType::Int, vec![(IndexKind::Var(u), vec![4]), (IndexKind::Var(c), vec![1])], true);
     b.stmt(idx, vec![var(u), var(c)], AssignOp::Assign, random_int(0, 3));
     let vals = b.array("vals", ElemType::Float, vec![(IndexKind::Var(u), vec![4])], true);
-    b.stmt(vals, vec![var(u)], AssignOp::Assign, vec![OpKind::ConstFloat(0.0), OpKind::ConstFloat(1.0), OpKind::Random { lo: 0, hi: 1, dtype: ElemType::Float }]);
+    b.stmt(
+        vals,
+        vec![var(u)],
+        AssignOp::Assign,
+        vec![OpKind::ConstFloat(0.0), OpKind::ConstFloat(1.0), OpKind::Random { lo: 0, hi: 1, dtype: ElemType::Float }],
+    );
     let out = b.array("out", ElemType::Float, vec![(IndexKind::Var(d), vec![3])], false);
     b.stmt(out, vec![var(d)], AssignOp::Assign, vec![OpKind::ConstFloat(0.0)]);
     let slice = IndexKind::Slice { array: idx, indices: vec![var(u), IndexSlot::Colon(sp())] };
@@ -233,7 +243,7 @@ fn supplied_input_errors_name_the_array_and_shapes() {
 #[test]
 fn work_above_the_limit_is_refused_before_running() {
     // y[i] += x[j] with |i| = 4, |j| = 5: 20 instantiations, plus 5 of
-    // x[j] = RANDOM(..), 25 in all (LANGUAGE.md s.3: one per combination).
+    // x[j] = RANDOM(..), 25 in all (docs/language.md s.3: one per combination).
     let mut b = B::default();
     let i = b.eintup("i", &[4]);
     let j = b.eintup("j", &[5]);

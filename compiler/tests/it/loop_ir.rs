@@ -5,10 +5,10 @@
 //! test/ir-errors/loop-parse.etir.)
 
 use eintup::interp::loops::run;
-use eintup::ir::loops::*;
 use eintup::ir::loops::parse::parse_module;
 use eintup::ir::loops::print::{iexpr, module as print};
 use eintup::ir::loops::verify::verify;
+use eintup::ir::loops::*;
 use eintup::random::Stream;
 use eintup::tensor::{Data, Tensor};
 
@@ -321,7 +321,7 @@ kernel @floats {
 
 #[test]
 fn scalar_operations_follow_the_language_rules() {
-    // Expected values from LANGUAGE.md section 3 (Python division, Rust
+    // Expected values from docs/language.md section 3 (Python division, Rust
     // `as` casts, f32 rounding after every operation).
     let (m, bufs) = run_text(SCALAR_OPS, 0, vec![]);
     // lookup index 8 % 3 = 2 -> 30; index (-3 * 1000) - 1 = -3001.
@@ -585,7 +585,8 @@ mod round_trip {
             (".{0,6}", iexpr(), v(), v()).prop_map(|(stream, counter, lo, hi)| VOp::Random { stream, counter, lo, hi }),
             v().prop_map(VOp::Neg),
             v().prop_map(VOp::Cast),
-            (prop::sample::select(vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::FloorDiv, BinOp::CeilDiv, BinOp::Mod]), v(), v()).prop_map(|(op, a, b)| VOp::Bin(op, a, b)),
+            (prop::sample::select(vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::FloorDiv, BinOp::CeilDiv, BinOp::Mod]), v(), v())
+                .prop_map(|(op, a, b)| VOp::Bin(op, a, b)),
         ]
     }
 
@@ -597,8 +598,13 @@ mod round_trip {
         let values = prop::collection::vec((vop(), dtype()).prop_map(|(op, dtype)| Value { op, dtype }), 0..6);
         let write = (prop::sample::select(vec![WriteKind::Store, WriteKind::Accumulate, WriteKind::AtomicAccumulate]), 0usize..2, iexpr(), 0usize..6);
         // Extents: constants, dim symbols, and expressions of them.
-        let extent = prop_oneof![(0i64..5).prop_map(IExpr::Const), (0usize..2).prop_map(IExpr::Sym), (0usize..2, 0i64..3).prop_map(|(d, c)| IExpr::add(IExpr::Sym(d), IExpr::Const(c)))];
-        let buffer = move || (dtype(), prop::collection::vec(extent.clone(), 0..3), prop::sample::select(vec![Role::Input, Role::Output, Role::Temp]), any::<bool>());
+        let extent = prop_oneof![
+            (0i64..5).prop_map(IExpr::Const),
+            (0usize..2).prop_map(IExpr::Sym),
+            (0usize..2, 0i64..3).prop_map(|(d, c)| IExpr::add(IExpr::Sym(d), IExpr::Const(c)))
+        ];
+        let buffer =
+            move || (dtype(), prop::collection::vec(extent.clone(), 0..3), prop::sample::select(vec![Role::Input, Role::Output, Role::Temp]), any::<bool>());
         (
             (buffer(), buffer()),
             (iexpr(), iexpr(), any::<bool>(), any::<bool>()),
@@ -606,7 +612,10 @@ mod round_trip {
             iexpr(),
             values,
             write,
-            (prop::sample::select(vec![KernelRole::Main, KernelRole::Reset, KernelRole::Snapshot, KernelRole::Partial, KernelRole::Pack]), prop::option::of(0usize..1000)),
+            (
+                prop::sample::select(vec![KernelRole::Main, KernelRole::Reset, KernelRole::Snapshot, KernelRole::Partial, KernelRole::Pack]),
+                prop::option::of(0usize..1000),
+            ),
         )
             .prop_map(|(bufs, (lo, hi, par, swap), conds, li_off, values, (kind, wbuf, woff, wval), (role, stmt))| {
                 let mk = |name: &str, (dtype, shape, role, zero): (DType, Vec<IExpr>, Role, bool)| Buffer {
@@ -635,10 +644,7 @@ mod round_trip {
                     e
                 };
                 let compute = Node::Compute(Compute { values, write: Write { kind, buf: wbuf, offset: woff, value: wval } });
-                let body = vec![
-                    Node::LoadIndex { var: t, buf: 0, offset: remap(li_off) },
-                    Node::Guard(Guard { conds, body: vec![compute] }),
-                ];
+                let body = vec![Node::LoadIndex { var: t, buf: 0, offset: remap(li_off) }, Node::Guard(Guard { conds, body: vec![compute] })];
                 let kind = if par { LoopKind::Parallel } else { LoopKind::Reduce };
                 LoopModule {
                     dims: vec![Dim { name: "n".into() }, Dim { name: "w.0".into() }],

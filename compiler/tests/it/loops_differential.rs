@@ -4,9 +4,9 @@
 //! loop interpreter, gives the `et` interpreter's results: INT bit for
 //! bit, FLOAT within 1e-12 relative (summation order may differ).
 
-use eintup::ir::loops::{FloatWidth, KernelRole};
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
+use eintup::ir::loops::{FloatWidth, KernelRole};
 use eintup::passes::{manager, DriverOptions, Ir, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
 use eintup::tensor::Tensor;
 use eintup_testkit::{assert_tensors_close, examples, Tol};
@@ -42,7 +42,16 @@ fn check(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth)
 type Expected = Option<(eintup::ir::et::Module, Vec<Tensor>, Vec<Tensor>)>;
 
 #[allow(clippy::too_many_arguments)]
-fn check_passes(path: &std::path::Path, binds: &[String], seed: u64, float: FloatWidth, unit: &mut Unit, opts: &DriverOptions, passes: &[&str], expected: &mut Expected) -> bool {
+fn check_passes(
+    path: &std::path::Path,
+    binds: &[String],
+    seed: u64,
+    float: FloatWidth,
+    unit: &mut Unit,
+    opts: &DriverOptions,
+    passes: &[&str],
+    expected: &mut Expected,
+) -> bool {
     for name in passes {
         let pm = manager::PassManager::from_names(&[name], manager::Instrument::default()).unwrap();
         if let Err(e) = pm.run(unit, opts, &mut std::io::sink()) {
@@ -127,7 +136,9 @@ fn gpu_passes_at_sizes_where_they_fire() {
         }
         let src = Source::load(&path).unwrap();
         let (m, _) = eintup::pipeline::specialized_for(&src, &binds, &[], 0, FloatWidth::F32).unwrap();
-        let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Fast, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
+        let lm =
+            eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(FloatWidth::F32, FpContract::Fast, eintup::ir::loops::target::DEFAULT_SM))
+                .unwrap();
         let mut unrolled = false;
         for k in &lm.kernels {
             k.walk(&mut |n| unrolled |= matches!(n, Node::For(f) if f.kind == LoopKind::Unroll));

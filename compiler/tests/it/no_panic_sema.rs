@@ -16,8 +16,8 @@ use eintup::interp::{self, RunOptions};
 use eintup::ir::et::{parse, print, verify};
 use eintup::pipeline;
 use eintup::sema::config::Space;
-use eintup::sema::InputShape;
 use eintup::sema::specialize::{specialize, MemoryLimit};
+use eintup::sema::InputShape;
 use eintup_testkit::programs::program;
 use proptest::prelude::*;
 

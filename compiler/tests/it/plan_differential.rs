@@ -36,14 +36,7 @@ fn case() -> impl Strategy<Value = Case> {
     prop::collection::vec(eintup(), 2..7).prop_flat_map(|dims| {
         let n = dims.len();
         let subset = move |lo: usize| prop::collection::btree_set(0..n, lo..=n.min(3)).prop_map(|s| s.into_iter().collect::<Vec<_>>());
-        (
-            Just(dims),
-            prop::collection::vec(subset(1), 2..6),
-            subset(0),
-            any::<bool>(),
-            any::<bool>(),
-            prop::option::of(0usize..6),
-        )
+        (Just(dims), prop::collection::vec(subset(1), 2..6), subset(0), any::<bool>(), any::<bool>(), prop::option::of(0usize..6))
             .prop_map(|(dims, factors, lhs, add, int, constant)| Case { dims, factors, lhs, add, int, constant })
     })
 }
@@ -85,7 +78,8 @@ fn check(c: &Case) -> Result<bool, TestCaseError> {
     let (module, _) = eintup::pipeline::specialized_for(&src, &c.binds(), &[], 1, FloatWidth::F64).map_err(|e| TestCaseError::fail(format!("{text}{e}")))?;
     let opts = RunOptions { seed: 1, float: FloatWidth::F64, inputs: Default::default(), ..RunOptions::default() };
     let want = interp::run(&module, &opts).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
-    let (planned, warnings) = eintup::pipeline::planned(&src, &module, FloatWidth::F64, FpContract::Fast).map_err(|e| TestCaseError::fail(format!("{text}{e}")))?;
+    let (planned, warnings) =
+        eintup::pipeline::planned(&src, &module, FloatWidth::F64, FpContract::Fast).map_err(|e| TestCaseError::fail(format!("{text}{e}")))?;
     prop_assert!(warnings.is_empty());
     let factors = c.factors.len() + usize::from(c.constant.is_some());
     let tol = if c.int { Tol::EXACT } else { Tol::rel(2.0 * (factors as f64 + c.terms()) * f64::EPSILON) };
@@ -123,7 +117,7 @@ proptest! {
 #[test]
 fn most_random_products_are_planned() {
     use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, TestRng, RngAlgorithm, TestRunner};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
     let (mut planned, mut total) = (0, 0);
     for _ in 0..100 {

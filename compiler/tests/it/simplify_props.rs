@@ -1,4 +1,4 @@
-//! Property tests of `simplify-index` (DESIGN.md section 4): simplification
+//! Property tests of `simplify-index` (docs/architecture.md section 4): simplification
 //! never changes an index's value on its domain, never adds operators, and
 //! `decide` is only ever right. Values are checked with `IExpr::eval` and
 //! `Cond::holds` (the dialect's semantics: wrapping, floor division,
@@ -11,16 +11,7 @@ use proptest::prelude::*;
 const NVARS: usize = 3;
 
 fn arb_op() -> impl Strategy<Value = IBin> {
-    prop::sample::select(vec![
-        IBin::Add,
-        IBin::Sub,
-        IBin::Mul,
-        IBin::FloorDiv,
-        IBin::CeilDiv,
-        IBin::Mod,
-        IBin::Min,
-        IBin::Max,
-    ])
+    prop::sample::select(vec![IBin::Add, IBin::Sub, IBin::Mul, IBin::FloorDiv, IBin::CeilDiv, IBin::Mod, IBin::Min, IBin::Max])
 }
 
 /// Expressions of depth <= 5 over constants in -20..20 and 3 variables.
@@ -41,8 +32,7 @@ fn arb_index_expr() -> impl Strategy<Value = IExpr> {
         let divop = prop::sample::select(vec![IBin::FloorDiv, IBin::CeilDiv, IBin::Mod]);
         prop_oneof![
             (arb_op(), inner.clone(), inner.clone()).prop_map(|(op, a, b)| IExpr::bin(op, a, b)),
-            (inner.clone(), d.clone(), inner.clone(), divop.clone())
-                .prop_map(|(a, c, b, op)| IExpr::bin(op, IExpr::add(IExpr::mul(a, c.clone()), b), c)),
+            (inner.clone(), d.clone(), inner.clone(), divop.clone()).prop_map(|(a, c, b, op)| IExpr::bin(op, IExpr::add(IExpr::mul(a, c.clone()), b), c)),
             (inner.clone(), d.clone(), divop).prop_map(|(a, c, op)| IExpr::bin(op, IExpr::mul(a, c.clone()), c)),
             (inner.clone(), d.clone(), prop::sample::select(vec![IBin::FloorDiv, IBin::Mod])).prop_map(|(x, c, op)| IExpr::bin(op, x, c)),
             (inner.clone(), d, 0i64..4).prop_map(|(x, c, k)| IExpr::add(
@@ -86,10 +76,7 @@ fn points(rs: &[(i64, i64)], seeds: &[[u64; NVARS]]) -> Vec<Vec<i64>> {
         }
         return out;
     }
-    let mut out: Vec<Vec<i64>> = seeds
-        .iter()
-        .map(|s| rs.iter().zip(s).map(|(&(lo, hi), &u)| lo + (u % ((hi - lo) as u64 + 1)) as i64).collect())
-        .collect();
+    let mut out: Vec<Vec<i64>> = seeds.iter().map(|s| rs.iter().zip(s).map(|(&(lo, hi), &u)| lo + (u % ((hi - lo) as u64 + 1)) as i64).collect()).collect();
     for mask in 0..(1 << NVARS) {
         out.push(rs.iter().enumerate().map(|(i, &(lo, hi))| if mask >> i & 1 == 1 { hi } else { lo }).collect());
     }
@@ -185,10 +172,7 @@ fn conv_guard_proved_by_loop_bounds_disappears() {
     // Valid 1-D convolution, H = 8, K = 3: oh in [0, 6), kh in [0, 3);
     // the input position oh + kh is in [0, 8) by the bounds alone.
     let write = Node::LoadIndex { var: 2, buf: 0, offset: IExpr::add(v(0), v(1)) };
-    let g = Node::Guard(Guard {
-        conds: vec![Cond::InRange { e: IExpr::add(v(0), v(1)), lo: IExpr::c(0), hi: IExpr::c(8) }],
-        body: vec![write.clone()],
-    });
+    let g = Node::Guard(Guard { conds: vec![Cond::InRange { e: IExpr::add(v(0), v(1)), lo: IExpr::c(0), hi: IExpr::c(8) }], body: vec![write.clone()] });
     let inner = Node::For(For { var: 1, lo: IExpr::c(0), hi: IExpr::c(3), kind: LoopKind::Reduce, body: vec![g] });
     let outer = Node::For(For { var: 0, lo: IExpr::c(0), hi: IExpr::c(6), kind: LoopKind::Parallel, body: vec![inner] });
     let vars = ["oh", "kh", "t"].iter().map(|n| Var { name: n.to_string() }).collect();

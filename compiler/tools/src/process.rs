@@ -1,4 +1,4 @@
-//! The process side of the exit-code contract (DESIGN.md section 5): a
+//! The process side of the exit-code contract (docs/architecture.md section 5): a
 //! tool's body runs under [`run_main`], which turns its [`Failure`] or a
 //! panic into a message and an exit code, and gives SIGPIPE its Unix
 //! meaning.
@@ -18,7 +18,10 @@ pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindS
 pub fn run_main_status(body: impl FnOnce() -> Result<i32, Failure> + std::panic::UnwindSafe) -> ! {
     restore_sigpipe();
     std::panic::set_hook(Box::new(|info| {
-        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
         let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();

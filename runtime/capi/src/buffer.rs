@@ -42,7 +42,15 @@ pub unsafe extern "C" fn et_buffer_alloc(device: *const EtDevice, dtype: i32, nd
 /// of at least `bytes` bytes, alive while any handle to the buffer (the
 /// caller's, a program's) may use it.
 #[no_mangle]
-pub unsafe extern "C" fn et_buffer_wrap(device: *const EtDevice, ptr: u64, bytes: usize, dtype: i32, ndim: usize, shape: *const i64, out: *mut *mut EtBuffer) -> EtStatus {
+pub unsafe extern "C" fn et_buffer_wrap(
+    device: *const EtDevice,
+    ptr: u64,
+    bytes: usize,
+    dtype: i32,
+    ndim: usize,
+    shape: *const i64,
+    out: *mut *mut EtBuffer,
+) -> EtStatus {
     entry("et_buffer_wrap", || {
         let out = out_ptr(out, "out")?;
         // SAFETY: the caller's contract.

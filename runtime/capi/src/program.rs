@@ -9,7 +9,9 @@ use eintup_runtime::{Device, Error, Program, Result};
 
 use crate::buffer::EtBuffer;
 use crate::device::{EtBundle, EtDevice};
-use crate::status::{array, bytes_mut, dtype_code, entry, give, handle, handle_mut, host_tensor, out_ptr, take, text, EtStatus, ET_ROLE_INPUT, ET_ROLE_OUTPUT, ET_ROLE_TEMP};
+use crate::status::{
+    array, bytes_mut, dtype_code, entry, give, handle, handle_mut, host_tensor, out_ptr, take, text, EtStatus, ET_ROLE_INPUT, ET_ROLE_OUTPUT, ET_ROLE_TEMP,
+};
 
 /// A bundle loaded on a device, run many times. Used by one thread at a
 /// time.
@@ -198,12 +200,20 @@ pub unsafe extern "C" fn et_program_write(
 /// null or valid for `count` values; each `names[i]` is a NUL-terminated
 /// string and each `shapes[i]` valid for `ndims[i]` values.
 #[no_mangle]
-pub unsafe extern "C" fn et_program_reshape(program: *mut EtProgram, count: usize, names: *const *const c_char, ndims: *const usize, shapes: *const *const i64) -> EtStatus {
+pub unsafe extern "C" fn et_program_reshape(
+    program: *mut EtProgram,
+    count: usize,
+    names: *const *const c_char,
+    ndims: *const usize,
+    shapes: *const *const i64,
+) -> EtStatus {
     entry("et_program_reshape", || {
         // SAFETY: the caller's contract.
         let p = unsafe { handle_mut(program, "program") }?;
         if p.source.manifest().dynamic.is_none() {
-            return Err(Error::InvalidArgument("reshaping a program: its bundle is static (its shapes are fixed); build it with `eintup build --dynamic`".into()));
+            return Err(Error::InvalidArgument(
+                "reshaping a program: its bundle is static (its shapes are fixed); build it with `eintup build --dynamic`".into(),
+            ));
         }
         // SAFETY (each): the caller's contract.
         let (names, ndims, shapes) = unsafe { (array(names, count, "names")?, array(ndims, count, "ndims")?, array(shapes, count, "shapes")?) };
@@ -213,7 +223,10 @@ pub unsafe extern "C" fn et_program_reshape(program: *mut EtProgram, count: usiz
             let name = unsafe { text(name, "names[i]") }?;
             // SAFETY: the caller's contract.
             let dims = unsafe { array(shape, n, "shapes[i]") }?;
-            let dims = dims.iter().map(|&d| usize::try_from(d).map_err(|_| Error::Input { name: name.to_string(), reason: format!("shape {dims:?} has a negative extent") })).collect::<Result<Vec<usize>>>()?;
+            let dims = dims
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| Error::Input { name: name.to_string(), reason: format!("shape {dims:?} has a negative extent") }))
+                .collect::<Result<Vec<usize>>>()?;
             given.insert(name.to_string(), dims);
         }
         let (bound, _) = p.source.bind_given(&given, &std::collections::BTreeMap::new())?;

@@ -101,12 +101,8 @@ fn run(args: &Args) -> Result<(), Failure> {
     let kind: DeviceKind = args.device.parse().map_err(|e: Error| user(format!("--device {}: {e}", args.device)))?;
     let profiling = args.profile || args.profile_json.is_some();
     match kind {
-        DeviceKind::Cuda if profiling => {
-            return Err(user("--profile and --profile-json need --device emu (on a GPU, use Nsight Compute)"))
-        }
-        DeviceKind::Emulator if args.time.is_some() => {
-            return Err(user("--time needs a GPU: the emulator does not model time (use --profile)"))
-        }
+        DeviceKind::Cuda if profiling => return Err(user("--profile and --profile-json need --device emu (on a GPU, use Nsight Compute)")),
+        DeviceKind::Emulator if args.time.is_some() => return Err(user("--time needs a GPU: the emulator does not model time (use --profile)")),
         _ => {}
     }
     // Everything about the bundle and the inputs is checked before the
@@ -144,13 +140,8 @@ fn run(args: &Args) -> Result<(), Failure> {
         std::fs::write(path, p.to_json() + "\n").map_err(|e| user(format!("--profile-json {}: {e}", path.display())))?;
     }
     let profile = profile.filter(|_| args.profile);
-    let outputs: Vec<(&str, &Tensor)> = bundle
-        .manifest()
-        .buffers
-        .iter()
-        .filter(|b| b.role == Role::Output)
-        .filter_map(|b| out.get(&b.name).map(|t| (b.name.as_str(), t)))
-        .collect();
+    let outputs: Vec<(&str, &Tensor)> =
+        bundle.manifest().buffers.iter().filter(|b| b.role == Role::Output).filter_map(|b| out.get(&b.name).map(|t| (b.name.as_str(), t))).collect();
     if args.json {
         let j = serde_json::json!({
             "device": device_json(&info),
@@ -200,10 +191,8 @@ fn open(path: &Path, args: &Args) -> Result<(Bundle, BTreeMap<String, Tensor>), 
     }
     let mut inputs = BTreeMap::new();
     for spec in &args.inputs {
-        let (name, file) = spec
-            .split_once('=')
-            .filter(|(n, f)| !n.is_empty() && !f.is_empty())
-            .ok_or_else(|| user(format!("--input {spec}: expected NAME=PATH.npy")))?;
+        let (name, file) =
+            spec.split_once('=').filter(|(n, f)| !n.is_empty() && !f.is_empty()).ok_or_else(|| user(format!("--input {spec}: expected NAME=PATH.npy")))?;
         let t = npy::read(Path::new(file)).map_err(|e| user(format!("--input {spec}: {file}: {e}")))?;
         if inputs.insert(name.to_string(), t).is_some() {
             return Err(user(format!("--input {spec}: `{name}` is given twice")));

@@ -16,7 +16,7 @@
 //!   documents, though not necessarily the bits a GPU's special function
 //!   unit gives.
 
-use super::decode::{AtomOp, Cmp, FloatOp, FloatUnOp, IntKind, IntOp, IntUnOp, Rnd, Ty};
+use super::inst::{AtomOp, Cmp, FloatOp, FloatUnOp, IntKind, IntOp, IntUnOp, Rnd, Ty};
 
 /// The low `bits` bits set.
 pub(crate) fn mask(bits: u32) -> u64 {
@@ -419,11 +419,7 @@ fn round_int(x: f64, rnd: Rnd) -> f64 {
 /// beyond i128 arrive already saturated by the `as` cast.
 fn clamp_int(v: i128, to: Ty) -> i128 {
     let bits = to.bits();
-    let (lo, hi) = if to.is_signed() {
-        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
-    } else {
-        (0, (1i128 << bits) - 1)
-    };
+    let (lo, hi) = if to.is_signed() { (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1) } else { (0, (1i128 << bits) - 1) };
     v.clamp(lo, hi)
 }
 

@@ -81,7 +81,8 @@ pub(crate) fn immediate_postdominators(succ: &[Vec<usize>]) -> Vec<Option<usize>
 
 #[cfg(test)]
 mod tests {
-    use crate::emu::decode::{set_reconvergence_points, Inst, Op, PredSrc, NO_PC};
+    use crate::emu::decode::set_reconvergence_points;
+    use crate::emu::inst::{Inst, Op, PredSrc, NO_PC};
 
     fn inst(op: Op, guarded: bool) -> Inst {
         Inst { op, guard: guarded.then_some(PredSrc { idx: 0, neg: false }) }

@@ -25,16 +25,15 @@
 //! not order, whatever the interleaving.
 
 use super::arith::{self, mask};
-use super::decode::{
-    Addr, AtomOp, Dst, Kernel, Op, PredSrc, ShflMode, Space, Special, Src, Ty, VoteDst, VoteMode, LOCAL_WINDOW, NO_PC,
-    SHARED_WINDOW, WARP, WINDOW_BYTES,
-};
-use crate::fault::{Fault, FaultKind, OtherAccess, RaceKind};
 use super::async_copy::{AsyncCopies, MAX_COPY};
+use super::inst::{
+    Addr, AtomOp, Dst, Kernel, Op, PredSrc, ShflMode, Space, Special, Src, Ty, VoteDst, VoteMode, LOCAL_WINDOW, NO_PC, SHARED_WINDOW, WARP, WINDOW_BYTES,
+};
 use super::memory::{describe_miss, load, store, Accessor, Conflict, Global, Shadow};
-use crate::profile::{sectors, shared_wavefronts, Profile};
 use super::EmuOptions;
 use crate::error::{Error, Result};
+use crate::fault::{Fault, FaultKind, OtherAccess, RaceKind};
+use crate::profile::{sectors, shared_wavefronts, Profile};
 
 /// Byte written over shared and local memory before a block runs: reading
 /// memory nobody wrote gives NaN floats and -1 integers rather than
@@ -85,19 +84,13 @@ pub(crate) fn run(
         let Some(d) = dims else { continue };
         let bad = if what == ".reqntid" { d != launch.block } else { tpb > d.iter().product::<u32>() };
         if bad {
-            return Err(Error::InvalidArgument(format!(
-                "launch of `{}` with block {:?}, but the kernel declares {what} {:?}",
-                k.name, launch.block, d
-            )));
+            return Err(Error::InvalidArgument(format!("launch of `{}` with block {:?}, but the kernel declares {what} {:?}", k.name, launch.block, d)));
         }
     }
     let mut params = vec![0u8; k.param_bytes];
     for (i, ((off, size), arg)) in k.params.iter().zip(launch.args).enumerate() {
         if *size != 8 {
-            return Err(Error::BadPtx(format!(
-                "parameter {i} of `{}` has {size} bytes; bundle kernels take 64-bit pointers",
-                k.name
-            )));
+            return Err(Error::BadPtx(format!("parameter {i} of `{}` has {size} bytes; bundle kernels take 64-bit pointers", k.name)));
         }
         store(&mut params, *off, 8, *arg);
     }
@@ -275,7 +268,9 @@ fn lanes(mut m: u32) -> impl Iterator<Item = usize> {
 /// How a thread touches memory.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Access {
-    Load { nc: bool },
+    Load {
+        nc: bool,
+    },
     /// The bytes stored, little-endian (a `.v4` of 8-byte values at most).
     Store([u8; 32]),
     Atomic,
@@ -399,10 +394,7 @@ impl Exec<'_> {
                 let lane = other.live().trailing_zeros() as usize;
                 let msg = format!(
                     "warp {} waits at barrier {id2} (line {}) while warp {} waits at barrier {id} (line {}); neither can complete",
-                    other.index,
-                    self.k.lines[pc2 as usize],
-                    first.index,
-                    self.k.lines[pc as usize]
+                    other.index, self.k.lines[pc2 as usize], first.index, self.k.lines[pc as usize]
                 );
                 return Err(self.fault(other, lane, pc2, FaultKind::Barrier(msg)));
             }
@@ -551,10 +543,10 @@ impl Exec<'_> {
                 let eq = 1u32 << l;
                 let lt = eq - 1;
                 match c {
-                    super::decode::Cmp::Eq => eq,
-                    super::decode::Cmp::Lt => lt,
-                    super::decode::Cmp::Le => lt | eq,
-                    super::decode::Cmp::Ge => !lt,
+                    super::inst::Cmp::Eq => eq,
+                    super::inst::Cmp::Lt => lt,
+                    super::inst::Cmp::Le => lt | eq,
+                    super::inst::Cmp::Ge => !lt,
                     _ => !(lt | eq),
                 }
             }
@@ -623,7 +615,7 @@ impl Exec<'_> {
                 w.write(d, exec, &out);
             }
             Op::Float { op, f64, ftz, sat, d, a, b } => {
-                if matches!(op, super::decode::FloatOp::Add | super::decode::FloatOp::Sub | super::decode::FloatOp::Mul) {
+                if matches!(op, super::inst::FloatOp::Add | super::inst::FloatOp::Sub | super::inst::FloatOp::Mul) {
                     self.profile.flops += lanes_on;
                 }
                 self.map2(w, exec, d, a, b, |x, y| arith::float_binary(op, f64, ftz, sat, x, y));
@@ -672,9 +664,9 @@ impl Exec<'_> {
                     Some((op, c)) => {
                         let c = w.pred(c);
                         let f = |x: u32| match op {
-                            super::decode::BoolOp::And => x & c,
-                            super::decode::BoolOp::Or => x | c,
-                            super::decode::BoolOp::Xor => x ^ c,
+                            super::inst::BoolOp::And => x & c,
+                            super::inst::BoolOp::Or => x | c,
+                            super::inst::BoolOp::Xor => x ^ c,
                         };
                         (f(t), f(!t))
                     }
@@ -699,9 +691,9 @@ impl Exec<'_> {
             Op::PredLogic { op, d, a, b } => {
                 let (x, y) = (w.pred(a), w.pred(b));
                 let v = match op {
-                    super::decode::BoolOp::And => x & y,
-                    super::decode::BoolOp::Or => x | y,
-                    super::decode::BoolOp::Xor => x ^ y,
+                    super::inst::BoolOp::And => x & y,
+                    super::inst::BoolOp::Or => x | y,
+                    super::inst::BoolOp::Xor => x ^ y,
                 };
                 w.set_pred(d, exec, v);
             }
@@ -896,11 +888,7 @@ impl Exec<'_> {
         for l in lanes(exec) {
             let named = mv[l] as u32 & w.live();
             if named & !exec != 0 {
-                let msg = format!(
-                    "{what} names lanes {} of warp {} that do not execute it with lane {l}",
-                    lane_list(named & !exec),
-                    w.index
-                );
+                let msg = format!("{what} names lanes {} of warp {} that do not execute it with lane {l}", lane_list(named & !exec), w.index);
                 return Err(self.fault(w, l, pc, FaultKind::Convergence(msg)));
             }
         }
@@ -923,13 +911,7 @@ impl Exec<'_> {
         }
         let oob = |detail: String| FaultKind::OutOfBounds { space: name, access: access.name(), address: addr, size, detail };
         let within = |len: usize| off.checked_add(u64::from(size)).is_some_and(|end| end <= len as u64);
-        let acc = Accessor {
-            tag: 0,
-            thread: self.block_lin * self.tpb + w.index * WARP as u32 + lane as u32,
-            block: self.block_lin,
-            epoch: self.epoch,
-            pc,
-        };
+        let acc = Accessor { tag: 0, thread: self.block_lin * self.tpb + w.index * WARP as u32 + lane as u32, block: self.block_lin, epoch: self.epoch, pc };
         let words = |o: usize| (o / 4)..=((o + size as usize - 1) / 4);
         match space {
             Space::Global => {

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::fault::RaceKind;
 
 /// Address of the first allocation: far above the generic windows of
-/// shared and local memory (see `decode::SHARED_WINDOW`), and not 0, so that
+/// shared and local memory (see `inst::SHARED_WINDOW`), and not 0, so that
 /// a null pointer is never inside an allocation.
 pub(crate) const GLOBAL_BASE: u64 = 0x0000_7000_0000_0000;
 /// Unmapped bytes after each allocation (and the alignment of each start,
@@ -67,13 +67,9 @@ pub(crate) fn describe_miss(allocs: &[Allocation], addr: u64, size: u64) -> Stri
     let below = allocs.iter().rev().find(|a| a.base <= addr);
     let above = allocs.iter().find(|a| a.base > addr);
     match (below, above) {
-        (Some(a), _) if addr - a.base < a.data.len() as u64 + RED_ZONE => format!(
-            "{} bytes past the end of buffer `{}` ({} bytes at {:#x})",
-            addr + size - (a.base + a.data.len() as u64),
-            a.name,
-            a.data.len(),
-            a.base
-        ),
+        (Some(a), _) if addr - a.base < a.data.len() as u64 + RED_ZONE => {
+            format!("{} bytes past the end of buffer `{}` ({} bytes at {:#x})", addr + size - (a.base + a.data.len() as u64), a.name, a.data.len(), a.base)
+        }
         (_, Some(a)) if a.base - addr <= RED_ZONE => {
             format!("{} bytes before buffer `{}` ({} bytes at {:#x})", a.base - addr, a.name, a.data.len(), a.base)
         }

@@ -24,6 +24,7 @@ mod async_copy;
 mod cfg;
 pub(crate) mod decode;
 mod exec;
+pub(crate) mod inst;
 mod memory;
 
 use std::collections::BTreeMap;
@@ -35,10 +36,10 @@ pub use crate::profile::{Profile, ProfileReport};
 use crate::backend::{self, Backend, Launch};
 use crate::buffer::{DeviceId, DeviceMemory};
 use crate::bundle::Bundle;
-use crate::info::{DeviceInfo, DeviceKind};
 use crate::error::Result;
+use crate::info::{DeviceInfo, DeviceKind};
 use eintup_tensor::Tensor;
-use decode::{Kernel, Program};
+use inst::{Kernel, Program};
 use memory::Memory;
 
 /// How the emulator runs.
@@ -256,10 +257,7 @@ impl Backend for Session<'_> {
     }
 
     fn kernel(&mut self, module: &Program, name: &str) -> Result<Arc<Kernel>> {
-        module
-            .kernel(name)
-            .map(|i| module.kernels[i].clone())
-            .ok_or_else(|| crate::error::Error::BadPtx(format!("no `.entry {name}`")))
+        module.kernel(name).map(|i| module.kernels[i].clone()).ok_or_else(|| crate::error::Error::BadPtx(format!("no `.entry {name}`")))
     }
 
     fn alloc(&mut self, name: &str, bytes: usize) -> Result<Alloc> {

@@ -72,11 +72,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, String> {
     declared_elements(bytes)?;
     let mut data: &[u8] = bytes;
     let header = npyz::NpyHeader::from_reader(&mut data).map_err(|e| format!("not a valid .npy file: {e}"))?;
-    let shape: Vec<usize> = header
-        .shape()
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| "shape too large".to_string()))
-        .collect::<Result<_, _>>()?;
+    let shape: Vec<usize> = header.shape().iter().map(|&d| usize::try_from(d).map_err(|_| "shape too large".to_string())).collect::<Result<_, _>>()?;
     if header.order() == npyz::Order::Fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
         return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
     }
@@ -97,15 +93,10 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, String> {
     let needed = header.len().checked_mul(width).ok_or_else(|| format!("shape {shape:?} is too large"))?;
     let held = data.len() as u64;
     if held < needed {
-        return Err(format!(
-            "the file is truncated: shape {shape:?} of `{ty}` needs {needed} bytes of data, the file holds {held} after its header"
-        ));
+        return Err(format!("the file is truncated: shape {shape:?} of `{ty}` needs {needed} bytes of data, the file holds {held} after its header"));
     }
     if held > needed {
-        return Err(format!(
-            "{} bytes of trailing data after the array (shape {shape:?} of `{ty}` needs {needed} bytes)",
-            held - needed
-        ));
+        return Err(format!("{} bytes of trailing data after the array (shape {shape:?} of `{ty}` needs {needed} bytes)", held - needed));
     }
     let npy = npyz::NpyFile::with_header(header, data);
     let bad = |e: io::Error| format!("cannot read data: {e}");

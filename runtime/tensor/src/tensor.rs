@@ -101,24 +101,9 @@ impl Data {
             return None;
         }
         Some(match dtype {
-            DType::I32 => Data::I32(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            ),
-            DType::F32 => Data::F32(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            ),
-            DType::F64 => Data::F64(
-                bytes
-                    .chunks_exact(8)
-                    .map(|c| f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                    .collect(),
-            ),
+            DType::I32 => Data::I32(bytes.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()),
+            DType::F32 => Data::F32(bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()),
+            DType::F64 => Data::F64(bytes.chunks_exact(8).map(|c| f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()),
         })
     }
 
@@ -206,11 +191,7 @@ impl Tensor {
     pub fn check(&self) -> Result<(), String> {
         match element_count(&self.shape) {
             Some(n) if n == self.data.len() => Ok(()),
-            Some(n) => Err(format!(
-                "holds {} elements but shape {:?} needs {n}",
-                self.data.len(),
-                self.shape
-            )),
+            Some(n) => Err(format!("holds {} elements but shape {:?} needs {n}", self.data.len(), self.shape)),
             None => Err(format!("shape {:?} has more elements than fit in memory", self.shape)),
         }
     }

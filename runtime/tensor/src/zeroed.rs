@@ -7,7 +7,7 @@
 //! from the allocator already zero (`calloc`: fresh pages from the kernel,
 //! zeroed by it on first touch, by whichever thread touches them).
 //!
-//! Tried and not kept (2026-11-26, docs/performance.md section 9): advising
+//! Tried and not kept (2026-11-26, docs/journal/performance.md section 9): advising
 //! large buffers to transparent huge pages (`madvise(MADV_HUGEPAGE)`) cut
 //! the page faults of the 1024 chain from 16,481 to 5,752 but not its
 //! time (0.212-0.224 s against 0.221-0.250 s, `perf stat -r 8`, within the

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{manifest_value, manifest_with_generator, write_bundle, TempDir, N, PTX};
-use eintup_runtime::{npy, Device, Data};
+use eintup_runtime::{npy, Data, Device};
 
 /// The binary under test: `ETRUN` when set (the GPU kit runs this test
 /// binary far from the build tree), else the one cargo built beside it.

@@ -194,11 +194,7 @@ const REVERSE: &str = "
 ";
 
 fn reverse_bundle(ptx: &str) -> Bundle {
-    bundle(
-        &module(ptx),
-        json!([buf("x", "f32", 128, "input"), buf("y", "f32", 128, "output")]),
-        json!([launch("reverse", 2, 64, &["x", "y"])]),
-    )
+    bundle(&module(ptx), json!([buf("x", "f32", 128, "input"), buf("y", "f32", 128, "output")]), json!([launch("reverse", 2, 64, &["x", "y"])]))
 }
 
 fn x128() -> BTreeMap<String, Tensor> {
@@ -290,9 +286,8 @@ const VRED: &str = "
 /// have are refused when the module is read.
 #[test]
 fn vector_reductions_add_four_floats_in_one_request() {
-    let b = |ptx: &str| {
-        bundle(&module(ptx), json!([buf("x", "f32", 128, "input"), buf("y", "f32", 36, "output")]), json!([launch("vred", 2, 32, &["x", "y"])]))
-    };
+    let b =
+        |ptx: &str| bundle(&module(ptx), json!([buf("x", "f32", 128, "input"), buf("y", "f32", 36, "output")]), json!([launch("vred", 2, 32, &["x", "y"])]));
     let xs: Vec<f32> = (0..128).map(|i| (i as f32) * 0.5 - 7.0).collect();
     let inputs = BTreeMap::from([("x".to_string(), Tensor::new(vec![128], Data::F32(xs.clone())).unwrap())]);
     let (out, profile) = run(&b(&VRED.replace("OFFSET", "0")), inputs.clone()).unwrap();
@@ -370,11 +365,7 @@ fn vector_shared_accesses_are_one_request_of_quarter_warp_wavefronts() {
     // (thread t reads vector (t * mul) & mask, the read's wavefronts and conflicts)
     for (mul, mask, wavefronts, conflicts) in [(1, 31, 4, 0), (1, 15, 2, 0), (2, 31, 4, 2)] {
         let ptx = VSHARED.replace("MUL", &mul.to_string()).replace("MASK", &mask.to_string());
-        let b = bundle(
-            &module(&ptx),
-            json!([buf("x", "f32", 128, "input"), buf("y", "f32", 128, "output")]),
-            json!([launch("vshared", 1, 32, &["x", "y"])]),
-        );
+        let b = bundle(&module(&ptx), json!([buf("x", "f32", 128, "input"), buf("y", "f32", 128, "output")]), json!([launch("vshared", 1, 32, &["x", "y"])]));
         let (out, profile) = run(&b, inputs.clone()).unwrap();
         let want: Vec<f32> = (0..128).map(|i| (((i / 4 * mul) & mask) * 4 + i % 4) as f32).collect();
         assert_eq!(out["y"].data, Data::F32(want), "mul {mul} mask {mask}");
@@ -430,7 +421,11 @@ WAIT:
 /// source size operand `extra` (", 0" or nothing), and `edit` applied.
 fn acopy(size: u32, extra: &str, edit: &dyn Fn(String) -> String) -> String {
     let cache = if size == 16 { "cg" } else { "ca" };
-    let ptx = ACOPY.replace("COPIERS", &(256 / size).to_string()).replace("CACHE", cache).replace("SIZEEXTRA", &format!("{size}{extra}")).replace("SIZE", &size.to_string());
+    let ptx = ACOPY
+        .replace("COPIERS", &(256 / size).to_string())
+        .replace("CACHE", cache)
+        .replace("SIZEEXTRA", &format!("{size}{extra}"))
+        .replace("SIZE", &size.to_string());
     edit(ptx)
 }
 
@@ -547,10 +542,17 @@ fn an_out_of_bounds_store_names_the_thread_and_buffer() {
     let f = fault(run(&b, BTreeMap::new()));
     assert_eq!((f.block, f.thread, f.instruction.as_str()), ([0, 0, 0], [40, 0, 0], "st.global.u32 [%rd3], %r1;"));
     let msg = f.to_string();
-    assert!(msg.starts_with("kernel `fill`, block (0, 0, 0), thread (40, 0, 0), line 15 `st.global.u32 [%rd3], %r1;`: out-of-bounds global store of 4 bytes at 0x"), "{msg}");
+    assert!(
+        msg.starts_with("kernel `fill`, block (0, 0, 0), thread (40, 0, 0), line 15 `st.global.u32 [%rd3], %r1;`: out-of-bounds global store of 4 bytes at 0x"),
+        "{msg}"
+    );
     assert!(msg.ends_with(": 4 bytes past the end of buffer `y` (160 bytes at 0x700000000000)"), "{msg}");
     // A null pointer (an empty buffer) is out of bounds too.
-    let b = bundle(&module(FILL), json!([json!({"name": "y", "dtype": "i32", "shape": [0], "role": "output", "init": {"kind": "zero"}})]), json!([launch("fill", 1, 1, &["y"])]));
+    let b = bundle(
+        &module(FILL),
+        json!([json!({"name": "y", "dtype": "i32", "shape": [0], "role": "output", "init": {"kind": "zero"}})]),
+        json!([launch("fill", 1, 1, &["y"])]),
+    );
     assert!(fault(run(&b, BTreeMap::new())).to_string().contains("a null pointer"));
 }
 
@@ -805,16 +807,16 @@ fn numerics_follow_the_ptx_isa() {
     let v = u32s(&out["out"]);
     let third = 1.0f64 / 3.0;
     let want = [
-        (-3i32) as u32,           // div truncates toward zero
-        (-1i32) as u32,           // rem has the dividend's sign
-        2,                        // 2.5 to nearest even
-        (-3i32) as u32,           // floor(-2.25)
-        i32::MIN as u32,          // NaN from f64: MININT
-        0,                        // NaN from f32: 0
-        255,                      // 300 saturated to u8
-        2f32.powi(-24).to_bits(), // (1 + 2^-12)^2 - (1 + 2^-11), fused: exactly 2^-24
-        0,                        // unfused: the product's 2^-24 term is rounded away
-        (third as f32).to_bits(), // .rn rounds 1/3 up...
+        (-3i32) as u32,                       // div truncates toward zero
+        (-1i32) as u32,                       // rem has the dividend's sign
+        2,                                    // 2.5 to nearest even
+        (-3i32) as u32,                       // floor(-2.25)
+        i32::MIN as u32,                      // NaN from f64: MININT
+        0,                                    // NaN from f32: 0
+        255,                                  // 300 saturated to u8
+        2f32.powi(-24).to_bits(),             // (1 + 2^-12)^2 - (1 + 2^-11), fused: exactly 2^-24
+        0,                                    // unfused: the product's 2^-24 term is rounded away
+        (third as f32).to_bits(),             // .rn rounds 1/3 up...
         (third as f32).next_down().to_bits(), // ...and .rz down
         0,
     ];

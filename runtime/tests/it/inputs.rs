@@ -6,7 +6,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use eintup_runtime::check::{check_inputs, check_target};
-use eintup_runtime::{DType, Error, Data, Tensor, Manifest};
+use eintup_runtime::{DType, Data, Error, Manifest, Tensor};
 use serde_json::json;
 
 fn manifest() -> Manifest {
@@ -101,11 +101,7 @@ fn ptx_runs_on_same_or_newer_architectures() {
 
 #[test]
 fn host_data_bytes_round_trip() {
-    let cases = [
-        Data::I32(vec![0, -1, i32::MAX, i32::MIN]),
-        Data::F32(vec![0.5, -3.25, f32::INFINITY]),
-        Data::F64(vec![1e300, -0.0, 2.5]),
-    ];
+    let cases = [Data::I32(vec![0, -1, i32::MAX, i32::MIN]), Data::F32(vec![0.5, -3.25, f32::INFINITY]), Data::F64(vec![1e300, -0.0, 2.5])];
     for d in cases {
         let bytes = d.to_ne_bytes();
         assert_eq!(bytes.len(), d.len() * d.dtype().size());

@@ -182,10 +182,7 @@ fn steps_refer_to_known_things() {
 
 #[test]
 fn args_match_params() {
-    rejected(
-        |v| v["steps"][1]["args"] = json!(["x"]),
-        "step 1: kernel `add_one` takes 2 arguments (src, dst), the launch passes 1",
-    );
+    rejected(|v| v["steps"][1]["args"] = json!(["x"]), "step 1: kernel `add_one` takes 2 arguments (src, dst), the launch passes 1");
 }
 
 #[test]
@@ -250,7 +247,13 @@ fn generators_parse_and_are_validated() {
     };
     with(|v| v["generate"][0]["buffer"] = json!("nope"), "generate: unknown buffer `nope`");
     with(|v| v["generate"][0]["buffer"] = json!("z"), "generate: buffer `z` is not an input");
-    with(|v| { let g = v["generate"][0].clone(); v["generate"].as_array_mut().unwrap().push(g) }, "buffer `x` has two generators");
+    with(
+        |v| {
+            let g = v["generate"][0].clone();
+            v["generate"].as_array_mut().unwrap().push(g)
+        },
+        "buffer `x` has two generators",
+    );
     with(|v| v["generate"][0]["steps"][0]["kernel"] = json!("gone"), "generate `x` step 0: launch of unknown kernel `gone`");
     with(|v| v["generate"][0]["steps"][0]["args"] = json!(["y"]), "generate `x` step 0: kernel `add_one` takes 2 arguments");
     with(|v| v["generate"][0]["steps"][0]["block"] = json!([2048, 1, 1]), "generate `x` step 0: launch of `add_one`: block");
@@ -307,7 +310,11 @@ fn launches_must_fit_the_kernels_param_types() {
             typed(v);
             v["buffers"][2]["shape"] = json!([n - 1]);
         },
-        &format!("step 3: launch of `add_one` passes buffer `z` of {} elements (shape [{}]) for parameter `dst`, compiled for a buffer of {n} elements", n - 1, n - 1),
+        &format!(
+            "step 3: launch of `add_one` passes buffer `z` of {} elements (shape [{}]) for parameter `dst`, compiled for a buffer of {n} elements",
+            n - 1,
+            n - 1
+        ),
     );
     rejected(
         |v| {
@@ -316,10 +323,7 @@ fn launches_must_fit_the_kernels_param_types() {
         },
         "step 1: launch of `add_one` passes buffer `y` of i32 for parameter `dst`, compiled for f32",
     );
-    rejected(
-        |v| v["kernels"][0]["param_types"] = json!([{"dtype": "f32", "elements": n}]),
-        "kernel `add_one`: 2 parameters but 1 param_types",
-    );
+    rejected(|v| v["kernels"][0]["param_types"] = json!([{"dtype": "f32", "elements": n}]), "kernel `add_one`: 2 parameters but 1 param_types");
     // A larger buffer than compiled for is fine: the kernel stays inside.
     let mut v = common::manifest_value();
     typed(&mut v);

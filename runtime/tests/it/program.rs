@@ -134,7 +134,8 @@ fn generated_once(dev: &Device) {
     p.run().unwrap();
     assert_eq!(p.read("y").unwrap(), iota);
     // The emulator's profile counts the launches (None on a GPU).
-    let launches = |p: &mut eintup_runtime::Program<'_>| p.take_profile().map(|r| r.kernels.iter().map(|k| (k.name.clone(), k.launches)).collect::<BTreeMap<_, _>>());
+    let launches =
+        |p: &mut eintup_runtime::Program<'_>| p.take_profile().map(|r| r.kernels.iter().map(|k| (k.name.clone(), k.launches)).collect::<BTreeMap<_, _>>());
     let emulated = dev.kind() == eintup_runtime::DeviceKind::Emulator;
     if emulated {
         assert_eq!(launches(&mut p), Some(BTreeMap::from([("acc".to_string(), 2), ("gen".to_string(), 1)])), "generated once");
@@ -266,7 +267,10 @@ fn wrapped_device_memory_is_bound_like_any_buffer() {
     assert_eq!(whole.read().unwrap(), Tensor::new(vec![2 * N], Data::F32(want)).unwrap());
     // Sizes must agree, and lie inside one live buffer.
     let e = |r: Result<eintup_runtime::DeviceBuffer, Error>| r.unwrap_err().to_string();
-    assert_eq!(e(unsafe { dev.wrap(whole.device_ptr(), 8, DType::F32, &[N]) }), format!("invalid argument: wrapping 8 bytes at {:#x} as f32 of shape [128], which has 512 bytes", whole.device_ptr()));
+    assert_eq!(
+        e(unsafe { dev.wrap(whole.device_ptr(), 8, DType::F32, &[N]) }),
+        format!("invalid argument: wrapping 8 bytes at {:#x} as f32 of shape [128], which has 512 bytes", whole.device_ptr())
+    );
     assert_eq!(e(unsafe { dev.wrap(0, 4, DType::F32, &[1]) }), "invalid argument: wrapping a null pointer as 4 bytes");
     let past = e(unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64 + 4, N * 4, DType::F32, &[N]) });
     assert!(past.contains("not inside one buffer of the emulator (4 bytes past the end of buffer `DeviceBuffer`"), "{past}");
@@ -301,7 +305,11 @@ fn refuses_bindings(dev: &Device) {
     let long = dev.alloc(DType::F32, &[N + 1]).unwrap();
     assert_eq!(err(p.bind("y", &long)), "invalid argument: binding buffer `y`: the DeviceBuffer has shape [129], expected [128]");
     let square = dev.alloc(DType::F32, &[2, N / 2]).unwrap();
-    assert_eq!(err(p.bind("y", &square)), "invalid argument: binding buffer `y`: the DeviceBuffer has shape [2, 64], expected [128]", "the same bytes, another shape");
+    assert_eq!(
+        err(p.bind("y", &square)),
+        "invalid argument: binding buffer `y`: the DeviceBuffer has shape [2, 64], expected [128]",
+        "the same bytes, another shape"
+    );
     let fine = dev.alloc(DType::F32, &[N]).unwrap();
     assert_eq!(err(p.bind("z", &fine)), "invalid argument: binding buffer `z`: the bundle has no buffer of this name");
     assert!(err(p.unbind("z")).contains("the bundle has no buffer of this name"));
@@ -313,13 +321,22 @@ fn refuses_bindings(dev: &Device) {
     }
     // A bound input is written through its buffer, not the program.
     p.bind("x", &fine).unwrap();
-    assert_eq!(err(p.write("x", &f32s((0..N).map(|i| i as f32)))), "invalid argument: buffer `x` is bound to a DeviceBuffer: write that buffer (DeviceBuffer::write), or unbind it first");
+    assert_eq!(
+        err(p.write("x", &f32s((0..N).map(|i| i as f32)))),
+        "invalid argument: buffer `x` is bound to a DeviceBuffer: write that buffer (DeviceBuffer::write), or unbind it first"
+    );
     // A tensor of another dtype or shape is not written to a buffer.
-    assert_eq!(err(fine.write(&f32s((0..3).map(|i| i as f32)))), "invalid argument: writing a DeviceBuffer of f32 and shape [128] from a tensor of f32 and shape [3]");
+    assert_eq!(
+        err(fine.write(&f32s((0..3).map(|i| i as f32)))),
+        "invalid argument: writing a DeviceBuffer of f32 and shape [128] from a tensor of f32 and shape [3]"
+    );
     // Failed bindings changed nothing: the output is the program's own.
     assert!(p.bound("y").is_none());
     // An output may not share memory with another bound buffer.
-    assert_eq!(err(p.bind("y", &fine)), "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `x`; an output may share memory with no other buffer");
+    assert_eq!(
+        err(p.bind("y", &fine)),
+        "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `x`; an output may share memory with no other buffer"
+    );
     assert!(p.bound("y").is_none());
 }
 
@@ -329,7 +346,10 @@ fn temporaries_are_not_bound() {
     let b = Bundle::open(common::write_bundle(&common::TempDir::new("bind-temp"), &common::manifest_value().to_string(), common::PTX)).unwrap();
     let mut p = dev.load(&b).unwrap();
     let y = dev.alloc(DType::F32, &[common::N]).unwrap();
-    assert_eq!(p.bind("y", &y).unwrap_err().to_string(), "invalid argument: binding buffer `y`: it is a temporary of the bundle; only inputs and outputs are bound");
+    assert_eq!(
+        p.bind("y", &y).unwrap_err().to_string(),
+        "invalid argument: binding buffer `y`: it is a temporary of the bundle; only inputs and outputs are bound"
+    );
     // The empty output binds to an empty buffer (a null pointer).
     let e = dev.alloc(DType::F64, &[0, 3]).unwrap();
     assert_eq!(e.device_ptr(), 0);
@@ -380,7 +400,10 @@ fn inputs_may_share_memory_outputs_may_not() {
     let late = unsafe { dev.wrap(whole.device_ptr() + 16, N * 4, DType::F32, &[N]) }.unwrap();
     let early = unsafe { dev.wrap(whole.device_ptr(), N * 4, DType::F32, &[N]) }.unwrap();
     p.bind("a", &early).unwrap();
-    assert_eq!(p.bind("y", &late).unwrap_err().to_string(), "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `a`; an output may share memory with no other buffer");
+    assert_eq!(
+        p.bind("y", &late).unwrap_err().to_string(),
+        "invalid argument: binding buffer `y`: the DeviceBuffer overlaps the one bound to `a`; an output may share memory with no other buffer"
+    );
     // A start that is not 16-byte aligned is refused (the kernels may load
     // 16 bytes at a time), as an input too.
     let odd = unsafe { dev.wrap(whole.device_ptr() + 4, N * 4, DType::F32, &[N]) }.unwrap();

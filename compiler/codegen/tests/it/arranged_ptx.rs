@@ -32,7 +32,13 @@ fn matmul(m: i64, n: i64, k: i64) -> LoopModule {
 /// what `--stats` says it did.
 fn gpu_pipeline(m: &LoopModule, options: &str) -> (LoopModule, String) {
     let arranged = format!("arrange-threads{{{options}}}");
-    let names: Vec<&str> = MIDDLE_END.iter().chain(GPU_PASSES).copied().filter(|p| *p != "lower-to-loops").map(|p| if p == "arrange-threads" { arranged.as_str() } else { p }).collect();
+    let names: Vec<&str> = MIDDLE_END
+        .iter()
+        .chain(GPU_PASSES)
+        .copied()
+        .filter(|p| *p != "lower-to-loops")
+        .map(|p| if p == "arrange-threads" { arranged.as_str() } else { p })
+        .collect();
     let mut unit = Unit { ir: Ir::Loop(m.clone()), ..Unit::from_source(Source::from_string("mm.etir", "")) };
     let pm = manager::PassManager::from_names(&names, manager::Instrument { stats: true, ..Default::default() }).unwrap();
     let mut stats = Vec::new();

@@ -1,15 +1,15 @@
 //! Host code generation: loop modules built by hand (tests/codegen_cases)
 //! are JIT-compiled and run with `run_host`; results are compared with the
 //! same computations written directly in Rust from the semantics
-//! (LANGUAGE.md section 3, the loop dialect's doc comments).
+//! (docs/language.md section 3, the loop dialect's doc comments).
 
 use crate::codegen_cases;
 
 use codegen_cases as cases;
-use eintup_codegen::{emit_llvm, kernel_params, run_host, FpContract, HostCpu, Target};
 use eintup::ir::loops::{DType, For, IBin, IExpr, LoopKind, LoopModule, Node};
 use eintup::random::Stream;
 use eintup::tensor::{Data, Tensor};
+use eintup_codegen::{emit_llvm, kernel_params, run_host, FpContract, HostCpu, Target};
 use eintup_testkit::{assert_close, Tol};
 
 /// FLOAT agreement between compiled code and the formulas here.
@@ -50,13 +50,25 @@ fn ints(t: &Tensor) -> &[i32] {
 /// Python `a // b`, `ceil(a / b)` and `a % b` with divisor 0 giving 0,
 /// computed through f64 (exact enough for |a|, |b| <= 2^32).
 fn py_floor(a: i64, b: i64) -> i64 {
-    if b == 0 { 0 } else { (a as f64 / b as f64).floor() as i64 }
+    if b == 0 {
+        0
+    } else {
+        (a as f64 / b as f64).floor() as i64
+    }
 }
 fn py_ceil(a: i64, b: i64) -> i64 {
-    if b == 0 { 0 } else { (a as f64 / b as f64).ceil() as i64 }
+    if b == 0 {
+        0
+    } else {
+        (a as f64 / b as f64).ceil() as i64
+    }
 }
 fn py_mod(a: i64, b: i64) -> i64 {
-    if b == 0 { 0 } else { a - b * py_floor(a, b) }
+    if b == 0 {
+        0
+    } else {
+        a - b * py_floor(a, b)
+    }
 }
 
 #[test]
@@ -113,11 +125,13 @@ fn compile_groups_balance_the_kernels_cost() {
     assert!(cm > cp, "the matmul's nest ({cm}) costs more than the scaling loop ({cp})");
     // Kernels 0..3 cost cm, 3..6 cost cp.
     let mut m = base.clone();
-    m.kernels = (0..6).map(|i| {
-        let mut k = if i < 3 { mm.clone() } else { post.clone() };
-        k.name = format!("k{i}");
-        k
-    }).collect();
+    m.kernels = (0..6)
+        .map(|i| {
+            let mut k = if i < 3 { mm.clone() } else { post.clone() };
+            k.name = format!("k{i}");
+            k
+        })
+        .collect();
     let two = eintup_codegen::compile_groups(&m, 2);
     assert_eq!(two.len(), 2);
     let cost = |g: &Vec<usize>| g.iter().map(|&i| eintup_codegen::compile_cost(&m.kernels[i])).sum::<u128>();
@@ -183,14 +197,8 @@ fn int_arithmetic_wraps_and_divides_like_python() {
     let n = cases::INT_N as usize;
     for i in 0..n {
         let (x, y) = (a[i] as i64, b[i] as i64);
-        let want = [
-            a[i].wrapping_add(b[i]),
-            a[i].wrapping_sub(b[i]),
-            a[i].wrapping_mul(b[i]),
-            py_floor(x, y) as i32,
-            py_ceil(x, y) as i32,
-            py_mod(x, y) as i32,
-        ];
+        let want =
+            [a[i].wrapping_add(b[i]), a[i].wrapping_sub(b[i]), a[i].wrapping_mul(b[i]), py_floor(x, y) as i32, py_ceil(x, y) as i32, py_mod(x, y) as i32];
         for (o, w) in want.iter().enumerate() {
             assert_eq!(r[o * n + i], *w, "{} {:?} {}", a[i], cases::INT_OPS[o], b[i]);
         }
@@ -388,9 +396,7 @@ fn host_llvm_is_optimised_without_fast_math() {
         let ir = emit_llvm(&cases::index_ops(), 0, Target::Host { fp_contract: FpContract::Off, cpu }).unwrap();
         let f = ir.split("define").find(|f| f.contains("@et.index5(")).unwrap();
         // (The guards compare the divisor with 0 and -1.)
-        let divisor_guard = |l: &str| {
-            l.contains("icmp eq") && [", 0", ", -1", "zeroinitializer", " -1>"].iter().any(|e| l.trim_end().ends_with(e))
-        };
+        let divisor_guard = |l: &str| l.contains("icmp eq") && [", 0", ", -1", "zeroinitializer", " -1>"].iter().any(|e| l.trim_end().ends_with(e));
         assert!(!f.lines().any(divisor_guard), "{cpu:?}: {f}");
         // ... which a run-time divisor (kernel index0) does need.
         let f0 = ir.split("define").find(|f| f.contains("@et.index0(")).unwrap();
@@ -400,7 +406,6 @@ fn host_llvm_is_optimised_without_fast_math() {
         assert!(f.lines().filter(|l| l.contains("sdiv") || l.contains("srem")).all(constant), "{cpu:?}: {f}");
     }
 }
-
 
 /// matmul's inputs and its expected `c` and `d = 2c - 1`, from the formula.
 /// Runs `p`, compiled from `cases::matmul()` (`m`), on `matmul_case`'s
@@ -466,7 +471,9 @@ fn run_on_runs_on_borrowed_memory_and_checks_it_first() {
     // A written buffer aliasing another: refused before any kernel runs.
     let mut cd = vec![7.0f64; c_want.len().max(d_want.len())];
     // SAFETY: `cd` outlives the run; the aliasing is what is tested (refused before use).
-    let (c1, d1) = unsafe { (BufferRef::from_raw(cd.as_mut_ptr() as *mut u8, c_want.len() * 8, true), BufferRef::from_raw(cd.as_mut_ptr() as *mut u8, d_want.len() * 8, true)) };
+    let (c1, d1) = unsafe {
+        (BufferRef::from_raw(cd.as_mut_ptr() as *mut u8, c_want.len() * 8, true), BufferRef::from_raw(cd.as_mut_ptr() as *mut u8, d_want.len() * 8, true))
+    };
     let e = err(vec![BufferRef::of_read_only(&a), BufferRef::of_read_only(&b), c1, d1]);
     assert!(e.contains("overlaps"), "{e}");
     assert!(cd.iter().all(|&x| x == 7.0), "nothing ran");

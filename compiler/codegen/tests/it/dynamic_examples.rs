@@ -16,8 +16,8 @@ use eintup::interp::{self, RunOptions};
 use eintup::ir::loops::FloatWidth;
 use eintup::sema::symbolic::SymbolicConfig;
 use eintup::sema::Program;
-use eintup::variants::Lowered;
 use eintup::tensor::Data;
+use eintup::variants::Lowered;
 use eintup_codegen::bundle::{build_dynamic, BuildOptions};
 use eintup_codegen::FpContract;
 use eintup_runtime::{Bundle, Device};
@@ -32,13 +32,29 @@ struct Example {
 }
 
 const EXAMPLES: &[Example] = &[
-    Example { file: "matmul", ranks: &[("batch", 1)], at: &[&["batch=[2]", "row=[33]", "k=[17]", "col=[65]"], &["batch=[3]", "row=[0]", "k=[4]", "col=[5]"], &["batch=[1]", "row=[64]", "k=[64]", "col=[64]"]] },
+    Example {
+        file: "matmul",
+        ranks: &[("batch", 1)],
+        at: &[
+            &["batch=[2]", "row=[33]", "k=[17]", "col=[65]"],
+            &["batch=[3]", "row=[0]", "k=[4]", "col=[5]"],
+            &["batch=[1]", "row=[64]", "k=[64]", "col=[64]"],
+        ],
+    },
     Example { file: "bias_add", ranks: &[("pos", 2)], at: &[&["batch=[2]", "pos=[3,0]", "chan=[5]"]] },
     Example { file: "conv_valid", ranks: &[("ipos", 2)], at: &[&["ipos=[17,9]", "fpos=[3,2]", "stride=[2,1]"]] },
     Example { file: "conv_valid_alt", ranks: &[("ipos", 1)], at: &[&["ipos=[40]", "fpos=[5]", "stride=[3]", "ichan=[3]", "ochan=[2]"]] },
     Example { file: "conv_same", ranks: &[("ipos", 1)], at: &[&["ipos=[23]", "fpos=[5]"]] },
     Example { file: "conv_transpose", ranks: &[("ipos", 1)], at: &[&["ipos=[13]", "fpos=[3]", "stride=[2]"]] },
-    Example { file: "gather_nd", ranks: &[("batch", 1), ("loc", 2), ("w", 1), ("item", 1)], at: &[&["batch=[2]", "loc=[5,7]", "w=[9]", "item=[3]"], &["batch=[1]", "loc=[33,2]", "w=[0]", "item=[4]"], &["batch=[3]", "loc=[1,1]", "w=[70]", "item=[0]"]] },
+    Example {
+        file: "gather_nd",
+        ranks: &[("batch", 1), ("loc", 2), ("w", 1), ("item", 1)],
+        at: &[
+            &["batch=[2]", "loc=[5,7]", "w=[9]", "item=[3]"],
+            &["batch=[1]", "loc=[33,2]", "w=[0]", "item=[4]"],
+            &["batch=[3]", "loc=[1,1]", "w=[70]", "item=[0]"],
+        ],
+    },
     Example { file: "scatter_nd", ranks: &[("upd", 1), ("item", 1), ("dest", 2)], at: &[&["upd=[0]", "dest=[3,4]", "item=[2]"]] },
     Example { file: "reduce_sum", ranks: &[("keep", 2)], at: &[&["keep=[5,33]", "drop=[130]"], &["keep=[2,3]", "drop=[0]"]] },
     Example { file: "flatten", ranks: &[("a", 1), ("b", 2), ("c", 0)], at: &[&["a=[0]", "b=[2,3]", "c=[]"]] },
@@ -103,10 +119,16 @@ fn run_kernels(src: &Source, bundle: &Bundle, ranks: &[usize], binds: &[String],
     let man = bundle.manifest();
     // The interpreter's inputs at the bundle's float width (`--float f32`).
     let f32 = man.buffers.iter().any(|b| b.dtype == eintup_runtime::DType::F32);
-    let inputs: BTreeMap<_, _> = m.arrays.iter().zip(&want).filter(|(a, _)| a.is_input).map(|(a, t)| (a.name.clone(), t.clone().with_float_width(f32))).collect();
+    let inputs: BTreeMap<_, _> =
+        m.arrays.iter().zip(&want).filter(|(a, _)| a.is_input).map(|(a, t)| (a.name.clone(), t.clone().with_float_width(f32))).collect();
     // A caller's --bind for each eintup whose symbols no input gives.
     let derived: Vec<String> = man.dynamic.as_ref().unwrap().derive.iter().map(|r| format!("%{}", r.sym)).collect();
-    let given: Vec<(String, Vec<i64>)> = man.dynamic.as_ref().unwrap().eintups.iter()
+    let given: Vec<(String, Vec<i64>)> = man
+        .dynamic
+        .as_ref()
+        .unwrap()
+        .eintups
+        .iter()
         .filter(|(_, exprs)| exprs.iter().any(|e| e.starts_with('%') && !derived.contains(e)))
         .map(|(name, _)| (name.clone(), m.eintups[m.eintup_by_name(name).unwrap()].dims.clone().unwrap()))
         .collect();
@@ -180,7 +202,13 @@ fn the_bar_cases_compute_their_indices_in_32_bits() {
     let (src, b, ranks, _) = conv_stride_1(2);
     assert_eq!(narrow_kernels(&b), ["s2_y", "s2_y__ch8", "s2_y__rt4x4", "s2_y__rt2x2", "s2_y__div4"]);
     // And it runs, at a size that is no multiple of anything.
-    assert!(run_at(&src, &b, &ranks, &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()], 0));
+    assert!(run_at(
+        &src,
+        &b,
+        &ranks,
+        &["batch=[2]".into(), "ipos=[11,7]".into(), "fpos=[3,2]".into(), "stride=[1,1]".into(), "ichan=[3]".into(), "ochan=[5]".into()],
+        0
+    ));
 }
 
 /// reduce_sum's dynamic bundle at `--rank keep=1` under `--fp-contract
@@ -200,7 +228,15 @@ fn the_dynamic_row_sum_is_split_like_the_static_one() {
     // Rows shorter than the lanes, one group of 32 steps per lane (1024
     // terms) and past it, non-multiples of 32, empty rows, no rows. The
     // sums are reordered (lanes, then lanes in order): f64 within 1e-9.
-    for binds in [["keep=[5]", "drop=[130]"], ["keep=[3]", "drop=[7]"], ["keep=[2]", "drop=[1024]"], ["keep=[3]", "drop=[2081]"], ["keep=[4]", "drop=[0]"], ["keep=[0]", "drop=[40]"], ["keep=[1]", "drop=[1]"]] {
+    for binds in [
+        ["keep=[5]", "drop=[130]"],
+        ["keep=[3]", "drop=[7]"],
+        ["keep=[2]", "drop=[1024]"],
+        ["keep=[3]", "drop=[2081]"],
+        ["keep=[4]", "drop=[0]"],
+        ["keep=[0]", "drop=[40]"],
+        ["keep=[1]", "drop=[1]"],
+    ] {
         let binds: Vec<String> = binds.iter().map(|s| s.to_string()).collect();
         assert!(run_within(&src, &b, &sym.ranks, &binds, 0, 1e-9), "{binds:?}");
     }
@@ -230,13 +266,32 @@ fn the_stride_1_convolution_sums_in_one_kernel_without_atomics() {
     // non-negative to `parallelize`: the write is injective, the reset
     // fuses into the sum (one launch), as in the static bundle.
     for (rank, at) in [
-        (1, &[&["batch=[2]", "ipos=[13]", "fpos=[3]", "ichan=[3]", "ochan=[5]"][..], &["batch=[1]", "ipos=[4]", "fpos=[5]", "ichan=[2]", "ochan=[3]"], &["batch=[3]", "ipos=[7]", "fpos=[7]", "ichan=[0]", "ochan=[2]"], &["batch=[0]", "ipos=[9]", "fpos=[2]", "ichan=[1]", "ochan=[1]"], &["batch=[2]", "ipos=[6]", "fpos=[2]", "ichan=[2]", "ochan=[0]"]][..]),
+        (
+            1,
+            &[
+                &["batch=[2]", "ipos=[13]", "fpos=[3]", "ichan=[3]", "ochan=[5]"][..],
+                &["batch=[1]", "ipos=[4]", "fpos=[5]", "ichan=[2]", "ochan=[3]"],
+                &["batch=[3]", "ipos=[7]", "fpos=[7]", "ichan=[0]", "ochan=[2]"],
+                &["batch=[0]", "ipos=[9]", "fpos=[2]", "ichan=[1]", "ochan=[1]"],
+                &["batch=[2]", "ipos=[6]", "fpos=[2]", "ichan=[2]", "ochan=[0]"],
+            ][..],
+        ),
         // 8 x 8 x 4 threads, steps of 4 channels: edge
         // blocks along every thread dimension, channels past a step (9, 1),
         // an empty output (`ipos` below `fpos`), no channels, no batch.
-        (2, &[&["batch=[2]", "ipos=[11,7]", "fpos=[3,2]", "ichan=[3]", "ochan=[5]"][..], &["batch=[1]", "ipos=[5,17]", "fpos=[6,1]", "ichan=[2]", "ochan=[2]"], &["batch=[1]", "ipos=[3,9]", "fpos=[3,9]", "ichan=[4]", "ochan=[3]"],
-            &["batch=[1]", "ipos=[11,4]", "fpos=[3,2]", "ichan=[9]", "ochan=[9]"], &["batch=[1]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[1]", "ochan=[17]"],
-            &["batch=[2]", "ipos=[2,8]", "fpos=[3,3]", "ichan=[2]", "ochan=[2]"], &["batch=[1]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[0]", "ochan=[3]"], &["batch=[0]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[2]", "ochan=[3]"]]),
+        (
+            2,
+            &[
+                &["batch=[2]", "ipos=[11,7]", "fpos=[3,2]", "ichan=[3]", "ochan=[5]"][..],
+                &["batch=[1]", "ipos=[5,17]", "fpos=[6,1]", "ichan=[2]", "ochan=[2]"],
+                &["batch=[1]", "ipos=[3,9]", "fpos=[3,9]", "ichan=[4]", "ochan=[3]"],
+                &["batch=[1]", "ipos=[11,4]", "fpos=[3,2]", "ichan=[9]", "ochan=[9]"],
+                &["batch=[1]", "ipos=[10,10]", "fpos=[3,3]", "ichan=[1]", "ochan=[17]"],
+                &["batch=[2]", "ipos=[2,8]", "fpos=[3,3]", "ichan=[2]", "ochan=[2]"],
+                &["batch=[1]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[0]", "ochan=[3]"],
+                &["batch=[0]", "ipos=[6,6]", "fpos=[2,2]", "ichan=[2]", "ochan=[3]"],
+            ],
+        ),
     ] {
         let (src, b, ranks, lm) = conv_stride_1(rank);
         let writes: Vec<_> = lm.kernels.iter().flat_map(|k| k.computes()).map(|c| c.write.kind).collect();
@@ -268,7 +323,10 @@ fn dims_past_the_32_bit_limit_are_refused_before_anything_runs() {
     // `hi - 1` and `hi - 2`, their guards unused by the proof) is a step
     // of 16 past the last row's start, not the buffer's last element.
     let err = bind([3, 1 << 15, 1 << 15], [3, 1 << 15, 1]).unwrap_err();
-    assert!(err.starts_with("input `s2_c`: kernel `s2_c` reaches 3221192719 (`((((%batch.0 * %row.0) * %k.0) + 15) - %k.0)`)") && err.contains("32-bit indices"), "{err}");
+    assert!(
+        err.starts_with("input `s2_c`: kernel `s2_c` reaches 3221192719 (`((((%batch.0 * %row.0) * %k.0) + 15) - %k.0)`)") && err.contains("32-bit indices"),
+        "{err}"
+    );
     // One matrix of 2^31 elements: its last offset, 2^31 - 1, fits, but
     // the batch stride `%row.0 * %k.0` (computed, times batch 0) does not.
     let err = bind([1, 1 << 16, 1 << 15], [1, 1 << 15, 1]).unwrap_err();
@@ -421,7 +479,15 @@ fn the_matmul_launches_its_divisibility_variant_where_its_row_lengths_are_multip
     for ([row, k, col], chosen) in [([256, 256, 256], "s2_c__div4"), ([260, 252, 244], "s2_c__div4"), ([255, 257, 253], "s2_c")] {
         let shapes: BTreeMap<String, Vec<usize>> = [("a".to_string(), vec![row, k]), ("b".to_string(), vec![k, col])].into();
         let (bound, _) = b.bind_given(&shapes, &BTreeMap::new()).unwrap();
-        let launched: Vec<&str> = bound.manifest().steps.iter().filter_map(|s| match s { eintup_runtime::manifest::Step::Launch { kernel, .. } => Some(kernel.as_str()), _ => None }).collect();
+        let launched: Vec<&str> = bound
+            .manifest()
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                eintup_runtime::manifest::Step::Launch { kernel, .. } => Some(kernel.as_str()),
+                _ => None,
+            })
+            .collect();
         assert_eq!(launched, [chosen], "{row}x{k}x{col}");
     }
     // Run: multiples of 4 that are no multiples of the 64x64 block or the
@@ -443,8 +509,10 @@ fn the_matmul_launches_its_divisibility_variant_where_its_row_lengths_are_multip
     // The condition is what makes it correct: forced where `%k.0` is 6,
     // its 128-bit loads are misaligned (the emulator faults).
     let forced = with_variants(&b, vec![eintup_runtime::manifest::Variant { when: Vec::new(), ..listed[0].clone() }]);
-    let inputs: BTreeMap<String, eintup_runtime::Tensor> =
-        [("a", [9, 6]), ("b", [6, 20])].into_iter().map(|(n, s)| (n.to_string(), eintup_runtime::Tensor { shape: s.to_vec(), data: Data::F32(vec![1.0; s[0] * s[1]]) })).collect();
+    let inputs: BTreeMap<String, eintup_runtime::Tensor> = [("a", [9, 6]), ("b", [6, 20])]
+        .into_iter()
+        .map(|(n, s)| (n.to_string(), eintup_runtime::Tensor { shape: s.to_vec(), data: Data::F32(vec![1.0; s[0] * s[1]]) }))
+        .collect();
     let err = Device::emulator().run_profiled(&forced, &inputs).unwrap_err().to_string();
     assert!(err.contains("s2_c__div4") && err.contains("misaligned"), "{err}");
 }

@@ -112,8 +112,11 @@ fn a_dynamic_bundle_runs_at_the_dims_its_inputs_give() {
     for dims in [[2i64, 3, 4, 5], [1, 33, 17, 65], [3, 0, 4, 5], [1, 64, 64, 64]] {
         let [n, r, k, c] = dims.map(|d| d as usize);
         let (a, b) = (ints(n * r * k, 1), ints(n * k * c, 2));
-        let inputs: BTreeMap<String, Tensor> =
-            [("a".to_string(), Tensor::new(vec![n, r, k], Data::I32(a.clone())).unwrap()), ("b".to_string(), Tensor::new(vec![n, k, c], Data::I32(b.clone())).unwrap())].into();
+        let inputs: BTreeMap<String, Tensor> = [
+            ("a".to_string(), Tensor::new(vec![n, r, k], Data::I32(a.clone())).unwrap()),
+            ("b".to_string(), Tensor::new(vec![n, k, c], Data::I32(b.clone())).unwrap()),
+        ]
+        .into();
         let mut want = vec![0i32; n * r * c];
         for (nn, i, j) in (0..n).flat_map(|nn| (0..r).flat_map(move |i| (0..c).map(move |j| (nn, i, j)))) {
             want[(nn * r + i) * c + j] = (0..k).map(|kk| a[(nn * r + i) * k + kk].wrapping_mul(b[(nn * k + kk) * c + j])).fold(0, i32::wrapping_add);
@@ -125,7 +128,8 @@ fn a_dynamic_bundle_runs_at_the_dims_its_inputs_give() {
     // Inputs that contradict each other, or the bundle, are refused before
     // anything runs, naming the input and the dim.
     let t = |shape: Vec<usize>| Tensor::new(shape.clone(), Data::I32(vec![0; shape.iter().product()])).unwrap();
-    let run = |a: Vec<usize>, b: Vec<usize>| Device::emulator().run(&bundle, &[("a".to_string(), t(a)), ("b".to_string(), t(b))].into()).unwrap_err().to_string();
+    let run =
+        |a: Vec<usize>, b: Vec<usize>| Device::emulator().run(&bundle, &[("a".to_string(), t(a)), ("b".to_string(), t(b))].into()).unwrap_err().to_string();
     let e = run(vec![2, 3, 4], vec![2, 5, 6]);
     // `k.0` comes from `a` (its first input axis); `b` is then checked
     // against the shape the bundle binds it to.

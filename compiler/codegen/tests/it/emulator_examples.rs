@@ -44,7 +44,8 @@ fn case_with(path: &Path, binds: &[String], seed: u64, float: FloatWidth, fp_con
     let src = Source::load(path).unwrap();
     let (m, cfg) = eintup::pipeline::specialized_module(&src, binds, seed).ok()?;
     let what = format!("{} {binds:?} seed {seed} {float:?}", path.file_name().unwrap().to_string_lossy());
-    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, fp_contract, eintup::ir::loops::target::DEFAULT_SM)).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, fp_contract, eintup::ir::loops::target::DEFAULT_SM))
+        .unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let bundle = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm: 80, fp_contract }).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
     let want = interp::run(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
@@ -56,9 +57,7 @@ fn case_with(path: &Path, binds: &[String], seed: u64, float: FloatWidth, fp_con
 /// time the emulator took.
 fn check(c: &Case) -> (ProfileReport, Duration) {
     let start = Instant::now();
-    let (out, profile) = Device::emulator()
-        .run_profiled(&c.bundle, &BTreeMap::new())
-        .unwrap_or_else(|e| panic!("{}: {e}", c.what));
+    let (out, profile) = Device::emulator().run_profiled(&c.bundle, &BTreeMap::new()).unwrap_or_else(|e| panic!("{}: {e}", c.what));
     let took = start.elapsed();
     let rtol = if c.float == FloatWidth::F32 { 1e-5 } else { 1e-12 };
     for (name, is_input, want) in &c.arrays {

@@ -4,11 +4,11 @@
 //! match bit for bit; FLOAT within 1e-12 relative for f64 (summation order
 //! may differ) and 1e-5 for f32.
 
+use eintup::driver::Source;
+use eintup::interp::{self, RunOptions};
 use eintup::ir::loops::FloatWidth;
 use eintup_codegen::backend::Backend;
 use eintup_codegen::FpContract;
-use eintup::driver::Source;
-use eintup::interp::{self, RunOptions};
 use eintup_testkit::{assert_tensors_close, examples, Tol};
 
 /// False when the bindings contradict the program's constraints.
@@ -83,7 +83,9 @@ fn cpu_backend_split_across_threads_matches_the_interpreter_exactly() {
         let binds: Vec<String> = binds.iter().map(|s| s.to_string()).collect();
         let (module, _) = eintup::pipeline::specialized_module(&src, &binds, 1).unwrap();
         for float in [FloatWidth::F64, FloatWidth::F32] {
-            let lm = eintup::pipeline::lower_host(&src, &module, float, eintup_codegen::FpContract::Off, eintup_codegen::HostCpu::Native.host_target().unwrap()).unwrap();
+            let lm =
+                eintup::pipeline::lower_host(&src, &module, float, eintup_codegen::FpContract::Off, eintup_codegen::HostCpu::Native.host_target().unwrap())
+                    .unwrap();
             let big = lm.kernels.iter().filter(|k| k.iteration_count().unwrap() >= MIN_SPLIT_ITERATIONS);
             let splits = big.filter(|k| split_range(k).is_some()).count();
             assert_eq!(splits > 0, split, "{file}: kernels split across threads");
@@ -133,7 +135,7 @@ fn cpu_backend_cache_tiled_matches_the_interpreter_exactly() {
         ("FLOAT", FloatWidth::F64, 8, 300, 272, true),  // 256 + 44 steps of j; panels of 16 + 1 column tiles
         ("FLOAT", FloatWidth::F64, 12, 256, 512, true), // one block of j, two panels
         ("FLOAT", FloatWidth::F32, 8, 520, 320, true),  // 256 + 256 + 8 steps of j
-        ("INT", FloatWidth::F64, 8, 520, 320, true),   // 4-byte cells: as the f32 case
+        ("INT", FloatWidth::F64, 8, 520, 320, true),    // 4-byte cells: as the f32 case
         ("FLOAT", FloatWidth::F64, 4, 300, 272, false), // one row block: b is read once
         ("FLOAT", FloatWidth::F64, 0, 300, 272, false),
         ("FLOAT", FloatWidth::F64, 8, 0, 272, false),
@@ -177,7 +179,9 @@ fn cpu_backend_shares_dead_panels_and_matches_the_interpreter_exactly() {
     use eintup::ir::loops::{KernelRole, Role};
     let dir = std::env::temp_dir().join(format!("eintup-share-buffers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let program = |t: &str| format!("a[i,j] = RANDOM(0, 9, {t})\nb[j,l] = RANDOM(0, 9, {t})\nc[i,l] = a[i,j] * b[j,l]\nd[l,m] = RANDOM(0, 9, {t})\ne[i,m] = c[i,l] * d[l,m]\n\ne\n");
+    let program = |t: &str| {
+        format!("a[i,j] = RANDOM(0, 9, {t})\nb[j,l] = RANDOM(0, 9, {t})\nc[i,l] = a[i,j] * b[j,l]\nd[l,m] = RANDOM(0, 9, {t})\ne[i,m] = c[i,l] * d[l,m]\n\ne\n")
+    };
     for (t, float) in [("FLOAT", FloatWidth::F64), ("INT", FloatWidth::F64), ("FLOAT", FloatWidth::F32)] {
         let path = dir.join(format!("two_{t}.et"));
         std::fs::write(&path, program(t)).unwrap();

@@ -4,11 +4,11 @@
 //! from `scripts/setup --with-ptxas`) the assembly step is skipped with a
 //! visible message; everything else still runs.
 
-use eintup_codegen::bundle::{self, BuildOptions};
-use eintup_codegen::FpContract;
+use eintup::driver::Source;
 use eintup::ir::loops::FloatWidth;
 use eintup_codegen as codegen;
-use eintup::driver::Source;
+use eintup_codegen::bundle::{self, BuildOptions};
+use eintup_codegen::FpContract;
 use eintup_testkit::examples;
 
 #[test]
@@ -22,10 +22,12 @@ fn every_example_builds_a_bundle_that_assembles_for_sm80_and_sm90() {
         let src = Source::load(&p).unwrap();
         for (seed, float) in [(0, FloatWidth::F64), (1, FloatWidth::F32)] {
             let (m, cfg) = eintup::pipeline::specialized_module(&src, &[], seed).unwrap();
-            let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
+            let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM))
+                .unwrap();
             for sm in [80, 90] {
                 let what = format!("{} seed {seed} {float:?} sm_{sm}", p.display());
-                let b = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm, fp_contract: FpContract::Off }).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let b = bundle::build(&src, &m, &lm, &cfg, &BuildOptions { seed, float, sm, fp_contract: FpContract::Off })
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let man = b.manifest();
                 assert_eq!(man.target.arch, format!("sm_{sm}"));
                 // The main kernels, then every input's generator kernels.
@@ -68,10 +70,7 @@ fn input_generators_reproduce_the_interpreters_inputs() {
             let opts = RunOptions { seed, float, inputs: Default::default(), ..RunOptions::default() };
             let want = eintup::interp::initial_arrays(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e:?}"));
             let (gen, writers) = eintup::pipeline::lower_generators(&src, &m, float).unwrap();
-            let mut bufs: Vec<Tensor> = want
-                .iter()
-                .map(|t| Tensor::zeros(t.dtype(), &t.shape).unwrap())
-                .collect();
+            let mut bufs: Vec<Tensor> = want.iter().map(|t| Tensor::zeros(t.dtype(), &t.shape).unwrap()).collect();
             codegen::run_host(&gen, seed, &mut bufs).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(writers.len(), m.arrays.iter().filter(|a| a.is_input).count(), "{what}");
             for (a, (got, want)) in m.arrays.iter().zip(bufs.iter().zip(&want)) {

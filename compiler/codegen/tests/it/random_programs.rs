@@ -139,7 +139,8 @@ fn check_within(text: &str, seed: u64, max_work: i64) -> Result<Outcome, String>
             Err(RunError::Internal(e)) => return Err(format!("{float:?} interpreter: internal error: {e}")),
         };
         let rtol = 2.0 * MAX_WORK as f64 * if float == FloatWidth::F32 { f32::EPSILON as f64 / 2.0 } else { f64::EPSILON / 2.0 };
-        let scale = want.iter().flat_map(|t| if t.dtype().is_float() { t.to_f64_vec() } else { vec![] }).filter(|x| x.is_finite()).fold(1.0f64, |a, x| a.max(x.abs()));
+        let scale =
+            want.iter().flat_map(|t| if t.dtype().is_float() { t.to_f64_vec() } else { vec![] }).filter(|x| x.is_finite()).fold(1.0f64, |a, x| a.max(x.abs()));
         for b in BACKENDS {
             let got = execute(&src, &m, b, &opts, FpContract::Off).map_err(|e| format!("{float:?} {b}: {e}"))?;
             if got.len() != want.len() {
@@ -289,8 +290,8 @@ fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
     use eintup::ir::loops::{KernelRole, LoopKind, Node};
     let ty = prop_oneof![Just("INT"), Just("FLOAT")];
     // (row, col) with row*col >= 16384, both even: at least 2x2 tiles.
-    let contraction = (prop_oneof![Just((128, 128)), Just((64, 256)), Just((256, 64)), Just((96, 256))], 2i64..6, any::<bool>(), any::<bool>(), ty.clone()).prop_map(
-        |((r, c), k, at, bt, ty)| {
+    let contraction = (prop_oneof![Just((128, 128)), Just((64, 256)), Just((256, 64)), Just((96, 256))], 2i64..6, any::<bool>(), any::<bool>(), ty.clone())
+        .prop_map(|((r, c), k, at, bt, ty)| {
             let a = if at { "a[k,row]" } else { "a[row,k]" };
             let b = if bt { "b[col,k]" } else { "b[k,col]" };
             let text = format!(
@@ -298,8 +299,7 @@ fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
                  RANK(row) = 1\nRANK(col) = 1\nRANK(k) = 1\nDIMS(row) IN [{r},{r}]\nDIMS(col) IN [{c},{c}]\nDIMS(k) IN [{k},{k}]\n"
             );
             (text, [true, true, false, false])
-        },
-    );
+        });
     // INT: FLOAT sums split only under `--fp-contract fast`, and the
     // backends run `off`.
     let row_sums = (1i64..9, 64i64..300).prop_map(|(keep, drop)| {
@@ -307,7 +307,9 @@ fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
         (text, [false, false, true, false])
     });
     let broadcast = (4096i64..4200, 2i64..4, ty).prop_map(|(e, rep, ty)| {
-        let text = format!("x[e] = RANDOM(0, 100, {ty})\ny[rep*DIMS(e)+e] = x[e] + 1\n\nRANK(e) = 1\nRANK(rep) = 1\nDIMS(e) IN [{e},{e}]\nDIMS(rep) IN [{rep},{rep}]\n");
+        let text = format!(
+            "x[e] = RANDOM(0, 100, {ty})\ny[rep*DIMS(e)+e] = x[e] + 1\n\nRANK(e) = 1\nRANK(rep) = 1\nDIMS(e) IN [{e},{e}]\nDIMS(rep) IN [{rep},{rep}]\n"
+        );
         (text, [false, false, false, true])
     });
     let config = ProptestConfig {
@@ -322,11 +324,21 @@ fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
     let result = TestRunner::new(config).run(&(prop_oneof![contraction, row_sums, broadcast], 0u64..4), |((text, want), seed)| {
         let src = Source::from_string("p.et", &text);
         let (m, _) = eintup::pipeline::specialized_for(&src, &[], &[], seed, FloatWidth::F64).map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
-        let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM)).map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
+        let lm =
+            eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(FloatWidth::F64, FpContract::Off, eintup::ir::loops::target::DEFAULT_SM))
+                .map_err(|e| TestCaseError::fail(format!("{text}\n{e}")))?;
         let mut f = [false; 4];
         for k in &lm.kernels {
-            let has_thread = { let mut t = false; k.walk(&mut |n| t |= matches!(n, Node::For(l) if l.kind == LoopKind::Thread)); t };
-            let has_unroll = { let mut u = false; k.walk(&mut |n| u |= matches!(n, Node::For(l) if l.kind == LoopKind::Unroll)); u };
+            let has_thread = {
+                let mut t = false;
+                k.walk(&mut |n| t |= matches!(n, Node::For(l) if l.kind == LoopKind::Thread));
+                t
+            };
+            let has_unroll = {
+                let mut u = false;
+                k.walk(&mut |n| u |= matches!(n, Node::For(l) if l.kind == LoopKind::Unroll));
+                u
+            };
             let mut reduces = false;
             k.walk(&mut |n| reduces |= matches!(n, Node::For(l) if l.kind == LoopKind::Reduce));
             // Tiles are `unroll` loops around a reduction's sum (inside a
@@ -352,7 +364,10 @@ fn random_programs_at_gpu_pass_sizes_agree_on_every_backend() {
         }
     });
     let fired = fired.into_inner().unwrap();
-    eprintln!("{GPU_SIZE_CASES} programs at GPU pass sizes in {:.1} s; (register tiles, block tiles, split reductions, sunk broadcasts) fired in {fired:?}", start.elapsed().as_secs_f64());
+    eprintln!(
+        "{GPU_SIZE_CASES} programs at GPU pass sizes in {:.1} s; (register tiles, block tiles, split reductions, sunk broadcasts) fired in {fired:?}",
+        start.elapsed().as_secs_f64()
+    );
     if let Err(e) = result {
         panic!("{e}");
     }
@@ -432,7 +447,10 @@ fn reset_stores_from_several_points_run_on_the_emulator() {
 #[test]
 fn predicate_immediates_in_the_ptx_run_on_the_emulator() {
     assert_agrees("z[(FLAT(1,d)//^2),(d//^DIMS(a))] = 1\n\nRANK(a) = 1\n", 0..2);
-    assert_agrees("y[] += (1 * 1)\nz[(d+(a*DIMS(b))),(d+(a-b))] = RANDOM(0, 7, FLOAT)\nz[(DIMS(a)//^2),(FLAT(2,0)//2)] += (-RANK(d) % -RANDOM(0, 1, INT))\n", 1..2);
+    assert_agrees(
+        "y[] += (1 * 1)\nz[(d+(a*DIMS(b))),(d+(a-b))] = RANDOM(0, 7, FLOAT)\nz[(DIMS(a)//^2),(FLAT(2,0)//2)] += (-RANK(d) % -RANDOM(0, 1, INT))\n",
+        1..2,
+    );
 }
 
 /// LLVM writes a 64-bit rotate (here in the RANDOM generator's
@@ -445,7 +463,7 @@ fn nested_ptx_blocks_declaring_one_register_run_on_the_emulator() {
 }
 
 /// A zero static divisor inside a FLAT argument of a read: every
-/// instantiation that uses it is out of bounds (LANGUAGE.md s.4), but the
+/// instantiation that uses it is out of bounds (docs/language.md s.4), but the
 /// FLAT argument's bounds were an internal error on every backend.
 #[test]
 fn a_zero_divisor_in_a_flat_argument_skips_the_read() {

@@ -1,5 +1,5 @@
 //! `DIMS(expr)`: the exclusive upper bound of an index expression, by
-//! interval arithmetic (LANGUAGE.md s.5), and evaluation of static
+//! interval arithmetic (docs/language.md s.5), and evaluation of static
 //! expressions (constraints, divisors).
 //!
 //! Intervals are inclusive `[lo, hi]` in i128 so that intermediate products
@@ -54,7 +54,7 @@ pub fn bound_with(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges) -> Resu
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum ZeroDivisor {
     /// An error ([`BoundError::DivZero`]): in a first mention it rejects
-    /// the configuration (LANGUAGE.md s.4).
+    /// the configuration (docs/language.md s.4).
     Error,
     /// The components it feeds take no value (dim 0): outside first
     /// mentions every instantiation that uses it is out of bounds.
@@ -104,12 +104,9 @@ fn interval(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, flat: SliceRa
             }
             IVal::Tuple(vec![if prod > 0 { Some((0, prod - 1)) } else { None }])
         }
-        IndexKind::Slice { array, .. } => IVal::Tuple(
-            slices(*array, e.span)?
-                .into_iter()
-                .map(|(lo, hi)| if lo <= hi { Some((lo as i128, hi as i128)) } else { None })
-                .collect(),
-        ),
+        IndexKind::Slice { array, .. } => {
+            IVal::Tuple(slices(*array, e.span)?.into_iter().map(|(lo, hi)| if lo <= hi { Some((lo as i128, hi as i128)) } else { None }).collect())
+        }
         IndexKind::Bin(op, a, b) => {
             let x = interval(a, dims, slices, flat, zero)?;
             let y = interval(b, dims, slices, flat, zero)?;
@@ -453,9 +450,7 @@ fn slice_lens(m: &Module, e: &IndexExpr, out: &mut Vec<(Span, usize)>) {
     match &e.kind {
         IndexKind::Slice { array, indices } => {
             let colon = indices.iter().position(|s| matches!(s, IndexSlot::Colon(_)));
-            let len = colon
-                .and_then(|k| m.arrays.get(*array)?.positions.get(k)?.dims.as_ref()?.first().copied())
-                .unwrap_or(0);
+            let len = colon.and_then(|k| m.arrays.get(*array)?.positions.get(k)?.dims.as_ref()?.first().copied()).unwrap_or(0);
             out.push((e.span, len.max(0) as usize));
             for s in indices {
                 if let IndexSlot::Expr(x) = s {
@@ -524,7 +519,7 @@ pub enum FlatDimsError {
 }
 
 /// `DIMS` of a `FLAT` argument in a specialised module: its "own range"
-/// (LANGUAGE.md s.4), by the same interval arithmetic as first-mention
+/// (docs/language.md s.4), by the same interval arithmetic as first-mention
 /// shapes. A slice inside takes its values in the `range` attribute of the
 /// array it reads. Used by the interpreter and by `lower-to-loops`.
 pub fn flat_arg_dims(m: &Module, e: &IndexExpr) -> Result<Vec<i64>, FlatDimsError> {
@@ -544,7 +539,7 @@ pub fn flat_arg_dims_with(m: &Module, dims: &[Vec<i64>], e: &IndexExpr) -> Resul
         })
     };
     // A zero static divisor inside makes the components it feeds empty:
-    // every instantiation that uses it is out of bounds (LANGUAGE.md s.4).
+    // every instantiation that uses it is out of bounds (docs/language.md s.4).
     bound_of(e, dims, &ranges, ZeroDivisor::Empty).map_err(|err| match (err, unknown.get()) {
         (BoundError::DataDependent(span), Some(a)) => {
             let arr = &m.arrays[a];

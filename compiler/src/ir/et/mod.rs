@@ -122,7 +122,7 @@ pub struct Array {
 }
 
 /// One index position of an array signature: the first-mention expression
-/// and, once known, its rank and its dims `DIMS(expr)` (LANGUAGE.md s.5).
+/// and, once known, its rank and its dims `DIMS(expr)` (docs/language.md s.5).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Position {
     pub expr: IndexExpr,
@@ -147,7 +147,7 @@ pub enum Bound {
 
 /// The list of a `DIMS(..)`: its value is the concatenation of its items'
 /// components, so its length is the sum of the eintups' ranks plus one per
-/// literal (LANGUAGE.md s.4).
+/// literal (docs/language.md s.4).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct DimsList(pub Vec<DimsItem>);
 
@@ -156,7 +156,7 @@ pub enum DimsItem {
     /// An eintup: its dims.
     Eintup(EintupId),
     /// A non-negative integer literal `n`: the one component `n + 1` (the
-    /// `DIMS` of the literal, LANGUAGE.md s.5). `resolve` keeps `n` below
+    /// `DIMS` of the literal, docs/language.md s.5). `resolve` keeps `n` below
     /// `i64::MAX`, so the component fits.
     Lit(i64),
 }
@@ -182,10 +182,13 @@ impl DimsList {
 
     /// The list's length given each eintup's rank (`None` if one is unknown).
     pub fn rank(&self, rank_of: impl Fn(EintupId) -> Option<usize>) -> Option<usize> {
-        self.0.iter().map(|i| match i {
-            DimsItem::Eintup(t) => rank_of(*t),
-            DimsItem::Lit(_) => Some(1),
-        }).sum()
+        self.0
+            .iter()
+            .map(|i| match i {
+                DimsItem::Eintup(t) => rank_of(*t),
+                DimsItem::Lit(_) => Some(1),
+            })
+            .sum()
     }
 
     /// The static vector given each eintup's dims (`None` if one is unknown).
@@ -213,7 +216,7 @@ pub struct Stmt {
     pub array: ArrayId,
     pub indices: Vec<IndexSlot>,
     pub op: AssignOp,
-    /// The statement's variables (LANGUAGE.md s.3 rule 2), in order of
+    /// The statement's variables (docs/language.md s.3 rule 2), in order of
     /// first occurrence, left side first.
     pub vars: Vec<EintupId>,
     /// Right-hand side in SSA form; operands refer to earlier ops.
@@ -245,9 +248,16 @@ pub enum OpKind {
     /// `DIMS(list)[t]`: component `t` of the static vector.
     DimsAt(DimsList, IndexExpr),
     /// `a[indices]` (slices allowed).
-    Read { array: ArrayId, indices: Vec<IndexSlot> },
-    /// `RANDOM(lo, hi, T)`; see LANGUAGE.md s.3 for the generator.
-    Random { lo: ValueId, hi: ValueId, dtype: ElemType },
+    Read {
+        array: ArrayId,
+        indices: Vec<IndexSlot>,
+    },
+    /// `RANDOM(lo, hi, T)`; see docs/language.md s.3 for the generator.
+    Random {
+        lo: ValueId,
+        hi: ValueId,
+        dtype: ElemType,
+    },
     Neg(ValueId),
     /// `+ - * / // //^ %` on values (mixed INT/FLOAT is FLOAT).
     Binary(et_grammar::ast::BinOp, ValueId, ValueId),
@@ -278,7 +288,10 @@ pub enum IndexKind {
     /// `FLAT(e1, ..., ek)`: rank 1.
     Flat(Vec<IndexExpr>),
     /// `a[x, :, y]`: the vector stored at the `:` slot, used as a tuple.
-    Slice { array: ArrayId, indices: Vec<IndexSlot> },
+    Slice {
+        array: ArrayId,
+        indices: Vec<IndexSlot>,
+    },
     Bin(IndexOp, Box<IndexExpr>, Box<IndexExpr>),
 }
 
@@ -351,7 +364,7 @@ impl Stmt {
 
     /// Does the statement read array `a` (in a read, a slice, or inside an
     /// index)? Such a statement reads `a` through a snapshot when it also
-    /// writes `a` (LANGUAGE.md s.3).
+    /// writes `a` (docs/language.md s.3).
     pub fn reads(&self, a: ArrayId) -> bool {
         let mut sliced = false;
         self.for_each_index_expr(&mut |e| sliced |= matches!(e.kind, IndexKind::Slice { array, .. } if array == a));
@@ -409,15 +422,16 @@ impl Module {
 
     /// True when every eintup has static dims (after `specialize`).
     pub fn is_specialized(&self) -> bool {
-        self.eintups.iter().all(|e| e.dims.is_some())
-            && self.arrays.iter().all(|a| a.positions.iter().all(|p| p.dims.is_some()))
+        self.eintups.iter().all(|e| e.dims.is_some()) && self.arrays.iter().all(|a| a.positions.iter().all(|p| p.dims.is_some()))
     }
 
     /// The most points any statement iterates over or any array holds
     /// (`i64::MAX` when one is unknown or overflows): what running the
     /// specialised module costs at least, so tests can skip large draws.
     pub fn largest_extent(&self) -> i64 {
-        let stmt = |s: &Stmt| s.vars.iter().try_fold(1i64, |acc, e| self.eintups.get(*e)?.dims.as_ref()?.iter().try_fold(acc, |a, d| a.checked_mul(*d))).unwrap_or(i64::MAX);
+        let stmt = |s: &Stmt| {
+            s.vars.iter().try_fold(1i64, |acc, e| self.eintups.get(*e)?.dims.as_ref()?.iter().try_fold(acc, |a, d| a.checked_mul(*d))).unwrap_or(i64::MAX)
+        };
         let array = |a: ArrayId| self.array_shape(a).and_then(|s| s.iter().try_fold(1i64, |p, d| p.checked_mul(*d))).unwrap_or(i64::MAX);
         self.stmts.iter().map(stmt).chain((0..self.arrays.len()).map(array)).max().unwrap_or(0)
     }
@@ -429,7 +443,7 @@ impl Module {
         self.stmts.get(si).is_some_and(|s| self.arrays[s.array].is_input && self.arrays[s.array].def_stmt == si)
     }
 
-    /// Each statement's instantiations (LANGUAGE.md s.3: one per
+    /// Each statement's instantiations (docs/language.md s.3: one per
     /// combination of its variables' values, out-of-bounds ones included),
     /// saturating at `u128::MAX`; unknown dims count as the maximum. What
     /// the interpreter enumerates at most.

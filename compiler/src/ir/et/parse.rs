@@ -115,9 +115,7 @@ fn declare(lines: &[LineToks], diags: &mut Vec<Diagnostic>) -> Names {
         if let Some(prev) = first.get(&(is_array, name.clone())) {
             let kind = if is_array { syntax::ARRAY } else { syntax::EINTUP };
             diags.push(
-                Diagnostic::error("E0607", format!("{kind} `{name}` is declared twice"))
-                    .at(*span, "second declaration")
-                    .also(*prev, "first declaration"),
+                Diagnostic::error("E0607", format!("{kind} `{name}` is declared twice")).at(*span, "second declaration").also(*prev, "first declaration"),
             );
             continue;
         }
@@ -202,9 +200,7 @@ impl ModuleParser {
         if !in_block {
             if let Some(b) = self.block.take() {
                 self.diags.push(
-                    Diagnostic::error("E0614", "statement block is not closed")
-                        .at(b.header, "opened here")
-                        .also(first.span, "next line that is not an op"),
+                    Diagnostic::error("E0614", "statement block is not closed").at(b.header, "opened here").also(first.span, "next line that is not an op"),
                 );
                 self.module.stmts.push(b.stmt);
             }
@@ -244,7 +240,8 @@ impl ModuleParser {
             return Err(Diagnostic::error("E0606", format!("a second `{}` line", s.word())).at(at, "already given above"));
         }
         if s < self.section {
-            let order = [Section::Symbols, Section::Eintups, Section::Checks, Section::Arrays, Section::Stmts, Section::Call, Section::Outputs].map(Section::word);
+            let order =
+                [Section::Symbols, Section::Eintups, Section::Checks, Section::Arrays, Section::Stmts, Section::Call, Section::Outputs].map(Section::word);
             return Err(Diagnostic::error("E0606", format!("`{}` line after the `{}` section", s.word(), self.section.word()))
                 .at(at, "out of order")
                 .note(format!("lines come in this order: {}", order.join(", "))));
@@ -332,7 +329,8 @@ impl ModuleParser {
     fn check(&mut self, l: &mut Line) -> PResult<()> {
         let at = l.c.word(syntax::CHECK)?;
         if self.module.symbolic.is_none() {
-            return Err(Diagnostic::error("E0606", format!("a `{}` line in a module without a `{}(..)` line", syntax::CHECK, syntax::SYMBOLS)).at(at, "not a dynamic module"));
+            return Err(Diagnostic::error("E0606", format!("a `{}` line in a module without a `{}(..)` line", syntax::CHECK, syntax::SYMBOLS))
+                .at(at, "not a dynamic module"));
         }
         let expr = l.sym_expr(&self.symbols)?;
         l.c.punct(">")?;
@@ -412,8 +410,7 @@ impl ModuleParser {
         let (n, nspan) = l.c.usize("a statement number")?;
         let expect = self.module.stmts.len();
         if n != expect {
-            return Err(Diagnostic::error("E0610", format!("statement numbered {n}, expected {expect}"))
-                .at(nspan, "statements are numbered from 0 in order"));
+            return Err(Diagnostic::error("E0610", format!("statement numbered {n}, expected {expect}")).at(nspan, "statements are numbered from 0 in order"));
         }
         let (array, _) = l.array_name()?;
         let indices = l.slots()?;
@@ -425,11 +422,7 @@ impl ModuleParser {
         let close = l.c.punct("{")?;
         l.c.finish()?;
         let header = start.to(close);
-        self.block = Some(Block {
-            stmt: Stmt { array, indices, op, vars, ops: vec![], result, span: header },
-            header,
-            result_span,
-        });
+        self.block = Some(Block { stmt: Stmt { array, indices, op, vars, ops: vec![], result, span: header }, header, result_span });
         Ok(())
     }
 

@@ -88,7 +88,9 @@ pub fn module(m: &Module) -> String {
     }
     for (i, e) in m.eintups.iter().enumerate() {
         let dims = match m.symbolic.as_ref() {
-            Some(sym) => format!("[{}]", sym.eintups.get(i).map_or(&[][..], Vec::as_slice).iter().map(|x| sym_expr(&sym.symbols, x)).collect::<Vec<_>>().join(", ")),
+            Some(sym) => {
+                format!("[{}]", sym.eintups.get(i).map_or(&[][..], Vec::as_slice).iter().map(|x| sym_expr(&sym.symbols, x)).collect::<Vec<_>>().join(", "))
+            }
             None => dims_text(e.rank, &e.dims),
         };
         let _ = writeln!(o, "{} {} : {dims}", syntax::EINTUP, e.name);
@@ -100,12 +102,7 @@ pub fn module(m: &Module) -> String {
         }
     }
     for a in &m.arrays {
-        let pos = a
-            .positions
-            .iter()
-            .map(|p| format!("{} : {}", index_expr(m, &p.expr), dims_text(p.rank, &p.dims)))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let pos = a.positions.iter().map(|p| format!("{} : {}", index_expr(m, &p.expr), dims_text(p.rank, &p.dims))).collect::<Vec<_>>().join(", ");
         let mut flags = format!(" {}={}", syntax::DEF, a.def_stmt);
         if a.is_input {
             let _ = write!(flags, " {}", syntax::INPUT);

@@ -1,6 +1,6 @@
 //! Verifier of the `et` dialect: structural invariants of one module
 //! (`verify`) and the refinement rule between a module before and after a
-//! pass (`verify_refines`, DESIGN.md s.3: a pass may only shrink the set of
+//! pass (`verify_refines`, docs/architecture.md s.3: a pass may only shrink the set of
 //! values a type admits). docs/ir-et.md states both rule sets.
 //!
 //! Both find every violation, each naming the eintup, array, statement or
@@ -8,8 +8,8 @@
 //! that for a module parsed from text the violations are located
 //! diagnostics (`parse::parse_verified`).
 
-use super::*;
 use super::dims::bound;
+use super::*;
 use et_grammar::Diagnostic;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -139,7 +139,11 @@ impl Verifier<'_> {
         let symbols = sym.symbols.len();
         let undeclared = |x: &crate::ir::loops::IExpr| {
             let mut bad = None;
-            x.for_each_sym(&mut |d| if d >= symbols { bad = Some(d) });
+            x.for_each_sym(&mut |d| {
+                if d >= symbols {
+                    bad = Some(d)
+                }
+            });
             bad
         };
         for (e, dims) in m.eintups.iter().zip(&sym.eintups) {
@@ -190,7 +194,7 @@ impl Verifier<'_> {
             self.symbolic(sym);
         }
         // First-mention dims of a specialised module follow from the
-        // eintups' dims (LANGUAGE.md s.5); recompute and compare.
+        // eintups' dims (docs/language.md s.5); recompute and compare.
         let all_dims: Option<Vec<Vec<i64>>> = m.eintups.iter().map(|e| e.dims.clone()).collect();
         let mut seen = HashSet::new();
         for (ai, a) in m.arrays.iter().enumerate() {
@@ -400,9 +404,10 @@ pub fn verify_refines(before: &Module, after: &Module) -> Result<(), String> {
             }
         }
         for Attr::Range { lo, hi } in &b.attrs {
-            let narrower = a.attrs.iter().any(|Attr::Range { lo: lo2, hi: hi2 }| {
-                bound_le(before, lo, after, lo2) == Some(true) && bound_le(after, hi2, before, hi) == Some(true)
-            });
+            let narrower = a
+                .attrs
+                .iter()
+                .any(|Attr::Range { lo: lo2, hi: hi2 }| bound_le(before, lo, after, lo2) == Some(true) && bound_le(after, hi2, before, hi) == Some(true));
             if !narrower {
                 let old = range_text(before, lo, hi);
                 let new: Vec<String> = a.attrs.iter().map(|Attr::Range { lo, hi }| range_text(after, lo, hi)).collect();
@@ -432,13 +437,16 @@ pub fn verify_refines(before: &Module, after: &Module) -> Result<(), String> {
             let reads_temporary = sa.ops.iter().any(|o| matches!(o.kind, OpKind::Read { array, .. } if !before_arrays.contains(array_name(after, array))));
             let reshaped = sb.ops.len() != sa.ops.len() || reads_temporary;
             let mut lhs = Vec::new();
-            sb.indices.iter().for_each(|x| x.for_each(&mut |e| if let IndexKind::Var(t) = e.kind { lhs.push(t) }));
+            sb.indices.iter().for_each(|x| {
+                x.for_each(&mut |e| {
+                    if let IndexKind::Var(t) = e.kind {
+                        lhs.push(t)
+                    }
+                })
+            });
             let lhs = eintup_names(before, &lhs);
-            let pairs: Vec<(usize, usize)> = if !reshaped {
-                (0..sb.ops.len()).collect::<Vec<_>>().into_iter().map(|k| (k, k)).collect()
-            } else {
-                vec![(sb.result, sa.result)]
-            };
+            let pairs: Vec<(usize, usize)> =
+                if !reshaped { (0..sb.ops.len()).collect::<Vec<_>>().into_iter().map(|k| (k, k)).collect() } else { vec![(sb.result, sa.result)] };
             for (kb, ka) in pairs {
                 let (Some(ob), Some(oa)) = (sb.ops.get(kb), sa.ops.get(ka)) else { continue };
                 let what = format!("stmt {si} ({nb}) op %{ka}");

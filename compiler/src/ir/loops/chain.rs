@@ -63,9 +63,17 @@ pub enum Step<'k> {
     /// A chain loop: `var` takes `lo + digit` where `trip` is its extent.
     /// Constants, except in a dynamic kernel's chain
     /// (`geometry::GridChain`), where they may use dim symbols.
-    Loop { var: VarId, lo: IExpr, trip: IExpr },
+    Loop {
+        var: VarId,
+        lo: IExpr,
+        trip: IExpr,
+    },
     Guard(&'k [Cond]),
-    LoadIndex { var: VarId, buf: BufId, offset: &'k IExpr },
+    LoadIndex {
+        var: VarId,
+        buf: BufId,
+        offset: &'k IExpr,
+    },
 }
 
 /// The threads of one block: a perfect nest of `thread` loops with
@@ -336,11 +344,10 @@ pub fn symbolic_trip(lo: &IExpr, hi: &IExpr) -> IExpr {
     IExpr::fold(IBin::Max, IExpr::fold(IBin::Sub, hi.clone(), lo.clone()), IExpr::c(0))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::{Compute, DType, Value, VOp, Write, WriteKind};
+    use crate::ir::loops::{Compute, DType, VOp, Value, Write, WriteKind};
 
     fn for_(var: VarId, hi: IExpr, kind: LoopKind, body: Vec<Node>) -> Node {
         Node::For(For { var, lo: IExpr::c(0), hi, kind, body })

@@ -132,7 +132,9 @@ impl LoopModule {
         let mut n: i64 = 0;
         for node in nodes {
             let here = match node {
-                Node::For(l) if l.kind == LoopKind::Unroll => l.hi.as_const()?.checked_sub(l.lo.as_const()?)?.max(0).checked_mul(self.shared_computes(&l.body)?)?,
+                Node::For(l) if l.kind == LoopKind::Unroll => {
+                    l.hi.as_const()?.checked_sub(l.lo.as_const()?)?.max(0).checked_mul(self.shared_computes(&l.body)?)?
+                }
                 Node::Guard(g) => self.shared_computes(&g.body)?,
                 Node::Compute(c) => {
                     let shared = c.values.iter().all(|v| match &v.op {

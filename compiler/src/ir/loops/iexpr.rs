@@ -549,7 +549,10 @@ mod tests {
         // The copy's source offset: ((e // 16) % 16) * 256 + k * 16 + (e % 4) * 4 + 8.
         let off = IExpr::add(
             IExpr::add(
-                IExpr::add(IExpr::mul(IExpr::bin(IBin::Mod, IExpr::bin(IBin::FloorDiv, e.clone(), IExpr::c(16)), IExpr::c(16)), IExpr::c(256)), IExpr::mul(k.clone(), IExpr::c(16))),
+                IExpr::add(
+                    IExpr::mul(IExpr::bin(IBin::Mod, IExpr::bin(IBin::FloorDiv, e.clone(), IExpr::c(16)), IExpr::c(16)), IExpr::c(256)),
+                    IExpr::mul(k.clone(), IExpr::c(16)),
+                ),
                 IExpr::mul(IExpr::bin(IBin::Mod, e.clone(), IExpr::c(4)), IExpr::c(4)),
             ),
             IExpr::c(8),

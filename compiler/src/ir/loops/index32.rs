@@ -220,12 +220,28 @@ impl Walk {
                 // atoms keeps its relation (a window's `min(.., o + k)`).
                 let relational = |f: &Frac| f.p.atoms().first().is_some_and(|&x| x >= FIRST_ATOM);
                 let hi = if relational(b) && !relational(a) { b.clone() } else { a.clone() };
-                let lo = if al.le(&bl) { al } else if bl.le(&al) { bl } else if a_nonneg && bl.nonneg() { zero } else { return None };
+                let lo = if al.le(&bl) {
+                    al
+                } else if bl.le(&al) {
+                    bl
+                } else if a_nonneg && bl.nonneg() {
+                    zero
+                } else {
+                    return None;
+                };
                 Some((lo, hi))
             }
             (IBin::Max, _) => {
                 let lo = a.clone();
-                let hi = if ah.le(&bh) { bh } else if bh.le(&ah) { ah } else if a_nonneg && bl.nonneg() { ah.add(&bh)? } else { return None };
+                let hi = if ah.le(&bh) {
+                    bh
+                } else if bh.le(&ah) {
+                    ah
+                } else if a_nonneg && bl.nonneg() {
+                    ah.add(&bh)?
+                } else {
+                    return None;
+                };
                 Some((lo, hi))
             }
             _ => None,
@@ -372,7 +388,8 @@ impl Walk {
 
     fn nodes(&mut self, nodes: &[Node], spread_step: i64, unrolled: &[bool]) -> bool {
         nodes.iter().all(|n| {
-            let rest_ok = n.offsets().into_iter().all(|e| e.split_fixed(&|v| unrolled.get(v).copied().unwrap_or(false)).map_or(true, |(rest, _)| self.check(&rest)));
+            let rest_ok =
+                n.offsets().into_iter().all(|e| e.split_fixed(&|v| unrolled.get(v).copied().unwrap_or(false)).map_or(true, |(rest, _)| self.check(&rest)));
             if !rest_ok || !n.own_exprs().into_iter().all(|e| self.check(e)) {
                 return false;
             }

@@ -377,7 +377,9 @@ mod tests {
         assert!(fits("for i in [0, 1024) parallel { for t in [0, 4) unroll { %0 = const 0.0 : f32\n store y[((i * 4) + t)] = %0 } }"));
         assert!(fits("for i in [0, 2147483647) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
         // An intermediate reaches 2^32 though the offset is below 2^20.
-        assert!(!fits("for i in [0, 1024) parallel { for j in [0, 1024) parallel { %0 = load x[(((i * j) * 4096) % 1048576)] : f32\n store y[((i * 1024) + j)] = %0 } }"));
+        assert!(!fits(
+            "for i in [0, 1024) parallel { for j in [0, 1024) parallel { %0 = load x[(((i * j) * 4096) % 1048576)] : f32\n store y[((i * 1024) + j)] = %0 } }"
+        ));
         // A bound or a guard's value beyond i32.
         assert!(!fits("for i in [0, 2147483648) reduce { %0 = const 0.0 : f32\n store y[(i % 1048576)] = %0 }"));
         assert!(!fits("for i in [0, 1024) parallel { guard 0 <= (i * 4294967296) < 1 { %0 = const 0.0 : f32\n store y[i] = %0 } }"));

@@ -1,4 +1,4 @@
-//! The `loop` dialect: the second IR level (DESIGN.md section 3). It says
+//! The `loop` dialect: the second IR level (docs/architecture.md section 3). It says
 //! *how* a specialised `et` module is computed: static buffers, and kernels
 //! made of explicit loops over scalar induction variables, `guard`s that
 //! implement the out-of-bounds rule, scalar index arithmetic, and writes
@@ -23,9 +23,9 @@ pub mod contraction;
 pub mod facts;
 pub mod geometry;
 pub mod iexpr;
-pub mod liveness;
 pub mod index32;
 pub mod interval;
+pub mod liveness;
 pub mod parse;
 pub mod poly;
 pub mod print;

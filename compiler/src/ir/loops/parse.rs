@@ -210,7 +210,8 @@ impl Parser<'_> {
                 self.c.punct(":")?;
                 let (n, nsp) = self.c.int("a positive multiple")?;
                 if n < 2 || multiples.facts.iter().any(|f| f.0 == d) {
-                    return Err(Diagnostic::error("E0645", format!("`%{name}: {n}` in `{}(..)`: each dim once, a multiple of at least 2", syntax::MULTIPLES)).at(sp.to(nsp), "not a fact"));
+                    return Err(Diagnostic::error("E0645", format!("`%{name}: {n}` in `{}(..)`: each dim once, a multiple of at least 2", syntax::MULTIPLES))
+                        .at(sp.to(nsp), "not a fact"));
                 }
                 multiples.facts.push((d, n));
                 if !self.c.eat(",") {
@@ -340,7 +341,9 @@ impl Parser<'_> {
             return Ok(Node::Compute(c));
         }
         let load_index = format!("NAME = {}", syntax::LOAD_INDEX);
-        let starts = [syntax::FOR, syntax::GUARD, syntax::SYNC, syntax::COMMIT_COPIES, syntax::WAIT_COPIES, &load_index, "%N = .."].into_iter().chain(WriteKind::ALL.iter().map(|w| w.spelling()));
+        let starts = [syntax::FOR, syntax::GUARD, syntax::SYNC, syntax::COMMIT_COPIES, syntax::WAIT_COPIES, &load_index, "%N = .."]
+            .into_iter()
+            .chain(WriteKind::ALL.iter().map(|w| w.spelling()));
         Err(self.c.unexpected(&one_of(starts)))
     }
 
@@ -370,7 +373,10 @@ impl Parser<'_> {
 
     fn buf_ref(&mut self) -> PResult<BufId> {
         let (name, sp) = self.c.ident("a buffer name")?;
-        self.buffers.get(&name).copied().ok_or_else(|| Diagnostic::error("E0643", format!("unknown buffer `{name}`")).at(sp, "no buffer of this name is declared above"))
+        self.buffers
+            .get(&name)
+            .copied()
+            .ok_or_else(|| Diagnostic::error("E0643", format!("unknown buffer `{name}`")).at(sp, "no buffer of this name is declared above"))
     }
 
     /// `[iexpr]` after a buffer name.
@@ -397,7 +403,8 @@ impl Parser<'_> {
         while self.c.is_punct("%") {
             let (k, sp) = self.c.value_ref()?;
             if k != values.len() {
-                return Err(Diagnostic::error("E0646", format!("value `%{k}` defined where `%{}` comes next", values.len())).at(sp, format!("expected `%{}`", values.len())));
+                return Err(Diagnostic::error("E0646", format!("value `%{k}` defined where `%{}` comes next", values.len()))
+                    .at(sp, format!("expected `%{}`", values.len())));
             }
             self.c.punct("=")?;
             let op = self.vop(sc)?;
@@ -578,13 +585,15 @@ struct LoopScope<'a> {
 
 impl IExprScope for LoopScope<'_> {
     fn sym(&self, name: &str, at: Span) -> PResult<IExpr> {
-        self.dims.get(name).map(|&d| IExpr::Sym(d)).ok_or_else(|| Diagnostic::error("E0644", format!("unknown dim `%{name}`")).at(at, format!("not declared by a `{}` line above", syntax::DIM)))
+        self.dims
+            .get(name)
+            .map(|&d| IExpr::Sym(d))
+            .ok_or_else(|| Diagnostic::error("E0644", format!("unknown dim `%{name}`")).at(at, format!("not declared by a `{}` line above", syntax::DIM)))
     }
     fn var(&self, name: &str, at: Span) -> PResult<IExpr> {
-        self.names
-            .get(name)
-            .map(|&v| IExpr::Var(v))
-            .ok_or_else(|| Diagnostic::error("E0644", format!("unknown variable `{name}`")).at(at, format!("not bound by a loop or {} above", syntax::LOAD_INDEX)))
+        self.names.get(name).map(|&v| IExpr::Var(v)).ok_or_else(|| {
+            Diagnostic::error("E0644", format!("unknown variable `{name}`")).at(at, format!("not bound by a loop or {} above", syntax::LOAD_INDEX))
+        })
     }
     fn enter(&mut self, at: Span) -> PResult<()> {
         *self.depth += 1;

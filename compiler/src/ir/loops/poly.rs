@@ -164,7 +164,13 @@ impl Poly {
         let either = |a: Option<Poly>, b: Option<Poly>| a.or(b);
         let beyond = |a: Option<Poly>, b: Option<Poly>| {
             let (a, b) = (a?, b?);
-            let (small, big) = if a.le(&b) { (a, b) } else if b.le(&a) { (b, a) } else { return None };
+            let (small, big) = if a.le(&b) {
+                (a, b)
+            } else if b.le(&a) {
+                (b, a)
+            } else {
+                return None;
+            };
             Some(if up { big } else { small })
         };
         match (op, up) {

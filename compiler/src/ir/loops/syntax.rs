@@ -49,7 +49,6 @@ pub enum VOpName {
 
 spelled!(VOpName { Const => "const", Load => "load", Index => "index", Lookup => "lookup", Random => "random", Neg => "neg", Cast => "cast" });
 
-
 // Infix operators inside `( .. )`; `min` and `max` are written as calls.
 spelled!(IBin { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv => "//^", Mod => "%", Min => "min", Max => "max" });
 
@@ -93,8 +92,8 @@ pub fn write_operator(kind: WriteKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::text::spelling::checks;
     use crate::ir::loops::BinOp;
+    use crate::ir::text::spelling::checks;
     use crate::ir::text::Dialect;
 
     static D: Dialect = Dialect { name: "loop", end: "end of input", bad_char: "C", bad_number: "N", bad_string: "S", unexpected: "U" };

@@ -202,7 +202,7 @@ impl Default for GpuTarget {
 /// reduction. A 4 x 16 f64 tile needs 21 vector registers of 32 bytes:
 /// an AVX-512 CPU has 32 (EVEX encodes `ymm16`-`ymm31`), an AVX2 CPU 16,
 /// where the 1024 chain's products took 1.7x the time of a 4 x 8 tile
-/// (docs/performance.md, section 9).
+/// (docs/journal/performance.md, section 9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostTarget {
     /// Vector registers: 16 with SSE and AVX2, 32 with AVX-512VL.
@@ -213,7 +213,7 @@ pub struct HostTarget {
     /// The compiled program is kept and run many times (the Python
     /// package's cached programs), not once (`eintup run`): tiles whose
     /// extra compile time one run would not recover are worth it
-    /// (`register_tiles::host_tiles`; docs/performance.md section 19).
+    /// (`register_tiles::host_tiles`; docs/journal/performance.md section 19).
     pub reused: bool,
 }
 

@@ -308,7 +308,11 @@ pub enum Node {
     /// `var = load_index buf[offset]`: an INT element read as an index
     /// (gather/scatter through array slices). The offset must be in
     /// bounds wherever the node runs (guards above ensure it).
-    LoadIndex { var: VarId, buf: BufId, offset: IExpr },
+    LoadIndex {
+        var: VarId,
+        buf: BufId,
+        offset: IExpr,
+    },
     /// Scalar computation ending in the kernel's write.
     Compute(Compute),
     /// `sync`: every thread of the block waits here until all arrive, and
@@ -378,7 +382,7 @@ pub const MAX_BLOCK_THREADS: i64 = 1024;
 pub const MAX_UNROLL: i64 = 16;
 
 /// `guard c1, c2, .. { body }`: the body runs only when all hold. This is
-/// the out-of-bounds rule of LANGUAGE.md section 3.
+/// the out-of-bounds rule of docs/language.md section 3.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Guard {
     pub conds: Vec<Cond>,
@@ -413,17 +417,28 @@ pub enum VOp {
     /// A constant (integers in `f64` are exact up to 2^53).
     Const(f64),
     /// `buf[offset]` (offset in bounds wherever it runs).
-    Load { buf: BufId, offset: IExpr },
+    Load {
+        buf: BufId,
+        offset: IExpr,
+    },
     /// An index expression's value as `i32` (`RANK`, `DIMS(l)[t]` after
     /// simplification, ...). Truncates like `as i32`.
     Index(IExpr),
     /// `table[index]` with `0 <= index < table.len()` guaranteed by a
     /// guard: `DIMS(list)[t]` with a non-constant `t`.
-    Lookup { table: Vec<i64>, index: IExpr },
+    Lookup {
+        table: Vec<i64>,
+        index: IExpr,
+    },
     /// The shared RANDOM generator (src/random.rs) of stream `stream`
     /// (the array name) at counter `counter` (the written cell's offset);
     /// `lo`/`hi` are values of type `dtype` (INT: floor of the bounds).
-    Random { stream: String, counter: IExpr, lo: ValId, hi: ValId },
+    Random {
+        stream: String,
+        counter: IExpr,
+        lo: ValId,
+        hi: ValId,
+    },
     Neg(ValId),
     Bin(BinOp, ValId, ValId),
     /// Conversion to the value's dtype: int -> float exact (rounded for
@@ -433,7 +448,7 @@ pub enum VOp {
 }
 
 /// Binary value operations: the language's own operators
-/// (`et_grammar::ast::BinOp`), with LANGUAGE.md section 3 semantics
+/// (`et_grammar::ast::BinOp`), with docs/language.md section 3 semantics
 /// (`crate::arith`): on i32 `+ - *` wrap, `// //^ %` are floor/ceil/
 /// floor-mod with divisor 0 giving 0; on floats `//` is floor(a/b), `//^`
 /// ceil(a/b), `%` is `a - b*floor(a/b)`. `Div` is only on floats (lowering

@@ -40,11 +40,7 @@ impl Node {
             Node::LoadIndex { offset, .. } => vec![offset],
             Node::Sync | Node::Copies(_) => vec![],
             Node::Compute(c) => {
-                let mut v: Vec<&IExpr> = c
-                    .values
-                    .iter()
-                    .filter_map(|v| v.op.index_expr())
-                    .collect();
+                let mut v: Vec<&IExpr> = c.values.iter().filter_map(|v| v.op.index_expr()).collect();
                 v.push(&c.write.offset);
                 v
             }

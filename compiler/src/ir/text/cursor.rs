@@ -149,9 +149,9 @@ impl<'a> Cursor<'a> {
                 self.pos += 1;
                 let sp = start.to(*span);
                 let text = if neg { format!("-{d}") } else { d.clone() };
-                text.parse::<i64>().map(|v| (v, sp)).map_err(|_| {
-                    Diagnostic::error(self.dialect.bad_number, format!("integer `{text}` is beyond the 64-bit range")).at(sp, "beyond i64")
-                })
+                text.parse::<i64>()
+                    .map(|v| (v, sp))
+                    .map_err(|_| Diagnostic::error(self.dialect.bad_number, format!("integer `{text}` is beyond the 64-bit range")).at(sp, "beyond i64"))
             }
             _ => Err(self.unexpected(what)),
         }

@@ -48,8 +48,7 @@ pub fn kind_of(text: &str) -> TextKind {
         // `KEYWORD NAME`: a blank, then a name, a number or `@` (a program
         // may write `kernel [i] = ..`, an array name, a blank and `[`).
         let rest = &l[word.len()..];
-        let blank_follows = rest.starts_with(char::is_whitespace)
-            && rest.trim_start().starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '@');
+        let blank_follows = rest.starts_with(char::is_whitespace) && rest.trim_start().starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '@');
         return match word.as_str() {
             // A loop module's pass facts come first: `facts(..)`, which
             // no program line is (a constraint is `DIMS(..)` or `RANK(..)`).

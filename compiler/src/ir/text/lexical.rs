@@ -245,8 +245,7 @@ impl Lexer<'_> {
                 '"' => return Ok((out, k + 1)),
                 '\\' => {
                     let bad = |end: usize| {
-                        Diagnostic::error(self.d.bad_string, "invalid escape in string")
-                            .at(self.span(k, end), "expected \\\", \\\\, \\n, \\r, \\t or \\u{hex}")
+                        Diagnostic::error(self.d.bad_string, "invalid escape in string").at(self.span(k, end), "expected \\\", \\\\, \\n, \\r, \\t or \\u{hex}")
                     };
                     let Some((e, esc)) = chars.next() else { break };
                     let end = e + esc.len_utf8();
@@ -262,11 +261,7 @@ impl Lexer<'_> {
                             let close = rest.find('}').filter(|&c| rest.starts_with('{') && (2..=7).contains(&c));
                             let Some(close) = close else { return Err(bad(end)) };
                             let hex = &rest[1..close];
-                            let ch = hex
-                                .chars()
-                                .all(|h| h.is_ascii_hexdigit())
-                                .then(|| u32::from_str_radix(hex, 16).ok().and_then(char::from_u32))
-                                .flatten();
+                            let ch = hex.chars().all(|h| h.is_ascii_hexdigit()).then(|| u32::from_str_radix(hex, 16).ok().and_then(char::from_u32)).flatten();
                             let Some(ch) = ch else { return Err(bad(end + close + 1)) };
                             for _ in 0..=close {
                                 chars.next();
@@ -307,9 +302,26 @@ mod tests {
         assert_eq!(
             toks("%0 = ceildiv //^ // +=<= != x_1 é9 _ 12 1.5 1e-7 2E+3 1. @k"),
             [
-                Punct("%"), Int("0".into()), Punct("="), Ident("ceildiv".into()), Punct("//^"), Punct("//"), Punct("+="), Punct("<="), Punct("!="),
-                Ident("x_1".into()), Ident("é9".into()), Ident("_".into()), Int("12".into()), Float("1.5".into()), Float("1e-7".into()),
-                Float("2E+3".into()), Int("1".into()), Punct("."), Punct("@"), Ident("k".into()),
+                Punct("%"),
+                Int("0".into()),
+                Punct("="),
+                Ident("ceildiv".into()),
+                Punct("//^"),
+                Punct("//"),
+                Punct("+="),
+                Punct("<="),
+                Punct("!="),
+                Ident("x_1".into()),
+                Ident("é9".into()),
+                Ident("_".into()),
+                Int("12".into()),
+                Float("1.5".into()),
+                Float("1e-7".into()),
+                Float("2E+3".into()),
+                Int("1".into()),
+                Punct("."),
+                Punct("@"),
+                Ident("k".into()),
             ]
         );
     }

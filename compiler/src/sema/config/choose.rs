@@ -73,7 +73,9 @@ impl<'a> Space<'a> {
                     d = d.note("`DIMS(t) IN` ranges say what is drawn; an inferred dim must lie inside (bind the eintup, or widen the range)")
                 }
                 DiscardKind::InferredNegative => {
-                    d = d.note("range inference gives the largest dims for which the access stays in bounds; here none do (supply a larger array, or bind the eintup)")
+                    d = d.note(
+                        "range inference gives the largest dims for which the access stays in bounds; here none do (supply a larger array, or bind the eintup)",
+                    )
                 }
                 _ => {}
             }

@@ -79,13 +79,9 @@ impl<'a> Space<'a> {
                                 }
                                 d
                             }
-                            None => {
-                                return Err(disc(format!("`{}` has a tuple of another rank", c.describe(m)), Some(c.span), DiscardKind::Draw))
-                            }
+                            None => return Err(disc(format!("`{}` has a tuple of another rank", c.describe(m)), Some(c.span), DiscardKind::Draw)),
                         },
-                        Err(EvalError::DivZero(_)) => {
-                            return Err(disc(format!("`{}` divides by zero", c.describe(m)), Some(c.span), DiscardKind::Draw))
-                        }
+                        Err(EvalError::DivZero(_)) => return Err(disc(format!("`{}` divides by zero", c.describe(m)), Some(c.span), DiscardKind::Draw)),
                         Err(_) => return Err(disc(format!("`{}` cannot be evaluated", c.describe(m)), Some(c.span), DiscardKind::Draw)),
                     }
                 }
@@ -164,13 +160,8 @@ impl<'a> Space<'a> {
                     let Rel::In { lo, hi } = c.rel else { continue };
                     let bad = dims[e].iter().position(|d| *d < lo || *d > hi).unwrap_or(0);
                     if let Some(a) = via[e].get(bad).copied().flatten().and_then(|k| self.used[e].get(k)) {
-                        x.reason = format!(
-                            "`{}` is inferred as {} from {}, outside `{}`",
-                            m.eintups[e].name,
-                            dims_text(&dims[e]),
-                            self.access_text(a),
-                            c.describe(m)
-                        );
+                        x.reason =
+                            format!("`{}` is inferred as {} from {}, outside `{}`", m.eintups[e].name, dims_text(&dims[e]), self.access_text(a), c.describe(m));
                         x.also = Some((a.span, "inferred from this access".to_string()));
                     }
                 }

@@ -1,4 +1,4 @@
-//! Configurations: one rank and dims for every eintup (LANGUAGE.md s.6).
+//! Configurations: one rank and dims for every eintup (docs/language.md s.6).
 //!
 //! Priority: bindings (`--bind NAME=[..]`), then the shapes of input
 //! arrays (`--input`, [`inputs`]), then `DIMS(t) = expr`
@@ -407,5 +407,4 @@ mod tests {
         let (cfg, _) = choose(&format!("{shift}z[u] = 1\n\nDIMS(u) = DIMS(i) + 1\n"), &[], &[input("x", &[10])]).unwrap();
         assert_eq!(cfg.get("u"), Some(&[9][..]));
     }
-
 }

@@ -142,9 +142,10 @@ impl<'a> Space<'a> {
             let mut d = Diagnostic::error("E0206", format!("the rank constraints allow {total} rank combinations (limit {MAX_RANK_COMBOS})"))
                 .note("narrow the `RANK(t) IN [lo, hi]` ranges");
             // Located at the ranges that multiply up (issue #20, item 6).
-            let wide = self.prog.constraints.iter().filter(|c| {
-                c.subject == ConstraintSubject::Rank && matches!(c.rel, Rel::In { lo, hi } if hi > lo) && free.contains(&rs.class_of[c.target])
-            });
+            let wide =
+                self.prog.constraints.iter().filter(|c| {
+                    c.subject == ConstraintSubject::Rank && matches!(c.rel, Rel::In { lo, hi } if hi > lo) && free.contains(&rs.class_of[c.target])
+                });
             for (k, c) in wide.enumerate() {
                 d = if k == 0 { d.at(c.span, "a range of ranks") } else { d.also(c.span, "another range") };
             }

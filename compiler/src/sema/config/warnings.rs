@@ -11,7 +11,6 @@ use et_grammar::ast::ConstraintSubject;
 use et_grammar::Diagnostic;
 
 impl<'a> Space<'a> {
-
     /// W0301: a binding outside a `DIMS(..) IN` or `RANK(..) IN` range
     /// (the ranges say what is drawn; bound dims are used as given). One
     /// line each (`brief`): it comes on every run with such a binding.

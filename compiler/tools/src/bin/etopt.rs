@@ -205,11 +205,20 @@ fn verify_chunk(chunk: &Source, lang: Lang, result: &Result<String, PassError>, 
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
-    let opts = DriverOptions { binds: args.bind.clone(), inputs: Vec::new(), seed: args.seed, float: args.float, fp_contract: fp_contract(&args), ..DriverOptions::default() };
-    // The GPU passes tile for `--target` (a bad one is refused below, where
-    // PTX or LLVM IR is emitted; the passes' policy is the same for every
-    // sm: docs/passes.md, "The GPU target").
-    let opts = DriverOptions { gpu: eintup::ir::loops::target::GpuTarget::for_sm(eintup_tools::cli::build::parse_target(&args.target).unwrap_or(eintup::ir::loops::target::DEFAULT_SM)), tuning: !args.no_tuning, ..opts };
+    let opts = DriverOptions {
+        binds: args.bind.clone(),
+        inputs: Vec::new(),
+        seed: args.seed,
+        float: args.float,
+        fp_contract: fp_contract(&args),
+        ..DriverOptions::default()
+    };
+    // The GPU passes tile for `--target`, and PTX or LLVM IR is emitted for
+    // it: read once, and a bad one is refused whatever is emitted (the
+    // passes' policy is the same for every sm: docs/passes.md, "The GPU
+    // target").
+    let gpu = eintup_tools::cli::build::parse_target("etopt", &args.target)?;
+    let opts = DriverOptions { gpu, tuning: !args.no_tuning, ..opts };
     // The host passes tile for `--target-cpu` (this machine's by default:
     // what `eintup run` compiles for); without `--host`, for AVX2.
     let opts = match args.host {
@@ -243,7 +252,7 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
     };
     let pm = PassManager::from_names(&names, instrument)?;
     let sm = match args.emit {
-        Some(Emit::Llvm | Emit::Ptx) => Some(eintup_tools::cli::build::parse_target(&args.target)?),
+        Some(Emit::Llvm | Emit::Ptx) => Some(gpu.sm),
         _ => None,
     };
     Ok(Plan { pm: Some(pm), explicit, opts, sm })
@@ -251,7 +260,13 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
 
 /// Compiles one input (the file, or one chunk of it) and returns what to
 /// print; warnings (a `--bind` outside a draw range) go to `warnings`.
-fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnostic>, warned: &mut std::collections::BTreeSet<String>) -> Result<String, PassError> {
+fn process(
+    args: &Args,
+    plan: &Plan,
+    source: Source,
+    warnings: &mut Vec<Diagnostic>,
+    warned: &mut std::collections::BTreeSet<String>,
+) -> Result<String, PassError> {
     let Some(pm) = &plan.pm else {
         let file = et_grammar::parse_file(&source.text).map_err(PassError::User)?;
         return Ok(et_grammar::print::print_file(&file, &source.text));
@@ -285,9 +300,16 @@ fn process(args: &Args, plan: &Plan, source: Source, warnings: &mut Vec<Diagnost
             if args.host && m.is_dynamic() {
                 // The host JIT compiles at known dims; only GPU code takes
                 // dim symbols as parameters (docs/dynamic-shapes.md).
-                return Err(PassError::Message(format!("etopt: error: --host needs static dims, and the module declares {} dim symbols (`dim %..`)", m.dims.len())));
+                return Err(PassError::Message(format!(
+                    "etopt: error: --host needs static dims, and the module declares {} dim symbols (`dim %..`)",
+                    m.dims.len()
+                )));
             }
-            let target = if args.host { Target::Host { fp_contract: fp_contract(&args), cpu: args.target_cpu } } else { Target::Nvptx { sm, fp_contract: fp_contract(&args) } };
+            let target = if args.host {
+                Target::Host { fp_contract: fp_contract(&args), cpu: args.target_cpu }
+            } else {
+                Target::Nvptx { sm, fp_contract: fp_contract(&args) }
+            };
             let t = std::time::Instant::now();
             let (r, what) = match e {
                 Emit::Llvm if args.host => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-host"),
@@ -337,8 +359,9 @@ fn default_pipeline(args: &Args) -> Vec<String> {
 fn write_out(args: &Args, text: String) -> Result<(), Failure> {
     match &args.output {
         // `-o -` is stdout, as for every LLVM tool.
-        Some(path) if path.as_os_str() != "-" => std::fs::write(path, text)
-            .map_err(|e| Failure::user(format!("etopt: error: cannot write {}: {e}", path.display()))),
+        Some(path) if path.as_os_str() != "-" => {
+            std::fs::write(path, text).map_err(|e| Failure::user(format!("etopt: error: cannot write {}: {e}", path.display())))
+        }
         _ => {
             print!("{text}");
             Ok(())

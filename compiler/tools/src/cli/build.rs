@@ -2,11 +2,11 @@
 //! into a PTX bundle (docs/bundle.md).
 
 use super::BuildArgs;
-use eintup_codegen::bundle::{self, BuildOptions};
 use eintup::driver::{count, Failure, Source};
+use eintup_codegen::bundle::{self, BuildOptions};
 
 pub fn main(args: BuildArgs) -> Result<(), Failure> {
-    let sm = parse_target(&args.target)?;
+    let sm = parse_target("eintup", &args.target)?.sm;
     let src = Source::load(&args.file)?;
     if eintup::ir::text::kind_of(&src.text) == eintup::ir::text::TextKind::LoopIr {
         return build_loop_module(&args, &src, sm);
@@ -55,7 +55,10 @@ fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Fail
         let Some((name, v)) = parsed else { return Err(Failure::user(format!("eintup: error: --dim {spec}: expected NAME=N with N >= 0"))) };
         let Some(d) = lm.dims.iter().position(|d| d.name == name) else {
             let names: Vec<&str> = lm.dims.iter().map(|d| d.name.as_str()).collect();
-            return Err(Failure::user(format!("eintup: error: --dim {spec}: the module has no dim `%{name}` (its dims: {})", if names.is_empty() { "none".to_string() } else { names.join(", ") })));
+            return Err(Failure::user(format!(
+                "eintup: error: --dim {spec}: the module has no dim `%{name}` (its dims: {})",
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            )));
         };
         dims[d] = v;
     }
@@ -80,7 +83,11 @@ fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure>
     let lowered = eintup::variants::lower_gpu_dynamic(src, &prog, &opts)?;
     let b = bundle::build_dynamic(src, &prog, &sym, &lowered, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
     let symbolic: Vec<&str> = prog.module.eintups.iter().enumerate().filter(|(e, _)| sym.dims.is_symbolic(*e)).map(|(_, t)| t.name.as_str()).collect();
-    let mut what = format!("{}; symbolic eintups: {}", count(sym.dims.symbols.len(), "dim symbol", "dim symbols"), if symbolic.is_empty() { "none".to_string() } else { symbolic.join(", ") });
+    let mut what = format!(
+        "{}; symbolic eintups: {}",
+        count(sym.dims.symbols.len(), "dim symbol", "dim symbols"),
+        if symbolic.is_empty() { "none".to_string() } else { symbolic.join(", ") }
+    );
     if !lowered.variants.is_empty() {
         let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
         what += &format!("; {} ({})", count(names.len(), "run-time variant", "run-time variants"), names.join(" "));
@@ -88,12 +95,9 @@ fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure>
     write(&b, args, sm, &what)
 }
 
-/// `sm_80` -> 80; the architectures LLVM 19's NVPTX backend and the
-/// bundle format support.
-pub fn parse_target(t: &str) -> Result<u32, Failure> {
-    let sm = t.strip_prefix("sm_").and_then(|n| n.parse::<u32>().ok());
-    match sm {
-        Some(sm) if (60..=90).contains(&sm) => Ok(sm),
-        _ => Err(Failure::user(format!("eintup: error: --target {t}: expected sm_60 .. sm_90 (e.g. sm_80, sm_90)"))),
-    }
+/// `--target sm_80`: the GPU target, read by the one parser of target
+/// names (`eintup_codegen::nvptx::parse_gpu_target`); `tool` names the
+/// program in the message.
+pub fn parse_target(tool: &str, t: &str) -> Result<eintup::ir::loops::target::GpuTarget, Failure> {
+    eintup_codegen::nvptx::parse_gpu_target(t).map_err(|why| Failure::user(format!("{tool}: error: --target: {why}")))
 }

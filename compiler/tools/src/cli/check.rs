@@ -14,13 +14,13 @@
 //! Lines), then a summary object.
 
 use super::{Backend, CheckArgs};
+use crate::cli::shapes::{aligned, dims_text};
 use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
 use eintup::check::compare::Mismatch;
-use eintup::check::outcome::{judge, Row, Summary, Verdict};
 use eintup::check::limits::CallLimits;
-use eintup::check::Tolerance;
+use eintup::check::outcome::{judge, Row, Summary, Verdict};
 use eintup::check::policy;
-use crate::cli::shapes::{aligned, dims_text};
+use eintup::check::Tolerance;
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::{CallArg, DimsList, FrameworkCall, Module};
@@ -70,7 +70,11 @@ pub fn main(args: CheckArgs) -> Result<i32, Failure> {
 /// framework (3) over a user error (2) over a mismatch (1) over success.
 fn worse(a: i32, b: i32) -> i32 {
     let rank = |c: i32| [0, 1, 2, 3, 70].iter().position(|&k| k == c).unwrap_or(5);
-    if rank(b) > rank(a) { b } else { a }
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
 }
 
 /// Checks one program. `json_file`: the file named in each JSON object
@@ -89,8 +93,7 @@ fn check_file(args: &CheckArgs, file: &Path, json_file: Option<&Path>, bridge_sl
         if let Some(last) = m.stmts.last() {
             d = d.at(last.span, "the program ends here, and no call section follows");
         }
-        return Err(src.failure(vec![d
-            .note("add a call section such as `tf.linalg.matmul(a, b)` after the program (LANGUAGE.md section 2)")]));
+        return Err(src.failure(vec![d.note("add a call section such as `tf.linalg.matmul(a, b)` after the program (docs/language.md section 2)")]));
     };
     if m.outputs.is_empty() {
         return Err(src.failure(vec![Diagnostic::error("E0502", "the file has no outputs section")
@@ -201,16 +204,13 @@ fn vet_call(src: &Source, call: &FrameworkCall) -> Result<(), Failure> {
     let mut diags = Vec::new();
     if let Err(why) = policy::vet_function(&call.func) {
         diags.push(
-            Diagnostic::error("E0503", format!("the framework call `{}` is not allowed", shortened(&call.func)))
-                .at(name_span, why.to_string())
-                .note(note),
+            Diagnostic::error("E0503", format!("the framework call `{}` is not allowed", shortened(&call.func))).at(name_span, why.to_string()).note(note),
         );
     }
     for kw in call.args.iter().filter_map(|(kw, _)| kw.as_deref()) {
         if let Err(why) = policy::vet_keyword(kw) {
             diags.push(
-                Diagnostic::error("E0503", format!("the keyword `{}` is not allowed in a framework call", shortened(kw)))
-                    .at(keyword_span(kw), why.to_string()),
+                Diagnostic::error("E0503", format!("the keyword `{}` is not allowed in a framework call", shortened(kw))).at(keyword_span(kw), why.to_string()),
             );
         }
     }

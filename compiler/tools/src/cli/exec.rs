@@ -40,7 +40,10 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
         eintup_runtime::check::check_inputs(bound.manifest(), &inputs).map_err(bad)?;
         (bound, binds)
     } else if !args.bind.is_empty() {
-        return Err(Failure::user(format!("eintup: error: {}: --bind gives dims to a dynamic bundle; this one is static (rebuild it with `eintup build --bind`)", args.bundle.display())));
+        return Err(Failure::user(format!(
+            "eintup: error: {}: --bind gives dims to a dynamic bundle; this one is static (rebuild it with `eintup build --bind`)",
+            args.bundle.display()
+        )));
     } else {
         let binds = m.config.eintups.iter().map(|(n, d)| format!("{n}={d:?}")).collect();
         (b, binds)
@@ -53,11 +56,13 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
     };
     let (module, config) = eintup::pipeline::specialized_for(&src, &binds, &[], seed, float)?;
     let opts = RunOptions { seed, float, inputs, max_work: args.max_work };
-    check_buffers(&module, m, float).map_err(|why| Failure::user(format!("eintup: error: {}: the bundle does not match its own program: {why}", args.bundle.display())))?;
+    check_buffers(&module, m, float)
+        .map_err(|why| Failure::user(format!("eintup: error: {}: the bundle does not match its own program: {why}", args.bundle.display())))?;
     // The work the bundle's kernels do, estimated from the same lowering
     // `build` made them by (the GPU passes under the bundle's float policy).
     let fp_contract = m.config.fp_contract.as_deref().and_then(|c| c.parse().ok()).unwrap_or_default();
-    let sm = m.target.arch.strip_prefix("sm_").and_then(|n| n.parse().ok()).unwrap_or(eintup::ir::loops::target::DEFAULT_SM);
+    // The bundle opened, so its manifest's target validated.
+    let sm = m.target_arch().map(|(major, minor)| major * 10 + minor).map_err(|e| Failure::user(format!("eintup: error: {}: {e}", args.bundle.display())))?;
     let (planned, _) = eintup::pipeline::planned(&src, &module, float, fp_contract)?;
     let lm = eintup::pipeline::lower_gpu(&src, &planned, &eintup::pipeline::GpuOptions::new(float, fp_contract, sm))?;
     eintup::pipeline::check_loop_work(&src, &planned, &lm, opts.max_work)?;
@@ -69,8 +74,7 @@ pub fn main(args: ExecArgs) -> Result<(), Failure> {
             eprint!("{}", profile.table());
         }
         if let Some(path) = &args.profile_json {
-            std::fs::write(path, profile.to_json())
-                .map_err(|e| Failure::user(format!("eintup: error: cannot write {}: {e}", path.display())))?;
+            std::fs::write(path, profile.to_json()).map_err(|e| Failure::user(format!("eintup: error: cannot write {}: {e}", path.display())))?;
         }
         arrays
     } else {
@@ -88,10 +92,7 @@ fn check_buffers(module: &eintup::ir::et::Module, m: &eintup_runtime::Manifest, 
         let dtype = float.dtype_of(a.dtype);
         let shape: Vec<usize> = module.array_shape(id).unwrap_or_default().iter().map(|&d| d.max(0) as usize).collect();
         if b.dtype != dtype || b.shape != shape {
-            return Err(format!(
-                "buffer `{}` is {} {:?}, but the program's array is {dtype} {shape:?}",
-                b.name, b.dtype, b.shape
-            ));
+            return Err(format!("buffer `{}` is {} {:?}, but the program's array is {dtype} {shape:?}", b.name, b.dtype, b.shape));
         }
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! Subcommands of the `eintup` binary, one module each. The argument
-//! structs live here so the contract of DESIGN.md section 5 reads in one
+//! structs live here so the contract of docs/architecture.md section 5 reads in one
 //! place; each module's `main` does the work.
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};

@@ -1,4 +1,4 @@
-//! `eintup run`: execute a program on one configuration (DESIGN.md s.5).
+//! `eintup run`: execute a program on one configuration (docs/architecture.md s.5).
 //! Backends: the interpreter, compiled host code (`cpu`), NVPTX (`gpu`,
 //! or `emu` on the PTX emulator).
 
@@ -7,8 +7,8 @@ use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
 use eintup::ir::et::Module;
 use eintup::sema::{Config, InputShape};
-use et_grammar::diag::render_all;
 use eintup::tensor::{shape_text, Tensor};
+use et_grammar::diag::render_all;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -53,7 +53,8 @@ pub fn emit(out: Option<&Path>, print: &str, m: &Module, arrays: &[Tensor], seed
 fn fp_contract(args: &RunArgs) -> Result<FpContract, Failure> {
     match (args.fp_contract, args.backend) {
         (Some(_), Backend::Interp) => Err(Failure::user(
-            "eintup: error: --fp-contract applies to compiled code (--backend cpu|gpu|emu); `interp` never fuses, it is the definition of the rounding".to_string(),
+            "eintup: error: --fp-contract applies to compiled code (--backend cpu|gpu|emu); `interp` never fuses, it is the definition of the rounding"
+                .to_string(),
         )),
         (Some(c), _) => Ok(c),
         (None, b) => Ok(b.default_fp_contract()),
@@ -148,4 +149,3 @@ pub fn render_outputs(m: &Module, arrays: &[Tensor], full: bool) -> String {
     }
     out
 }
-

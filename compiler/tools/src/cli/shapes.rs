@@ -45,10 +45,7 @@ pub fn table(names: &[&str], rows: &[Vec<Vec<i64>>]) -> String {
 /// [`table`] with each cell marked with its source (`[3] inferred`).
 pub fn explained_table(names: &[&str], rows: &[Vec<Vec<i64>>], sources: &[DimsSource]) -> String {
     let header: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| r.iter().zip(sources).map(|(d, s)| format!("{} {}", dims_text(d), s.text())).collect())
-        .collect();
+    let cells: Vec<Vec<String>> = rows.iter().map(|r| r.iter().zip(sources).map(|(d, s)| format!("{} {}", dims_text(d), s.text())).collect()).collect();
     aligned(&header, &cells)
 }
 
@@ -59,7 +56,8 @@ pub fn explained_json(names: &[&str], rows: &[Vec<Vec<i64>>], sources: &[DimsSou
         .iter()
         .map(|r| {
             let eintups: serde_json::Map<String, serde_json::Value> = names.iter().zip(r).map(|(n, d)| (n.to_string(), serde_json::json!(d))).collect();
-            let srcs: serde_json::Map<String, serde_json::Value> = names.iter().zip(sources).map(|(n, s)| (n.to_string(), serde_json::json!(s.text()))).collect();
+            let srcs: serde_json::Map<String, serde_json::Value> =
+                names.iter().zip(sources).map(|(n, s)| (n.to_string(), serde_json::json!(s.text()))).collect();
             format!("  {}", serde_json::json!({ "eintups": eintups, "sources": srcs }))
         })
         .collect();
@@ -76,9 +74,8 @@ pub fn explained_json(names: &[&str], rows: &[Vec<Vec<i64>>], sources: &[DimsSou
 /// stops at 65,535, which an eintup's name may pass).
 pub fn aligned(header: &[String], cells: &[Vec<String>]) -> String {
     let width = |c: &String| c.chars().count();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|k| cells.iter().filter_map(|r| r.get(k)).map(width).chain([width(&header[k])]).max().unwrap_or(0))
-        .collect();
+    let widths: Vec<usize> =
+        (0..header.len()).map(|k| cells.iter().filter_map(|r| r.get(k)).map(width).chain([width(&header[k])]).max().unwrap_or(0)).collect();
     let line = |v: &[String]| {
         let s: Vec<String> = v.iter().zip(&widths).map(|(c, &w)| format!("{c}{}", " ".repeat(w.saturating_sub(width(c))))).collect();
         format!("{}\n", s.join("  ").trim_end())
@@ -95,11 +92,7 @@ pub fn json(names: &[&str], rows: &[Vec<Vec<i64>>]) -> String {
     let objs: Vec<String> = rows
         .iter()
         .map(|r| {
-            let kv: Vec<String> = names
-                .iter()
-                .zip(r)
-                .map(|(n, d)| format!("{}: {}", serde_json::Value::String(n.to_string()), dims_text(d)))
-                .collect();
+            let kv: Vec<String> = names.iter().zip(r).map(|(n, d)| format!("{}: {}", serde_json::Value::String(n.to_string()), dims_text(d))).collect();
             format!("  {{{}}}", kv.join(", "))
         })
         .collect();

@@ -270,7 +270,11 @@ pub fn check(name: &str, source: &str, lang: Lang, produced: &[Produced]) -> Ver
             At::Line(l) => format!("on line {l}"),
             At::Unknown => "with no location".to_string(),
         };
-        problems.push(Problem { at: Some(e.written), message: format!("expected {} {at} was not produced: {{{{{}}}}}", kind(e.severity), e.text), malformed: false });
+        problems.push(Problem {
+            at: Some(e.written),
+            message: format!("expected {} {at} was not produced: {{{{{}}}}}", kind(e.severity), e.text),
+            malformed: false,
+        });
     }
     problems.sort_by_key(|p| p.at);
     let lines = problems

@@ -3,10 +3,10 @@
 //! printed dims with an evaluator independent of the solver (it works on
 //! the AST and Python-style integer semantics written out below).
 
-use et_grammar::ast::{BinOp, ConstraintRel, DimsArg, ConstraintSubject, Expr, ExprKind};
+use eintup_testkit::examples;
+use et_grammar::ast::{BinOp, ConstraintRel, ConstraintSubject, DimsArg, Expr, ExprKind};
 use std::collections::HashMap;
 use std::process::Command;
-use eintup_testkit::examples;
 
 #[derive(Debug, Clone, PartialEq)]
 enum V {
@@ -75,10 +75,8 @@ fn every_configuration_satisfies_the_constraints() {
         // distinct rank vectors against the product of the IN ranges of
         // eintups constrained only by IN (checked below where easy).
         for row in &rows {
-            let cfg: HashMap<String, Vec<i64>> = row
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()))
-                .collect();
+            let cfg: HashMap<String, Vec<i64>> =
+                row.iter().map(|(k, v)| (k.clone(), v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect())).collect();
             for d in cfg.values() {
                 saw_rank0 |= d.is_empty();
                 saw_zero_dim |= d.contains(&0);

@@ -64,11 +64,7 @@ fn the_c_example_runs_a_bundle_on_the_emulator() {
     // computes y = x + 1 and z = y + 1 (exact in f32), and the empty e.
     let z: Vec<f64> = (0..N).map(|k| (k % 8) as f64 / 2.0 - 1.0 + 2.0).collect();
     let shown: Vec<String> = z.iter().take(8).map(|v| v.to_string()).collect();
-    let want = format!(
-        "device: eintup PTX emulator\nz f32 [{N}]: {} ... (sum {})\ne f64 [0, 3]: (sum 0)\n",
-        shown.join(" "),
-        z.iter().sum::<f64>()
-    );
+    let want = format!("device: eintup PTX emulator\nz f32 [{N}]: {} ... (sum {})\ne f64 [0, 3]: (sum 0)\n", shown.join(" "), z.iter().sum::<f64>());
     assert_eq!(stdout, want);
 }
 
@@ -83,7 +79,10 @@ fn the_c_example_reports_errors_with_their_status() {
     assert_eq!(stderr, format!("error: {}: No such file or directory (os error 2)\n", missing.join("manifest.json").display()));
     let bundle = write_bundle(&dir, &manifest_value().to_string(), PTX);
     let out = run(&exe, &[bundle.to_str().unwrap(), "tpu"]);
-    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()), (Some(2), "error: invalid argument: unknown device `tpu` (expected `cuda` or `emu`)\n".to_string()));
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
+        (Some(2), "error: invalid argument: unknown device `tpu` (expected `cuda` or `emu`)\n".to_string())
+    );
     if !eintup_runtime::device::driver_present() {
         let out = run(&exe, &[bundle.to_str().unwrap(), "cuda"]);
         assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));

@@ -84,14 +84,20 @@ fn devices_and_bundles_refuse_bad_arguments() {
     // in ways the library checks.
     unsafe {
         assert_eq!(failure(et_device_open(null(), 0, &mut dev)), (ET_ERROR_INPUT, "invalid argument: `kind` is a null pointer".into()));
-        assert_eq!(failure(et_device_open(c("tpu").as_ptr(), 0, &mut dev)), (ET_ERROR_INPUT, "invalid argument: unknown device `tpu` (expected `cuda` or `emu`)".into()));
+        assert_eq!(
+            failure(et_device_open(c("tpu").as_ptr(), 0, &mut dev)),
+            (ET_ERROR_INPUT, "invalid argument: unknown device `tpu` (expected `cuda` or `emu`)".into())
+        );
         let not_utf8 = [0xffu8, 0];
         assert_eq!(failure(et_device_open(not_utf8.as_ptr().cast::<c_char>(), 0, &mut dev)), (ET_ERROR_INPUT, "invalid argument: `kind` is not UTF-8".into()));
         assert_eq!(failure(et_device_open(c("emu").as_ptr(), 1, &mut dev)), (ET_ERROR_INPUT, "invalid argument: the emulator is device 0 only, not 1".into()));
         assert_eq!(failure(et_device_open(c("emu").as_ptr(), 0, null_mut())), (ET_ERROR_INPUT, "invalid argument: `out` is a null pointer".into()));
         assert!(dev.is_null(), "no handle on failure");
         if !eintup_runtime::device::driver_present() {
-            assert_eq!(failure(et_device_open(c("cuda").as_ptr(), 0, &mut dev)), (ET_ERROR_NO_DRIVER, "no CUDA driver found (libcuda could not be loaded)".into()));
+            assert_eq!(
+                failure(et_device_open(c("cuda").as_ptr(), 0, &mut dev)),
+                (ET_ERROR_NO_DRIVER, "no CUDA driver found (libcuda could not be loaded)".into())
+            );
         }
         let mut bundle = null_mut();
         let dir = TempDir::new("capi-bad-bundle");
@@ -132,11 +138,20 @@ fn a_program_runs_and_reports_what_its_buffers_hold() {
         assert_eq!((role, dtype, ndim, shape, bytes), (ET_ROLE_OUTPUT, ET_DTYPE_F64, 2, [0, 3], 0));
         ok(et_program_buffer_info(l.prog, c("x").as_ptr(), &mut role, &mut dtype, &mut ndim, null_mut(), 0, &mut bytes));
         assert_eq!((role, dtype, ndim, bytes), (ET_ROLE_INPUT, ET_DTYPE_F32, 1, N * 4));
-        assert_eq!(failure(et_program_buffer_info(l.prog, c("e").as_ptr(), null_mut(), null_mut(), null_mut(), shape.as_mut_ptr(), 1, null_mut())).1, "invalid argument: buffer `e` has 2 dims; `shape` holds 1");
-        assert_eq!(failure(et_program_buffer_info(l.prog, c("q").as_ptr(), null_mut(), null_mut(), null_mut(), null_mut(), 0, null_mut())).1, "invalid argument: the bundle has no buffer `q`");
+        assert_eq!(
+            failure(et_program_buffer_info(l.prog, c("e").as_ptr(), null_mut(), null_mut(), null_mut(), shape.as_mut_ptr(), 1, null_mut())).1,
+            "invalid argument: buffer `e` has 2 dims; `shape` holds 1"
+        );
+        assert_eq!(
+            failure(et_program_buffer_info(l.prog, c("q").as_ptr(), null_mut(), null_mut(), null_mut(), null_mut(), 0, null_mut())).1,
+            "invalid argument: the bundle has no buffer `q`"
+        );
         assert_eq!(failure(et_program_buffer_name(l.prog, 4, &mut null())).1, "invalid argument: buffer index 4: the bundle has 4 buffers");
 
-        assert_eq!(failure(et_program_run(l.prog)), (ET_ERROR_INPUT, "input `x`: not written (expected f32 of shape [1000]) and the bundle cannot generate it".into()));
+        assert_eq!(
+            failure(et_program_run(l.prog)),
+            (ET_ERROR_INPUT, "input `x`: not written (expected f32 of shape [1000]) and the bundle cannot generate it".into())
+        );
         ok(write(l.prog, "x", ET_DTYPE_F32, &[N as i64], &xs()));
         ok(et_program_run(l.prog));
         ok(et_program_synchronize(l.prog));
@@ -159,18 +174,27 @@ fn bad_writes_and_reads_are_errors() {
         let ints = vec![0i32; N];
         assert_eq!(failure(write(l.prog, "x", ET_DTYPE_I32, &[n], &ints)).1, "input `x`: dtype i32, expected f32");
         assert_eq!(failure(write(l.prog, "x", ET_DTYPE_F32, &[2, n / 2], &x)).1, "input `x`: shape [2, 500], expected [1000]");
-        assert_eq!(failure(write(l.prog, "x", 7, &[n], &x)).1, "invalid argument: dtype code 7 is none of ET_DTYPE_I32 (0), ET_DTYPE_F32 (1), ET_DTYPE_F64 (2)");
+        assert_eq!(
+            failure(write(l.prog, "x", 7, &[n], &x)).1,
+            "invalid argument: dtype code 7 is none of ET_DTYPE_I32 (0), ET_DTYPE_F32 (1), ET_DTYPE_F64 (2)"
+        );
         assert_eq!(failure(write(l.prog, "x", ET_DTYPE_F32, &[-1], &x)).1, "invalid argument: shape [-1] has a negative dim");
         assert_eq!(failure(write(l.prog, "x", ET_DTYPE_F32, &[n], &x[..10])).1, "invalid argument: 40 bytes for f32 of shape [1000], which has 4000 bytes");
         let status = et_program_write(l.prog, c("x").as_ptr(), ET_DTYPE_F32, 1, [n].as_ptr(), null(), N * 4);
         assert_eq!(failure(status).1, "invalid argument: `data` is a null pointer");
         let status = et_program_write(l.prog, c("x").as_ptr(), ET_DTYPE_F32, 1, null(), x.as_ptr().cast(), N * 4);
         assert_eq!(failure(status).1, "invalid argument: `shape` is a null pointer with ndim 1");
-        assert_eq!(failure(et_program_write(null_mut(), c("x").as_ptr(), ET_DTYPE_F32, 0, null(), null(), 0)).1, "invalid argument: `program` is a null pointer");
+        assert_eq!(
+            failure(et_program_write(null_mut(), c("x").as_ptr(), ET_DTYPE_F32, 0, null(), null(), 0)).1,
+            "invalid argument: `program` is a null pointer"
+        );
         assert_eq!(failure(et_program_write(l.prog, null(), ET_DTYPE_F32, 0, null(), null(), 0)).1, "invalid argument: `name` is a null pointer");
 
         let mut z = vec![0f32; N];
-        assert_eq!(failure(et_program_read(l.prog, c("z").as_ptr(), z.as_mut_ptr().cast(), 8)).1, "invalid argument: reading buffer `z` (f32 of shape [1000], 4000 bytes) into 8 bytes");
+        assert_eq!(
+            failure(et_program_read(l.prog, c("z").as_ptr(), z.as_mut_ptr().cast(), 8)).1,
+            "invalid argument: reading buffer `z` (f32 of shape [1000], 4000 bytes) into 8 bytes"
+        );
         assert_eq!(failure(et_program_read(l.prog, c("z").as_ptr(), null_mut(), N * 4)).1, "invalid argument: `out` is a null pointer");
         assert_eq!(failure(et_program_read(l.prog, c("w").as_ptr(), z.as_mut_ptr().cast(), N * 4)).1, "invalid argument: the bundle has no buffer `w`");
         assert_eq!(failure(et_program_run(null_mut())).1, "invalid argument: `program` is a null pointer");
@@ -207,11 +231,17 @@ fn device_buffers_bind_and_run_in_place() {
         ok(et_buffer_free(wrapped));
 
         ok(et_buffer_alloc(l.dev, ET_DTYPE_I32, 1, n.as_ptr(), &mut bad));
-        assert_eq!(failure(et_program_bind(l.prog, c("z").as_ptr(), bad)), (ET_ERROR_INPUT, "invalid argument: binding buffer `z`: the DeviceBuffer has dtype i32, expected f32".into()));
+        assert_eq!(
+            failure(et_program_bind(l.prog, c("z").as_ptr(), bad)),
+            (ET_ERROR_INPUT, "invalid argument: binding buffer `z`: the DeviceBuffer has dtype i32, expected f32".into())
+        );
         assert_eq!(failure(et_program_bind(l.prog, c("z").as_ptr(), null())).1, "invalid argument: `buffer` is a null pointer");
         assert_eq!(failure(et_buffer_read(bz, z.as_mut_ptr().cast(), 4)).1, "invalid argument: reading a buffer of 4000 bytes into 4 bytes");
         let ints = vec![1i32; N];
-        assert_eq!(failure(et_buffer_write(bz, ET_DTYPE_I32, 1, n.as_ptr(), ints.as_ptr().cast(), N * 4)).1, "invalid argument: writing a DeviceBuffer of f32 and shape [1000] from a tensor of i32 and shape [1000]");
+        assert_eq!(
+            failure(et_buffer_write(bz, ET_DTYPE_I32, 1, n.as_ptr(), ints.as_ptr().cast(), N * 4)).1,
+            "invalid argument: writing a DeviceBuffer of f32 and shape [1000] from a tensor of i32 and shape [1000]"
+        );
         assert_eq!(failure(et_buffer_alloc(l.dev, ET_DTYPE_F32, 1, [-5i64].as_ptr(), &mut bad)).1, "invalid argument: shape [-5] has a negative dim");
         let (status, message) = failure(et_buffer_wrap(l.dev, 0x10, 4, ET_DTYPE_F32, 1, [1i64].as_ptr(), &mut bad));
         assert!(status == ET_ERROR_INPUT && message.contains("not inside one buffer of the emulator"), "{message}");

@@ -2,7 +2,7 @@
 //! module was a test crate of its own; one crate links the package and
 //! its dependencies once.
 
+mod c_example;
 #[path = "../../../tests/it/common/mod.rs"]
 mod common;
-mod c_example;
 mod errors;

@@ -58,34 +58,54 @@ pub fn matmul() -> LoopModule {
     let mm = kernel(
         "matmul",
         &["i", "j", "k"],
-        vec![pfor(0, c(0), c(m), vec![pfor(1, c(0), c(n), vec![rfor(2, c(0), c(k), vec![compute(
-            vec![
-                val(VOp::Load { buf: 0, offset: IExpr::add(IExpr::mul(v(0), c(k)), v(2)) }, F64),
-                val(VOp::Load { buf: 1, offset: IExpr::add(IExpr::mul(v(2), c(n)), v(1)) }, F64),
-                val(VOp::Bin(BinOp::Mul, 0, 1), F64),
-            ],
-            WriteKind::Accumulate,
-            2,
-            IExpr::add(IExpr::mul(v(0), c(n)), v(1)),
-            2,
-        )])])])],
+        vec![pfor(
+            0,
+            c(0),
+            c(m),
+            vec![pfor(
+                1,
+                c(0),
+                c(n),
+                vec![rfor(
+                    2,
+                    c(0),
+                    c(k),
+                    vec![compute(
+                        vec![
+                            val(VOp::Load { buf: 0, offset: IExpr::add(IExpr::mul(v(0), c(k)), v(2)) }, F64),
+                            val(VOp::Load { buf: 1, offset: IExpr::add(IExpr::mul(v(2), c(n)), v(1)) }, F64),
+                            val(VOp::Bin(BinOp::Mul, 0, 1), F64),
+                        ],
+                        WriteKind::Accumulate,
+                        2,
+                        IExpr::add(IExpr::mul(v(0), c(n)), v(1)),
+                        2,
+                    )],
+                )],
+            )],
+        )],
     );
     let post = kernel(
         "scale",
         &["e"],
-        vec![pfor(0, c(0), c(m * n), vec![compute(
-            vec![
-                val(VOp::Load { buf: 2, offset: v(0) }, F64),
-                val(VOp::Const(2.0), F64),
-                val(VOp::Bin(BinOp::Mul, 0, 1), F64),
-                val(VOp::Const(1.0), F64),
-                val(VOp::Bin(BinOp::Sub, 2, 3), F64),
-            ],
-            WriteKind::Store,
-            3,
-            v(0),
-            4,
-        )])],
+        vec![pfor(
+            0,
+            c(0),
+            c(m * n),
+            vec![compute(
+                vec![
+                    val(VOp::Load { buf: 2, offset: v(0) }, F64),
+                    val(VOp::Const(2.0), F64),
+                    val(VOp::Bin(BinOp::Mul, 0, 1), F64),
+                    val(VOp::Const(1.0), F64),
+                    val(VOp::Bin(BinOp::Sub, 2, 3), F64),
+                ],
+                WriteKind::Store,
+                3,
+                v(0),
+                4,
+            )],
+        )],
     );
     LoopModule {
         dims: vec![],
@@ -122,11 +142,7 @@ pub fn conv1d() -> LoopModule {
     let body = Node::Guard(Guard {
         conds: vec![Cond::InRange { e: pos.clone(), lo: c(0), hi: c(l) }],
         body: vec![compute(
-            vec![
-                val(VOp::Load { buf: 0, offset: pos }, F32),
-                val(VOp::Load { buf: 1, offset: v(1) }, F32),
-                val(VOp::Bin(BinOp::Mul, 0, 1), F32),
-            ],
+            vec![val(VOp::Load { buf: 0, offset: pos }, F32), val(VOp::Load { buf: 1, offset: v(1) }, F32), val(VOp::Bin(BinOp::Mul, 0, 1), F32)],
             WriteKind::Accumulate,
             2,
             v(0),
@@ -136,11 +152,7 @@ pub fn conv1d() -> LoopModule {
     LoopModule {
         dims: vec![],
         facts: Facts::NONE,
-        buffers: vec![
-            buf("x", F32, &[l], Role::Input),
-            buf("f", F32, &[w], Role::Input),
-            buf("y", F32, &[conv_out_len()], Role::Output),
-        ],
+        buffers: vec![buf("x", F32, &[l], Role::Input), buf("f", F32, &[w], Role::Input), buf("y", F32, &[conv_out_len()], Role::Output)],
         kernels: vec![kernel("conv", &["o", "w"], vec![pfor(0, c(0), c(conv_out_len()), vec![rfor(1, lo, hi, vec![body])])])],
     }
 }
@@ -159,28 +171,34 @@ pub fn gather() -> LoopModule {
     let g = kernel(
         "gather",
         &["i", "t"],
-        vec![pfor(0, c(0), c(GATHER_N), vec![
-            Node::LoadIndex { var: 1, buf: 1, offset: v(0) },
-            Node::Guard(Guard {
-                conds: vec![Cond::InRange { e: v(1), lo: c(0), hi: c(GATHER_SRC) }],
-                body: vec![compute(vec![val(VOp::Load { buf: 0, offset: v(1) }, F64)], WriteKind::Store, 2, v(0), 0)],
-            }),
-        ])],
+        vec![pfor(
+            0,
+            c(0),
+            c(GATHER_N),
+            vec![
+                Node::LoadIndex { var: 1, buf: 1, offset: v(0) },
+                Node::Guard(Guard {
+                    conds: vec![Cond::InRange { e: v(1), lo: c(0), hi: c(GATHER_SRC) }],
+                    body: vec![compute(vec![val(VOp::Load { buf: 0, offset: v(1) }, F64)], WriteKind::Store, 2, v(0), 0)],
+                }),
+            ],
+        )],
     );
     let t = kernel(
         "lookup",
         &["i"],
-        vec![pfor(0, c(0), c(TABLE.len() as i64), vec![compute(
-            vec![
-                val(VOp::Lookup { table: TABLE.to_vec(), index: v(0) }, I32),
-                val(VOp::Index(v(0)), I32),
-                val(VOp::Bin(BinOp::Add, 0, 1), I32),
-            ],
-            WriteKind::Store,
-            3,
-            v(0),
-            2,
-        )])],
+        vec![pfor(
+            0,
+            c(0),
+            c(TABLE.len() as i64),
+            vec![compute(
+                vec![val(VOp::Lookup { table: TABLE.to_vec(), index: v(0) }, I32), val(VOp::Index(v(0)), I32), val(VOp::Bin(BinOp::Add, 0, 1), I32)],
+                WriteKind::Store,
+                3,
+                v(0),
+                2,
+            )],
+        )],
     );
     LoopModule {
         dims: vec![],
@@ -220,28 +238,25 @@ fn binary_ops(dt: DType, ops: &[BinOp], n: i64) -> LoopModule {
             kernel(
                 &format!("op_{}", op.spelling()),
                 &["i"],
-                vec![pfor(0, c(0), c(n), vec![compute(
-                    vec![
-                        val(VOp::Load { buf: 0, offset: v(0) }, dt),
-                        val(VOp::Load { buf: 1, offset: v(0) }, dt),
-                        val(VOp::Bin(*op, 0, 1), dt),
-                    ],
-                    WriteKind::Store,
-                    2,
-                    IExpr::add(c(o as i64 * n), v(0)),
-                    2,
-                )])],
+                vec![pfor(
+                    0,
+                    c(0),
+                    c(n),
+                    vec![compute(
+                        vec![val(VOp::Load { buf: 0, offset: v(0) }, dt), val(VOp::Load { buf: 1, offset: v(0) }, dt), val(VOp::Bin(*op, 0, 1), dt)],
+                        WriteKind::Store,
+                        2,
+                        IExpr::add(c(o as i64 * n), v(0)),
+                        2,
+                    )],
+                )],
             )
         })
         .collect();
     LoopModule {
         dims: vec![],
         facts: Facts::NONE,
-        buffers: vec![
-            buf("a", dt, &[n], Role::Input),
-            buf("b", dt, &[n], Role::Input),
-            buf("r", dt, &[ops.len() as i64 * n], Role::Output),
-        ],
+        buffers: vec![buf("a", dt, &[n], Role::Input), buf("b", dt, &[n], Role::Input), buf("r", dt, &[ops.len() as i64 * n], Role::Output)],
         kernels,
     }
 }
@@ -267,19 +282,19 @@ pub fn index_ops() -> LoopModule {
             kernel(
                 &format!("index{o}"),
                 &["i", "t"],
-                vec![pfor(0, c(0), c(INDEX_N), vec![
-                    Node::LoadIndex { var: 1, buf: 0, offset: v(0) },
-                    compute(vec![val(VOp::Index(e), I32)], WriteKind::Store, 1, IExpr::add(c(o as i64 * INDEX_N), v(0)), 0),
-                ])],
+                vec![pfor(
+                    0,
+                    c(0),
+                    c(INDEX_N),
+                    vec![
+                        Node::LoadIndex { var: 1, buf: 0, offset: v(0) },
+                        compute(vec![val(VOp::Index(e), I32)], WriteKind::Store, 1, IExpr::add(c(o as i64 * INDEX_N), v(0)), 0),
+                    ],
+                )],
             )
         })
         .collect();
-    LoopModule {
-        dims: vec![],
-        facts: Facts::NONE,
-        buffers: vec![buf("d", I32, &[INDEX_N], Role::Input), buf("r", I32, &[7 * INDEX_N], Role::Output)],
-        kernels,
-    }
+    LoopModule { dims: vec![], facts: Facts::NONE, buffers: vec![buf("d", I32, &[INDEX_N], Role::Input), buf("r", I32, &[7 * INDEX_N], Role::Output)], kernels }
 }
 
 pub const CAST_N: i64 = 8;
@@ -323,17 +338,27 @@ pub fn random() -> LoopModule {
         kernel(
             name,
             &["r", "c"],
-            vec![pfor(0, c(0), c(r), vec![pfor(1, c(0), c(cl), vec![compute(
-                vec![
-                    val(VOp::Const(lo), dt),
-                    val(VOp::Const(hi), dt),
-                    val(VOp::Random { stream: stream.into(), counter: off.clone(), lo: 0, hi: 1 }, dt),
-                ],
-                WriteKind::Store,
-                out,
-                off,
-                2,
-            )])])],
+            vec![pfor(
+                0,
+                c(0),
+                c(r),
+                vec![pfor(
+                    1,
+                    c(0),
+                    c(cl),
+                    vec![compute(
+                        vec![
+                            val(VOp::Const(lo), dt),
+                            val(VOp::Const(hi), dt),
+                            val(VOp::Random { stream: stream.into(), counter: off.clone(), lo: 0, hi: 1 }, dt),
+                        ],
+                        WriteKind::Store,
+                        out,
+                        off,
+                        2,
+                    )],
+                )],
+            )],
         )
     };
     LoopModule {
@@ -369,13 +394,17 @@ pub fn scalars_and_empty() -> LoopModule {
     let fill = kernel(
         "fill_empty",
         &["i", "j"],
-        vec![pfor(0, c(0), c(0), vec![pfor(1, c(0), c(3), vec![compute(
-            vec![val(VOp::Load { buf: 3, offset: v(0) }, I32)],
-            WriteKind::Store,
-            2,
-            IExpr::add(IExpr::mul(v(0), c(3)), v(1)),
+        vec![pfor(
             0,
-        )])])],
+            c(0),
+            c(0),
+            vec![pfor(
+                1,
+                c(0),
+                c(3),
+                vec![compute(vec![val(VOp::Load { buf: 3, offset: v(0) }, I32)], WriteKind::Store, 2, IExpr::add(IExpr::mul(v(0), c(3)), v(1)), 0)],
+            )],
+        )],
     );
     LoopModule {
         dims: vec![],

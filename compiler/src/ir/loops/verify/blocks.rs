@@ -52,9 +52,7 @@ pub(super) fn kernel(m: &LoopModule, ki: usize, k: &Kernel) -> Result<(), Verify
     // A dynamic kernel's blocks sit in a chain of symbolic trips.
     let chain = Chain::of_dynamic(&k.body);
     let Some(nest) = chain.thread_nest(&k.body).filter(|n| n.threads.len() == threads) else {
-        return Err(err(
-            "`thread` loops must form one perfect nest with constant bounds, directly inside the kernel's parallel chain".into(),
-        ));
+        return Err(err("`thread` loops must form one perfect nest with constant bounds, directly inside the kernel's parallel chain".into()));
     };
     if nest.size() > MAX_BLOCK_THREADS {
         return Err(err(format!("its `thread` nest has {} threads, more than a block's {MAX_BLOCK_THREADS}", nest.size())));
@@ -153,9 +151,9 @@ impl Blocks<'_> {
                 "a `spread` loop where not every thread of the block gets (under a guard, a `spread` loop, or a loop whose bounds differ between threads)",
             )),
             (Node::Sync, Place::Outside) => Err(self.err("`sync` outside a `thread` nest")),
-            (Node::Sync, Place::Divergent | Place::Spread) => Err(self.err(
-                "`sync` where not every thread of the block gets (under a guard, a `spread` loop, or a loop whose bounds differ between threads)",
-            )),
+            (Node::Sync, Place::Divergent | Place::Spread) => {
+                Err(self.err("`sync` where not every thread of the block gets (under a guard, a `spread` loop, or a loop whose bounds differ between threads)"))
+            }
             // Copy groups are per thread: any place inside the nest will do.
             (Node::Copies(_), Place::Outside) => Err(self.err("`commit_copies`/`wait_copies` outside a `thread` nest")),
             _ => {
