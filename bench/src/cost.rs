@@ -215,8 +215,8 @@ pub fn resident_blocks(gpu: &Gpu, w: &Work) -> u64 {
     // Registers are allocated per warp in units of 256 (8 per thread).
     let regs_per_block = w.registers.div_ceil(8) * 8 * threads.div_ceil(32) * 32;
     let mut r = gpu.max_blocks_per_sm.min(gpu.max_threads_per_sm / threads);
-    if regs_per_block > 0 {
-        r = r.min(gpu.registers_per_sm / regs_per_block);
+    if let Some(by_registers) = gpu.registers_per_sm.checked_div(regs_per_block) {
+        r = r.min(by_registers);
     }
     if w.shared_bytes_per_block > 0 {
         r = r.min(gpu.shared_bytes_per_sm / (w.shared_bytes_per_block + gpu.shared_reserved_per_block));

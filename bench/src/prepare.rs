@@ -48,7 +48,7 @@ impl Prepared {
         for (a, t) in self.module.arrays.iter().zip(&self.buffers) {
             if a.is_input {
                 let p = dir.join(format!("{}.npy", a.name));
-                eintup::tensor::npy::write(&p, &t).map_err(|e| format!("{}: {e}", p.display()))?;
+                eintup::tensor::npy::write(&p, t).map_err(|e| format!("{}: {e}", p.display()))?;
                 out.insert(a.name.clone(), p);
             }
         }

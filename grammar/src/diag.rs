@@ -173,7 +173,8 @@ fn excerpt(source: &str, spans: &[Span]) -> (String, Vec<Span>) {
     touched.dedup();
     let mut out = String::with_capacity(source.len().min(1 << 16));
     // Per line: (old start, old end, new start, window in old bytes, bytes added before it).
-    let mut map: Vec<(usize, usize, usize, Option<(usize, usize)>, usize)> = Vec::new();
+    type LineMap = (usize, usize, usize, Option<(usize, usize)>, usize);
+    let mut map: Vec<LineMap> = Vec::new();
     let mut start = 0;
     for (n, line) in source.split_inclusive('\n').enumerate() {
         let body = line.trim_end_matches('\n');

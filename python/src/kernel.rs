@@ -95,7 +95,8 @@ struct Scratch {
 
 enum Code {
     Host { prog: HostProgram },
-    Emu { program: RefCell<Program<'static>> },
+    // Boxed: an emulator program is four times the other variants.
+    Emu { program: Box<RefCell<Program<'static>>> },
     Cuda { program: Rc<CudaProgram> },
     Interp,
 }
@@ -269,7 +270,7 @@ impl Kernel {
             Target::Emu => {
                 let b = self.gpu_bundle(&module, &config, eintup::ir::loops::target::DEFAULT_SM)?;
                 let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
-                (Code::Emu { program: RefCell::new(program) }, Some(CacheFiles::Bundle(Box::new(b))))
+                (Code::Emu { program: Box::new(RefCell::new(program)) }, Some(CacheFiles::Bundle(Box::new(b))))
             }
             Target::Cuda => {
                 let (ordinal, dev) = dev.ok_or_else(|| Failure::Internal("a cuda kernel compiled without a device".into()))?;
@@ -323,7 +324,7 @@ impl Kernel {
             }
             Target::Emu => {
                 let b = eintup_runtime::Bundle::open(dir.join(BUNDLE_DIR)).ok()?;
-                Code::Emu { program: RefCell::new(emulator().load(&b).ok()?) }
+                Code::Emu { program: Box::new(RefCell::new(emulator().load(&b).ok()?)) }
             }
             Target::Cuda => {
                 let (ordinal, d) = dev?;

@@ -78,7 +78,8 @@ unsafe impl<T> Send for SameThread<T> {}
 
 enum Loaded {
     Emu {
-        program: Program<'static>,
+        /// Boxed: an emulator program is four times the other variant.
+        program: Box<Program<'static>>,
         /// Inputs the last call wrote: a call that leaves one out gets the
         /// bundle's generated values again, not the last call's array.
         written: Vec<String>,
@@ -209,7 +210,7 @@ fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<
         let dynamic = b.manifest().dynamic.is_some().then(|| (b.clone(), BTreeMap::new()));
         let given = b.manifest().given_dims(&binds).map_err(|e| runtime_error(&path, e))?;
         let on = match ordinal {
-            None => Loaded::Emu { program: devices::emulator().load(&b).map_err(|e| runtime_error(&path, e))?, written: Vec::new() },
+            None => Loaded::Emu { program: Box::new(devices::emulator().load(&b).map_err(|e| runtime_error(&path, e))?), written: Vec::new() },
             Some(n) => {
                 let dev = cuda::device(n)?;
                 let program = dev.load(&b).map_err(|e| runtime_error(&path, e))?;

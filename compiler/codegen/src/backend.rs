@@ -107,7 +107,7 @@ pub fn initial_buffers(src: &Source, module: &Module, lm: &LoopModule, opts: &Ru
     let mut bufs = interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
     for b in &lm.buffers[bufs.len().min(lm.buffers.len())..] {
         let shape = crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?;
-        let t = Tensor::zeros(b.dtype.into(), &shape).ok_or_else(|| {
+        let t = Tensor::zeros(b.dtype, &shape).ok_or_else(|| {
             let bytes = shape.iter().try_fold(b.dtype.size(), |n, &d| n.checked_mul(d));
             let size = bytes.map_or_else(|| "more bytes than this machine addresses".to_string(), |n| format!("{n} bytes"));
             Failure::user(format!(

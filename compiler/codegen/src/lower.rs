@@ -1242,19 +1242,6 @@ fn operand<'ctx>(vals: &[BasicValueEnum<'ctx>], defs: &[Value], id: usize) -> Re
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kernel_names_must_be_identifiers() {
-        assert!(check_kernel_name("k0_y").is_ok());
-        assert!(check_kernel_name("0k").is_err());
-        assert!(check_kernel_name("a.b").is_err());
-        assert!(check_kernel_name("").is_err());
-    }
-}
-
 /// `m` lowered for `target`, given `tm`'s triple and data layout, and
 /// optimised with LLVM's `default<O3>` pipeline: the one path both the
 /// host JIT and PTX emission take.
@@ -1275,4 +1262,17 @@ pub(crate) fn lower_and_optimize<'ctx>(
         .run_passes("default<O3>", tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError(format!("LLVM optimisation failed: {}", e.to_string())))?;
     Ok(module)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_must_be_identifiers() {
+        assert!(check_kernel_name("k0_y").is_ok());
+        assert!(check_kernel_name("0k").is_err());
+        assert!(check_kernel_name("a.b").is_err());
+        assert!(check_kernel_name("").is_err());
+    }
 }

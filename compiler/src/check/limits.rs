@@ -73,7 +73,7 @@ pub fn parse_size(s: &str) -> Result<Option<u64>, String> {
 /// `8 GiB`, `512 MiB`, `1000 bytes`: a size as messages print it.
 pub fn size_text(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

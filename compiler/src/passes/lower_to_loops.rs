@@ -303,7 +303,7 @@ impl<'m> StmtLowering<'m> {
                 let op = symbolic::index_bin(*op);
                 let comp = |k: usize, me: &mut Self| {
                     let (p, q) = (x.at(k), y.at(k));
-                    if matches!(op, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) && q.as_const().map_or(true, |c| c == 0) {
+                    if matches!(op, IBin::FloorDiv | IBin::CeilDiv | IBin::Mod) && q.as_const().is_none_or(|c| c == 0) {
                         // A zero divisor makes the instantiation out of bounds.
                         me.cond(Cond::NonZero(q.clone()));
                     }

@@ -101,7 +101,7 @@ pub fn parallelize_kernel(k: &mut Kernel, ext: &Extents) -> Outcome {
     if cands.is_empty() {
         return Outcome::default();
     }
-    let covers = |d: Option<Vec<VarId>>| d.map_or(false, |d| cands.iter().all(|v| d.contains(v) || sp.loops.iter().any(|l| l.0 == *v && single(l.1))));
+    let covers = |d: Option<Vec<VarId>>| d.is_some_and(|d| cands.iter().all(|v| d.contains(v) || sp.loops.iter().any(|l| l.0 == *v && single(l.1))));
     let injective = covers(determined(&write.offset, &sp)) || covers(determined_symbolic(&write.offset, &sp, ext));
     // Racing stores of one constant are harmless; other racing stores are
     // not, and have no atomic form: leave such a kernel sequential.

@@ -483,7 +483,7 @@ fn select(nodes: &mut [Node], tiles: &[(BufId, i64)], sel: i64) {
 /// Every node of `nodes` but the waits and barriers under `conds`: a
 /// `spread` loop's body (the loop itself may not sit under a guard), any
 /// other node whole.
-fn guard_copies(nodes: &mut Vec<Node>, conds: &[Cond]) {
+fn guard_copies(nodes: &mut [Node], conds: &[Cond]) {
     for n in nodes.iter_mut() {
         match n {
             Node::Sync | Node::Copies(_) => {}

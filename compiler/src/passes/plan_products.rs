@@ -498,7 +498,7 @@ impl Product {
                     for x in &best[a] {
                         for y in &best[b] {
                             let c = self.join(x, y, mask as u128, root, eb);
-                            if c.bytes <= cap && choice.as_ref().map_or(true, |d| (c.cost, c.bytes) < (d.cost, d.bytes)) {
+                            if c.bytes <= cap && choice.as_ref().is_none_or(|d| (c.cost, c.bytes) < (d.cost, d.bytes)) {
                                 choice = Some(c);
                             }
                         }
@@ -530,7 +530,7 @@ impl Product {
                     let mask = ops[x].0 | ops[y].0;
                     let step = self.size(ops[x].1.vars | ops[y].1.vars);
                     let bytes = self.size(self.kept(mask)).saturating_mul(eb);
-                    if used.saturating_add(bytes) <= cap && pick.map_or(true, |(s, b, _, _)| (step, bytes) < (s, b)) {
+                    if used.saturating_add(bytes) <= cap && pick.is_none_or(|(s, b, _, _)| (step, bytes) < (s, b)) {
                         pick = Some((step, bytes, x, y));
                     }
                 }

@@ -44,7 +44,7 @@ pub struct SinkBroadcastsOptions {
 impl PassOptions for SinkBroadcastsOptions {
     const KEYS: &'static [(&'static str, &'static str)] = &[];
     fn from_driver(d: &DriverOptions) -> Self {
-        SinkBroadcastsOptions { gpu: d.gpu.clone() }
+        SinkBroadcastsOptions { gpu: d.gpu }
     }
     fn set(&mut self, key: &str, _: &str) -> Result<(), String> {
         Err(format!("option `{key}` is not declared"))

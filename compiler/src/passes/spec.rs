@@ -74,7 +74,7 @@ pub fn parse_float(v: &str) -> Result<FloatWidth, String> {
 }
 
 pub fn parse_fp_contract(v: &str) -> Result<FpContract, String> {
-    v.parse().map_err(|e| format!("{e}"))
+    v.parse::<FpContract>().map_err(|e| e.to_string())
 }
 
 /// Adds `bind=v` to `binds`: it replaces the binding of the same eintup.
@@ -92,7 +92,7 @@ pub fn parse_bool(v: &str) -> Result<bool, String> {
 }
 
 pub fn add_binding(binds: &mut Vec<String>, v: &str) -> Result<(), String> {
-    let b = crate::sema::parse_binding(v).map_err(|e| format!("{e}"))?;
+    let b = crate::sema::parse_binding(v).map_err(|e| e.to_string())?;
     binds.retain(|d| crate::sema::parse_binding(d).map_or(true, |d| d.name != b.name));
     binds.push(v.to_string());
     Ok(())

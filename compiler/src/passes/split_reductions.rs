@@ -78,7 +78,7 @@ pub struct SplitReductionsOptions {
 impl PassOptions for SplitReductionsOptions {
     const KEYS: &'static [(&'static str, &'static str)] = &[super::spec::FP_CONTRACT];
     fn from_driver(d: &DriverOptions) -> Self {
-        SplitReductionsOptions { fp_contract: d.fp_contract, gpu: d.gpu.clone() }
+        SplitReductionsOptions { fp_contract: d.fp_contract, gpu: d.gpu }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {

@@ -74,7 +74,7 @@ pub struct WidenThreadsOptions {
 impl PassOptions for WidenThreadsOptions {
     const KEYS: &'static [(&'static str, &'static str)] = &[("bytes", "N: the most bytes of a thread's vector, 0 (off), 4, 8 or 16 (default 16)")];
     fn from_driver(d: &DriverOptions) -> Self {
-        WidenThreadsOptions { gpu: d.gpu.clone(), bytes: 16 }
+        WidenThreadsOptions { gpu: d.gpu, bytes: 16 }
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {

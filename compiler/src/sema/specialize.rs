@@ -117,7 +117,7 @@ pub fn specialize(prog: &mut Program, cfg: &Config, limit: MemoryLimit) -> Resul
         }
     }
     if total > u128::from(limit.bytes) {
-        items.sort_by(|x, y| y.0.cmp(&x.0));
+        items.sort_by_key(|x| std::cmp::Reverse(x.0));
         let mut d = Diagnostic::error("E0306", format!("this configuration needs {total} bytes of arrays, more than the limit of {} bytes", limit.bytes));
         for (k, (_, l, span)) in items.into_iter().take(3).enumerate() {
             d = if k == 0 { d.at(span, l) } else { d.also(span, l) };

@@ -72,7 +72,7 @@ pub fn symbolic_config(prog: &Program, space: &Space, rank_args: &[(String, usiz
         return Err(diags);
     }
     let all = space.rank_combos()?;
-    let combos: Vec<&Vec<usize>> = all.iter().filter(|c| want.iter().zip(c.iter()).all(|(w, r)| w.map_or(true, |w| w == *r))).collect();
+    let combos: Vec<&Vec<usize>> = all.iter().filter(|c| want.iter().zip(c.iter()).all(|(w, r)| w.is_none_or(|w| w == *r))).collect();
     let ranks = match combos.as_slice() {
         [one] => (*one).clone(),
         [] => {

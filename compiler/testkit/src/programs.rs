@@ -223,7 +223,7 @@ pub fn program() -> impl Strategy<Value = String> {
         // Constraints about eintups no statement mentions are E0124
         // (see `about_used_eintups`); most programs keep only the others
         // so that they reach the backends, one in eight keeps them all.
-        let keep_all = text.len() % 8 == 0;
+        let keep_all = text.len().is_multiple_of(8);
         let c: Vec<String> = c.into_iter().filter(|c| keep_all || about_used_eintups(&text, c)).collect();
         text.push_str("\n\n");
         if let Some(o) = out {

@@ -125,13 +125,13 @@ fn malformed_variants_are_errors_naming_the_variant() {
         (json!({"step": 0, "kernel": "add_n", "threads": "%n.0", "block": [32, 1, 1], "when": ["%k.0"]}), "`%k.0`, which is not among the symbols"),
     ];
     for (bad, needle) in cases {
-        let e = Manifest::parse(&with_variants(&[bad.clone()]).to_string()).unwrap_err();
+        let e = Manifest::parse(&with_variants(std::slice::from_ref(&bad)).to_string()).unwrap_err();
         assert!(matches!(e, Error::BadManifest(_)), "{bad}: {e:?}");
         assert!(e.to_string().contains(needle), "{bad}: {e} lacks {needle:?}");
     }
     // Fields of the wrong type or missing: serde's error, no panic.
     for bad in [json!({"step": -1, "kernel": "add_n", "threads": "%n.0", "block": [32, 1, 1], "when": []}), json!({"step": 0, "kernel": "add_n"}), json!(7)] {
-        let e = Manifest::parse(&with_variants(&[bad.clone()]).to_string()).unwrap_err();
+        let e = Manifest::parse(&with_variants(std::slice::from_ref(&bad)).to_string()).unwrap_err();
         assert!(e.to_string().contains("manifest"), "{bad}: {e}");
     }
 }

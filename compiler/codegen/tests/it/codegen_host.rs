@@ -463,7 +463,7 @@ fn run_on_runs_on_borrowed_memory_and_checks_it_first() {
     assert!(err(vec![BufferRef::of_read_only(&a), BufferRef::of_read_only(&b)]).contains("2 buffers given for 4"));
     // Misaligned f64s: one byte into a buffer.
     let raw = vec![0u8; a.len() * 8 + 8];
-    let off = if raw.as_ptr() as usize % 8 == 0 { 1 } else { 0 };
+    let off = if (raw.as_ptr() as usize).is_multiple_of(8) { 1 } else { 0 };
     // SAFETY: `raw` outlives the run, is only read, and holds the bytes.
     let mis = unsafe { BufferRef::from_raw(raw.as_ptr().add(off) as *mut u8, a.len() * 8, false) };
     let e = err(vec![mis, BufferRef::of_read_only(&b), BufferRef::of_slice(&mut c), BufferRef::of_slice(&mut d)]);

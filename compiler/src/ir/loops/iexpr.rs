@@ -108,14 +108,23 @@ impl IExpr {
         IExpr::Bin(op, Box::new(a), Box::new(b))
     }
 
+    // A constructor of the `Add` node, not the operator trait (which would
+    // make `a + b` build IR silently).
+    #[allow(clippy::should_implement_trait)]
     pub fn add(a: IExpr, b: IExpr) -> IExpr {
         IExpr::bin(IBin::Add, a, b)
     }
 
+    // A constructor of the `Sub` node, not the operator trait (which would
+    // make `a + b` build IR silently).
+    #[allow(clippy::should_implement_trait)]
     pub fn sub(a: IExpr, b: IExpr) -> IExpr {
         IExpr::bin(IBin::Sub, a, b)
     }
 
+    // A constructor of the `Mul` node, not the operator trait (which would
+    // make `a + b` build IR silently).
+    #[allow(clippy::should_implement_trait)]
     pub fn mul(a: IExpr, b: IExpr) -> IExpr {
         IExpr::bin(IBin::Mul, a, b)
     }

@@ -389,7 +389,7 @@ impl Walk {
     fn nodes(&mut self, nodes: &[Node], spread_step: i64, unrolled: &[bool]) -> bool {
         nodes.iter().all(|n| {
             let rest_ok =
-                n.offsets().into_iter().all(|e| e.split_fixed(&|v| unrolled.get(v).copied().unwrap_or(false)).map_or(true, |(rest, _)| self.check(&rest)));
+                n.offsets().into_iter().all(|e| e.split_fixed(&|v| unrolled.get(v).copied().unwrap_or(false)).is_none_or(|(rest, _)| self.check(&rest)));
             if !rest_ok || !n.own_exprs().into_iter().all(|e| self.check(e)) {
                 return false;
             }

@@ -259,7 +259,7 @@ fn nodes_fit_i32(nodes: &[Node], spread_step: i64, unrolled: &dyn Fn(VarId) -> b
             return false;
         }
         // An address's `rest` (`IExpr::split_fixed`) is computed too.
-        let rest_fits = |e: &IExpr| e.split_fixed(unrolled).map_or(true, |(rest, _)| range_i32(&rest, env).is_some());
+        let rest_fits = |e: &IExpr| e.split_fixed(unrolled).is_none_or(|(rest, _)| range_i32(&rest, env).is_some());
         if !n.offsets().into_iter().all(rest_fits) {
             return false;
         }

@@ -475,82 +475,6 @@ impl Parser<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use et_grammar::span::line_col;
-
-    fn err(text: &str) -> (&'static str, (usize, usize)) {
-        let d = parse_module(text).expect_err("should fail");
-        let sp = d[0].primary_span().expect("located");
-        (d[0].code, line_col(text, sp.start))
-    }
-
-    #[test]
-    fn a_kernels_dim_facts_read_back_and_bad_ones_are_refused() {
-        let text = "dim %n.0\ndim %w.0\nbuffer a : f32[%n.0, %w.0] output\n\nkernel @k multiples(%w.0: 4, %n.0: 2) {\n  for i in [0, %w.0) parallel {\n    %0 = const 1.0 : f32\n    store a[i] = %0\n  }\n}\n";
-        let m = parse_module(text).unwrap();
-        assert_eq!(m.kernels[0].multiples, Multiples { facts: vec![(1, 4), (0, 2)] });
-        assert_eq!(super::super::print::module(&m), text);
-        crate::ir::loops::verify::verify(&m).unwrap();
-        let with = |facts: &str| text.replace("multiples(%w.0: 4, %n.0: 2)", facts);
-        assert_eq!(err(&with("multiples(%w.0: 4, %w.0: 8)")).0, "E0645");
-        assert_eq!(err(&with("multiples(%w.0: 1)")).0, "E0645");
-        assert_eq!(err(&with("multiples(%x.0: 4)")).0, "E0644");
-        // Built by hand: a fact of no declared dim does not verify.
-        let mut bad = m.clone();
-        bad.kernels[0].multiples.facts.push((7, 4));
-        assert!(crate::ir::loops::verify::verify(&bad).is_err());
-    }
-
-    #[test]
-    fn lexer_tells_comment_lines_from_floor_division() {
-        let m = parse_module("// RUN: etopt %s\nbuffer a : i32[4] output\n  // note\nkernel @k {\n  for i in [0, (9 // 2)) reduce {\n    %0 = index (i // 2) : i32\n    store a[i] = %0\n  }\n}\n").unwrap();
-        let Node::For(l) = &m.kernels[0].body[0] else { panic!() };
-        assert_eq!(l.hi, IExpr::bin(IBin::FloorDiv, IExpr::c(9), IExpr::c(2)));
-    }
-
-    #[test]
-    fn numbers_strings_and_limits() {
-        let m = parse_module("buffer a : f64[] output\nkernel @k {\n  %0 = const -1.5e-3 : f64\n  %1 = const inf : f64\n  %2 = random \"a\\\"\\u{1f}\"[-9223372036854775808], %0, %1 : f64\n  store a[0] = %2\n}\n").unwrap();
-        let c = match &m.kernels[0].body[0] {
-            Node::Compute(c) => c,
-            _ => panic!(),
-        };
-        assert_eq!(c.values[0].op, VOp::Const(-1.5e-3));
-        assert_eq!(c.values[1].op, VOp::Const(f64::INFINITY));
-        assert_eq!(c.values[2].op, VOp::Random { stream: "a\"\u{1f}".into(), counter: IExpr::c(i64::MIN), lo: 0, hi: 1 });
-        assert_eq!(err("buffer a : f64[9223372036854775808] temp"), ("E0642", (1, 16)));
-        assert_eq!(err("buffer a : f64[] temp\nkernel @k {\n %0 = const 1e999 : f64\n store a[0] = %0\n}"), ("E0642", (3, 13)));
-        assert_eq!(err("kernel @k { %0 = random \"ab"), ("E0649", (1, 25)));
-        let deep = format!("buffer b : i32[1] temp\nkernel @k {{ x = load_index b[{}0{}] }}", "(".repeat(1000), " + 1)".repeat(1000));
-        assert_eq!(err(&deep).0, "E0650");
-    }
-
-    #[test]
-    fn names_are_identifiers_of_the_et_language() {
-        let text = "buffer ä : f64[2] output\n\nkernel @k_Δ {\n  for ö1 in [0, 2) parallel {\n    %0 = const 1.0 : f64\n    store ä[ö1] = %0\n  }\n}\n";
-        let m = parse_verified(text).unwrap();
-        assert_eq!(super::super::print::module(&m), text);
-        assert_eq!(err("buffer 1ä : f64[2] output"), ("E0642", (1, 8)));
-    }
-
-    #[test]
-    fn arbitrary_bytes_never_panic() {
-        // A cheap fuzz: every prefix and some mutations of a valid text.
-        let text = "buffer a : f64[2] output\nkernel @k vars(i) {\n  for i in [max(0, (1 - 2)), 2) parallel {\n    guard 0 <= (i % 2) < 2, i != 0 {\n      %0 = const 2.0 : f64\n      accumulate a[i] += %0\n    }\n  }\n}\n";
-        for end in 0..=text.len() {
-            let _ = parse_module(&text[..end]);
-        }
-        for (i, _) in text.char_indices() {
-            for rep in ["\"", "%", "(", "}", "é", "-", "\\"] {
-                let t = format!("{}{}{}", &text[..i], rep, &text[i + 1..]);
-                let _ = parse_module(&t);
-            }
-        }
-    }
-}
-
 /// `%NAME` or `%NAME.N` (the `%` included): a dim symbol's name.
 pub(crate) fn sym_name(c: &mut Cursor) -> PResult<(String, Span)> {
     let start = c.span();
@@ -651,5 +575,81 @@ pub(crate) fn iexpr(c: &mut Cursor, sc: &mut impl IExprScope) -> PResult<IExpr> 
             Ok(IExpr::bin(op, a, b))
         }
         _ => Err(c.unexpected("an index expression")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use et_grammar::span::line_col;
+
+    fn err(text: &str) -> (&'static str, (usize, usize)) {
+        let d = parse_module(text).expect_err("should fail");
+        let sp = d[0].primary_span().expect("located");
+        (d[0].code, line_col(text, sp.start))
+    }
+
+    #[test]
+    fn a_kernels_dim_facts_read_back_and_bad_ones_are_refused() {
+        let text = "dim %n.0\ndim %w.0\nbuffer a : f32[%n.0, %w.0] output\n\nkernel @k multiples(%w.0: 4, %n.0: 2) {\n  for i in [0, %w.0) parallel {\n    %0 = const 1.0 : f32\n    store a[i] = %0\n  }\n}\n";
+        let m = parse_module(text).unwrap();
+        assert_eq!(m.kernels[0].multiples, Multiples { facts: vec![(1, 4), (0, 2)] });
+        assert_eq!(super::super::print::module(&m), text);
+        crate::ir::loops::verify::verify(&m).unwrap();
+        let with = |facts: &str| text.replace("multiples(%w.0: 4, %n.0: 2)", facts);
+        assert_eq!(err(&with("multiples(%w.0: 4, %w.0: 8)")).0, "E0645");
+        assert_eq!(err(&with("multiples(%w.0: 1)")).0, "E0645");
+        assert_eq!(err(&with("multiples(%x.0: 4)")).0, "E0644");
+        // Built by hand: a fact of no declared dim does not verify.
+        let mut bad = m.clone();
+        bad.kernels[0].multiples.facts.push((7, 4));
+        assert!(crate::ir::loops::verify::verify(&bad).is_err());
+    }
+
+    #[test]
+    fn lexer_tells_comment_lines_from_floor_division() {
+        let m = parse_module("// RUN: etopt %s\nbuffer a : i32[4] output\n  // note\nkernel @k {\n  for i in [0, (9 // 2)) reduce {\n    %0 = index (i // 2) : i32\n    store a[i] = %0\n  }\n}\n").unwrap();
+        let Node::For(l) = &m.kernels[0].body[0] else { panic!() };
+        assert_eq!(l.hi, IExpr::bin(IBin::FloorDiv, IExpr::c(9), IExpr::c(2)));
+    }
+
+    #[test]
+    fn numbers_strings_and_limits() {
+        let m = parse_module("buffer a : f64[] output\nkernel @k {\n  %0 = const -1.5e-3 : f64\n  %1 = const inf : f64\n  %2 = random \"a\\\"\\u{1f}\"[-9223372036854775808], %0, %1 : f64\n  store a[0] = %2\n}\n").unwrap();
+        let c = match &m.kernels[0].body[0] {
+            Node::Compute(c) => c,
+            _ => panic!(),
+        };
+        assert_eq!(c.values[0].op, VOp::Const(-1.5e-3));
+        assert_eq!(c.values[1].op, VOp::Const(f64::INFINITY));
+        assert_eq!(c.values[2].op, VOp::Random { stream: "a\"\u{1f}".into(), counter: IExpr::c(i64::MIN), lo: 0, hi: 1 });
+        assert_eq!(err("buffer a : f64[9223372036854775808] temp"), ("E0642", (1, 16)));
+        assert_eq!(err("buffer a : f64[] temp\nkernel @k {\n %0 = const 1e999 : f64\n store a[0] = %0\n}"), ("E0642", (3, 13)));
+        assert_eq!(err("kernel @k { %0 = random \"ab"), ("E0649", (1, 25)));
+        let deep = format!("buffer b : i32[1] temp\nkernel @k {{ x = load_index b[{}0{}] }}", "(".repeat(1000), " + 1)".repeat(1000));
+        assert_eq!(err(&deep).0, "E0650");
+    }
+
+    #[test]
+    fn names_are_identifiers_of_the_et_language() {
+        let text = "buffer ä : f64[2] output\n\nkernel @k_Δ {\n  for ö1 in [0, 2) parallel {\n    %0 = const 1.0 : f64\n    store ä[ö1] = %0\n  }\n}\n";
+        let m = parse_verified(text).unwrap();
+        assert_eq!(super::super::print::module(&m), text);
+        assert_eq!(err("buffer 1ä : f64[2] output"), ("E0642", (1, 8)));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A cheap fuzz: every prefix and some mutations of a valid text.
+        let text = "buffer a : f64[2] output\nkernel @k vars(i) {\n  for i in [max(0, (1 - 2)), 2) parallel {\n    guard 0 <= (i % 2) < 2, i != 0 {\n      %0 = const 2.0 : f64\n      accumulate a[i] += %0\n    }\n  }\n}\n";
+        for end in 0..=text.len() {
+            let _ = parse_module(&text[..end]);
+        }
+        for (i, _) in text.char_indices() {
+            for rep in ["\"", "%", "(", "}", "é", "-", "\\"] {
+                let t = format!("{}{}{}", &text[..i], rep, &text[i + 1..]);
+                let _ = parse_module(&t);
+            }
+        }
     }
 }

@@ -2,8 +2,8 @@
 //! relation* of docs/dynamic-shapes.md section 3. Symbols are
 //! non-negative, so a polynomial whose coefficients are all non-negative
 //! is non-negative at every configuration: `a <= b` is proved when `b - a`
-//! is such a polynomial (`%col.0 - 1 <= %col.0 - 1`, `%row.0 * %col.0 - 1
-//! >= (%row.0 - 1) * %col.0 + (%col.0 - 1)`). What this cannot prove (a
+//! is such a polynomial (`%col.0 - 1 <= %col.0 - 1`,
+//! `%row.0 * %col.0 - 1 >= (%row.0 - 1) * %col.0 + (%col.0 - 1)`). What this cannot prove (a
 //! relation that needs `%k.0 >= 1`) stays unproved: the caller then keeps
 //! its guard or its atomic write, which costs time, never correctness.
 //!

@@ -210,7 +210,7 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
         inputs: Vec::new(),
         seed: args.seed,
         float: args.float,
-        fp_contract: fp_contract(&args),
+        fp_contract: fp_contract(args),
         ..DriverOptions::default()
     };
     // The GPU passes tile for `--target`, and PTX or LLVM IR is emitted for
@@ -306,15 +306,15 @@ fn process(
                 )));
             }
             let target = if args.host {
-                Target::Host { fp_contract: fp_contract(&args), cpu: args.target_cpu }
+                Target::Host { fp_contract: fp_contract(args), cpu: args.target_cpu }
             } else {
-                Target::Nvptx { sm, fp_contract: fp_contract(&args) }
+                Target::Nvptx { sm, fp_contract: fp_contract(args) }
             };
             let t = std::time::Instant::now();
             let (r, what) = match e {
                 Emit::Llvm if args.host => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-host"),
                 Emit::Llvm => (codegen::emit_llvm(m, args.seed, target), "codegen-llvm-nvptx"),
-                _ => (codegen::emit_ptx(m, args.seed, sm, fp_contract(&args)).map(|(p, _)| p), "codegen-ptx"),
+                _ => (codegen::emit_ptx(m, args.seed, sm, fp_contract(args)).map(|(p, _)| p), "codegen-ptx"),
             };
             if args.time_passes {
                 // Lowering, `default<O3>` and (for PTX) the asm printer,
