@@ -36,8 +36,7 @@ pub fn device_sm(dev: &Device) -> u32 {
 /// `(major, minor)`: its own, from [`DEFAULT_SM`] to the newest eintup
 /// supports (a newer device runs that PTX).
 pub fn sm_for_arch((major, minor): (u32, u32)) -> u32 {
-    let newest = crate::nvptx::SUPPORTED_SM[crate::nvptx::SUPPORTED_SM.len() - 1];
-    (major * 10 + minor).clamp(DEFAULT_SM, newest)
+    (major * 10 + minor).clamp(DEFAULT_SM, crate::nvptx::NEWEST_SM)
 }
 
 /// A runtime error of a bundle eintup built: the compiler's bug, with the

@@ -360,42 +360,39 @@ pub struct KernelResources {
     pub spill_loads: u64,
 }
 
-/// The compute capabilities eintup compiles for: what LLVM 19's NVPTX back
-/// end knows from sm_60 on (below it there is no f64 `atomicrmw fadd`).
-pub const SUPPORTED_SM: [u32; 11] = [60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+/// The compute capabilities eintup compiles for, each with the PTX ISA
+/// version (times ten) it is emitted in: the first version that supports
+/// it, and at least 7.0 from sm_80 on and 7.8 for sm_89/sm_90 (CUDA 11.0
+/// and 11.8). What LLVM 19's NVPTX back end knows from sm_60 on (below it
+/// there is no f64 `atomicrmw fadd`); the newest last.
+const SM_PTX_ISA: [(u32, u32); 11] = [(60, 50), (61, 50), (62, 50), (70, 60), (72, 61), (75, 63), (80, 70), (86, 71), (87, 74), (89, 78), (90, 78)];
+
+/// The newest compute capability eintup compiles for.
+pub const NEWEST_SM: u32 = SM_PTX_ISA[SM_PTX_ISA.len() - 1].0;
 
 /// The GPU target a name such as `sm_80` gives (`--target` of `eintup
 /// build` and `etopt`): the one place a target's name is read. The syntax
 /// is the bundle format's (`eintup_runtime::manifest::parse_arch`, which
-/// reads a manifest's `target.arch`), the range [`SUPPORTED_SM`].
+/// reads a manifest's `target.arch`), the range [`SM_PTX_ISA`]'s.
 pub fn parse_gpu_target(name: &str) -> Result<GpuTarget, String> {
     match eintup_runtime::manifest::parse_arch(name).map(|(major, minor)| major * 10 + minor) {
-        Some(sm) if SUPPORTED_SM.contains(&sm) => Ok(GpuTarget::for_sm(sm)),
+        Some(sm) if ptx_isa(sm).is_ok() => Ok(GpuTarget::for_sm(sm)),
         _ => Err(format!("`{name}` is not a GPU target eintup compiles for (expected one of {})", supported_names())),
     }
 }
 
 /// `sm_60, sm_61, ..., sm_90`.
 fn supported_names() -> String {
-    SUPPORTED_SM.iter().map(|sm| format!("sm_{sm}")).collect::<Vec<_>>().join(", ")
+    SM_PTX_ISA.iter().map(|(sm, _)| format!("sm_{sm}")).collect::<Vec<_>>().join(", ")
 }
 
-/// PTX ISA version (times ten) to target for `sm`: the first version that
-/// supports it, and at least 7.0 from sm_80 on and 7.8 for sm_89/sm_90 (CUDA
-/// 11.0 and 11.8). Limited to what LLVM 19 knows (sm_60 .. sm_90; below
-/// sm_60 there is no f64 `atomicrmw fadd`).
+/// PTX ISA version (times ten) to target for `sm` ([`SM_PTX_ISA`]).
 fn ptx_isa(sm: u32) -> Result<u32, CodegenError> {
-    Ok(match sm {
-        60..=62 => 50,
-        70 => 60,
-        72 => 61,
-        75 => 63,
-        80 => 70,
-        86 => 71,
-        87 => 74,
-        89 | 90 => 78,
-        _ => return Err(CodegenError(format!("unsupported GPU architecture sm_{sm} (supported: {})", supported_names()))),
-    })
+    SM_PTX_ISA
+        .iter()
+        .find(|&&(s, _)| s == sm)
+        .map(|&(_, isa)| isa)
+        .ok_or_else(|| CodegenError(format!("unsupported GPU architecture sm_{sm} (supported: {})", supported_names())))
 }
 
 /// The NVPTX machine for `sm_{sm}` emitting PTX ISA `isa` (times ten).

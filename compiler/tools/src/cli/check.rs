@@ -69,7 +69,8 @@ pub fn main(args: CheckArgs) -> Result<i32, Failure> {
 /// The worse of two exit codes: an internal error (70) over a missing
 /// framework (3) over a user error (2) over a mismatch (1) over success.
 fn worse(a: i32, b: i32) -> i32 {
-    let rank = |c: i32| [0, 1, 2, 3, 70].iter().position(|&k| k == c).unwrap_or(5);
+    use eintup::driver::exit;
+    let rank = |c: i32| [exit::OK, exit::CHECK_FAILED, exit::USER, exit::UNAVAILABLE, exit::INTERNAL].iter().position(|&k| k == c).unwrap_or(5);
     if rank(b) > rank(a) {
         b
     } else {
