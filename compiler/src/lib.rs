@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod random;
 pub mod sema;
 pub mod simplify;
+pub mod tempdir;
 pub mod tensor;
 pub mod variants;
 

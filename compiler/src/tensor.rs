@@ -5,8 +5,8 @@
 //! f32 when a program runs with `--float f32`. `.npy` files are read and
 //! written by that crate's [`npy`] module.
 
-pub use eintup_tensor::npy;
 pub use eintup_tensor::tensor::{element_count, shape_text, DType, Data, Tensor};
+pub use eintup_tensor::{npy, outfile};
 
 /// The element type as the language names it, for messages and printed
 /// headers: `INT`, `FLOAT(f64)`, `FLOAT(f32)`.

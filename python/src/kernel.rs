@@ -251,7 +251,7 @@ impl Kernel {
                 let host = eintup_codegen::HostCpu::Native.host_target().map_err(|e| Failure::user(format!("error: {e}")))?.reused();
                 let lm = pipeline::lower_host(&self.src, &planned, self.float, self.fp_contract, host)?;
                 pipeline::check_loop_work(&self.src, &planned, &lm, eintup::driver::DEFAULT_MAX_WORK)?;
-                let host = |e| Failure::Internal(format!("host backend: {e}"));
+                let host = |e: eintup_codegen::CodegenError| e.into_failure("host backend");
                 let prog = match store {
                     Some((cache, k)) => {
                         let loops = eintup::ir::loops::print::module(&lm);

@@ -539,6 +539,47 @@ def test_an_unwritable_cache_only_costs_compiles(tmp_path, monkeypatch):
         assert k.disk_cache_info() == (0, 1)
 
 
+def test_a_cache_others_can_write_to_is_not_used(tmp_path):
+    """A cache directory writable by group or others (a shared
+    EINTUP_CACHE_DIR): one warning on stderr, the kernel compiled without
+    it, nothing stored; a new cache is private (0700 / 0600) whatever the
+    umask (issue #49 item 1; docs/python.md, "The cache")."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, eintup\n"
+        f"for _ in range(2):\n"
+        f"    k = eintup.compile({str(MATMUL)!r}, target='cpu')\n"
+        "    a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)\n"
+        "    assert (k(a=a, b=b)['c'] == 3).all()\n"
+        "    print(k.disk_cache_info())\n"
+    )
+
+    def child(cache, umask=None):
+        env = dict(os.environ, EINTUP_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join(sys.path))
+        pre = (lambda: os.umask(umask)) if umask is not None else None
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, preexec_fn=pre)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split("\n")[:2], r.stderr
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    out, err = child(shared)
+    assert out == ["(0, 1)", "(0, 1)"]
+    assert err.count("eintup: warning: not using the compile cache") == 1, err
+    assert "is writable by group or others (mode 1777)" in err
+    assert list(shared.iterdir()) == []
+
+    mine = tmp_path / "mine" / "cache"
+    out, err = child(mine, umask=0)
+    assert out == ["(0, 1)", "(1, 0)"] and "warning" not in err, err
+    modes = {p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o7777 for p in [mine.parent, mine, *mine.rglob("*")]}
+    assert all(m == (0o700 if (tmp_path / p).is_dir() else 0o600) for p, m in modes.items()), modes
+
+
 def test_load_runs_a_program_s_dynamic_bundle_with_binds(tmp_path):
     """`eintup build conv_valid.et --dynamic`: one bundle for every
     convolution of its ranks; the stride no input gives comes from

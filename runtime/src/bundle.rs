@@ -8,11 +8,12 @@
 //! and the PTX header agrees with the manifest's target.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::manifest::{parse_ptx_version, Manifest};
 use crate::ptx;
+use eintup_tensor::outfile;
 use eintup_tensor::tensor::Tensor;
 
 /// File name of the manifest inside a bundle directory.
@@ -80,10 +81,10 @@ impl Bundle {
     }
 
     /// Writes the bundle into `dir`, creating the directory if needed and
-    /// replacing the two files if present.
+    /// replacing the two files if present; on failure whatever was at
+    /// `dir` is left as it was (and no temporary stays).
     pub fn write(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
         let value = serde_json::to_value(&self.manifest).map_err(|e| Error::BadManifest(e.to_string()))?;
         // The manifest's fields in their usual order, the checksum last.
         #[derive(serde::Serialize)]
@@ -95,8 +96,37 @@ impl Bundle {
         let sealed = Sealed { manifest: &self.manifest, checksum: content_checksum(&value, &self.ptx) };
         let mut json = serde_json::to_string_pretty(&sealed).map_err(|e| Error::BadManifest(e.to_string()))?;
         json.push('\n');
-        write(&dir.join(MANIFEST_FILE), &json)?;
-        write(&dir.join(PTX_FILE), &self.ptx)
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        // A failure midway (a full disk, a file size limit) must leave the
+        // bundle that was there, or none: a new bundle is written into a
+        // fresh directory beside `dir` and renamed into place; in an
+        // existing one both files are written under temporary names before
+        // either replaces its old file (a reader between the two renames
+        // finds a checksum that does not match, never a wrong kernel).
+        let files = |d: &Path| {
+            let (manifest, ptx) = (d.join(MANIFEST_FILE), d.join(PTX_FILE));
+            outfile::replace_all(vec![(ptx.as_path(), outfile::bytes(self.ptx.as_bytes())), (manifest.as_path(), outfile::bytes(json.as_bytes()))])
+                .map_err(io(d))
+        };
+        match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() => files(dir),
+            Ok(_) => Err(Error::Io { path: dir.to_path_buf(), source: std::io::Error::other("exists and is not a directory") }),
+            Err(_) => {
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent).map_err(io(parent))?;
+                }
+                let tmp = outfile::temporary_beside(dir);
+                std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+                let done = files(&tmp).and_then(|()| std::fs::rename(&tmp, dir).map_err(io(dir)));
+                if done.is_err() {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                }
+                done
+            }
+        }
     }
 
     pub fn manifest(&self) -> &Manifest {
@@ -189,10 +219,6 @@ fn verify_checksum(manifest_text: &str, ptx: &str) -> Result<()> {
 
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
-}
-
-fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|source| Error::Io { path: PathBuf::from(path), source })
 }
 
 /// Checks `kernels.ptx` against the manifest: header directives, one

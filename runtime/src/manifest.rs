@@ -404,8 +404,11 @@ impl Manifest {
         let mut buffer_names = BTreeSet::new();
         let mut total_bytes: u64 = 0;
         for b in &self.buffers {
-            if b.name.is_empty() {
-                return bad("a buffer has an empty name".into());
+            // A buffer's name becomes a file name (`etrun --out DIR` writes
+            // DIR/NAME.npy) and terminal text: the compiler's rule for
+            // array names, so `../x`, `/abs/p` and escapes never get there.
+            if !eintup_tensor::names::is_ident(&b.name) {
+                return bad(format!("buffer name {:?} is not an identifier (`_` or a letter, then `_`, letters and digits)", b.name));
             }
             if !buffer_names.insert(b.name.as_str()) {
                 return bad(format!("buffer `{}` is declared twice", b.name));

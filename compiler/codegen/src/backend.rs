@@ -91,7 +91,7 @@ pub fn execute_cached(
                 Some(c) => c.program(lm, opts.seed, fp_contract).map(|(p, _)| p),
                 None => crate::HostProgram::compile(lm, opts.seed, fp_contract),
             };
-            prog.and_then(|prog| prog.run(&mut bufs)).map_err(|e| Failure::Internal(format!("host backend: {e}")))?;
+            prog.and_then(|prog| prog.run(&mut bufs)).map_err(|e| e.into_failure("host backend"))?;
             bufs.truncate(module.arrays.len());
             Ok(bufs)
         }
@@ -106,7 +106,7 @@ pub fn execute_cached(
 pub fn initial_buffers(src: &Source, module: &Module, lm: &LoopModule, opts: &RunOptions) -> Result<Vec<Tensor>, Failure> {
     let mut bufs = interp::initial_arrays(module, opts).map_err(|e| e.into_failure(src))?;
     for b in &lm.buffers[bufs.len().min(lm.buffers.len())..] {
-        let shape = crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?;
+        let shape = crate::static_extents(b).map_err(|e| e.into_failure("buffer shapes"))?;
         let t = Tensor::zeros(b.dtype, &shape).ok_or_else(|| {
             let bytes = shape.iter().try_fold(b.dtype.size(), |n, &d| n.checked_mul(d));
             let size = bytes.map_or_else(|| "more bytes than this machine addresses".to_string(), |n| format!("{n} bytes"));

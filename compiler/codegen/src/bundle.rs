@@ -39,9 +39,9 @@ pub struct BuildOptions {
 /// `lm`'s PTX, and its kernels' registers and spills where ptxas is
 /// installed (it must accept the PTX; a build succeeds without it).
 fn checked_ptx(lm: &LoopModule, o: &BuildOptions) -> Result<(String, crate::PtxInfo, Vec<crate::KernelResources>), Failure> {
-    let (ptx, info) = crate::emit_ptx(lm, o.seed, o.sm, o.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    let (ptx, info) = crate::emit_ptx(lm, o.seed, o.sm, o.fp_contract).map_err(|e| e.into_failure("PTX emission"))?;
     let resources = match crate::ptxas_path() {
-        Some(_) => crate::ptxas_check(&ptx, o.sm).map_err(|e| Failure::Internal(format!("ptxas rejected the generated PTX: {e}")))?,
+        Some(_) => crate::ptxas_check(&ptx, o.sm).map_err(|e| e.into_failure("ptxas"))?,
         None => Vec::new(),
     };
     Ok((ptx, info, resources))
@@ -121,7 +121,7 @@ fn manifest_buffer(b: &loops::Buffer, random: Option<RandomSpec>) -> Result<Buff
     Ok(Buffer {
         name: b.name.clone(),
         dtype: dtype(b.dtype),
-        shape: crate::static_extents(b).map_err(|e| Failure::Internal(e.0))?,
+        shape: crate::static_extents(b).map_err(|e| e.into_failure("buffer shapes"))?,
         role: match b.role {
             loops::Role::Input => Role::Input,
             loops::Role::Output => Role::Output,

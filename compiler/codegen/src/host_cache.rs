@@ -131,7 +131,7 @@ pub fn store_compiled(
                 let _ = std::fs::remove_file(&lib);
                 Ok(())
             }
-            Err(e) => Err(io::Error::other(e.0)),
+            Err(e) => Err(io::Error::other(e.to_string())),
         }
     });
     let how = if stored.is_ok() { Lookup::Stored } else { Lookup::Compiled };

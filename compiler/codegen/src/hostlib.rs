@@ -33,7 +33,7 @@ pub fn link_shared(objects: &[Vec<u8>], out: &Path) -> Result<(), CodegenError> 
     let mut files = Vec::with_capacity(objects.len());
     let written = objects.iter().enumerate().try_for_each(|(i, object)| {
         let obj = out.with_extension(format!("{i}.o"));
-        let w = std::fs::write(&obj, object).map_err(|e| CodegenError(format!("{}: {e}", obj.display())));
+        let w = std::fs::write(&obj, object).map_err(|e| CodegenError::Environment(format!("{}: {e}", obj.display())));
         files.push(obj);
         w
     });
@@ -56,8 +56,8 @@ pub fn link_shared(objects: &[Vec<u8>], out: &Path) -> Result<(), CodegenError> 
             .status();
         match status {
             Ok(s) if s.success() => Ok(()),
-            Ok(s) => Err(CodegenError(format!("{} -shared failed ({s})", tool.to_string_lossy()))),
-            Err(e) => Err(CodegenError(format!("cannot run {}: {e}", tool.to_string_lossy()))),
+            Ok(s) => Err(CodegenError::Environment(format!("{} -shared failed ({s})", tool.to_string_lossy()))),
+            Err(e) => Err(CodegenError::Environment(format!("cannot run {}: {e}", tool.to_string_lossy()))),
         }
     };
     let driver = ["-shared", "-Wl,-Bsymbolic", "-o"];
@@ -92,10 +92,11 @@ impl HostProgram {
     /// keys it with the compiler build and the CPU). A missing kernel is
     /// an error, but a library with other code is undefined behaviour.
     pub unsafe fn load_library(m: LoopModule, path: &Path) -> Result<HostProgram, CodegenError> {
-        let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| CodegenError(format!("{}: a path with a NUL byte", path.display())))?;
+        let c =
+            CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| CodegenError::Environment(format!("{}: a path with a NUL byte", path.display())))?;
         let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
         if h.is_null() {
-            return Err(CodegenError(format!("{}: {}", path.display(), dl_error())));
+            return Err(CodegenError::Environment(format!("{}: {}", path.display(), dl_error())));
         }
         HostProgram::with_code(m, Code::Library(Library(h)), |code, name| {
             let Code::Library(lib) = code else { return Err("not a library".into()) };

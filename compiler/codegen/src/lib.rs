@@ -20,6 +20,7 @@ pub mod lower;
 pub mod nvptx;
 mod sums;
 
+use eintup::driver::Failure;
 use eintup::ir::loops::{BufId, Kernel, LoopModule};
 use inkwell::context::Context;
 use std::fmt;
@@ -56,14 +57,46 @@ pub fn default_fp_contract(host: bool) -> FpContract {
     }
 }
 
-/// Why code could not be generated or run. Malformed loop IR, an
-/// unsupported target, LLVM failures and ptxas diagnostics all end here.
+/// Why code could not be generated or run, by who can act on it: the
+/// exit code and the Python or C status follow the kind (docs/cli.md,
+/// "Exit codes").
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CodegenError(pub String);
+pub enum CodegenError {
+    /// The loop module, the target or the caller's buffers are not what
+    /// code generation accepts: a user error where the module is the
+    /// user's (`etopt` on textual IR, a C host's buffers), a compiler bug
+    /// where a pipeline built it.
+    Invalid(String),
+    /// The machine refused: no private temporary directory, a tool
+    /// (ptxas, the linker) that cannot run, a setting that does not
+    /// parse, a library that cannot be loaded. The user can fix it: exit 2.
+    Environment(String),
+    /// LLVM or ptxas failed on a module code generation accepted: a bug,
+    /// exit 70.
+    Internal(String),
+}
+
+impl CodegenError {
+    pub fn message(&self) -> &str {
+        match self {
+            CodegenError::Invalid(m) | CodegenError::Environment(m) | CodegenError::Internal(m) => m,
+        }
+    }
+
+    /// As a driver failure of a pipeline that built the module itself
+    /// (so an invalid module is the compiler's bug), `what` naming the
+    /// step: only the environment's errors are the user's.
+    pub fn into_failure(self, what: &str) -> Failure {
+        match self {
+            CodegenError::Environment(m) => Failure::user(format!("eintup: error: {what}: {m}")),
+            CodegenError::Invalid(m) | CodegenError::Internal(m) => Failure::Internal(format!("{what}: {m}")),
+        }
+    }
+}
 
 impl fmt::Display for CodegenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.message())
     }
 }
 
@@ -71,7 +104,7 @@ impl std::error::Error for CodegenError {}
 
 impl From<inkwell::builder::BuilderError> for CodegenError {
     fn from(e: inkwell::builder::BuilderError) -> Self {
-        CodegenError(format!("internal error: LLVM builder: {e}"))
+        CodegenError::Internal(format!("LLVM builder: {e}"))
     }
 }
 
@@ -81,7 +114,7 @@ impl From<inkwell::builder::BuilderError> for CodegenError {
 pub fn static_extents(b: &eintup::ir::loops::Buffer) -> Result<Vec<usize>, CodegenError> {
     b.dims()
         .map(|d| d.iter().map(|&x| x.max(0) as usize).collect())
-        .ok_or_else(|| CodegenError(format!("buffer `{}` has a symbolic shape: code generation needs static dims (bind them first)", b.name)))
+        .ok_or_else(|| CodegenError::Invalid(format!("buffer `{}` has a symbolic shape: code generation needs static dims (bind them first)", b.name)))
 }
 
 /// The buffers kernel `k` reads or writes, ascending: the kernel's pointer

@@ -149,21 +149,21 @@ pub(crate) fn lower_module<'ctx>(
     fp_contract: FpContract,
 ) -> Result<Module<'ctx>, CodegenError> {
     if m.is_dynamic() && !target.dims_as_params() {
-        return Err(CodegenError(format!("the module has {} dim symbols: host code needs static dims (bind them first)", m.dims.len())));
+        return Err(CodegenError::Invalid(format!("the module has {} dim symbols: host code needs static dims (bind them first)", m.dims.len())));
     }
     let module = ctx.create_module("eintup");
     let mut seen = std::collections::HashSet::new();
     for k in &m.kernels {
         check_kernel_name(&k.name)?;
         if !seen.insert(k.name.as_str()) {
-            return Err(CodegenError(format!("kernel name `{}` is used twice", k.name)));
+            return Err(CodegenError::Invalid(format!("kernel name `{}` is used twice", k.name)));
         }
     }
     for &ki in which {
-        let k = m.kernels.get(ki).ok_or_else(|| CodegenError(format!("internal error: no kernel {ki}")))?;
+        let k = m.kernels.get(ki).ok_or_else(|| CodegenError::Internal(format!("no kernel {ki}")))?;
         KernelLowering::new(ctx, &module, m, k, seed, target, fp_contract)?.lower()?;
     }
-    module.verify().map_err(|e| CodegenError(format!("internal error: invalid LLVM IR: {}", e.to_string())))?;
+    module.verify().map_err(|e| CodegenError::Internal(format!("invalid LLVM IR: {}", e.to_string())))?;
     Ok(module)
 }
 
@@ -176,7 +176,7 @@ fn check_kernel_name(name: &str) -> Result<(), CodegenError> {
     if ok {
         Ok(())
     } else {
-        Err(CodegenError(format!("kernel name `{name}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")))
+        Err(CodegenError::Invalid(format!("kernel name `{name}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")))
     }
 }
 
@@ -238,7 +238,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
     ) -> Result<Self, CodegenError> {
         let params = kernel_params(m, k);
         if let Some(&bad) = params.iter().find(|&&b| b >= m.buffers.len()) {
-            return Err(CodegenError(format!("kernel `{}` uses buffer {bad}, the module has {}", k.name, m.buffers.len())));
+            return Err(CodegenError::Invalid(format!("kernel `{}` uses buffer {bad}, the module has {}", k.name, m.buffers.len())));
         }
         let nounwind = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("nounwind"), 0);
         let noalias = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noalias"), 0);
@@ -249,7 +249,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let ptr = ctx.ptr_type(target.buffer_address_space());
         let kdims = k.dims_used();
         if let Some(&bad) = kdims.iter().find(|&&d| d >= m.dims.len()) {
-            return Err(CodegenError(format!("kernel `{}` uses dim symbol {bad}, the module has {}", k.name, m.dims.len())));
+            return Err(CodegenError::Invalid(format!("kernel `{}` uses dim symbol {bad}, the module has {}", k.name, m.dims.len())));
         }
         let mut tys: Vec<_> = params.iter().map(|_| ptr.into()).collect();
         tys.extend(kdims.iter().map(|_| BasicMetadataTypeEnum::from(ctx.i64_type())));
@@ -269,12 +269,12 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         let mut bufs = vec![None; m.buffers.len()];
         for (i, &buf) in params.iter().enumerate() {
             let p = func.get_nth_param(i as u32).map(|p| p.into_pointer_value());
-            bufs[buf] = Some(p.ok_or_else(|| CodegenError("internal error: missing kernel parameter".into()))?);
+            bufs[buf] = Some(p.ok_or_else(|| CodegenError::Internal("missing kernel parameter".into()))?);
         }
         let mut dims = vec![None; m.dims.len()];
         for (j, &d) in kdims.iter().enumerate() {
             let p = func.get_nth_param((params.len() + j) as u32).map(|p| p.into_int_value());
-            dims[d] = Some(p.ok_or_else(|| CodegenError("internal error: missing dim parameter".into()))?);
+            dims[d] = Some(p.ok_or_else(|| CodegenError::Internal("missing dim parameter".into()))?);
         }
         let mut kl = KernelLowering {
             ctx,
@@ -303,7 +303,11 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         // Scratch: per block (shared) or per thread (local).
         for buf in k.scratch_buffers(m) {
             let bf = &m.buffers[buf];
-            let n = bf.len().and_then(|n| u32::try_from(n).ok()).ok_or(()).map_err(|_| CodegenError(format!("scratch buffer `{}` is too large", bf.name)))?;
+            let n = bf
+                .len()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or(())
+                .map_err(|_| CodegenError::Invalid(format!("scratch buffer `{}` is too large", bf.name)))?;
             let ty = basic_type(ctx, bf.dtype).array_type(n);
             kl.bufs[buf] = Some(target.scratch(&kl, buf, ty)?);
         }
@@ -330,8 +334,14 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
         &self.m.buffers[buf]
     }
 
+    /// The kernel uses what this target or lowering does not accept.
     pub(crate) fn err(&self, msg: impl std::fmt::Display) -> CodegenError {
-        CodegenError(format!("kernel `{}`: {msg}", self.k.name))
+        CodegenError::Invalid(format!("kernel `{}`: {msg}", self.k.name))
+    }
+
+    /// An invariant of lowering broke: a bug.
+    pub(crate) fn bug(&self, msg: impl std::fmt::Display) -> CodegenError {
+        CodegenError::Internal(format!("kernel `{}`: {msg}", self.k.name))
     }
 
     pub(crate) fn block(&self, name: &str) -> inkwell::basic_block::BasicBlock<'ctx> {
@@ -395,7 +405,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             // constant, so that LLVM sees every cell of the tile at once.
             Node::For(l) if l.kind == LoopKind::Unroll && self.split.is_none() => {
                 let (Some(lo), Some(hi)) = (l.lo.as_const(), l.hi.as_const()) else {
-                    return Err(self.err("internal error: an `unroll` loop without constant bounds"));
+                    return Err(self.bug("an `unroll` loop without constant bounds"));
                 };
                 if self.copy_run(l, lo, hi)? || self.atomic_run(l, lo, hi)? {
                     return Ok(());
@@ -441,7 +451,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                     Some(sums) => Some(self.load_sums(sums, lo, hi)?),
                     None => None,
                 };
-                let pre = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
+                let pre = self.b.get_insert_block().ok_or_else(|| self.bug("no insert block"))?;
                 let header = self.block("for.header");
                 let body = self.block("for.body");
                 let exit = self.block("for.exit");
@@ -463,7 +473,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
                 // (a spread loop's step is at most 1024 and its bounds
                 // are far from the top): `nsw` gives LLVM exact trip counts.
                 let next = self.b.build_int_nsw_add(v, ity.const_int(step as u64, true), "")?;
-                let latch = self.b.get_insert_block().ok_or_else(|| self.err("no insert block"))?;
+                let latch = self.b.get_insert_block().ok_or_else(|| self.bug("no insert block"))?;
                 phi.add_incoming(&[(&next, latch)]);
                 let br = self.b.build_unconditional_branch(header)?;
                 // In i32 the block's copy loops would be runtime-unrolled
@@ -543,7 +553,7 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
 
     /// After the reduction: each cell's sum back to memory, then `end`.
     fn store_sums(&mut self, end: inkwell::basic_block::BasicBlock<'ctx>) -> Result<(), CodegenError> {
-        let Some((sums, cells)) = self.sums.take() else { return Err(self.err("internal error: no register sums to store")) };
+        let Some((sums, cells)) = self.sums.take() else { return Err(self.bug("no register sums to store")) };
         for ((buf, _, _), (p, slot)) in sums.cells.iter().zip(&cells) {
             let ty = self.ty(self.m.buffers[*buf].dtype);
             let v = self.b.build_load(ty, *slot, "")?;
@@ -562,9 +572,8 @@ impl<'a, 'ctx> KernelLowering<'a, 'ctx> {
             return Ok(None);
         }
         let value = |v: VarId| self.env.get(v).copied().flatten().and_then(|x| x.get_sign_extended_constant());
-        let (_, k) = sums.split(&c.write.offset, &value).ok_or_else(|| self.err("internal error: a register sum's cell is not constant"))?;
-        let i =
-            sums.cells.iter().position(|cell| cell.0 == c.write.buf && cell.2 == k).ok_or_else(|| self.err("internal error: no register sum for a cell"))?;
+        let (_, k) = sums.split(&c.write.offset, &value).ok_or_else(|| self.bug("a register sum's cell is not constant"))?;
+        let i = sums.cells.iter().position(|cell| cell.0 == c.write.buf && cell.2 == k).ok_or_else(|| self.bug("no register sum for a cell"))?;
         Ok(Some(cells[i].1))
     }
 
@@ -711,7 +720,7 @@ pub(crate) fn lower_and_optimize<'ctx>(
     target.annotate(ctx, &module, tm);
     module
         .run_passes("default<O3>", tm, inkwell::passes::PassBuilderOptions::create())
-        .map_err(|e| CodegenError(format!("LLVM optimisation failed: {}", e.to_string())))?;
+        .map_err(|e| CodegenError::Internal(format!("LLVM optimisation failed: {}", e.to_string())))?;
     Ok(module)
 }
 

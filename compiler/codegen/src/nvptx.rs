@@ -151,7 +151,7 @@ impl TargetLowering for NvptxLowering {
         let n = vals.len();
         let all_f32 = vals.iter().all(|v| v.is_float_value() && v.into_float_value().get_type() == kl.ctx.f32_type());
         if !matches!(n, 2 | 4) || !all_f32 || (n as i64) > self.vector_atomic_lanes(DType::F32) {
-            return Err(kl.err(format_args!("internal error: no vector atomic add of {n} values on sm_{}", self.sm)));
+            return Err(kl.bug(format_args!("no vector atomic add of {n} values on sm_{}", self.sm)));
         }
         let regs: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
         let asm = format!("red.global.add.v{n}.f32 [$0], {{{}}};", regs.join(", "));
@@ -244,7 +244,7 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
             kl.b.build_int_s_extend_or_bit_cast(t, kl.i64, "total")?
         }
     };
-    let pre = kl.b.get_insert_block().ok_or_else(|| kl.err("no insert block"))?;
+    let pre = kl.b.get_insert_block().ok_or_else(|| kl.bug("no insert block"))?;
     let header = kl.block("grid.header");
     let body = kl.block("grid.body");
     let latch = kl.block("grid.latch");
@@ -271,7 +271,7 @@ fn grid_stride<'ctx>(kl: &mut KernelLowering<'_, 'ctx>) -> Result<(), CodegenErr
     for step in &chain.steps {
         match step {
             Step::Loop { var, .. } => {
-                let v = values.next().ok_or_else(|| kl.err("internal error: chain digits"))?;
+                let v = values.next().ok_or_else(|| kl.bug("chain digits"))?;
                 kl.bind(*var, v)?;
             }
             Step::Guard(conds) => {
@@ -339,7 +339,7 @@ fn digits<'ctx>(
         let lo = kl.iexpr(lo)?;
         values[i] = Some(kl.b.build_int_add(digit, lo, "")?);
     }
-    values.into_iter().map(|v| v.ok_or_else(|| kl.err("internal error: chain digits"))).collect()
+    values.into_iter().map(|v| v.ok_or_else(|| kl.bug("chain digits"))).collect()
 }
 
 /// What the PTX holds, as read back from its text.
@@ -392,17 +392,17 @@ fn ptx_isa(sm: u32) -> Result<u32, CodegenError> {
         .iter()
         .find(|&&(s, _)| s == sm)
         .map(|&(_, isa)| isa)
-        .ok_or_else(|| CodegenError(format!("unsupported GPU architecture sm_{sm} (supported: {})", supported_names())))
+        .ok_or_else(|| CodegenError::Invalid(format!("unsupported GPU architecture sm_{sm} (supported: {})", supported_names())))
 }
 
 /// The NVPTX machine for `sm_{sm}` emitting PTX ISA `isa` (times ten).
 fn machine(sm: u32, isa: u32) -> Result<TargetMachine, CodegenError> {
     Target::initialize_nvptx(&InitializationConfig::default());
     let triple = TargetTriple::create(TRIPLE);
-    let target = Target::from_triple(&triple).map_err(|e| CodegenError(format!("NVPTX target: {}", e.to_string())))?;
+    let target = Target::from_triple(&triple).map_err(|e| CodegenError::Internal(format!("NVPTX target: {}", e.to_string())))?;
     target
         .create_target_machine(&triple, &format!("sm_{sm}"), &format!("+ptx{isa}"), OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::Default)
-        .ok_or_else(|| CodegenError(format!("cannot create an NVPTX target machine for sm_{sm}")))
+        .ok_or_else(|| CodegenError::Internal(format!("cannot create an NVPTX target machine for sm_{sm}")))
 }
 
 /// The NVPTX module of `m` after `default<O3>`, with its machine.
@@ -428,16 +428,18 @@ pub(crate) fn optimized_module<'ctx>(
 pub fn emit_ptx(m: &LoopModule, seed: u64, sm: u32, fp_contract: FpContract) -> Result<(String, PtxInfo), CodegenError> {
     let ctx = Context::create();
     let (module, tm) = optimized_module(&ctx, m, seed, sm, fp_contract)?;
-    let buf = tm.write_to_memory_buffer(&module, FileType::Assembly).map_err(|e| CodegenError(format!("NVPTX code generation failed: {}", e.to_string())))?;
+    let buf = tm
+        .write_to_memory_buffer(&module, FileType::Assembly)
+        .map_err(|e| CodegenError::Internal(format!("NVPTX code generation failed: {}", e.to_string())))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
-    let parsed = eintup_runtime::ptx::parse(&ptx).map_err(|e| CodegenError(format!("NVPTX output does not parse as PTX: {e}")))?;
+    let parsed = eintup_runtime::ptx::parse(&ptx).map_err(|e| CodegenError::Internal(format!("NVPTX output does not parse as PTX: {e}")))?;
     let info = read_ptx(&parsed)?;
     if parsed.target.as_deref() != Some(format!("sm_{sm}").as_str()) {
-        return Err(CodegenError(format!("PTX has no `.target sm_{sm}` line")));
+        return Err(CodegenError::Internal(format!("PTX has no `.target sm_{sm}` line")));
     }
     let want: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
     if info.kernels != want {
-        return Err(CodegenError(format!("PTX entries {:?} do not match the kernels {:?}", info.kernels, want)));
+        return Err(CodegenError::Internal(format!("PTX entries {:?} do not match the kernels {:?}", info.kernels, want)));
     }
     Ok((ptx, info))
 }
@@ -445,7 +447,7 @@ pub fn emit_ptx(m: &LoopModule, seed: u64, sm: u32, fp_contract: FpContract) -> 
 /// The `.version` and the `.entry` names of a parsed PTX module (the
 /// runtime's reader, the one the bundle checks and the emulator use).
 fn read_ptx(module: &eintup_runtime::ptx::Module) -> Result<PtxInfo, CodegenError> {
-    let ptx_version = module.version.clone().ok_or_else(|| CodegenError("PTX has no `.version` line".into()))?;
+    let ptx_version = module.version.clone().ok_or_else(|| CodegenError::Internal("PTX has no `.version` line".into()))?;
     Ok(PtxInfo { ptx_version, kernels: module.entries().map(|f| f.name.clone()).collect() })
 }
 
@@ -479,20 +481,19 @@ pub fn ptxas_path() -> Option<PathBuf> {
 /// returns each kernel's resources; any warning or error is an `Err`
 /// carrying ptxas's message.
 pub fn ptxas_check(ptx: &str, sm: u32) -> Result<Vec<KernelResources>, CodegenError> {
-    let ptxas = ptxas_path().ok_or_else(|| CodegenError("ptxas not found (set PTXAS or run scripts/setup --with-ptxas)".into()))?;
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let base = std::env::temp_dir().join(format!("eintup-ptxas-{}-{n}", std::process::id()));
-    let input = base.with_extension("ptx");
-    let output = base.with_extension("cubin");
-    std::fs::write(&input, ptx).map_err(|e| CodegenError(format!("cannot write {}: {e}", input.display())))?;
+    let ptxas = ptxas_path().ok_or_else(|| CodegenError::Environment("ptxas not found (set PTXAS or run scripts/setup --with-ptxas)".into()))?;
+    // A private directory (removed when `dir` drops, on every path out):
+    // no other user can plant or read the files ptxas is handed.
+    let dir = eintup::tempdir::private("ptxas").map_err(CodegenError::Environment)?;
+    let input = dir.path().join("kernels.ptx");
+    let output = dir.path().join("kernels.cubin");
+    std::fs::write(&input, ptx).map_err(|e| CodegenError::Environment(format!("cannot write {}: {e}", input.display())))?;
     let result = Command::new(&ptxas).arg("-v").arg("--gpu-name").arg(format!("sm_{sm}")).arg("--warning-as-error").arg("-o").arg(&output).arg(&input).output();
-    let _ = std::fs::remove_file(&input);
-    let _ = std::fs::remove_file(&output);
-    let out = result.map_err(|e| CodegenError(format!("cannot run {}: {e}", ptxas.display())))?;
+    drop(dir);
+    let out = result.map_err(|e| CodegenError::Environment(format!("cannot run {}: {e}", ptxas.display())))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        return Err(CodegenError(format!("ptxas failed ({}):\n{}", out.status, stderr.trim_end())));
+        return Err(CodegenError::Internal(format!("ptxas failed ({}):\n{}", out.status, stderr.trim_end())));
     }
     Ok(parse_ptxas(&stderr))
 }

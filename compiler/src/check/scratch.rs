@@ -3,7 +3,8 @@
 //! killer, a timeout's kill).
 //!
 //! Every framework call's arrays and results live in one private directory,
-//! `$TMPDIR/eintup-check-PID-K` (mode 0700); each bridge process works in a
+//! `$TMPDIR/eintup-check-XXXXXX` ([`crate::tempdir::private`]: mode 0700,
+//! a random name created exclusively); each bridge process works in a
 //! fresh subdirectory of it (`p0`, then `p1` after a call was stopped and
 //! the bridge restarted). Dropping [`Scratch`] removes it all.
 //!
@@ -42,19 +43,14 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Creates `eintup-check-PID-K` in the system's temporary directory and
-    /// starts its janitor. `create` fails on an existing name, so a
-    /// directory or link planted under a predictable name is never reused.
+    /// Creates `eintup-check-XXXXXX` in the system's temporary directory
+    /// and starts its janitor. A directory that cannot be made (a missing,
+    /// unwritable or full `TMPDIR`) is the user's error, naming it.
     pub fn new() -> Result<Scratch, Failure> {
-        let base = std::env::temp_dir();
-        for k in 0..1000u32 {
-            let root = base.join(format!("eintup-check-{}-{k}", std::process::id()));
-            if std::fs::DirBuilder::new().mode(0o700).create(&root).is_ok() {
-                let janitor = start_janitor(&root);
-                return Ok(Scratch { root, janitor });
-            }
-        }
-        Err(Failure::Internal(format!("cannot create a private scratch directory in {}", base.display())))
+        // Kept: removed by `drop` or the janitor, whichever comes first.
+        let root = crate::tempdir::private("check").map_err(|e| Failure::user(format!("eintup: error: {e}")))?.keep();
+        let janitor = start_janitor(&root);
+        Ok(Scratch { root, janitor })
     }
 
     pub fn path(&self) -> &Path {

@@ -16,7 +16,7 @@ pub fn run_main(body: impl FnOnce() -> Result<(), Failure> + std::panic::UnwindS
 /// (`etopt --split-input-file`, one input chunk after another): it returns
 /// the exit code they add up to.
 pub fn run_main_status(body: impl FnOnce() -> Result<i32, Failure> + std::panic::UnwindSafe) -> ! {
-    restore_sigpipe();
+    set_signals();
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
@@ -49,12 +49,16 @@ pub fn run_main_status(body: impl FnOnce() -> Result<i32, Failure> + std::panic:
 /// `eintup run ... | head` must end quietly, as Unix tools do, when the
 /// reader goes away. Rust starts programs with SIGPIPE ignored, which turns
 /// a closed pipe into a write error (and `print!` into a panic); the
-/// default action ends the process silently instead.
-fn restore_sigpipe() {
+/// default action ends the process silently instead. A file size limit
+/// (`ulimit -f`), whose SIGXFSZ would kill the process midway through a
+/// file, becomes a write error (EFBIG) that names the file and leaves the
+/// old one (outputs are written under temporary names).
+fn set_signals() {
     #[cfg(unix)]
     // SAFETY: called first thing in main, before any thread exists;
-    // SIG_DFL is a valid disposition for SIGPIPE.
+    // SIG_DFL and SIG_IGN are valid dispositions for these signals.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }

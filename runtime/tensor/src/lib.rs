@@ -1,5 +1,6 @@
 //! The element types and host tensors of eintup (docs/runtime.md, Tensors),
-//! and the `--bind` grammar every tool reads.
+//! the `--bind` grammar every tool reads, the rule for array names, and
+//! how output files are written (atomically, never through a link).
 //!
 //! A leaf crate of its own: the compiler's core, its backends and the
 //! runtime all exchange these tensors, and the core must build without the
@@ -8,7 +9,9 @@
 //! `eintup_runtime::npy` name the same items.
 
 pub mod bind;
+pub mod names;
 pub mod npy;
+pub mod outfile;
 pub mod tensor;
 mod zeroed;
 

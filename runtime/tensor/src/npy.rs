@@ -137,20 +137,23 @@ fn declared_elements(bytes: &[u8]) -> Result<Option<u64>, String> {
     Ok(Some(n))
 }
 
-/// Writes NPY v1.0, C order.
+/// Writes NPY v1.0, C order, as a new file replacing what is at `path`
+/// ([`crate::outfile::replace`]: atomic, never through a link).
 pub fn write(path: &Path, t: &Tensor) -> io::Result<()> {
-    write_to(std::fs::File::create(path)?, t)
+    crate::outfile::replace(path, |f| write_to(f, t))
 }
 
 /// Writes NPY v1.0, C order, into `file`.
 pub fn write_to(file: std::fs::File, t: &Tensor) -> io::Result<()> {
-    let file = io::BufWriter::new(file);
+    let mut file = io::BufWriter::new(file);
     let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
     match &t.data {
-        Data::I32(v) => write_all(file, &shape, v),
-        Data::F64(v) => write_all(file, &shape, v),
-        Data::F32(v) => write_all(file, &shape, v),
-    }
+        Data::I32(v) => write_all(&mut file, &shape, v),
+        Data::F64(v) => write_all(&mut file, &shape, v),
+        Data::F32(v) => write_all(&mut file, &shape, v),
+    }?;
+    // A full disk is an error here, not lost in a dropped BufWriter.
+    io::Write::flush(&mut file)
 }
 
 fn write_all<T: npyz::AutoSerialize + Copy, W: io::Write>(w: W, shape: &[u64], v: &[T]) -> io::Result<()> {

@@ -97,6 +97,44 @@ fn new_write_open_round_trip() {
     assert_eq!(back.ptx(), PTX);
 }
 
+/// A write that fails midway (issue #49 item 6: a file size limit, as a
+/// full disk would) leaves the bundle that was there, byte for byte, or
+/// none where there was none, and no temporary beside it. The limit is
+/// this process's own (nextest runs each test in its own process).
+#[test]
+fn a_failed_write_leaves_the_old_bundle_or_none() {
+    let manifest = Manifest::parse(&manifest_value().to_string()).unwrap();
+    let dir = TempDir::new("failed-write");
+    let old = dir.path().join("b.etb");
+    Bundle::new(manifest.clone(), PTX.to_string()).unwrap().write(&old).unwrap();
+    let before = [std::fs::read(old.join(MANIFEST_FILE)).unwrap(), std::fs::read(old.join(PTX_FILE)).unwrap()];
+    // Valid PTX past the limit (a comment of 64 KiB).
+    let big = Bundle::new(manifest, format!("{PTX}\n// {}\n", "x".repeat(64 << 10))).unwrap();
+    let limit = libc::rlimit { rlim_cur: 16 << 10, rlim_max: libc::RLIM_INFINITY };
+    let mut saved = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid pointers to rlimit values; SIG_IGN is a valid
+    // disposition (the write then fails with EFBIG instead of a kill).
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut saved), 0);
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    let replaced = big.write(&old);
+    let fresh = big.write(dir.path().join("c.etb"));
+    // SAFETY: as above.
+    unsafe { assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &saved), 0) };
+    assert!(matches!(replaced, Err(Error::Io { .. })), "{replaced:?}");
+    assert!(matches!(fresh, Err(Error::Io { .. })), "{fresh:?}");
+    assert_eq!([std::fs::read(old.join(MANIFEST_FILE)).unwrap(), std::fs::read(old.join(PTX_FILE)).unwrap()], before);
+    let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["b.etb"]);
+    assert_eq!(std::fs::read_dir(&old).unwrap().count(), 2);
+    // And without the limit the same bundle replaces the old one.
+    big.write(&old).unwrap();
+    assert_eq!(Bundle::open(&old).unwrap().ptx(), big.ptx());
+}
+
 #[test]
 fn new_validates_too() {
     let mut manifest = Manifest::parse(&manifest_value().to_string()).unwrap();

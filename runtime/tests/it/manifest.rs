@@ -170,7 +170,16 @@ fn duplicate_names() {
     rejected(|v| v["buffers"][1]["name"] = json!("x"), "buffer `x` is declared twice");
     rejected(|v| v["kernels"][1]["name"] = json!("add_one"), "kernel `add_one` is declared twice");
     rejected(|v| v["kernels"][0]["params"] = json!(["a", "a"]), "parameter `a` is listed twice");
-    rejected(|v| v["buffers"][1]["name"] = json!(""), "empty name");
+    rejected(|v| v["buffers"][1]["name"] = json!(""), "buffer name \"\" is not an identifier");
+}
+
+/// A buffer's name becomes `etrun --out`'s file name and terminal text
+/// (issue #49 items 2 and 8): the compiler's rule for array names.
+#[test]
+fn buffer_names_are_identifiers() {
+    for bad in ["../x", "/abs/p", "a.b", "y\u{1b}[2J", "bell\u{7}"] {
+        rejected(|v| v["buffers"][1]["name"] = json!(bad), &format!("buffer name {bad:?} is not an identifier"));
+    }
 }
 
 #[test]

@@ -63,6 +63,20 @@ variant("shrunk", lambda m: buffer(m, "dst").update(shape=[buffer(m, "dst")["sha
 # refuses nesting deeper than ptx::MAX_NESTING instead of overflowing its
 # stack.
 variant("nested", nothing, ptx_change=lambda p: p.replace(b")\n{\n", b")\n{\n" + b"{" * 20000 + b"}" * 20000 + b"\n", 1))
+# Buffer names that are not identifiers (`etrun --out DIR` would write
+# DIR/NAME.npy, and print the name): a path out of DIR, an absolute path,
+# terminal escapes. Every reference to `dst` is renamed with it.
+def rename_dst(new):
+    def change(m):
+        renamed = json.loads(json.dumps(m).replace('"dst"', json.dumps(new)))
+        m.clear()
+        m.update(renamed)
+    return change
+
+
+variant("name-parent", rename_dst("../escaped"))
+variant("name-absolute", rename_dst(str(out / "absolute")))
+variant("name-escape", rename_dst("y\x1b[2J\x07"))
 # Declarations beyond what a GPU allows (the emulator would allocate them):
 # 4 GiB of shared memory, 1 GiB of local memory per thread, 10^8 registers.
 for name, decl in [("shared", b".shared .align 4 .b8 big[4294967296];"),

@@ -9,11 +9,11 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
     /// global load into shared memory of the same dtype).
     pub(super) fn copy_async(&mut self, c: &Compute) -> Result<(), CodegenError> {
         let [Value { op: VOp::Load { buf, offset }, dtype }] = c.values.as_slice() else {
-            return Err(self.err("internal error: a `copy_async` whose compute is not one load"));
+            return Err(self.bug("a `copy_async` whose compute is not one load"));
         };
         let (d, dt) = self.elem_ptr(c.write.buf, &c.write.offset)?;
         if dt != *dtype {
-            return Err(self.err("internal error: a `copy_async` between buffers of different dtypes"));
+            return Err(self.bug("a `copy_async` between buffers of different dtypes"));
         }
         let (s, _) = self.elem_ptr(*buf, offset)?;
         let target = self.target;
@@ -27,14 +27,12 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
     }
 
     pub(crate) fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> Result<FunctionValue<'ctx>, CodegenError> {
-        Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.module, tys))
-            .ok_or_else(|| self.err(format_args!("internal error: LLVM has no intrinsic {name}")))
+        Intrinsic::find(name).and_then(|i| i.get_declaration(self.module, tys)).ok_or_else(|| self.bug(format_args!("LLVM has no intrinsic {name}")))
     }
 
     pub(crate) fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>], name: &str) -> Result<BasicValueEnum<'ctx>, CodegenError> {
         let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
-        self.b.build_call(f, &args, name)?.try_as_basic_value().basic().ok_or_else(|| self.err("internal error: intrinsic returns void"))
+        self.b.build_call(f, &args, name)?.try_as_basic_value().basic().ok_or_else(|| self.bug("intrinsic returns void"))
     }
 
     /// The value `c` writes, with its dtype.
@@ -73,7 +71,7 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
                 let sum = self.add(dt, old, val)?;
                 self.b.build_store(p, sum)?;
             }
-            WriteKind::CopyAsync => return Err(self.err("internal error: `copy_async` reached the store path")),
+            WriteKind::CopyAsync => return Err(self.bug("`copy_async` reached the store path")),
             WriteKind::AtomicAccumulate => {
                 // Monotonic (relaxed) suffices: only the sum must be
                 // atomic; kernel boundaries order everything else.
@@ -92,7 +90,7 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
                         )
                     };
                     if r.is_null() {
-                        return Err(self.err("internal error: atomicrmw fadd was not built"));
+                        return Err(self.bug("atomicrmw fadd was not built"));
                     }
                 }
             }

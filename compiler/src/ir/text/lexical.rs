@@ -76,22 +76,11 @@ const PUNCTS: &[&str] = &["//^", "//", "+=", "<=", "!=", "[", "]", "(", ")", "{"
 pub const INF: &str = "inf";
 pub const NAN: &str = "NaN";
 
-/// May `c` start an identifier? The `.et` language's rule, so every name a
-/// program can use prints as one token.
-fn ident_start(c: char) -> bool {
-    c == '_' || c.is_alphabetic()
-}
-
-fn ident_continue(c: char) -> bool {
-    c == '_' || c.is_alphanumeric()
-}
-
-/// Is `s` one identifier token: `_` or a letter, then `_`, letters and
-/// digits (Unicode, as in the `.et` language)?
-pub fn is_ident(s: &str) -> bool {
-    let mut cs = s.chars();
-    cs.next().is_some_and(ident_start) && cs.all(ident_continue)
-}
+/// The `.et` language's identifiers, so every name a program can use
+/// prints as one token; the rule is `eintup-tensor`'s, which the runtime
+/// checks a bundle's buffer names against too.
+pub use eintup_tensor::names::is_ident;
+use eintup_tensor::names::{ident_continue, ident_start};
 
 /// A string as the dialects write it: in double quotes, with `\"`, `\\`,
 /// `\n`, `\r`, `\t`, and `\u{HEX}` (lower-case hex) for every other control

@@ -8,7 +8,7 @@ use eintup::driver::{exit, Failure, Source};
 use eintup::ir::loops::FloatWidth;
 use eintup::passes::manager::{print_ir, Instrument};
 use eintup::passes::{DriverOptions, Ir, Level, PassError, PassManager, Unit, DEFAULT_PIPELINE, GPU_PASSES, HOST_PASSES};
-use eintup_codegen::{self as codegen, Target};
+use eintup_codegen::{self as codegen, CodegenError, Target};
 use eintup_tools::etopt::{list::list_passes, split, verify_diagnostics, Lang};
 use eintup_tools::process::run_main_status;
 use et_grammar::diag::{render_all, Diagnostic};
@@ -321,7 +321,11 @@ fn process(
                 // which --time-passes' pass table does not cover.
                 eprint!("{}", eintup::passes::manager::codegen_timing_report(what, t.elapsed()));
             }
-            r.map_err(|e| PassError::Internal(format!("code generation: {e}")))
+            r.map_err(|e| match e {
+                // The module is the user's here (textual IR), and so is the machine.
+                CodegenError::Invalid(m) | CodegenError::Environment(m) => PassError::Message(format!("etopt: error: code generation: {m}")),
+                CodegenError::Internal(m) => PassError::Internal(format!("code generation: {m}")),
+            })
         }
         (Some(e), l) => Err(PassError::Message(format!(
             "etopt: error: --emit {} asked for, but the pipeline leaves the IR at the {} level",

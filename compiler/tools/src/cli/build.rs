@@ -64,7 +64,7 @@ fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Fail
     }
     let opts = eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm);
     let lm = eintup::pipeline::optimize_gpu(src, lm, &opts)?;
-    let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| Failure::Internal(format!("PTX emission: {e}")))?;
+    let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| e.into_failure("PTX emission"))?;
     let b = bundle::bind_dynamic(&lm, &ptx, &info.ptx_version, sm, &dims)?;
     let what = if lm.is_dynamic() { count(lm.dims.len(), "dim symbol", "dim symbols") } else { "static".to_string() };
     write(&b, args, sm, &what)

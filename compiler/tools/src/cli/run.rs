@@ -108,7 +108,7 @@ pub fn write_out(dir: &Path, m: &Module, arrays: &[Tensor], seed: u64, config: &
     std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
     for (a, t) in m.arrays.iter().zip(arrays) {
         let p = dir.join(format!("{}.npy", a.name));
-        replace_file(&p, |f| eintup::tensor::npy::write_to(f, t)).map_err(|e| io(&p.display().to_string(), e))?;
+        eintup::tensor::npy::write(&p, t).map_err(|e| io(&p.display().to_string(), e))?;
     }
     let eintups: serde_json::Map<String, serde_json::Value> = config.dims.iter().map(|(n, d)| (n.clone(), serde_json::json!(d))).collect();
     let sources: serde_json::Map<String, serde_json::Value> =
@@ -116,23 +116,7 @@ pub fn write_out(dir: &Path, m: &Module, arrays: &[Tensor], seed: u64, config: &
     let cfg = serde_json::json!({ "seed": seed, "eintups": eintups, "sources": sources });
     let p = dir.join("config.json");
     let text = serde_json::to_string(&cfg).map_err(|e| Failure::Internal(e.to_string()))?;
-    replace_file(&p, |mut f| std::io::Write::write_all(&mut f, (text + "\n").as_bytes())).map_err(|e| io(&p.display().to_string(), e))
-}
-
-/// Writes `path` as a new file (through a fresh temporary name beside it,
-/// then renamed over it): a symlink already at `path` is replaced, never
-/// followed, so `--out` cannot write outside its folder.
-fn replace_file(path: &Path, write: impl FnOnce(std::fs::File) -> std::io::Result<()>) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    // `create_new` fails on anything at `tmp`, a symlink included.
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-    let done = write(file).and_then(|()| std::fs::rename(&tmp, path));
-    if done.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    done
+    eintup::tensor::outfile::replace(&p, |mut f| std::io::Write::write_all(&mut f, (text + "\n").as_bytes())).map_err(|e| io(&p.display().to_string(), e))
 }
 
 /// The program's results (`Module::result_arrays`), each under a `name: TYPE [shape]` line; large ones
