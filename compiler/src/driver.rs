@@ -52,6 +52,12 @@ pub fn work_refusal(span: et_grammar::Span, stmt_work: u128, total: u128, limit:
         .note("choose smaller dims (--bind or constraints), or raise the limit with --max-work N (docs/limits.md)")
 }
 
+/// The largest source (`.et`, printed `et` or `loop` IR) a tool reads, so a
+/// FIFO, `/dev/zero` or a runaway file is refused before memory runs out
+/// (docs/limits.md, "Files"): the largest printed loop module of the
+/// examples and benchmarks is well under a megabyte.
+pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+
 /// A source file held in memory for the whole compilation, so diagnostics
 /// from any stage can quote it.
 #[derive(Clone, Debug)]
@@ -69,10 +75,9 @@ impl Source {
         let stdin = path.as_os_str() == "-";
         let name = if stdin { "<stdin>".to_string() } else { path.display().to_string() };
         let bytes = if stdin {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut b).map(|_| b)
+            eintup_tensor::infile::read_stream(std::io::stdin().lock(), MAX_SOURCE_BYTES)
         } else {
-            std::fs::read(path)
+            eintup_tensor::infile::read_regular(path, MAX_SOURCE_BYTES)
         };
         let bytes = bytes.map_err(|e| Failure::user(format!("{name}: error: cannot read file: {e}")))?;
         match String::from_utf8(bytes) {

@@ -17,7 +17,6 @@ with the message the CLI prints. docs/python.md.
 """
 from __future__ import annotations
 
-import builtins
 import operator
 import os
 import sys
@@ -307,11 +306,7 @@ def _read(source: Union[str, os.PathLike]) -> tuple[str, str]:
     """The program's text and its name in messages."""
     if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and source.endswith(".et")):
         path = os.fspath(source)
-        try:
-            with builtins.open(path, encoding="utf-8") as f:
-                return f.read(), path
-        except OSError as e:
-            raise Error(f"eintup: error: cannot read {path}: {e.strerror}") from None
+        return _eintup.read_source(path), path
     if not isinstance(source, str):
         raise TypeError("compile() takes a path to a .et file or the program's text")
     return source, "<string>"

@@ -37,6 +37,7 @@ class Kernel:
     def dynamic_builds(self) -> int:
         """Dynamic bundles built (`dynamic=True`)."""
 
+def read_source(path: str) -> str: ...
 def compile(
     text: str,
     name: str,

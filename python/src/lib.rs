@@ -266,6 +266,14 @@ fn compile(
     })
 }
 
+/// The text of the source file at `path`, read as the command-line tools
+/// read it (`Source::load`: a regular file of at most 64 MiB of UTF-8; a
+/// FIFO or a device is refused without reading), with their messages.
+#[pyfunction]
+fn read_source(path: std::path::PathBuf) -> PyResult<String> {
+    guarded(|| Source::load(&path).map(|s| s.text).map_err(failure))
+}
+
 /// CUDA devices this process can use: 0 without a driver or a device.
 #[pyfunction]
 fn cuda_device_count() -> usize {
@@ -283,6 +291,7 @@ fn cache_dir() -> Option<std::path::PathBuf> {
 #[pymodule]
 fn _eintup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(read_source, m)?)?;
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;

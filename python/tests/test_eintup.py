@@ -634,3 +634,22 @@ def test_a_dynamic_kernel_compiles_once_per_rank_combination():
     np.testing.assert_allclose(eintup.compile(MATMUL, target="emu", float="f64", binds={"batch": [2], "row": [3], "k": [4], "col": [5]}, dynamic=True, cache=False)()["c"], static()["c"], rtol=1e-12)
     with pytest.raises(eintup.Error, match="dynamic=True builds GPU bundles"):
         eintup.compile(MATMUL, target="cpu", dynamic=True)
+
+
+def test_special_files_are_refused_without_reading(tmp_path):
+    """A FIFO as a source or as a bundle's manifest, /dev/zero as a source:
+    eintup.Error at once, no hang, no MemoryError (issue #49 item 5)."""
+    import os
+
+    fifo = tmp_path / "p.et"
+    os.mkfifo(fifo)
+    with pytest.raises(eintup.Error, match=r"not a regular file \(a FIFO\)"):
+        eintup.compile(fifo)
+    with pytest.raises(eintup.Error, match=r"not a regular file \(a character device\)"):
+        eintup.compile(pathlib.Path("/dev/zero"))
+    bundle = tmp_path / "b.etb"
+    bundle.mkdir()
+    (bundle / "kernels.ptx").write_text("")
+    os.mkfifo(bundle / "manifest.json")
+    with pytest.raises(eintup.Error, match=r"manifest.json: not a regular file \(a FIFO\)"):
+        eintup.load(bundle)

@@ -37,8 +37,8 @@ impl Bundle {
     /// interpreted.
     pub fn open(dir: impl AsRef<Path>) -> Result<Bundle> {
         let dir = dir.as_ref();
-        let manifest_text = read(&dir.join(MANIFEST_FILE))?;
-        let ptx = read(&dir.join(PTX_FILE))?;
+        let manifest_text = read(&dir.join(MANIFEST_FILE), MAX_MANIFEST_BYTES)?;
+        let ptx = read(&dir.join(PTX_FILE), MAX_PTX_BYTES)?;
         verify_checksum(&manifest_text, &ptx)?;
         let manifest = Manifest::parse(&manifest_text)?;
         check_ptx(&manifest, &ptx)?;
@@ -217,8 +217,17 @@ fn verify_checksum(manifest_text: &str, ptx: &str) -> Result<()> {
     }
 }
 
-fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+/// The largest `manifest.json` and `kernels.ptx` a reader takes (a FIFO or
+/// `/dev/zero` in their place is refused without reading; docs/limits.md,
+/// "Files"): far above what `eintup build` writes (kilobytes to a few
+/// megabytes).
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+pub const MAX_PTX_BYTES: u64 = 256 << 20;
+
+fn read(path: &Path, limit: u64) -> Result<String> {
+    let io = |source: std::io::Error| Error::Io { path: path.to_path_buf(), source };
+    let bytes = eintup_tensor::infile::read_regular(path, limit).map_err(|e| io(e.into()))?;
+    String::from_utf8(bytes).map_err(|_| io(std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8")))
 }
 
 /// Checks `kernels.ptx` against the manifest: header directives, one

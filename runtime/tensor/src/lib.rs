@@ -9,6 +9,7 @@
 //! `eintup_runtime::npy` name the same items.
 
 pub mod bind;
+pub mod infile;
 pub mod names;
 pub mod npy;
 pub mod outfile;

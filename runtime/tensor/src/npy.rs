@@ -3,7 +3,7 @@
 //! compiler's tensors and `etrun` both go through it.
 
 use npyz::WriterBuilder;
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 
 use crate::tensor::{element_count, Data, Tensor};
@@ -17,48 +17,13 @@ use crate::tensor::{element_count, Data, Tensor};
 /// file is opened non-blocking, so a FIFO without a writer cannot hang the
 /// reader), and nothing is allocated beyond the file's own size.
 pub fn read(path: &Path) -> Result<Tensor, String> {
-    let cannot = |e: io::Error| format!("cannot read file: {e}");
-    let file = open_nonblocking(path).map_err(cannot)?;
-    let meta = file.metadata().map_err(cannot)?;
-    if !meta.is_file() {
-        return Err(format!("not a regular file ({}); give the path of a .npy file", file_kind(&meta)));
-    }
-    let len = meta.len();
-    let mut bytes = Vec::with_capacity(usize::try_from(len).map_err(|_| "the file is too large to read".to_string())?);
-    // One byte more than the size read a moment ago: a file that grows
-    // while it is read is refused rather than read without end.
-    file.take(len.saturating_add(1)).read_to_end(&mut bytes).map_err(cannot)?;
-    if bytes.len() as u64 != len {
-        return Err(format!("the file changed while it was read ({len} bytes, then {})", bytes.len()));
-    }
+    // Bounded by the file's own size: from_bytes checks the header against it.
+    let bytes = crate::infile::read_regular(path, u64::MAX).map_err(|e| match e {
+        crate::infile::ReadError::NotRegular(kind) => format!("not a regular file ({kind}); give the path of a .npy file"),
+        crate::infile::ReadError::Io(e) => format!("cannot read file: {e}"),
+        other => other.to_string(),
+    })?;
     from_bytes(&bytes)
-}
-
-/// Opens `path` for reading with `O_NONBLOCK`, which makes opening a FIFO
-/// return at once instead of waiting for a writer (and changes nothing for
-/// a regular file, whose reads never block).
-fn open_nonblocking(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)
-}
-
-/// What a non-regular file is, for the message.
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a plain file"
-    }
 }
 
 /// [`read`] on the bytes of a file. The data after the header must be

@@ -27,7 +27,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use trust::Distrust;
+use trust::{Distrust, Unusable};
 
 /// The file holding an entry's full key.
 const KEY_FILE: &str = "key";
@@ -56,26 +56,6 @@ fn fnv1a(text: &str) -> u64 {
 
 fn fnv1a_bytes(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
-}
-
-/// Why an entry cannot be used.
-enum Unusable {
-    /// Not readable (removed by another process meanwhile, ...).
-    Io(io::Error),
-    /// Not the user's alone ([`trust`]).
-    Distrusted(Distrust),
-}
-
-impl From<io::Error> for Unusable {
-    fn from(e: io::Error) -> Unusable {
-        Unusable::Io(e)
-    }
-}
-
-impl From<Distrust> for Unusable {
-    fn from(d: Distrust) -> Unusable {
-        Unusable::Distrusted(d)
-    }
 }
 
 /// `path relative to dir: checksum` of every file under `dir` but the key

@@ -24,6 +24,25 @@ const STICKY: u32 = 0o1000;
 #[derive(Debug)]
 pub struct Distrust(pub String);
 
+/// Why a file of an entry was not opened: it is gone or unreadable (another
+/// process removed the entry meanwhile: a miss), or it is not trusted.
+pub enum Unusable {
+    Io(io::Error),
+    Distrusted(Distrust),
+}
+
+impl From<io::Error> for Unusable {
+    fn from(e: io::Error) -> Unusable {
+        Unusable::Io(e)
+    }
+}
+
+impl From<Distrust> for Unusable {
+    fn from(d: Distrust) -> Unusable {
+        Unusable::Distrusted(d)
+    }
+}
+
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
@@ -86,15 +105,19 @@ pub fn check_root(dir: &Path) -> Result<Option<PathBuf>, Distrust> {
 
 /// Opens a file of an entry without following a link, checked as
 /// [`check_own`] by what was opened.
-pub fn open_own(path: &Path) -> Result<File, Distrust> {
+pub fn open_own(path: &Path) -> Result<File, Unusable> {
     // O_NONBLOCK: a FIFO planted under an entry's name is refused below,
     // not waited on.
     let f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(|e| {
-        Distrust(if e.raw_os_error() == Some(libc::ELOOP) { format!("{} is a symbolic link", path.display()) } else { format!("{}: {e}", path.display()) })
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            Unusable::Distrusted(Distrust(format!("{} is a symbolic link", path.display())))
+        } else {
+            Unusable::Io(e)
+        }
     })?;
-    let meta = f.metadata().map_err(|e| Distrust(format!("{}: {e}", path.display())))?;
+    let meta = f.metadata()?;
     if !meta.is_file() {
-        return Err(Distrust(format!("{} is not a regular file", path.display())));
+        return Err(Distrust(format!("{} is not a regular file", path.display())).into());
     }
     check_own(path, &meta)?;
     Ok(f)
