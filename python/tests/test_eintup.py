@@ -653,3 +653,30 @@ def test_special_files_are_refused_without_reading(tmp_path):
     os.mkfifo(bundle / "manifest.json")
     with pytest.raises(eintup.Error, match=r"manifest.json: not a regular file \(a FIFO\)"):
         eintup.load(bundle)
+
+
+def test_an_emulator_run_too_large_for_the_machine_is_an_error(tmp_path):
+    """target="emu" with arrays whose race records do not fit (here: a
+    2 GiB address-space limit in a child process) raises eintup.Error with
+    the size; the interpreter process lives on (issue #49 item 4)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, numpy as np, eintup\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "k = eintup.compile('x[i] = RANDOM(0, 1, FLOAT)\\ny[i] = x[i] * 2.0\\ny\\n', target='emu', cache=False)\n"
+        "try:\n"
+        "    k(x=np.ones(40_000_000, np.float32))\n"
+        "except eintup.Error as e:\n"
+        "    print(e)\n"
+        "print((k(x=np.ones(3, np.float32))['y'] == 2).all())\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "eintup: error: cannot allocate 1600000000 bytes of host memory for the race records of buffer `x` (10 bytes per byte of it; EINTUP_EMU_RACES=off runs without race checks)",
+        "True",
+    ], r.stdout

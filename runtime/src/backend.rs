@@ -153,7 +153,7 @@ pub(crate) fn prepare<B: Backend>(b: &mut B, bundle: &Bundle, inputs: &BTreeMap<
             continue;
         }
         match inputs.get(&buf.name) {
-            Some(t) => upload(b, &mut p, i, &buf.name, &t.data.to_ne_bytes())?,
+            Some(t) => upload(b, &mut p, i, &buf.name, t.data.as_ne_bytes())?,
             // Inputs the caller left out are made on the device, once, by
             // their generators (check_inputs made sure each has one).
             None => generate(b, &p, i)?,

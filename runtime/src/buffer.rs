@@ -125,15 +125,14 @@ impl DeviceBuffer {
                 t.shape
             )));
         }
-        self.inner.memory.write(&t.data.to_ne_bytes())
+        self.inner.memory.write(t.data.as_ne_bytes())
     }
 
     /// The buffer's contents as a host tensor (after the work enqueued on
     /// the device's own stream; see [`write`](DeviceBuffer::write)).
     pub fn read(&self) -> Result<Tensor> {
         let bytes = self.inner.memory.read(self.inner.bytes)?;
-        let data = Data::from_ne_bytes(self.inner.dtype, &bytes)
-            .ok_or_else(|| Error::Driver(format!("a DeviceBuffer of {} bytes: downloaded {}", self.inner.bytes, bytes.len())))?;
+        let data = Data::from_ne_bytes(self.inner.dtype, &bytes).map_err(|e| crate::error::from_bytes("DeviceBuffer", e))?;
         Ok(Tensor { shape: self.inner.shape.clone(), data })
     }
 }

@@ -283,7 +283,7 @@ impl DeviceMemory for CudaMem {
     }
 
     fn read(&self, bytes: usize) -> Result<Vec<u8>> {
-        let mut host = vec![0u8; bytes];
+        let mut host = eintup_tensor::zeroed_bytes(bytes).ok_or_else(|| Error::OutOfMemory { what: "a download".into(), bytes: bytes as u64 })?;
         if bytes == 0 {
             return Ok(host);
         }
@@ -489,7 +489,7 @@ impl Backend for CudaRun<'_> {
     }
 
     fn download(&mut self, addr: u64, bytes: usize) -> Result<Vec<u8>> {
-        let mut host = vec![0u8; bytes];
+        let mut host = eintup_tensor::zeroed_bytes(bytes).ok_or_else(|| Error::OutOfMemory { what: "a download".into(), bytes: bytes as u64 })?;
         // SAFETY: `bytes` bytes at `addr`, as in `write`; `host` lives until
         // the synchronisation that follows.
         unsafe { result::memcpy_dtoh_async(&mut host, addr, self.stream) }.map_err(|e| driver("cuMemcpyDtoHAsync", e))?;

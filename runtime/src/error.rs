@@ -40,6 +40,10 @@ pub enum Error {
     Target { bundle: String, device: String },
     /// An input tensor is missing, unknown, or has the wrong dtype or shape.
     Input { name: String, reason: String },
+    /// Host memory for `what` could not be allocated: the emulator's device
+    /// memory and its race records, a download, a tensor. An error with the
+    /// size, never an abort of the process (a C host's or Python's).
+    OutOfMemory { what: String, bytes: u64 },
     /// A caller-supplied argument other than an input is unusable
     /// (for example zero timing repetitions).
     InvalidArgument(String),
@@ -58,6 +62,7 @@ impl fmt::Display for Error {
                 write!(f, "no CUDA device with ordinal {ordinal} ({count} device{} found)", if *count == 1 { "" } else { "s" })
             }
             Error::Driver(msg) => write!(f, "CUDA driver error: {msg}"),
+            Error::OutOfMemory { what, bytes } => write!(f, "cannot allocate {bytes} bytes of host memory for {what}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::BadManifest(msg) => write!(f, "bad bundle manifest: {msg}"),
             Error::Checksum { recorded, computed } => write!(
@@ -100,6 +105,17 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+/// [`Data::from_ne_bytes`](eintup_tensor::Data::from_ne_bytes)'s error for
+/// buffer `name`: a download of the wrong size is the driver's failure.
+pub(crate) fn from_bytes(name: &str, e: eintup_tensor::tensor::BytesError) -> Error {
+    match e {
+        eintup_tensor::tensor::BytesError::OutOfMemory { bytes } => {
+            Error::OutOfMemory { what: format!("the host copy of buffer `{name}`"), bytes: bytes as u64 }
+        }
+        ragged => Error::Driver(format!("buffer `{name}`: downloaded {ragged}")),
     }
 }
 

@@ -230,7 +230,7 @@ impl<'d> Program<'d> {
     pub fn write(&mut self, name: &str, t: &Tensor) -> Result<()> {
         let i = check_input(&self.manifest, name, t)?;
         self.refuse_bound(i)?;
-        self.imp.upload(i, name, &t.data.to_ne_bytes())?;
+        self.imp.upload(i, name, t.data.as_ne_bytes())?;
         self.filled[i] = true;
         Ok(())
     }
@@ -498,7 +498,7 @@ impl<'d> Program<'d> {
         let bytes = self.imp.download(i)?;
         self.waited();
         let buf = &self.manifest.buffers[i];
-        let data = Data::from_ne_bytes(buf.dtype, &bytes).ok_or_else(|| Error::Driver(format!("buffer `{}`: downloaded {} bytes", buf.name, bytes.len())))?;
+        let data = Data::from_ne_bytes(buf.dtype, &bytes).map_err(|e| crate::error::from_bytes(&buf.name, e))?;
         Ok(Tensor { shape: buf.shape.clone(), data })
     }
 

@@ -44,6 +44,8 @@ pub fn sm_for_arch((major, minor): (u32, u32)) -> u32 {
 pub fn runtime_failure(e: eintup_runtime::Error) -> Failure {
     match e {
         eintup_runtime::Error::Fault(f) => Failure::Internal(format!("kernel fault on the emulator: {f}")),
+        // The configuration is too large for this machine: the user's to change.
+        e @ eintup_runtime::Error::OutOfMemory { .. } => Failure::user(format!("eintup: error: {e}")),
         e => Failure::Internal(format!("CUDA: {e}")),
     }
 }

@@ -107,7 +107,7 @@ pub unsafe extern "C" fn et_buffer_read(buffer: *const EtBuffer, out: *mut c_voi
         }
         // SAFETY: the caller's contract.
         let out = unsafe { bytes_mut(out.cast(), bytes, "out") }?;
-        out.copy_from_slice(&b.buffer.read()?.data.to_ne_bytes());
+        out.copy_from_slice(b.buffer.read()?.data.as_ne_bytes());
         Ok(())
     })
 }

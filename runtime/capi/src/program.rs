@@ -277,7 +277,7 @@ pub unsafe extern "C" fn et_program_read(program: *mut EtProgram, name: *const c
         }
         // SAFETY: the caller's contract.
         let out = unsafe { bytes_mut(out.cast(), bytes, "out") }?;
-        out.copy_from_slice(&p.program.read(name)?.data.to_ne_bytes());
+        out.copy_from_slice(p.program.read(name)?.data.as_ne_bytes());
         Ok(())
     })
 }

@@ -235,7 +235,10 @@ pub(crate) unsafe fn host_tensor(dtype: i32, ndim: usize, shape: *const i64, dat
     // SAFETY: the caller's contract.
     let host = unsafe { bytes(data.cast(), size, "data") }?;
     // The size is a whole number of elements (checked just above).
-    let data = Data::from_ne_bytes(dtype, host).ok_or_else(|| Error::InvalidArgument(format!("{size} bytes are no whole number of {dtype}")))?;
+    let data = Data::from_ne_bytes(dtype, host).map_err(|e| match e {
+        eintup_runtime::tensor::BytesError::OutOfMemory { bytes } => Error::OutOfMemory { what: "a host tensor".into(), bytes: bytes as u64 },
+        ragged => Error::InvalidArgument(ragged.to_string()),
+    })?;
     Tensor::new(dims.clone(), data).ok_or_else(|| Error::InvalidArgument(format!("shape {dims:?} does not match the data")))
 }
 

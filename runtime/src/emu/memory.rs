@@ -95,7 +95,9 @@ impl Global {
         let span = (bytes as u64).div_ceil(RED_ZONE) * RED_ZONE + RED_ZONE;
         self.next = base + span;
         self.bytes += bytes;
-        self.allocs.push(Allocation { base, name: name.to_string(), data: vec![0; bytes], shadow: Vec::new() });
+        let data = eintup_tensor::zeroed_bytes(bytes)
+            .ok_or_else(|| Error::OutOfMemory { what: format!("buffer `{name}` in the emulator's memory"), bytes: bytes as u64 })?;
+        self.allocs.push(Allocation { base, name: name.to_string(), data, shadow: Vec::new() });
         Ok(self.allocs.len() - 1)
     }
 
@@ -180,7 +182,9 @@ impl Memory {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let bytes = self.span(addr, len)?.to_vec();
+        let span = self.span(addr, len)?;
+        let mut bytes = eintup_tensor::zeroed_bytes(len).ok_or_else(|| Error::OutOfMemory { what: "a download".into(), bytes: len as u64 })?;
+        bytes.copy_from_slice(span);
         self.copies += 1;
         Ok(bytes)
     }

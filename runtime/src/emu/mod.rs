@@ -42,6 +42,10 @@ use eintup_tensor::Tensor;
 use inst::{Kernel, Program};
 use memory::Memory;
 
+/// The environment variable that turns the default options' race checks
+/// off (`off`; anything else leaves them on).
+pub const RACES_ENV: &str = "EINTUP_EMU_RACES";
+
 /// How the emulator runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EmuOptions {
@@ -54,7 +58,9 @@ pub struct EmuOptions {
     /// so that many launches each under `instruction_limit` still end.
     pub run_instruction_limit: u64,
     /// Whether global and shared accesses are checked for races (costs a
-    /// shadow record per word and some time).
+    /// shadow record per word, 10 bytes of host memory per byte of a
+    /// buffer, and some time). `EINTUP_EMU_RACES=off` turns it off for
+    /// [`Device::emulator`](crate::Device::emulator) (large runs).
     pub check_races: bool,
     /// The most bytes of buffers alive at once on one emulated device (its
     /// programs' and the caller's buffers together).
@@ -73,7 +79,7 @@ impl Default for EmuOptions {
             // benchmark kernel: far beyond any run the emulator finishes in
             // minutes, so only a bundle of many runaway launches reaches it.
             run_instruction_limit: 1 << 32,
-            check_races: true,
+            check_races: std::env::var_os(RACES_ENV).is_none_or(|v| v != "off"),
             // Buffers live in host memory, next to their race records.
             memory_bytes: 4 << 30,
         }

@@ -17,3 +17,4 @@ pub mod tensor;
 mod zeroed;
 
 pub use tensor::{DType, Data, Tensor};
+pub use zeroed::zeroed_bytes;

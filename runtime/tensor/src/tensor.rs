@@ -85,26 +85,42 @@ impl Data {
     }
 
     /// The elements as bytes in native order (what the device reads: CUDA
-    /// hosts and GPUs are little-endian alike).
-    pub fn to_ne_bytes(&self) -> Vec<u8> {
+    /// hosts and GPUs are little-endian alike), without a copy: an upload of
+    /// a large array costs no second host copy of it.
+    pub fn as_ne_bytes(&self) -> &[u8] {
+        fn bytes<T>(v: &[T]) -> &[u8] {
+            // SAFETY: i32, f32 and f64 have no padding and every byte of
+            // them is initialised; u8 has alignment 1; the length is the
+            // slice's size in bytes.
+            unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+        }
         match self {
-            Data::I32(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
-            Data::F32(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
-            Data::F64(v) => v.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+            Data::I32(v) => bytes(v),
+            Data::F32(v) => bytes(v),
+            Data::F64(v) => bytes(v),
         }
     }
 
-    /// Rebuilds data of `dtype` from native-order bytes. Returns `None` when
-    /// the byte count is not a multiple of the element size.
-    pub fn from_ne_bytes(dtype: DType, bytes: &[u8]) -> Option<Data> {
+    /// Rebuilds data of `dtype` from native-order bytes: an error when the
+    /// byte count is not a multiple of the element size, or when the
+    /// memory cannot be allocated (a download of a huge buffer is an error
+    /// with its size, not an abort).
+    pub fn from_ne_bytes(dtype: DType, bytes: &[u8]) -> Result<Data, BytesError> {
         if !bytes.len().is_multiple_of(dtype.size()) {
-            return None;
+            return Err(BytesError::Ragged { bytes: bytes.len(), dtype });
         }
-        Some(match dtype {
-            DType::I32 => Data::I32(bytes.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()),
-            DType::F32 => Data::F32(bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()),
-            DType::F64 => Data::F64(bytes.chunks_exact(8).map(|c| f64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect()),
-        })
+        let mut d = Data::try_zeros(dtype, bytes.len() / dtype.size()).ok_or(BytesError::OutOfMemory { bytes: bytes.len() })?;
+        fn fill<T>(v: &mut [T], bytes: &[u8]) {
+            // SAFETY: as in `as_ne_bytes`; every bit pattern is a valid
+            // i32, f32 or f64, and `v` holds exactly `bytes.len()` bytes.
+            unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }.copy_from_slice(bytes)
+        }
+        match &mut d {
+            Data::I32(v) => fill(v, bytes),
+            Data::F32(v) => fill(v, bytes),
+            Data::F64(v) => fill(v, bytes),
+        }
+        Ok(d)
     }
 
     /// `len` zero elements of `dtype`, or `None` when the memory cannot be allocated
@@ -117,6 +133,28 @@ impl Data {
             DType::F32 => Data::F32(zeroed_vec(len)?),
             DType::F64 => Data::F64(zeroed_vec(len)?),
         })
+    }
+}
+
+/// Why bytes did not become [`Data`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BytesError {
+    /// The byte count is no whole number of elements.
+    Ragged {
+        bytes: usize,
+        dtype: DType,
+    },
+    OutOfMemory {
+        bytes: usize,
+    },
+}
+
+impl std::fmt::Display for BytesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BytesError::Ragged { bytes, dtype } => write!(f, "{bytes} bytes are no whole number of {dtype}"),
+            BytesError::OutOfMemory { bytes } => write!(f, "cannot allocate {bytes} bytes of host memory"),
+        }
     }
 }
 

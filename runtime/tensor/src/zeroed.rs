@@ -18,9 +18,16 @@ use std::alloc::{alloc_zeroed, Layout};
 /// Element types whose all-zero bit pattern is the value zero (so
 /// `alloc_zeroed` memory is a valid buffer of zeros).
 pub(crate) trait ZeroBits: Copy {}
+impl ZeroBits for u8 {}
 impl ZeroBits for i32 {}
 impl ZeroBits for f32 {}
 impl ZeroBits for f64 {}
+
+/// `len` zero bytes, or `None` when the memory cannot be allocated: what the
+/// emulator's device memory is made of, sized by a bundle or a caller.
+pub fn zeroed_bytes(len: usize) -> Option<Vec<u8>> {
+    zeroed_vec(len)
+}
 
 /// `len` zeros, or `None` when the memory cannot be allocated.
 pub(crate) fn zeroed_vec<T: ZeroBits>(len: usize) -> Option<Vec<T>> {

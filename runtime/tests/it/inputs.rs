@@ -6,6 +6,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use eintup_runtime::check::{check_inputs, check_target};
+use eintup_runtime::tensor::BytesError;
 use eintup_runtime::{DType, Data, Error, Manifest, Tensor};
 use serde_json::json;
 
@@ -103,13 +104,13 @@ fn ptx_runs_on_same_or_newer_architectures() {
 fn host_data_bytes_round_trip() {
     let cases = [Data::I32(vec![0, -1, i32::MAX, i32::MIN]), Data::F32(vec![0.5, -3.25, f32::INFINITY]), Data::F64(vec![1e300, -0.0, 2.5])];
     for d in cases {
-        let bytes = d.to_ne_bytes();
+        let bytes = d.as_ne_bytes();
         assert_eq!(bytes.len(), d.len() * d.dtype().size());
-        assert_eq!(Data::from_ne_bytes(d.dtype(), &bytes), Some(d));
+        assert_eq!(Data::from_ne_bytes(d.dtype(), bytes).as_ref(), Ok(&d));
     }
     // Bytes are native order: 1.0f32 is 0x3F800000.
-    assert_eq!(Data::F32(vec![1.0]).to_ne_bytes(), 0x3F80_0000u32.to_ne_bytes());
-    assert_eq!(Data::from_ne_bytes(DType::F64, &[0; 12]), None);
+    assert_eq!(Data::F32(vec![1.0]).as_ne_bytes(), 0x3F80_0000u32.to_ne_bytes());
+    assert_eq!(Data::from_ne_bytes(DType::F64, &[0; 12]), Err(BytesError::Ragged { bytes: 12, dtype: DType::F64 }));
 }
 
 #[test]

@@ -75,7 +75,7 @@ impl Exec<'_> {
                     let acc = Accessor { tag: self.launch_tag, ..acc };
                     let alloc = &mut self.global.allocs[a];
                     if alloc.shadow.is_empty() {
-                        alloc.shadow = vec![Shadow::default(); alloc.data.len().div_ceil(4)];
+                        alloc.shadow = shadow_for(&alloc.name, alloc.data.len())?;
                     }
                     for wd in words(o) {
                         let r = match access {
@@ -265,4 +265,24 @@ impl Exec<'_> {
 fn word_unchanged(data: &[u8], o: usize, new: &[u8], wd: usize) -> bool {
     let (lo, hi) = ((wd * 4).max(o), (wd * 4 + 4).min(o + new.len()));
     data[lo..hi] == new[lo - o..hi - o]
+}
+
+/// The race records of a global buffer of `bytes` bytes (one per word,
+/// made at its first checked access): allocated fallibly, since they cost
+/// [`Shadow`]'s size per 4 bytes of the buffer (10 bytes per byte), and a
+/// large run must fail with the size, not abort its host process.
+fn shadow_for(name: &str, bytes: usize) -> Result<Vec<Shadow>> {
+    let words = bytes.div_ceil(4);
+    let mut v = Vec::new();
+    if v.try_reserve_exact(words).is_err() {
+        return Err(Error::OutOfMemory {
+            what: format!(
+                "the race records of buffer `{name}` ({} bytes per byte of it; EINTUP_EMU_RACES=off runs without race checks)",
+                std::mem::size_of::<Shadow>() / 4
+            ),
+            bytes: (words as u64).saturating_mul(std::mem::size_of::<Shadow>() as u64),
+        });
+    }
+    v.resize(words, Shadow::default());
+    Ok(v)
 }
