@@ -230,6 +230,37 @@ fn read(path: &Path, limit: u64) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| io(std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8")))
 }
 
+/// Every launch of a kernel compiled for one block shape (`.reqntid`: a
+/// block-tiled kernel, whose shared tiles and barriers assume it) uses
+/// exactly that block: a re-sealed bundle with another block is refused
+/// when it is opened, not run into unwritten cells (the driver and the
+/// emulator would refuse it only at the launch).
+fn check_blocks(manifest: &Manifest, required: &BTreeMap<&str, [u64; 3]>) -> Result<()> {
+    let lists =
+        std::iter::once(("step".to_string(), &manifest.steps)).chain(manifest.generate.iter().map(|g| (format!("generate `{}` step", g.buffer), &g.steps)));
+    let mut checked: Vec<(String, &str, [u32; 3])> = Vec::new();
+    for (what, steps) in lists {
+        for (i, s) in steps.iter().enumerate() {
+            if let crate::manifest::Step::Launch { kernel, block, .. } = s {
+                checked.push((format!("{what} {i}"), kernel.as_str(), *block));
+            }
+        }
+    }
+    for (i, v) in manifest.dynamic.iter().flat_map(|d| d.variants.iter()).enumerate() {
+        checked.push((format!("dynamic variant {i}"), v.kernel.as_str(), v.block));
+    }
+    for (at, kernel, block) in checked {
+        if let Some(want) = required.get(kernel) {
+            if block.map(u64::from) != *want {
+                return Err(Error::BadManifest(format!(
+                    "{at}: launch of `{kernel}` in blocks of {block:?}, but the kernel was compiled for blocks of exactly {want:?} (`.reqntid`)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks `kernels.ptx` against the manifest: header directives, one
 /// `.entry` per manifest kernel with the same parameter count, and no
 /// `.entry` the manifest does not list.
@@ -260,11 +291,16 @@ fn check_ptx(manifest: &Manifest, ptx: &str) -> Result<()> {
     }
 
     let mut entries: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut required: BTreeMap<&str, [u64; 3]> = BTreeMap::new();
     for e in info.entries() {
         if entries.insert(e.name.as_str(), e.params.len()).is_some() {
             return bad(format!(".entry {} is defined twice", e.name));
         }
+        if let Some((_, dims)) = e.tuning.iter().find(|(d, _)| d == ".reqntid") {
+            required.insert(e.name.as_str(), [0, 1, 2].map(|i| dims.get(i).copied().unwrap_or(1)));
+        }
     }
+    check_blocks(manifest, &required)?;
     for k in &manifest.kernels {
         match entries.remove(k.name.as_str()) {
             None => return bad(format!("no `.entry {}` for manifest kernel `{}`", k.name, k.name)),

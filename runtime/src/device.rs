@@ -158,6 +158,11 @@ impl Device {
         if ptr == 0 && bytes > 0 {
             return Err(Error::InvalidArgument(format!("wrapping a null pointer as {bytes} bytes")));
         }
+        // Kernels load whole elements: a misaligned one faults on a GPU
+        // and in the emulator, later and further from the cause.
+        if !ptr.is_multiple_of(dtype.size() as u64) {
+            return Err(Error::InvalidArgument(format!("wrapping {ptr:#x} as {dtype}: the address is not aligned to its {}-byte elements", dtype.size())));
+        }
         let memory: Box<dyn DeviceMemory> = match &self.imp {
             Imp::Cuda(c) => Box::new(c.wrap(ptr)),
             Imp::Emu(e) => Box::new(e.wrap(ptr, bytes)?),

@@ -275,11 +275,17 @@ impl Manifest {
         }
         for (step, threads) in m.steps.iter_mut().zip(&threads) {
             let (Step::Launch { kernel, grid, block, dims: values, .. }, Some(t)) = (step, threads) else { continue };
-            let n = eval(t, kernel)?.max(0) as u64;
+            let n = eval(t, kernel)?;
+            if n < 0 {
+                return Err(Error::BadManifest(format!("launch of `{kernel}`: its thread count `{t}` is {n} at these dims")));
+            }
             let per_block = u64::from(block[0]).max(1) * u64::from(block[1]).max(1) * u64::from(block[2]).max(1);
             // The kernels are grid-stride: any grid does all the work, so a
-            // large one is capped at CUDA's limit; no thread, no launch.
-            grid[0] = n.div_ceil(per_block).min(u64::from(MAX_GRID_DIM[0])) as u32;
+            // large one is capped at CUDA's limit, and there is always one
+            // block (a kernel without work returns at once): the thread
+            // count, which a re-sealed bundle could set to 0, only sizes
+            // the grid and never decides whether the work is done.
+            grid[0] = (n as u64).div_ceil(per_block).clamp(1, u64::from(MAX_GRID_DIM[0])) as u32;
             grid[1] = 1;
             grid[2] = 1;
             let k = self.kernel(kernel).ok_or_else(|| Error::BadManifest(format!("launch of unknown kernel `{kernel}`")))?;

@@ -534,7 +534,9 @@ impl Manifest {
                                 b.dtype, t.dtype
                             ));
                         }
-                        if (b.len() as u64) < t.elements {
+                        // Exactly: a smaller one would be overrun, a larger
+                        // one returned with cells no kernel wrote.
+                        if b.len() as u64 != t.elements {
                             return bad(format!(
                                 "{what} {i}: launch of `{kernel}` passes buffer `{a}` of {} elements (shape {:?}) for parameter `{p}`, compiled for a buffer of {} elements",
                                 b.len(),
@@ -544,6 +546,14 @@ impl Manifest {
                         }
                     }
                     check_launch_dims(&format!("{what} {i}"), kernel, grid, block)?;
+                    // A grid-stride kernel decides its own work from its
+                    // arguments: skipping it as empty would leave its cells
+                    // unwritten.
+                    if k.grid_stride && (grid.contains(&0) || block.contains(&0)) {
+                        return bad(format!(
+                            "{what} {i}: launch of grid-stride kernel `{kernel}` with grid {grid:?} and block {block:?}: it needs at least one thread"
+                        ));
+                    }
                 }
             }
         }

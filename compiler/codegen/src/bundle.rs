@@ -171,9 +171,11 @@ fn launch_step(all: &LoopModule, k: &loops::Kernel, gpu: &GpuTarget, dims: &[i64
     let (grid, block) = match crate::block_size(k) {
         _ if threads <= 0 && !all.is_dynamic() => return None,
         // A block-tiled kernel: one block per point of its chain (grid-
-        // stride over the rest), its nest's threads in each.
-        Some(size) => ((threads.max(0) / size).min(gpu.grid_cap) as u32, size as u32),
-        None if all.is_dynamic() => (((threads.max(0) + gpu.launch_block - 1) / gpu.launch_block).min(gpu.grid_cap) as u32, gpu.launch_block as u32),
+        // stride over the rest), its nest's threads in each. Grids are at
+        // least one block: a grid-stride kernel without work returns at
+        // once, and the runtime refuses an empty launch of one.
+        Some(size) => ((threads.max(0) / size).clamp(1, gpu.grid_cap) as u32, size as u32),
+        None if all.is_dynamic() => (((threads.max(0) + gpu.launch_block - 1) / gpu.launch_block).clamp(1, gpu.grid_cap) as u32, gpu.launch_block as u32),
         None => gpu.launch_dims(threads),
     };
     let args = crate::kernel_params(all, k).iter().map(|&b| all.buffers[b].name.clone()).collect();

@@ -174,7 +174,7 @@ impl TargetLowering for HostLowering {
         true
     }
 
-    fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine) {
+    fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, _m: &LoopModule, tm: &TargetMachine) {
         let cpu = ctx.create_string_attribute("target-cpu", &tm.get_cpu().to_string());
         // A named CPU (HostCpu) has no feature string: its name implies them.
         let features = tm.get_feature_string().to_string_lossy().into_owned();

@@ -92,9 +92,9 @@ pub(crate) trait TargetLowering {
     fn vector_atomic_add<'ctx>(&self, kl: &mut KernelLowering<'_, 'ctx>, p: PointerValue<'ctx>, vals: &[BasicValueEnum<'ctx>]) -> Result<(), CodegenError>;
     /// `commit_copies` / `wait_copies N`.
     fn copy_group(&self, kl: &mut KernelLowering<'_, '_>, g: CopyGroup) -> Result<(), CodegenError>;
-    /// Function attributes for target machine `tm`, set on every defined
-    /// function before the optimisation pipeline.
-    fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, tm: &TargetMachine);
+    /// Function attributes for target machine `tm` and annotations of
+    /// `m`'s kernels, set before the optimisation pipeline.
+    fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, m: &LoopModule, tm: &TargetMachine);
     /// Whether a dynamic module's dim symbols can be kernel parameters
     /// (`i64`, after the buffers' pointers): the GPU's bundles are built
     /// once for many shapes; the host JIT compiles at known dims.
@@ -717,7 +717,7 @@ pub(crate) fn lower_and_optimize<'ctx>(
     let module = lower_module(ctx, m, which, seed, target, fp_contract)?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    target.annotate(ctx, &module, tm);
+    target.annotate(ctx, &module, m, tm);
     module
         .run_passes("default<O3>", tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| CodegenError::Internal(format!("LLVM optimisation failed: {}", e.to_string())))?;

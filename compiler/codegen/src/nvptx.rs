@@ -185,7 +185,25 @@ impl TargetLowering for NvptxLowering {
         Ok(())
     }
 
-    fn annotate<'ctx>(&self, _ctx: &'ctx Context, _module: &Module<'ctx>, _tm: &TargetMachine) {}
+    /// A block-tiled kernel works only in blocks of exactly its nest's
+    /// threads (its shared tiles and their barriers assume them): `.reqntid
+    /// N, 1, 1` on its entry (`nvvm.annotations` `reqntidx`, which the
+    /// backend reads once per module, so before the pipeline), so a launch
+    /// in other blocks is refused by the driver, by the emulator and, when a
+    /// bundle is opened, by the runtime, instead of leaving cells unwritten.
+    /// Grid-stride kernels without tiles work in any block and carry none.
+    fn annotate<'ctx>(&self, ctx: &'ctx Context, module: &Module<'ctx>, m: &LoopModule, _tm: &TargetMachine) {
+        for k in &m.kernels {
+            let (Some(size), Some(f)) = (eintup::ir::loops::geometry::block_size(k), module.get_function(&k.name)) else { continue };
+            let node = ctx.metadata_node(&[
+                f.as_global_value().as_pointer_value().into(),
+                ctx.metadata_string("reqntidx").into(),
+                ctx.i32_type().const_int(size as u64, false).into(),
+            ]);
+            // Fails only for a key that is not a named metadata's: never here.
+            let _ = module.add_global_metadata("nvvm.annotations", &node);
+        }
+    }
 
     /// `.param .u64` after the buffers: one bundle for many shapes.
     fn dims_as_params(&self) -> bool {

@@ -333,9 +333,14 @@ fn launches_must_fit_the_kernels_param_types() {
         "step 1: launch of `add_one` passes buffer `y` of i32 for parameter `dst`, compiled for f32",
     );
     rejected(|v| v["kernels"][0]["param_types"] = json!([{"dtype": "f32", "elements": n}]), "kernel `add_one`: 2 parameters but 1 param_types");
-    // A larger buffer than compiled for is fine: the kernel stays inside.
-    let mut v = common::manifest_value();
-    typed(&mut v);
-    v["buffers"][2]["shape"] = json!([n + 1]);
-    parse(&v).unwrap();
+    // A larger buffer than compiled for is refused too (issue #49 item 7):
+    // the kernel would stay inside, but the cells past its own would be
+    // returned unwritten.
+    rejected(
+        |v| {
+            typed(v);
+            v["buffers"][2]["shape"] = json!([n + 1]);
+        },
+        &format!("passes buffer `z` of {} elements (shape [{}]) for parameter `dst`, compiled for a buffer of {n} elements", n + 1, n + 1),
+    );
 }

@@ -274,6 +274,13 @@ fn wrapped_device_memory_is_bound_like_any_buffer() {
     assert_eq!(e(unsafe { dev.wrap(0, 4, DType::F32, &[1]) }), "invalid argument: wrapping a null pointer as 4 bytes");
     let past = e(unsafe { dev.wrap(whole.device_ptr() + (N * 4) as u64 + 4, N * 4, DType::F32, &[N]) });
     assert!(past.contains("not inside one buffer of the emulator (4 bytes past the end of buffer `DeviceBuffer`"), "{past}");
+    // A misaligned address is refused at the wrap (issue #49 item 8), not
+    // left to fault in a kernel.
+    let odd = whole.device_ptr() + 2;
+    assert_eq!(
+        e(unsafe { dev.wrap(odd, 4, DType::F32, &[1]) }),
+        format!("invalid argument: wrapping {odd:#x} as f32: the address is not aligned to its 4-byte elements")
+    );
 }
 
 #[test]

@@ -54,7 +54,9 @@ fn the_first_variant_whose_condition_holds_is_launched() {
     assert_eq!(launch(&m.bind(&dims(16)).unwrap()), ("add_n__wide", [1, 1, 1], [256, 1, 1]));
     // Below the condition: the step's own kernel and block.
     assert_eq!(launch(&m.bind(&dims(15)).unwrap()), ("add_n", [1, 1, 1], [128, 1, 1]));
-    assert_eq!(launch(&m.bind(&dims(0)).unwrap()), ("add_n", [0, 1, 1], [128, 1, 1]));
+    // No threads: still one block, which finds no work (a thread count
+    // only sizes the grid of these grid-stride kernels).
+    assert_eq!(launch(&m.bind(&dims(0)).unwrap()), ("add_n", [1, 1, 1], [128, 1, 1]));
     // A later variant whose condition also holds loses to the first; one
     // holding where the first does not wins there.
     let later = json!({"step": 0, "kernel": "add_n", "threads": "(%n.0 * 2)", "block": [64, 1, 1], "when": ["(%n.0 - 8)"]});

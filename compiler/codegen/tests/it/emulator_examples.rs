@@ -281,11 +281,12 @@ fn swapped_manifest(b: &Bundle, x: &str, y: &str, param_types: bool) -> Result<B
 fn swapped_kernel_arguments_in_the_manifest_are_caught() {
     // a[3,1,6,10] and c[3,1,6,11] swapped: the kernel indexes the smaller
     // `a` as if it were `c`. The kernel's param_types say it was compiled
-    // for 198 elements there, so the bundle is refused before it runs.
+    // for 180 elements for `a` (and 198 for `c`), so the bundle is refused
+    // before it runs, at the first parameter that does not match.
     let (b, _) = matmul(&[]);
     match swapped_manifest(&b, "a", "c", true) {
         Err(Error::BadManifest(m)) => {
-            assert!(m.contains("passes buffer `a` of 180 elements (shape [3, 1, 6, 10]) for parameter `c`, compiled for a buffer of 198 elements"), "{m}")
+            assert!(m.contains("passes buffer `c` of 198 elements (shape [3, 1, 6, 11]) for parameter `a`, compiled for a buffer of 180 elements"), "{m}")
         }
         other => panic!("expected the manifest to be refused, got {other:?}"),
     }

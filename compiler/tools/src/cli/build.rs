@@ -62,12 +62,35 @@ fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Fail
         };
         dims[d] = v;
     }
+    check_bundle_size(&lm, &dims)?;
     let opts = eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm);
     let lm = eintup::pipeline::optimize_gpu(src, lm, &opts)?;
     let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| e.into_failure("PTX emission"))?;
     let b = bundle::bind_dynamic(&lm, &ptx, &info.ptx_version, sm, &dims)?;
     let what = if lm.is_dynamic() { count(lm.dims.len(), "dim symbol", "dim symbols") } else { "static".to_string() };
     write(&b, args, sm, &what)
+}
+
+/// The module is the user's: buffers beyond what a bundle holds (4 GiB in
+/// all, `MAX_BUNDLE_BYTES`) at the dims given are their error, exit 2
+/// naming the buffer, not a manifest that fails to validate later (70).
+fn check_bundle_size(lm: &eintup::ir::loops::LoopModule, dims: &[i64]) -> Result<(), Failure> {
+    let limit = eintup_runtime::manifest::MAX_BUNDLE_BYTES;
+    let mut total: u64 = 0;
+    for b in lm.buffers.iter().filter(|b| !b.role.is_scratch()) {
+        let shape: Vec<Option<i64>> = b.shape.iter().map(|e| e.bind_dims(dims).as_const()).collect();
+        let bytes = shape.iter().try_fold(b.dtype.size() as u64, |n, e| e.and_then(|e| u64::try_from(e).ok()).and_then(|e| n.checked_mul(e)));
+        total = bytes.and_then(|n| total.checked_add(n)).filter(|&t| t <= limit).ok_or_else(|| {
+            let shape: Vec<String> = shape.iter().map(|e| e.map_or_else(|| "?".to_string(), |e| e.to_string())).collect();
+            Failure::user(format!(
+                "eintup: error: buffer `{}` of shape [{}] ({}) brings the bundle's buffers beyond the limit of {limit} bytes",
+                b.name,
+                shape.join(", "),
+                b.dtype.name()
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// `build --dynamic`: ranks fixed, dims of unbound eintups symbolic, one
