@@ -110,10 +110,10 @@ impl fmt::Display for Fault {
             FaultKind::Barrier(msg) => write!(f, "barrier error: {msg}"),
             FaultKind::Convergence(msg) => write!(f, "warp not converged: {msg}"),
             FaultKind::InstructionLimit(n) => {
-                write!(f, "the launch issued more than {n} warp instructions (an endless loop or spin wait?)")
+                write!(f, "the launch issued more than {n} warp instructions (an endless loop or spin wait? EINTUP_EMU_INSTRUCTIONS=N raises the limit)")
             }
             FaultKind::RunInstructionLimit(n) => {
-                write!(f, "the run's launches together issued more than {n} warp instructions")
+                write!(f, "the run's launches together issued more than {n} warp instructions (EINTUP_EMU_INSTRUCTIONS=N raises the limit to 8 N)")
             }
         }
     }

@@ -46,6 +46,14 @@ use memory::Memory;
 /// off (`off`; anything else leaves them on).
 pub const RACES_ENV: &str = "EINTUP_EMU_RACES";
 
+/// The environment variable that sets the default options' per-launch
+/// warp-instruction limit (a positive number; anything else is ignored).
+pub const INSTRUCTIONS_ENV: &str = "EINTUP_EMU_INSTRUCTIONS";
+
+fn instructions_from_env() -> Option<u64> {
+    std::env::var(INSTRUCTIONS_ENV).ok()?.trim().parse().ok().filter(|&n| n > 0)
+}
+
 /// How the emulator runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EmuOptions {
@@ -70,15 +78,15 @@ pub struct EmuOptions {
 impl Default for EmuOptions {
     fn default() -> EmuOptions {
         EmuOptions {
-            // About 100 times the warp instructions of the largest benchmark
+            // About 11 times the warp instructions of the largest benchmark
             // kernel (conv2d at bench/ops size: 11.6 M), so only a runaway
-            // loop reaches it: tens of minutes in a debug build
-            // (docs/emulator.md, Speed) rather than a hang.
-            instruction_limit: 1 << 30,
-            // Four launches at the per-launch limit, 370 times the largest
-            // benchmark kernel: far beyond any run the emulator finishes in
-            // minutes, so only a bundle of many runaway launches reaches it.
-            run_instruction_limit: 1 << 32,
+            // loop reaches it, in about 10 s at the emulator's ~12 M warp
+            // instructions a second (2^30 took 82-85 s: issue #49 item 8).
+            // `EINTUP_EMU_INSTRUCTIONS=N` raises it for a larger real kernel.
+            instruction_limit: instructions_from_env().unwrap_or(1 << 27),
+            // Eight launches at the default per-launch limit: only a bundle
+            // of many runaway launches reaches it.
+            run_instruction_limit: instructions_from_env().map_or(1 << 30, |n| n.saturating_mul(8)),
             check_races: std::env::var_os(RACES_ENV).is_none_or(|v| v != "off"),
             // Buffers live in host memory, next to their race records.
             memory_bytes: 4 << 30,

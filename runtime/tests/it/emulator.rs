@@ -850,7 +850,7 @@ fn many_launches_hit_the_run_instruction_limit() {
     match dev.run(&launches(11), &BTreeMap::new()) {
         Err(Error::Fault(f)) => {
             assert_eq!((f.kind.clone(), f.line), (FaultKind::RunInstructionLimit(60), line_of(&module(FILL), "ld.param.u64")));
-            assert!(f.to_string().ends_with("the run's launches together issued more than 60 warp instructions"), "{f}");
+            assert!(f.to_string().contains("the run's launches together issued more than 60 warp instructions"), "{f}");
         }
         other => panic!("{other:?}"),
     }
