@@ -16,6 +16,7 @@ pub mod check;
 pub mod driver;
 pub mod interp;
 pub mod ir;
+pub mod mathlib;
 pub mod passes;
 pub mod pipeline;
 pub mod random;

@@ -25,6 +25,11 @@ pub enum AssignOp {
     Assign,
     /// `+=`: accumulate without reset.
     AddAssign,
+    /// `max=`: the first value to reach a cell sets it, each later one
+    /// keeps the larger (docs/language.md s.3).
+    MaxAssign,
+    /// `min=`: as `max=`, keeping the smaller.
+    MinAssign,
 }
 
 impl AssignOp {
@@ -32,6 +37,124 @@ impl AssignOp {
         match self {
             AssignOp::Assign => "=",
             AssignOp::AddAssign => "+=",
+            AssignOp::MaxAssign => "max=",
+            AssignOp::MinAssign => "min=",
+        }
+    }
+
+    /// Does the statement reset each reached cell before combining into it
+    /// (`=`, `max=`, `min=`), rather than add to what is there (`+=`)?
+    pub fn resets(self) -> bool {
+        !matches!(self, AssignOp::AddAssign)
+    }
+}
+
+/// The elementwise functions of right-hand sides (docs/language.md s.3,
+/// "Functions and comparisons"). Names are reserved only before `(`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Func {
+    Exp,
+    Log,
+    Sqrt,
+    Tanh,
+    Abs,
+    Max,
+    Min,
+    Pow,
+    /// `select(c, a, b)`: `a` where `c != 0`, else `b`.
+    Select,
+}
+
+impl Func {
+    pub const ALL: [Func; 9] = [Func::Exp, Func::Log, Func::Sqrt, Func::Tanh, Func::Abs, Func::Max, Func::Min, Func::Pow, Func::Select];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Exp => "exp",
+            Func::Log => "log",
+            Func::Sqrt => "sqrt",
+            Func::Tanh => "tanh",
+            Func::Abs => "abs",
+            Func::Max => "max",
+            Func::Min => "min",
+            Func::Pow => "pow",
+            Func::Select => "select",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Func> {
+        Func::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// How many arguments it takes.
+    pub fn arity(self) -> usize {
+        match self {
+            Func::Exp | Func::Log | Func::Sqrt | Func::Tanh | Func::Abs => 1,
+            Func::Max | Func::Min | Func::Pow => 2,
+            Func::Select => 3,
+        }
+    }
+
+    /// Is the result FLOAT whatever the arguments (`exp log sqrt tanh
+    /// pow`), rather than the join of the arguments' types (`abs max min`,
+    /// and `select`'s two values)?
+    pub fn always_float(self) -> bool {
+        matches!(self, Func::Exp | Func::Log | Func::Sqrt | Func::Tanh | Func::Pow)
+    }
+
+    /// Every name, for "the functions are ..." messages.
+    pub fn names() -> String {
+        Func::ALL.iter().map(|f| format!("`{}`", f.name())).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// Comparisons of right-hand sides: INT 1 when they hold, else 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl CmpOp {
+    pub const ALL: [CmpOp; 6] = [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne];
+
+    pub fn text(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+        }
+    }
+
+    /// The IR spelling (`lt`, `le`, ..).
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+        }
+    }
+
+    /// Does it hold for `a` and `b`? IEEE: every comparison with a NaN is
+    /// false except `!=`.
+    pub fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
         }
     }
 }
@@ -163,6 +286,11 @@ pub enum ExprKind {
     },
     Neg(Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `a < b` and the other comparisons (right-hand sides only).
+    Compare(CmpOp, Box<Expr>, Box<Expr>),
+    /// `exp(e)`, `max(a, b)`, `select(c, a, b)`, .. (right-hand sides
+    /// only); the argument count is checked by the parser.
+    Call(Func, Vec<Expr>),
 }
 
 /// `tf.nn.convolution(input=x, strides=DIMS(stride), padding=L('SAME'))`.

@@ -39,6 +39,12 @@ pub enum Tok {
     SlashSlash,
     SlashSlashCaret,
     Percent,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    EqEq,
+    NotEq,
     Newline,
 }
 
@@ -80,6 +86,12 @@ impl Tok {
             Tok::SlashSlash => "//",
             Tok::SlashSlashCaret => "//^",
             Tok::Percent => "%",
+            Tok::Lt => "<",
+            Tok::Le => "<=",
+            Tok::Gt => ">",
+            Tok::Ge => ">=",
+            Tok::EqEq => "==",
+            Tok::NotEq => "!=",
             Tok::Newline => "newline",
             Tok::Ident(_) | Tok::Int(_) | Tok::Float(_) | Tok::Str(_) => "",
         }
@@ -98,6 +110,8 @@ pub enum LexErrorKind {
     Unclosed(char),
     /// A lalrpop action rejected a construct (message is complete).
     Custom(String),
+    /// `NAME(..)` on a right-hand side where `NAME` is no function.
+    UnknownFunction(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,7 +308,13 @@ impl<'a> Lexer<'a> {
             ',' => (Tok::Comma, 1),
             ':' => (Tok::Colon, 1),
             '.' => (Tok::Dot, 1),
+            '=' if two(self, b'=') => (Tok::EqEq, 2),
             '=' => (Tok::Assign, 1),
+            '!' if two(self, b'=') => (Tok::NotEq, 2),
+            '<' if two(self, b'=') => (Tok::Le, 2),
+            '<' => (Tok::Lt, 1),
+            '>' if two(self, b'=') => (Tok::Ge, 2),
+            '>' => (Tok::Gt, 1),
             '+' if two(self, b'=') => (Tok::PlusAssign, 2),
             '+' => (Tok::Plus, 1),
             '-' => (Tok::Minus, 1),
@@ -360,6 +380,14 @@ mod tests {
     fn blank_and_comment_lines_produce_no_tokens() {
         let t = kinds("# c\n\n  # d\na[i] = 1 # trailing\n\n\n");
         assert_eq!(t.len(), 7, "{t:?}");
+    }
+
+    #[test]
+    fn comparisons() {
+        assert_eq!(
+            kinds("a < b <= c > d >= e == f != g = h")[1..16].iter().step_by(2).cloned().collect::<Vec<_>>(),
+            [Tok::Lt, Tok::Le, Tok::Gt, Tok::Ge, Tok::EqEq, Tok::NotEq, Tok::Assign, Tok::Newline]
+        );
     }
 
     #[test]

@@ -24,6 +24,35 @@ pub(crate) fn bin(op: BinOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
     Expr { kind: ExprKind::Binary(op, Box::new(a), Box::new(b)), span: Span::new(l, r) }
 }
 
+/// Builds a comparison node.
+pub(crate) fn compare(op: CmpOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
+    Expr { kind: ExprKind::Compare(op, Box::new(a), Box::new(b)), span: Span::new(l, r) }
+}
+
+/// `max=` / `min=` from the word before `=`.
+pub(crate) fn reduction(word: &Ident) -> Result<AssignOp, ParseError<usize, Tok, LexError>> {
+    match word.name.as_str() {
+        "max" => Ok(AssignOp::MaxAssign),
+        "min" => Ok(AssignOp::MinAssign),
+        other => Err(custom(word.span, format!("unknown statement operator `{other}=`; a statement is `=`, `+=`, `max=` or `min=`"))),
+    }
+}
+
+/// `name(args)` on a right-hand side: one of the language's functions,
+/// with its number of arguments.
+pub(crate) fn call(f: Ident, args: Vec<Expr>, span: Span) -> Result<Expr, ParseError<usize, Tok, LexError>> {
+    let Some(func) = Func::from_name(&f.name) else {
+        return Err(ParseError::User {
+            error: LexError { kind: LexErrorKind::UnknownFunction(f.name.clone()), span: Span::new(f.span.start, f.span.end + 1) },
+        });
+    };
+    if args.len() != func.arity() {
+        let n = |k: usize| if k == 1 { "1 argument".to_string() } else { format!("{k} arguments") };
+        return Err(custom(span, format!("`{}` takes {}, found {}", func.name(), n(func.arity()), args.len())));
+    }
+    Ok(Expr { kind: ExprKind::Call(func, args), span })
+}
+
 /// A parse error raised by a grammar action.
 pub(crate) fn custom(span: Span, message: String) -> ParseError<usize, Tok, LexError> {
     ParseError::User { error: LexError { kind: LexErrorKind::Custom(message), span } }
@@ -200,6 +229,7 @@ fn lex_diagnostic(e: &LexError) -> Diagnostic {
             .at(e.span, "opened here and never closed")
             .note("inside brackets a statement continues on the next line, so everything after this was read as part of it"),
         LexErrorKind::Custom(msg) => Diagnostic::error("E0007", msg.clone()).at(e.span, "here"),
+        LexErrorKind::UnknownFunction(name) => unknown_function_named(name, e.span),
     }
 }
 
@@ -245,14 +275,23 @@ fn unknown_function(source: &str, paren: usize) -> Option<Diagnostic> {
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
+    Some(unknown_function_named(name, Span::new(name_start, paren + 1)))
+}
+
+/// `NAME(..)` where `NAME` is no function of the language; `span` covers
+/// the name and its `(`.
+fn unknown_function_named(name: &str, span: Span) -> Diagnostic {
     let d = Diagnostic::error("E0006", format!("`{name}(..)` is not part of the Einsum Tuple language"))
-        .at(Span::new(name_start, paren + 1), "not a function of the language")
-        .note("index positions may use `DIMS(..)`, `RANK(..)`, `FLAT(..)` and arithmetic; right-hand sides also `RANDOM(..)` (docs/language.md)");
-    Some(if name == "WRAP" {
+        .at(span, "not a function of the language")
+        .note(format!(
+        "index positions may use `DIMS(..)`, `RANK(..)`, `FLAT(..)` and arithmetic; right-hand sides also `RANDOM(..)` and the functions {} (docs/language.md)",
+        Func::names()
+    ));
+    if name == "WRAP" {
         d.note("there is no wrap-around indexing: an out-of-bounds index skips the term; write the wrap explicitly, e.g. `x[(i + 1) % DIMS(i)]`")
     } else {
         d
-    })
+    }
 }
 
 /// Turns lalrpop's list of expected terminals into readable English.

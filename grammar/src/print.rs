@@ -64,6 +64,8 @@ pub fn expr(e: &Expr) -> String {
         ExprKind::Random { lo, hi, ty, .. } => format!("RANDOM({}, {}, {})", expr(lo), expr(hi), ty.text()),
         ExprKind::Neg(inner) => format!("(-{})", expr(inner)),
         ExprKind::Binary(op, a, b) => format!("({} {} {})", expr(a), op.text(), expr(b)),
+        ExprKind::Compare(op, a, b) => format!("({} {} {})", expr(a), op.text(), expr(b)),
+        ExprKind::Call(f, args) => format!("{}({})", f.name(), args.iter().map(expr).collect::<Vec<_>>().join(", ")),
     }
 }
 

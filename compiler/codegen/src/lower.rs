@@ -40,6 +40,7 @@ use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, FloatPredicate, IntP
 pub use eintup::ir::loops::geometry::{block_size, split_range, thread_count, thread_count_expr};
 
 mod index;
+mod math;
 mod values;
 use values::basic_type;
 

@@ -51,7 +51,7 @@ impl Exec<'_, '_> {
 /// whole array (row-major strides, dims the box's extents), reading no
 /// array: the cell of the box point `cur` is then its row-major position.
 fn random_fill(p: &StmtPlan) -> Option<usize> {
-    if !p.assign || p.reads_self || p.checks.len() != 1 || p.result + 1 != p.ops.len() {
+    if p.op != et_grammar::ast::AssignOp::Assign || p.reads_self || p.checks.len() != 1 || p.result + 1 != p.ops.len() {
         return None;
     }
     let CheckKind::Access(a) = &p.checks[0].kind else { return None };

@@ -15,6 +15,7 @@ use crate::arith::{float_binary, int_binary};
 use crate::ir::loops::verify::verify;
 use crate::ir::loops::*;
 use crate::ir::text::Spelled;
+use crate::mathlib;
 use crate::random::Stream;
 use crate::tensor::{Data, Tensor};
 
@@ -143,12 +144,19 @@ impl Exec<'_> {
         let w = &c.write;
         let i = self.offset(w.buf, &w.offset)?;
         let x = self.vals[w.value];
-        let acc = w.kind.adds();
+        let kind = w.kind;
         match (&mut self.buffers[w.buf].data, x) {
-            (Data::I32(d), Val::I(x)) => d[i] = if acc { d[i].wrapping_add(x) } else { x },
-            (Data::F64(d), Val::F(x)) => d[i] = if acc { d[i] + x } else { x },
+            (Data::I32(d), Val::I(x)) => {
+                d[i] = match kind {
+                    WriteKind::Maximize => d[i].max(x),
+                    WriteKind::Minimize => d[i].min(x),
+                    _ if kind.adds() => d[i].wrapping_add(x),
+                    _ => x,
+                }
+            }
+            (Data::F64(d), Val::F(x)) => d[i] = combine_float(kind, d[i], x),
             // The sum is an f32 addition, as in the et interpreter.
-            (Data::F32(d), Val::F(x)) => d[i] = if acc { d[i] + x as f32 } else { x as f32 },
+            (Data::F32(d), Val::F(x)) => d[i] = combine_float(kind, d[i] as f64, x as f32 as f64) as f32,
             _ => return Err(format!("write of a value of the wrong kind to `{}`", self.m.buffers[w.buf].name)),
         }
         Ok(())
@@ -193,6 +201,11 @@ impl Exec<'_> {
                 Val::F(f) => Val::F(-f),
             },
             VOp::Bin(op, a, b) => binary(*op, d, val(*a), val(*b))?,
+            VOp::Cmp(op, a, b) => Val::I(match (val(*a), val(*b)) {
+                (Val::I(x), Val::I(y)) => op.holds(x, y),
+                (x, y) => op.holds(x.as_f64(), y.as_f64()),
+            } as i32),
+            VOp::Call(f, args) => call(*f, d, &args.iter().map(|&a| val(a)).collect::<Vec<_>>()),
             VOp::Cast(a) => match (val(*a), d) {
                 (Val::I(i), DType::I32) => Val::I(i),
                 // Rust `as`: truncation toward zero, saturating, NaN -> 0.
@@ -200,6 +213,44 @@ impl Exec<'_> {
                 (x, _) => Val::F(fl(d, x.as_f64())),
             },
         })
+    }
+}
+
+/// A float cell after a write of `x` (`+=` in the cell's width, or
+/// `mathlib`'s max/min; a store replaces).
+fn combine_float(kind: WriteKind, cell: f64, x: f64) -> f64 {
+    match kind {
+        WriteKind::Maximize => mathlib::scalar::max(cell, x),
+        WriteKind::Minimize => mathlib::scalar::min(cell, x),
+        _ if kind.adds() => cell + x,
+        _ => x,
+    }
+}
+
+/// A function on values of dtype `d` (its operands' but for `select`'s
+/// condition), as the et interpreter's `call`.
+fn call(f: Func, d: DType, args: &[Val]) -> Val {
+    let x = |k: usize| args[k].as_f64();
+    let float = |v: f64| Val::F(fl(d, v));
+    match (f, d) {
+        (Func::Exp, _) => float(mathlib::scalar::exp(x(0))),
+        (Func::Log, _) => float(mathlib::scalar::log(x(0))),
+        (Func::Tanh, _) => float(mathlib::scalar::tanh(x(0))),
+        (Func::Pow, _) => float(mathlib::scalar::pow(x(0), x(1))),
+        (Func::Sqrt, _) => float(x(0).sqrt()),
+        (Func::Abs, DType::I32) => Val::I(args[0].as_i32().wrapping_abs()),
+        (Func::Abs, _) => float(x(0).abs()),
+        (Func::Max, DType::I32) => Val::I(args[0].as_i32().max(args[1].as_i32())),
+        (Func::Min, DType::I32) => Val::I(args[0].as_i32().min(args[1].as_i32())),
+        (Func::Max, _) => float(mathlib::scalar::max(x(0), x(1))),
+        (Func::Min, _) => float(mathlib::scalar::min(x(0), x(1))),
+        (Func::Select, _) => {
+            if x(0) != 0.0 {
+                args[1]
+            } else {
+                args[2]
+            }
+        }
     }
 }
 

@@ -22,9 +22,10 @@ use crate::arith::{float_binary, int_binary};
 use crate::driver::{Failure, Source};
 use crate::ir::et::{ArrayId, IndexOp, Module};
 use crate::ir::loops::FloatWidth;
+use crate::mathlib;
 use crate::random::Stream;
 use crate::tensor::{element_count, shape_text, Data, Tensor};
-use et_grammar::ast::{BinOp, ElemType};
+use et_grammar::ast::{AssignOp, BinOp, ElemType, Func};
 use et_grammar::Diagnostic;
 use plan::{Access, CheckKind, IExpr, ROp, StmtPlan};
 use smallvec::SmallVec;
@@ -237,7 +238,7 @@ impl Val {
     }
 
     /// As an INT cell stores it (a FLOAT truncated).
-    fn as_i32(self) -> i32 {
+    pub(crate) fn as_i32(self) -> i32 {
         match self {
             Val::I(i) => i,
             Val::F(f) => f as i32,
@@ -313,7 +314,7 @@ fn exec_stmt(p: &StmtPlan, arrays: &mut [Tensor], stream: Stream, f32: bool, fas
     }
     let mut target = std::mem::take(&mut arrays[p.array]);
     let snap = if p.reads_self { Some(target.clone()) } else { None };
-    let touched = if p.assign { vec![false; target.len()] } else { Vec::new() };
+    let touched = if p.op.resets() { vec![false; target.len()] } else { Vec::new() };
     {
         let mut ex = Exec {
             p,
@@ -379,14 +380,20 @@ impl Exec<'_, '_> {
         }
         let v = self.vals[self.p.result];
         let cell = cell as usize;
-        let reset = self.p.assign && !std::mem::replace(&mut self.touched[cell], true);
+        let reset = self.p.op.resets() && !std::mem::replace(&mut self.touched[cell], true);
+        let op = self.p.op;
         match &mut self.target.data {
             Data::I32(d) => {
                 let x = v.as_i32();
-                d[cell] = if reset { x } else { d[cell].wrapping_add(x) };
+                d[cell] = match op {
+                    _ if reset => x,
+                    AssignOp::MaxAssign => d[cell].max(x),
+                    AssignOp::MinAssign => d[cell].min(x),
+                    AssignOp::Assign | AssignOp::AddAssign => d[cell].wrapping_add(x),
+                };
             }
-            Data::F64(d) => d[cell] = if reset { v.as_f64() } else { d[cell] + v.as_f64() },
-            Data::F32(d) => d[cell] = if reset { v.as_f64() as f32 } else { d[cell] + v.as_f64() as f32 },
+            Data::F64(d) => d[cell] = combine_float(op, reset, d[cell], v.as_f64()),
+            Data::F32(d) => d[cell] = combine_float(op, reset, d[cell] as f64, v.as_f64() as f32 as f64) as f32,
         }
     }
 
@@ -403,6 +410,53 @@ impl Exec<'_, '_> {
                 Val::F(f) => Val::F(-f),
             },
             ROp::Bin(op, a, b) => self.binary(*op, self.vals[*a], self.vals[*b]),
+            ROp::Cmp(op, a, b) => Val::I(match (self.vals[*a], self.vals[*b]) {
+                (Val::I(x), Val::I(y)) => op.holds(x, y),
+                (x, y) => op.holds(self.fl(x.as_f64()), self.fl(y.as_f64())),
+            } as i32),
+            ROp::Call(f, args) => {
+                let args: SmallVec<[Val; 3]> = args.iter().map(|&a| self.vals[a]).collect();
+                self.call(*f, &args)
+            }
+        }
+    }
+
+    /// A function of docs/language.md s.3 on values of the float width:
+    /// the transcendental ones computed in f64 by `mathlib` (the code
+    /// every backend generates) and rounded to the width once.
+    fn call(&self, f: Func, args: &[Val]) -> Val {
+        let x = |k: usize| self.fl(args[k].as_f64());
+        let all_int = |vs: &[Val]| vs.iter().all(|v| matches!(v, Val::I(_)));
+        match f {
+            Func::Exp => Val::F(self.fl(mathlib::scalar::exp(x(0)))),
+            Func::Log => Val::F(self.fl(mathlib::scalar::log(x(0)))),
+            Func::Tanh => Val::F(self.fl(mathlib::scalar::tanh(x(0)))),
+            Func::Pow => Val::F(self.fl(mathlib::scalar::pow(x(0), x(1)))),
+            // Correctly rounded in either width (f64 then f32 rounds once
+            // more, which for a square root gives the f32 result).
+            Func::Sqrt => Val::F(self.fl(x(0).sqrt())),
+            Func::Abs => match args[0] {
+                Val::I(i) => Val::I(i.wrapping_abs()),
+                Val::F(v) => Val::F(v.abs()),
+            },
+            Func::Max | Func::Min if all_int(args) => {
+                let (a, b) = (args[0].as_i32(), args[1].as_i32());
+                Val::I(if f == Func::Max { a.max(b) } else { a.min(b) })
+            }
+            Func::Max => Val::F(mathlib::scalar::max(x(0), x(1))),
+            Func::Min => Val::F(mathlib::scalar::min(x(0), x(1))),
+            Func::Select => {
+                let take = match args[0] {
+                    Val::I(c) => c != 0,
+                    Val::F(c) => c != 0.0,
+                };
+                let v = if take { args[1] } else { args[2] };
+                if all_int(&args[1..]) {
+                    v
+                } else {
+                    Val::F(self.fl(v.as_f64()))
+                }
+            }
         }
     }
 
@@ -418,6 +472,17 @@ impl Exec<'_, '_> {
             // float width; the operation is computed in it.
             _ => Val::F(float_binary(op, self.fl(a.as_f64()), self.fl(b.as_f64()), self.f32)),
         }
+    }
+}
+
+/// A FLOAT cell after a statement's value `v` reaches it: set by a reset,
+/// else combined (`+`, or NaN-propagating max/min, `mathlib`'s).
+fn combine_float(op: AssignOp, reset: bool, cell: f64, v: f64) -> f64 {
+    match op {
+        _ if reset => v,
+        AssignOp::MaxAssign => mathlib::scalar::max(cell, v),
+        AssignOp::MinAssign => mathlib::scalar::min(cell, v),
+        AssignOp::Assign | AssignOp::AddAssign => cell + v,
     }
 }
 

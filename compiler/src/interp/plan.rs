@@ -9,7 +9,7 @@ use super::RunError;
 pub use crate::arith::{ceil_div, floor_div, floor_mod};
 use crate::ir::et::dims;
 use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, IndexOp, IndexSlot, Module, OpKind, VarList};
-use et_grammar::ast::{BinOp, ElemType};
+use et_grammar::ast::{AssignOp, BinOp, CmpOp, ElemType, Func};
 use et_grammar::Diagnostic;
 
 /// A compiled index expression. Tuple components are i64.
@@ -78,12 +78,29 @@ pub enum ROp {
     Random { lo: usize, hi: usize, int: bool },
     Neg(usize),
     Bin(BinOp, usize, usize),
+    Cmp(CmpOp, usize, usize),
+    Call(Func, Vec<usize>),
+}
+
+impl ROp {
+    /// The earlier ops it uses.
+    fn operands(&self) -> Vec<usize> {
+        match self {
+            ROp::Random { lo, hi, .. } => vec![*lo, *hi],
+            ROp::Neg(a) => vec![*a],
+            ROp::Bin(_, a, b) | ROp::Cmp(_, a, b) => vec![*a, *b],
+            ROp::Call(_, args) => args.clone(),
+            ROp::Int(_) | ROp::Float(_) | ROp::Load { .. } | ROp::DimsAt { .. } => vec![],
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct StmtPlan {
     pub array: ArrayId,
-    pub assign: bool,
+    /// How the statement combines into its cells (`=` and `max=`/`min=`
+    /// reset each reached cell first).
+    pub op: AssignOp,
     /// Extent of each loop component, outermost first.
     pub extents: Vec<i64>,
     /// Check 0 is the left-hand access.
@@ -328,19 +345,14 @@ pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
             OpKind::Random { lo, hi, dtype } => ROp::Random { lo: *lo, hi: *hi, int: *dtype == ElemType::Int },
             OpKind::Neg(a) => ROp::Neg(*a),
             OpKind::Binary(b, x, y) => ROp::Bin(*b, *x, *y),
+            OpKind::Compare(c, x, y) => ROp::Cmp(*c, *x, *y),
+            OpKind::Call(f, args) => ROp::Call(*f, args.clone()),
         };
         ops.push(r);
     }
     let n = ops.len();
-    let operand_ok = |v: usize, i: usize| v < i;
     for (i, op) in ops.iter().enumerate() {
-        let ok = match op {
-            ROp::Random { lo, hi, .. } => operand_ok(*lo, i) && operand_ok(*hi, i),
-            ROp::Neg(a) => operand_ok(*a, i),
-            ROp::Bin(_, a, b) => operand_ok(*a, i) && operand_ok(*b, i),
-            _ => true,
-        };
-        if !ok {
+        if op.operands().iter().any(|&v| v >= i) {
             return Err(internal("SSA operand does not refer to an earlier op"));
         }
     }
@@ -351,5 +363,5 @@ pub fn plan_stmt(m: &Module, s: &et::Stmt) -> Result<StmtPlan, RunError> {
     for (i, c) in checks.iter().enumerate() {
         by_level[c.level.min(extents.len())].push(i);
     }
-    Ok(StmtPlan { array: s.array, assign: s.op == et_grammar::ast::AssignOp::Assign, extents, checks, by_level, ops, result: s.result, reads_self })
+    Ok(StmtPlan { array: s.array, op: s.op, extents, checks, by_level, ops, result: s.result, reads_self })
 }

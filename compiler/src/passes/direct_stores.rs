@@ -56,8 +56,13 @@ fn is_reset_of(reset: &Kernel, main: &Kernel) -> bool {
         return false;
     }
     let (Some(r), Some(w)) = (only_compute(&reset.body), only_compute(&main.body)) else { return false };
-    let zero = r.values.get(r.write.value).is_some_and(|v| matches!(v.op, VOp::Const(c) if c == 0.0));
-    r.stores_constant() && zero && r.write.buf == w.write.buf
+    // The combine's identity (`WriteKind::identity`: a zero for a sum,
+    // -inf for a max): one combine onto it gives the value itself.
+    let identity = r
+        .values
+        .get(r.write.value)
+        .is_some_and(|v| matches!(v.op, VOp::Const(c) if c.to_bits() == w.write.kind.identity(v.dtype).to_bits() || (w.write.kind.adds() && c == 0.0)));
+    r.stores_constant() && identity && r.write.buf == w.write.buf
 }
 
 /// The kernel's one write, when every loop above it is `parallel`, it is a
@@ -67,7 +72,7 @@ fn single_write_once(k: &mut Kernel) -> Option<&mut Write> {
         return None;
     }
     let c = only_compute_mut(&mut k.body)?;
-    c.is_plain_sum().then_some(&mut c.write)
+    c.is_plain_reduction().then_some(&mut c.write)
 }
 
 fn all_parallel(nodes: &[Node]) -> bool {

@@ -131,7 +131,7 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
         Node::Guard(g) => &g.body[0],
         n => n,
     };
-    let (Node::Compute(clear), KernelSum { sum, clear: None }) = (clear, main.sum()?) else { return None };
+    let (Node::Compute(clear), KernelSum { sum, clear: None }) = (clear, main.reduction()?) else { return None };
     if !clear.clears_cell_of(sum) {
         return None;
     }

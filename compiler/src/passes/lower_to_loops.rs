@@ -27,7 +27,7 @@ use crate::ir::et::{self, ArrayId, DimsList, EintupId, IndexExpr, IndexKind, Ind
 use crate::ir::loops::FloatWidth;
 use crate::ir::loops::*;
 use crate::sema::symbolic;
-use et_grammar::ast::{AssignOp, BinOp, ElemType};
+use et_grammar::ast::{BinOp, ElemType};
 use et_grammar::Diagnostic;
 
 /// The extents lowering reads: every eintup's dims and every signature
@@ -559,6 +559,21 @@ fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, ou
                     push(&mut values, VOp::Bin(*op, x, y), fty)
                 }
             }
+            OpKind::Compare(op, a, b) => {
+                // Compared in the operands' join.
+                let (a, b) = (map[*a], map[*b]);
+                let t = if values[a].dtype == DType::I32 && values[b].dtype == DType::I32 { DType::I32 } else { fty };
+                let (x, y) = (cast(&mut values, a, t), cast(&mut values, b, t));
+                push(&mut values, VOp::Cmp(*op, x, y), DType::I32)
+            }
+            OpKind::Call(f, args) => {
+                // The operands in the result's type (`select`'s condition
+                // as it is).
+                let t = dtype_of(op.ty.dtype, fty);
+                let args: Vec<ValId> =
+                    args.iter().enumerate().map(|(k, a)| if *f == Func::Select && k == 0 { map[*a] } else { cast(&mut values, map[*a], t) }).collect();
+                push(&mut values, VOp::Call(*f, args), t)
+            }
         };
         map.push(id);
     }
@@ -568,15 +583,15 @@ fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, ou
     let StmtLowering { vars, items, .. } = lw;
     let nest = |inner: Node| build_nest(&loops, &items, inner);
 
-    if s.op == AssignOp::Assign {
-        // A float cell is reset to -0.0, the zero that adds exactly
-        // (-0.0 + v == v for every v, also -0.0): the reset and the
-        // accumulation then leave what the interpreter does, the first
-        // term as it is and the others added (+0.0 would turn a sum of
-        // -0.0 terms into +0.0).
-        let zero = if lhs_ty.is_float() { -0.0 } else { 0.0 };
+    let kind = WriteKind::of_statement(s.op);
+    if s.op.resets() {
+        // A cell is reset to the combine's identity (`WriteKind::identity`:
+        // -0.0 for a float sum, the zero that adds exactly, -inf for a
+        // max): the reset and the combine then leave what the interpreter
+        // does, the first value as it is and the others combined (+0.0
+        // would turn a sum of -0.0 terms into +0.0).
         let zero = Compute {
-            values: vec![Value { op: VOp::Const(zero), dtype: lhs_ty }],
+            values: vec![Value { op: VOp::Const(kind.identity(lhs_ty)), dtype: lhs_ty }],
             write: Write { kind: WriteKind::Store, buf: lhs, offset: lhs_off.clone(), value: 0 },
         };
         out.kernels.push(Kernel {
@@ -588,7 +603,7 @@ fn lower_stmt(m: &Module, ext: &Extents, si: usize, s: &et::Stmt, fty: DType, ou
             multiples: Multiples::default(),
         });
     }
-    let main = Compute { values, write: Write { kind: WriteKind::Accumulate, buf: lhs, offset: lhs_off, value: result } };
+    let main = Compute { values, write: Write { kind, buf: lhs, offset: lhs_off, value: result } };
     out.kernels.push(Kernel {
         name: format!("s{si}_{lhs_name}"),
         role: KernelRole::Main,

@@ -47,7 +47,7 @@ use super::spec::{self, PassOptions};
 use super::{DriverOptions, Ir, PassError, Unit};
 use crate::ir::et::{Array, EintupId, IndexExpr, IndexKind, IndexSlot, Module, Op, OpKind, Position, SigType, Stmt, ValueId, VarList};
 use crate::ir::loops::{FloatWidth, FpContract};
-use et_grammar::ast::{BinOp, ElemType};
+use et_grammar::ast::{AssignOp, BinOp, ElemType};
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashSet;
 
@@ -250,6 +250,9 @@ fn product(m: &Module, si: usize, s: &Stmt) -> Found {
     if roots.len() < 2 {
         return Found::NotAProduct;
     }
+    if !matches!(s.op, AssignOp::Assign | AssignOp::AddAssign) {
+        return Found::Refused(format!("`{}` keeps a maximum or minimum, not a sum of products", s.op.text()));
+    }
     if roots.len() > MAX_FACTORS {
         return Found::Refused(format!("{} factors, more than {MAX_FACTORS}", roots.len()));
     }
@@ -346,7 +349,8 @@ fn factor_roots(ops: &[Op], result: ValueId) -> Option<Vec<ValueId>> {
             OpKind::Read { .. } => reads[k] = true,
             OpKind::ConstInt(_) | OpKind::ConstFloat(_) | OpKind::Rank(_) => constant[k] = true,
             OpKind::Neg(a) => (reads[k], constant[k]) = (reads[a], constant[a]),
-            OpKind::Binary(_, a, b) => (reads[k], constant[k]) = (reads[a] || reads[b], constant[a] && constant[b]),
+            OpKind::Binary(_, a, b) | OpKind::Compare(_, a, b) => (reads[k], constant[k]) = (reads[a] || reads[b], constant[a] && constant[b]),
+            OpKind::Call(_, ref args) => (reads[k], constant[k]) = (args.iter().any(|&a| reads[a]), args.iter().all(|&a| constant[a])),
             OpKind::Random { .. } | OpKind::DimsAt(..) => {}
         }
     }

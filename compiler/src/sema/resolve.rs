@@ -354,6 +354,8 @@ impl Resolver {
             }
             ExprKind::DimsAt(..) => return self.not_in_index(e, "`DIMS(..)[t]`"),
             ExprKind::Random { .. } => return self.not_in_index(e, "`RANDOM(..)`"),
+            ExprKind::Compare(op, ..) => return self.not_in_index(e, &format!("the comparison `{}` (a value)", op.text())),
+            ExprKind::Call(f, _) => return self.not_in_index(e, &format!("the function `{}(..)` (a value)", f.name())),
             ExprKind::Binary(op, l, r) => {
                 let iop = match op {
                     BinOp::Add => IndexOp::Add,
@@ -473,9 +475,16 @@ impl Resolver {
             ExprKind::Binary(op, l, r) => {
                 let a = self.rhs(l, ops);
                 let b = self.rhs(r, ops);
-                let (a, b) = (a?, b?);
-                let d = if *op == BinOp::Div { ElemType::Float } else { join(ops[a].ty.dtype, ops[b].ty.dtype) };
-                (OpKind::Binary(*op, a, b), d)
+                computed(OpKind::Binary(*op, a?, b?), ops)
+            }
+            ExprKind::Compare(op, l, r) => {
+                let a = self.rhs(l, ops);
+                let b = self.rhs(r, ops);
+                computed(OpKind::Compare(*op, a?, b?), ops)
+            }
+            ExprKind::Call(f, args) => {
+                let vals: Vec<Option<ValueId>> = args.iter().map(|x| self.rhs(x, ops)).collect();
+                computed(OpKind::Call(*f, vals.into_iter().collect::<Option<Vec<_>>>()?), ops)
             }
         };
         ops.push(Op { kind, ty: ty(dtype), span: e.span });
@@ -494,15 +503,7 @@ impl Resolver {
                         let ops = &self.module.stmts[si].ops;
                         match &ops[k].kind {
                             OpKind::Read { array, .. } => self.module.arrays[*array].dtype,
-                            OpKind::Neg(v) => ops[*v].ty.dtype,
-                            OpKind::Binary(op, a, b) => {
-                                if *op == BinOp::Div {
-                                    ElemType::Float
-                                } else {
-                                    join(ops[*a].ty.dtype, ops[*b].ty.dtype)
-                                }
-                            }
-                            _ => ops[k].ty.dtype,
+                            kind => kind.computed_dtype(|v| ops[v].ty.dtype).unwrap_or(ops[k].ty.dtype),
                         }
                     };
                     self.module.stmts[si].ops[k].ty.dtype = d;
@@ -595,12 +596,19 @@ fn collect_reads(e: &ast::Expr, out: &mut HashMap<String, Option<(usize, Span)>>
             collect_reads(lo, out);
             collect_reads(hi, out);
         }
-        ExprKind::Binary(_, a, b) => {
+        ExprKind::Binary(_, a, b) | ExprKind::Compare(_, a, b) => {
             collect_reads(a, out);
             collect_reads(b, out);
         }
+        ExprKind::Call(_, args) => args.iter().for_each(|x| collect_reads(x, out)),
         _ => {}
     }
+}
+
+/// A computed op with the type its operands give it.
+fn computed(kind: OpKind, ops: &[Op]) -> (OpKind, ElemType) {
+    let d = kind.computed_dtype(|v| ops[v].ty.dtype).unwrap_or(ElemType::Float);
+    (kind, d)
 }
 
 pub fn join(a: ElemType, b: ElemType) -> ElemType {
@@ -678,10 +686,8 @@ fn op_eintups(ops: &[Op], k: usize, lhs: &[EintupId]) -> Vec<EintupId> {
             add(&ops[*lo].ty.eintups, &mut v);
             add(&ops[*hi].ty.eintups, &mut v);
         }
-        OpKind::Neg(a) => add(&ops[*a].ty.eintups, &mut v),
-        OpKind::Binary(_, a, b) => {
-            add(&ops[*a].ty.eintups, &mut v);
-            add(&ops[*b].ty.eintups, &mut v);
+        OpKind::Neg(_) | OpKind::Binary(..) | OpKind::Compare(..) | OpKind::Call(..) => {
+            ops[k].kind.operands().iter().for_each(|&a| add(&ops[a].ty.eintups, &mut v))
         }
     }
     v.into_vec()

@@ -404,7 +404,7 @@ impl Simplifier {
                     None => VOp::Lookup { table: std::mem::take(table), index: idx },
                 };
             }
-            VOp::Const(_) | VOp::Neg(_) | VOp::Bin(..) | VOp::Cast(_) => {}
+            VOp::Const(_) | VOp::Neg(_) | VOp::Bin(..) | VOp::Cast(_) | VOp::Cmp(..) | VOp::Call(..) => {}
         }
     }
 

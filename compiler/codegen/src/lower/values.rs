@@ -71,6 +71,11 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
                 let sum = self.add(dt, old, val)?;
                 self.b.build_store(p, sum)?;
             }
+            WriteKind::Maximize | WriteKind::Minimize => {
+                let old = self.b.build_load(self.ty(dt), p, "")?;
+                let new = self.combine(w.kind, dt, old, val)?;
+                self.b.build_store(p, new)?;
+            }
             WriteKind::CopyAsync => return Err(self.bug("`copy_async` reached the store path")),
             WriteKind::AtomicAccumulate => {
                 // Monotonic (relaxed) suffices: only the sum must be
@@ -207,6 +212,15 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
             VOp::Cast(a) => {
                 let (x, from) = operand(vals, defs, *a).map_err(|e| self.err(e))?;
                 self.cast(x, from, dt)?
+            }
+            VOp::Cmp(op, a, b) => {
+                let (x, xdt) = operand(vals, defs, *a).map_err(|e| self.err(e))?;
+                let y = opnd(*b, Some(xdt))?;
+                self.compare(xdt, *op, x, y)?
+            }
+            VOp::Call(f, args) => {
+                let args = args.iter().map(|&a| operand(vals, defs, a)).collect::<Result<Vec<_>, String>>().map_err(|e| self.err(e))?;
+                self.function(*f, dt, &args)?
             }
         })
     }

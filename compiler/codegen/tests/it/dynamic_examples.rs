@@ -63,6 +63,13 @@ const EXAMPLES: &[Example] = &[
     Example { file: "slice", ranks: &[("e", 2)], at: &[&["e=[20,9]", "lo=[2,1]", "hi=[3,4]"]] },
     Example { file: "space_to_depth", ranks: &[], at: &[&["batch=[2]", "pos=[6,4]", "chan=[3]", "blk=[2,2]"]] },
     Example { file: "tile", ranks: &[("e", 2)], at: &[&["e=[3,5]", "rep=[2,3]"]] },
+    Example { file: "relu", ranks: &[("e", 2)], at: &[&["e=[3,5]"], &["e=[0,4]"]] },
+    Example { file: "max_pool", ranks: &[("ipos", 2)], at: &[&["batch=[1]", "ipos=[9,7]", "win=[3,2]", "stride=[2,2]", "chan=[2]"]] },
+    Example { file: "softmax", ranks: &[("batch", 1)], at: &[&["batch=[3]", "class=[7]"]] },
+    Example { file: "logsumexp", ranks: &[("keep", 1)], at: &[&["keep=[4]", "drop=[5]"]] },
+    Example { file: "layer_norm", ranks: &[("batch", 1)], at: &[&["batch=[2]", "feat=[6]"]] },
+    Example { file: "gelu", ranks: &[("e", 1)], at: &[&["e=[9]"]] },
+    Example { file: "cross_entropy", ranks: &[("batch", 1)], at: &[&["batch=[3]", "class=[4]"]] },
 ];
 
 fn example(file: &str) -> PathBuf {

@@ -261,6 +261,43 @@ pub enum OpKind {
     Neg(ValueId),
     /// `+ - * / // //^ %` on values (mixed INT/FLOAT is FLOAT).
     Binary(et_grammar::ast::BinOp, ValueId, ValueId),
+    /// `a < b`, ..: INT 1 or 0, the operands compared in their join.
+    Compare(et_grammar::ast::CmpOp, ValueId, ValueId),
+    /// `exp(a)`, `max(a, b)`, `select(c, a, b)`, .. (docs/language.md s.3).
+    Call(et_grammar::ast::Func, Vec<ValueId>),
+}
+
+impl OpKind {
+    /// The element type of a computed op given its operands' (`None` for
+    /// the ops whose type is their own: constants, reads, `RANDOM`). The
+    /// one statement of the typing rules: sema, the verifier and the type
+    /// join use it.
+    pub fn computed_dtype(&self, operand: impl Fn(ValueId) -> ElemType) -> Option<ElemType> {
+        use et_grammar::ast::{BinOp, Func};
+        let join = |a: ElemType, b: ElemType| if a == ElemType::Float || b == ElemType::Float { ElemType::Float } else { ElemType::Int };
+        Some(match self {
+            OpKind::Neg(a) => operand(*a),
+            OpKind::Binary(BinOp::Div, ..) => ElemType::Float,
+            OpKind::Binary(_, a, b) => join(operand(*a), operand(*b)),
+            OpKind::Compare(..) => ElemType::Int,
+            OpKind::Call(f, _) if f.always_float() => ElemType::Float,
+            // `select`'s condition does not type the result.
+            OpKind::Call(Func::Select, args) => args.iter().skip(1).map(|&a| operand(a)).fold(ElemType::Int, join),
+            OpKind::Call(_, args) => args.iter().map(|&a| operand(a)).fold(ElemType::Int, join),
+            OpKind::ConstInt(_) | OpKind::ConstFloat(_) | OpKind::Rank(_) | OpKind::DimsAt(..) | OpKind::Read { .. } | OpKind::Random { .. } => return None,
+        })
+    }
+
+    /// The values the op uses, in order.
+    pub fn operands(&self) -> Vec<ValueId> {
+        match self {
+            OpKind::Random { lo, hi, .. } => vec![*lo, *hi],
+            OpKind::Neg(a) => vec![*a],
+            OpKind::Binary(_, a, b) | OpKind::Compare(_, a, b) => vec![*a, *b],
+            OpKind::Call(_, args) => args.clone(),
+            OpKind::ConstInt(_) | OpKind::ConstFloat(_) | OpKind::Rank(_) | OpKind::DimsAt(..) | OpKind::Read { .. } => vec![],
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

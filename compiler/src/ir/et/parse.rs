@@ -20,7 +20,7 @@ use super::*;
 use crate::ir::loops::parse::{self as loop_parse, IExprScope};
 use crate::ir::loops::{Dim, DimId, IExpr};
 use crate::ir::text::{self, one_of, Cursor, Dialect, PResult, Spelled, Tok, Token};
-use et_grammar::ast::{AssignOp, BinOp, ElemType, Literal};
+use et_grammar::ast::{AssignOp, BinOp, CmpOp, ElemType, Func, Literal};
 use et_grammar::{Diagnostic, Span};
 use std::collections::HashMap;
 
@@ -414,8 +414,17 @@ impl ModuleParser {
         }
         let (array, _) = l.array_name()?;
         let indices = l.slots()?;
-        let Some(op) = l.c.peek_spelled::<AssignOp>() else { return Err(l.c.unexpected(&AssignOp::one_of())) };
-        l.c.bump();
+        let op = if let Some(op) = l.c.peek_spelled::<AssignOp>() {
+            l.c.bump();
+            op
+        } else if let Some(&(op, w)) = syntax::REDUCTIONS.iter().find(|(_, w)| l.c.is_word(w)) {
+            l.c.word(w)?;
+            l.c.punct("=")?;
+            op
+        } else {
+            let all = AssignOp::ALL.iter().chain(syntax::REDUCTIONS.iter().map(|(o, _)| o)).map(|o| o.text());
+            return Err(l.c.unexpected(&one_of(all)));
+        };
         let (result, result_span) = l.c.value_ref()?;
         l.c.word(syntax::VARS)?;
         let vars = l.eintup_list()?;
@@ -450,9 +459,26 @@ impl ModuleParser {
             l.c.punct(",")?;
             let b = operand(l)?;
             OpKind::Binary(op, a, b)
+        } else if let Some(op) = CmpOp::from_spelling(&kw) {
+            let a = operand(l)?;
+            l.c.punct(",")?;
+            let b = operand(l)?;
+            OpKind::Compare(op, a, b)
+        } else if let Some(f) = Func::from_spelling(&kw) {
+            let mut args = vec![operand(l)?];
+            while args.len() < f.arity() {
+                l.c.punct(",")?;
+                args.push(operand(l)?);
+            }
+            OpKind::Call(f, args)
         } else {
             let Some(name) = OpName::from_spelling(&kw) else {
-                let all = OpName::ALL.iter().map(|o| o.spelling()).chain(BinOp::ALL.iter().map(|o| o.spelling()));
+                let all = OpName::ALL
+                    .iter()
+                    .map(|o| o.spelling())
+                    .chain(BinOp::ALL.iter().map(|o| o.spelling()))
+                    .chain(CmpOp::ALL.iter().map(|o| o.spelling()))
+                    .chain(Func::ALL.iter().map(|o| o.spelling()));
                 return Err(Diagnostic::error("E0616", format!("unknown op `{kw}`"))
                     .at(kwspan, "not an et op")
                     .note(format!("ops: {}", all.collect::<Vec<_>>().join(", "))));

@@ -123,7 +123,7 @@ pub fn module(m: &Module) -> String {
             syntax::STMT,
             array_name(m, s.array),
             slots(m, &s.indices),
-            s.op.spelling(),
+            s.op.text(),
             s.result,
             syntax::VARS,
             names(m, &s.vars)
@@ -138,6 +138,8 @@ pub fn module(m: &Module) -> String {
                 OpKind::Random { lo, hi, dtype } => format!("{} %{lo}, %{hi}, {}", OpName::Random.spelling(), dtype.spelling()),
                 OpKind::Neg(a) => format!("{} %{a}", OpName::Neg.spelling()),
                 OpKind::Binary(op, a, b) => format!("{} %{a}, %{b}", op.spelling()),
+                OpKind::Compare(op, a, b) => format!("{} %{a}, %{b}", op.spelling()),
+                OpKind::Call(f, args) => format!("{} {}", f.spelling(), args.iter().map(|a| format!("%{a}")).collect::<Vec<_>>().join(", ")),
             };
             let _ = writeln!(o, "  %{k} = {body} : {}", sig(m, &op.ty));
         }

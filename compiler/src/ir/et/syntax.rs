@@ -4,7 +4,7 @@
 
 use super::IndexOp;
 use crate::ir::text::{spelled, Spelled};
-use et_grammar::ast::{AssignOp, BinOp, ElemType};
+use et_grammar::ast::{AssignOp, BinOp, CmpOp, ElemType, Func};
 
 /// Line keywords, in the order their sections come. A dynamic module
 /// (docs/ir-et.md, "Dynamic modules") starts with its `symbols(..)` and
@@ -52,6 +52,16 @@ spelled!(OpName { Const => "const", Rank => "rank", DimsAt => "dims_at", Read =>
 
 spelled!(BinOp { Add => "add", Sub => "sub", Mul => "mul", Div => "div", FloorDiv => "floordiv", CeilDiv => "ceildiv", Mod => "mod" });
 
+spelled!(CmpOp { Lt => "lt", Le => "le", Gt => "gt", Ge => "ge", Eq => "eq", Ne => "ne" });
+
+/// Functions are written with their `.et` names (`exp %0`, `max %0, %1`).
+impl Spelled for Func {
+    const ALL: &'static [Self] = &Func::ALL;
+    fn spelling(self) -> &'static str {
+        self.name()
+    }
+}
+
 spelled!(IndexOp { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv => "//^", Mod => "%" });
 
 /// Element types and assignments are written as in the `.et` language.
@@ -62,12 +72,17 @@ impl Spelled for ElemType {
     }
 }
 
+/// The one-token assignments; `max=` and `min=` are a word and `=` in the
+/// IR's tokens ([`REDUCTIONS`]), read as a pair.
 impl Spelled for AssignOp {
     const ALL: &'static [Self] = &[AssignOp::Assign, AssignOp::AddAssign];
     fn spelling(self) -> &'static str {
         self.text()
     }
 }
+
+/// `max=` / `min=`: the word before the `=`.
+pub const REDUCTIONS: [(AssignOp, &str); 2] = [(AssignOp::MaxAssign, "max"), (AssignOp::MinAssign, "min")];
 
 #[cfg(test)]
 mod tests {
@@ -84,11 +99,20 @@ mod tests {
         checks::table::<IndexOp>(&D);
         checks::table::<ElemType>(&D);
         checks::table::<AssignOp>(&D);
+        checks::table::<CmpOp>(&D);
+        checks::table::<Func>(&D);
         for w in [EINTUP, ARRAY, STMT, CALL, OUTPUTS, DEF, INPUT, RANGE, VARS, DIMS, RANK, FLAT, TENSOR, LITERAL] {
             checks::one_token(w, &D);
             assert!(!matches!(lex_line(w, 0, &D).0[0].tok, Tok::Punct(_)), "{w} is a word");
         }
         // Op words and binary op words do not overlap: the parser tries both.
-        assert!(OpName::ALL.iter().all(|o| BinOp::from_spelling(o.spelling()).is_none()));
+        let words: Vec<&str> = OpName::ALL
+            .iter()
+            .map(|o| o.spelling())
+            .chain(BinOp::ALL.iter().map(|o| o.spelling()))
+            .chain(CmpOp::ALL.iter().map(|o| o.spelling()))
+            .chain(Func::ALL.iter().map(|o| o.spelling()))
+            .collect();
+        assert!(words.iter().enumerate().all(|(i, w)| !words[i + 1..].contains(w)), "{words:?}");
     }
 }

@@ -297,13 +297,20 @@ impl Verifier<'_> {
                     self.slots(&ow, indices, true);
                     vec![]
                 }
-                OpKind::Random { lo, hi, .. } => vec![*lo, *hi],
-                OpKind::Neg(a) => vec![*a],
-                OpKind::Binary(_, a, b) => vec![*a, *b],
+                OpKind::Random { .. } | OpKind::Neg(_) | OpKind::Binary(..) | OpKind::Compare(..) | OpKind::Call(..) => op.kind.operands(),
             };
+            let mut ordered = true;
             for o in operands {
                 if o >= k {
                     self.err(format!("{ow}: operand %{o} is not an earlier op (SSA order)"));
+                    ordered = false;
+                }
+            }
+            // The typing rules (docs/language.md s.3): a computed op's type
+            // is what its operands' give.
+            if let (true, Some(d)) = (ordered, op.kind.computed_dtype(|v| s.ops[v].ty.dtype)) {
+                if d != op.ty.dtype {
+                    self.err(format!("{ow}: type {} but its operands make it {}", op.ty.dtype.text(), d.text()));
                 }
             }
         }

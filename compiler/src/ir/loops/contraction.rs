@@ -12,7 +12,13 @@ impl Compute {
     /// its terms may be summed elsewhere first (in registers, lanes or
     /// shared memory) and the cell's order of additions kept.
     pub fn is_plain_sum(&self) -> bool {
-        self.write.kind == WriteKind::Accumulate && !self.reads(self.write.buf)
+        self.write.kind == WriteKind::Accumulate && self.is_plain_reduction()
+    }
+
+    /// A plain sum, or a `maximize`/`minimize` that reads nothing of the
+    /// buffer it writes: one thread owns each cell it combines into.
+    pub fn is_plain_reduction(&self) -> bool {
+        matches!(self.write.kind, WriteKind::Accumulate | WriteKind::Maximize | WriteKind::Minimize) && !self.reads(self.write.buf)
     }
 
     /// A store of a constant (a reset's or a fused reset's clear).
@@ -37,9 +43,16 @@ pub struct KernelSum<'k> {
 impl Kernel {
     /// The kernel's sum, when it has exactly that shape.
     pub fn sum(&self) -> Option<KernelSum<'_>> {
-        let (sums, clears): (Vec<&Compute>, Vec<&Compute>) = self.computes().into_iter().partition(|c| c.write.kind.adds());
+        self.reduction().filter(|r| r.sum.is_plain_sum())
+    }
+
+    /// [`Kernel::sum`], or the same shape with a `maximize`/`minimize`:
+    /// what passes that only move a reset (`fuse-resets`) accept; the
+    /// passes that split or reorder the combine itself take only sums.
+    pub fn reduction(&self) -> Option<KernelSum<'_>> {
+        let (sums, clears): (Vec<&Compute>, Vec<&Compute>) = self.computes().into_iter().partition(|c| c.write.kind.combines());
         let [sum] = sums[..] else { return None };
-        if !sum.is_plain_sum() {
+        if !sum.is_plain_reduction() {
             return None;
         }
         match clears[..] {

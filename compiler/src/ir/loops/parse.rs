@@ -436,8 +436,25 @@ impl Parser<'_> {
             let (a, c) = self.operands()?;
             return Ok(VOp::Bin(b, a, c));
         }
+        if let Some(b) = CmpOp::from_spelling(&op) {
+            let (a, c) = self.operands()?;
+            return Ok(VOp::Cmp(b, a, c));
+        }
+        if let Some(f) = Func::from_spelling(&op) {
+            let mut args = vec![self.c.value_ref()?.0];
+            while args.len() < f.arity() {
+                self.c.punct(",")?;
+                args.push(self.c.value_ref()?.0);
+            }
+            return Ok(VOp::Call(f, args));
+        }
         let Some(name) = VOpName::from_spelling(&op) else {
-            let all = VOpName::ALL.iter().map(|o| o.spelling()).chain(BinOp::ALL.iter().map(|o| o.spelling()));
+            let all = VOpName::ALL
+                .iter()
+                .map(|o| o.spelling())
+                .chain(BinOp::ALL.iter().map(|o| o.spelling()))
+                .chain(CmpOp::ALL.iter().map(|o| o.spelling()))
+                .chain(Func::ALL.iter().map(|o| o.spelling()));
             return Err(Diagnostic::error(UNKNOWN_WORD, format!("unknown value operation `{op}`")).at(sp, format!("expected {}", one_of(all))));
         };
         Ok(match name {

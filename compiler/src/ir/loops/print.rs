@@ -323,6 +323,8 @@ fn vop(m: &LoopModule, k: &Kernel, op: &VOp, dtype: DType) -> String {
         VOp::Random { stream, counter, lo, hi } => format!("{} {}[{}], %{lo}, %{hi}", VOpName::Random.spelling(), quote(stream), iexpr(m, k, counter)),
         VOp::Neg(a) => format!("{} %{a}", VOpName::Neg.spelling()),
         VOp::Bin(op, a, b) => format!("{} %{a}, %{b}", op.spelling()),
+        VOp::Cmp(op, a, b) => format!("{} %{a}, %{b}", op.spelling()),
+        VOp::Call(f, args) => format!("{} {}", f.spelling(), args.iter().map(|a| format!("%{a}")).collect::<Vec<_>>().join(", ")),
         VOp::Cast(a) => format!("{} %{a}", VOpName::Cast.spelling()),
     }
 }

@@ -52,7 +52,17 @@ spelled!(VOpName { Const => "const", Load => "load", Index => "index", Lookup =>
 // Infix operators inside `( .. )`; `min` and `max` are written as calls.
 spelled!(IBin { Add => "+", Sub => "-", Mul => "*", FloorDiv => "//", CeilDiv => "//^", Mod => "%", Min => "min", Max => "max" });
 
-spelled!(WriteKind { Store => "store", Accumulate => "accumulate", AtomicAccumulate => "atomic_accumulate", CopyAsync => "copy_async" });
+spelled!(WriteKind {
+    Store => "store",
+    Accumulate => "accumulate",
+    AtomicAccumulate => "atomic_accumulate",
+    CopyAsync => "copy_async",
+    Maximize => "maximize",
+    Minimize => "minimize",
+});
+
+// Comparisons (`CmpOp`) and functions (`Func`) are spelled as in the
+// `et` dialect (`ir::et::syntax`).
 
 spelled!(LoopKind { Parallel => "parallel", Reduce => "reduce", Unroll => "unroll", Thread => "thread", Spread => "spread" });
 
@@ -80,11 +90,12 @@ impl Spelled for DType {
     }
 }
 
-/// The operator between a write's target and its value: `=` for a store,
-/// `+=` for the accumulating writes.
+/// The operator between a write's target and its value: `+=` for the
+/// accumulating writes, `=` for the others (a store; `maximize` and
+/// `minimize` say how they combine in their word).
 pub fn write_operator(kind: WriteKind) -> &'static str {
     match kind {
-        WriteKind::Store | WriteKind::CopyAsync => "=",
+        WriteKind::Store | WriteKind::CopyAsync | WriteKind::Maximize | WriteKind::Minimize => "=",
         WriteKind::Accumulate | WriteKind::AtomicAccumulate => "+=",
     }
 }
@@ -92,7 +103,7 @@ pub fn write_operator(kind: WriteKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::loops::BinOp;
+    use crate::ir::loops::{BinOp, CmpOp, Func};
     use crate::ir::text::spelling::checks;
     use crate::ir::text::Dialect;
 
@@ -104,6 +115,8 @@ mod tests {
         checks::table::<BinOp>(&D);
         checks::table::<IBin>(&D);
         checks::table::<WriteKind>(&D);
+        checks::table::<CmpOp>(&D);
+        checks::table::<Func>(&D);
         checks::table::<LoopKind>(&D);
         checks::table::<Role>(&D);
         checks::table::<Init>(&D);
@@ -117,6 +130,13 @@ mod tests {
             checks::one_token(write_operator(*k), &D);
         }
         // Value op words and binary op words do not overlap: the parser tries both.
-        assert!(VOpName::ALL.iter().all(|o| BinOp::from_spelling(o.spelling()).is_none()));
+        let words: Vec<&str> = VOpName::ALL
+            .iter()
+            .map(|o| o.spelling())
+            .chain(BinOp::ALL.iter().map(|o| o.spelling()))
+            .chain(CmpOp::ALL.iter().map(|o| o.spelling()))
+            .chain(Func::ALL.iter().map(|o| o.spelling()))
+            .collect();
+        assert!(words.iter().enumerate().all(|(i, w)| !words[i + 1..].contains(w)), "{words:?}");
     }
 }

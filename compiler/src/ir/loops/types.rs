@@ -441,6 +441,14 @@ pub enum VOp {
     },
     Neg(ValId),
     Bin(BinOp, ValId, ValId),
+    /// `a < b`, ..: i32 1 or 0; both operands of one dtype (IEEE: every
+    /// comparison with a NaN is false but `ne`).
+    Cmp(CmpOp, ValId, ValId),
+    /// A function of the language (docs/language.md s.3) on operands of
+    /// the value's dtype, except `select`'s condition (any dtype, tested
+    /// `!= 0`). `exp log tanh pow` are `crate::mathlib`'s, computed in
+    /// f64; `max min` on floats are `mathlib`'s NaN-propagating ones.
+    Call(Func, Vec<ValId>),
     /// Conversion to the value's dtype: int -> float exact (rounded for
     /// f32); float -> int truncates toward zero, saturating, NaN -> 0
     /// (Rust `as`); f64 <-> f32 rounds to nearest.
@@ -454,6 +462,8 @@ pub enum VOp {
 /// ceil(a/b), `%` is `a - b*floor(a/b)`. `Div` is only on floats (lowering
 /// casts INT `/`). Spelled as in the et dialect (`add`, `floordiv`, ..).
 pub use et_grammar::ast::BinOp;
+/// Comparisons and functions of values, as in the language.
+pub use et_grammar::ast::{CmpOp, Func};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
@@ -474,6 +484,12 @@ pub enum WriteKind {
     Accumulate,
     /// `buf[offset] += value` where other threads may add to the same cell.
     AtomicAccumulate,
+    /// `buf[offset] = max(buf[offset], value)` by one thread (`max=`; the
+    /// reset stored the identity -inf or INT's minimum first). Floats:
+    /// `mathlib::max` (NaN-propagating).
+    Maximize,
+    /// As `Maximize`, keeping the smaller (`min=`).
+    Minimize,
     /// `buf[offset] = value` where `buf` is shared and the value is the
     /// compute's only one, a load of a global buffer: on the GPU an
     /// asynchronous copy (`cp.async`) that lands when a `wait_copies` of
@@ -485,6 +501,36 @@ impl WriteKind {
     /// Does the write add to the cell (rather than replace it)?
     pub fn adds(self) -> bool {
         matches!(self, WriteKind::Accumulate | WriteKind::AtomicAccumulate)
+    }
+
+    /// Does the write combine its value with what the cell holds (a sum,
+    /// a max or a min) rather than replace it?
+    pub fn combines(self) -> bool {
+        self.adds() || matches!(self, WriteKind::Maximize | WriteKind::Minimize)
+    }
+
+    /// The write of a statement's main kernel for `op` (`=` and `+=` add).
+    pub fn of_statement(op: et_grammar::ast::AssignOp) -> WriteKind {
+        match op {
+            et_grammar::ast::AssignOp::MaxAssign => WriteKind::Maximize,
+            et_grammar::ast::AssignOp::MinAssign => WriteKind::Minimize,
+            et_grammar::ast::AssignOp::Assign | et_grammar::ast::AssignOp::AddAssign => WriteKind::Accumulate,
+        }
+    }
+
+    /// What a reset stores so that combining the first value gives that
+    /// value: -0.0 for a float sum (-0.0 + v is v for every v, -0.0 too),
+    /// 0 for an INT sum, -inf / INT's minimum for a max, +inf / INT's
+    /// maximum for a min.
+    pub fn identity(self, dtype: DType) -> f64 {
+        match (self, dtype.is_float()) {
+            (WriteKind::Maximize, true) => f64::NEG_INFINITY,
+            (WriteKind::Maximize, false) => i32::MIN as f64,
+            (WriteKind::Minimize, true) => f64::INFINITY,
+            (WriteKind::Minimize, false) => i32::MAX as f64,
+            (_, true) => -0.0,
+            (_, false) => 0.0,
+        }
     }
 }
 

@@ -368,6 +368,29 @@ impl Ck<'_> {
             VOp::Cast(a) => {
                 operand(*a)?;
             }
+            VOp::Cmp(_, a, b) => {
+                need_i32("a comparison")?;
+                let d = operand(*a)?;
+                if operand(*b)? != d {
+                    return Err(format!("{what}: compares %{a} of {} with %{b} of {}", d.name(), operand(*b)?.name()));
+                }
+            }
+            VOp::Call(f, args) => {
+                if args.len() != f.arity() {
+                    return Err(format!("{what}: `{}` takes {} operands, not {}", f.name(), f.arity(), args.len()));
+                }
+                if f.always_float() && !v.dtype.is_float() {
+                    return Err(format!("{what}: `{}` gives a float, not {}", f.name(), v.dtype.name()));
+                }
+                // `select`'s condition may be of any dtype.
+                let skip = usize::from(*f == Func::Select);
+                if let Some(&c) = args.first().filter(|_| skip == 1) {
+                    operand(c)?;
+                }
+                for &a in &args[skip..] {
+                    same(a, "operand")?;
+                }
+            }
         }
         Ok(())
     }

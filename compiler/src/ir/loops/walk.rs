@@ -12,7 +12,7 @@ macro_rules! index_expr_of {
             VOp::Index(e) => Some(e),
             VOp::Lookup { index, .. } => Some(index),
             VOp::Random { counter, .. } => Some(counter),
-            VOp::Const(_) | VOp::Neg(_) | VOp::Bin(..) | VOp::Cast(_) => None,
+            VOp::Const(_) | VOp::Neg(_) | VOp::Bin(..) | VOp::Cast(_) | VOp::Cmp(..) | VOp::Call(..) => None,
         }
     };
 }
