@@ -281,9 +281,8 @@ fn unknown_function(source: &str, paren: usize) -> Option<Diagnostic> {
 /// `NAME(..)` where `NAME` is no function of the language; `span` covers
 /// the name and its `(`.
 fn unknown_function_named(name: &str, span: Span) -> Diagnostic {
-    let d = Diagnostic::error("E0006", format!("`{name}(..)` is not part of the Einsum Tuple language"))
-        .at(span, "not a function of the language")
-        .note(format!(
+    let d =
+        Diagnostic::error("E0006", format!("`{name}(..)` is not part of the Einsum Tuple language")).at(span, "not a function of the language").note(format!(
         "index positions may use `DIMS(..)`, `RANK(..)`, `FLAT(..)` and arithmetic; right-hand sides also `RANDOM(..)` and the functions {} (docs/language.md)",
         Func::names()
     ));
