@@ -9,7 +9,8 @@ import pytest
 import eintup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.et"))
+EXAMPLES_DIR = ROOT / "docs" / "examples"
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.et"))
 MATMUL = ROOT / "docs" / "examples" / "matmul.et"
 
 
@@ -73,6 +74,23 @@ def test_every_example_agrees_with_the_interpreter(example, target):
         for name in want:
             assert got[name].shape == want[name].shape, name
             np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=f"{example.name} seed {seed} {name}")
+
+
+@pytest.mark.parametrize("target", ["cpu", "emu"])
+def test_softmax_max_pool_and_layer_norm_on_numpy_arrays(target):
+    """The new statements and functions through the package (issue #50),
+    on the caller's arrays, against NumPy's formulas."""
+    x = (rand((2, 3, 9), np.float64, seed=3) - 0.5) * 40
+    y = eintup.compile(EXAMPLES_DIR / "softmax.et", target=target, float="f64")(x=x)["y"]
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=-1, keepdims=True), rtol=1e-12, atol=1e-300)
+    img = rand((1, 8, 8, 3), np.float64, seed=4)
+    pool = eintup.compile(EXAMPLES_DIR / "max_pool.et", target=target, float="f64", binds={"win": [2, 2], "stride": [2, 2]})(x=img)["y"]
+    np.testing.assert_array_equal(pool, img.reshape(1, 4, 2, 4, 2, 3).max(axis=(2, 4)))
+    f = rand((4, 6), np.float64, seed=5)
+    ln = eintup.compile(EXAMPLES_DIR / "layer_norm.et", target=target, float="f64")(x=f)["y"]
+    mean, var = f.mean(axis=-1, keepdims=True), f.var(axis=-1, keepdims=True)
+    np.testing.assert_allclose(ln, (f - mean) / np.sqrt(var + 0.001), rtol=1e-12)
 
 
 def test_the_cache_compiles_once_per_shapes():

@@ -21,7 +21,9 @@
 //!   `+ - * // //^ %`, `FLAT(..)`, slices `a[t, .., :]` of defined arrays;
 //! - right-hand sides: reads, INT literals `-3..10`, the FLOAT literal
 //!   `2.5`, `DIMS(l)[t]`, `RANK(t)`, `RANDOM(lo, hi, INT|FLOAT)`,
-//!   `+ - * / // %` and negation;
+//!   `+ - * / // %`, negation, the comparisons and the functions
+//!   ([`FUNCS`]);
+//! - statements `=`, `+=`, `max=` and `min=`;
 //! - constraints: `RANK(t) = n`, `RANK(t) IN [..]`, `DIMS(t) IN [..]`,
 //!   `DIMS(t) = DIMS(u) + k`, `DIMS(t) = RANK(u)`,
 //!   `DIMS(t) = DIMS(u) - DIMS(v)`, mostly about eintups the statements
@@ -52,6 +54,12 @@ pub enum Ix {
     Slice(usize, usize),
 }
 
+/// The functions right-hand sides call, with their arities.
+pub const FUNCS: &[(&str, usize)] = &[("exp", 1), ("log", 1), ("sqrt", 1), ("tanh", 1), ("abs", 1), ("max", 2), ("min", 2), ("pow", 2), ("select", 3)];
+
+/// Statement operators, `=` most often.
+pub const ASSIGN_OPS: &[&str] = &["=", "=", "=", "=", "=", "=", "+=", "max=", "min="];
+
 /// Right-hand side skeleton.
 #[derive(Clone, Debug)]
 pub enum Rhs {
@@ -63,14 +71,19 @@ pub enum Rhs {
     Random(i64, i64, bool),
     Bin(&'static str, Box<Rhs>, Box<Rhs>),
     Neg(Box<Rhs>),
+    /// `a < b` and the other comparisons.
+    Cmp(&'static str, Box<Rhs>, Box<Rhs>),
+    /// A function of [`FUNCS`] and its arguments.
+    Call(&'static str, Vec<Rhs>),
 }
 
-/// Statement skeleton: `ARRAYS[array][lhs] (=|+=) rhs`.
+/// Statement skeleton: `ARRAYS[array][lhs] op rhs`.
 #[derive(Clone, Debug)]
 pub struct St {
     pub array: usize,
     pub lhs: Vec<Ix>,
-    pub assign: bool,
+    /// One of [`ASSIGN_OPS`].
+    pub op: &'static str,
     pub rhs: Rhs,
 }
 
@@ -109,14 +122,20 @@ pub fn rhs() -> impl Strategy<Value = Rhs> {
         prop_oneof![
             3 => (prop::sample::select(&["+", "-", "*", "/", "//", "%"][..]), inner.clone(), inner.clone())
                 .prop_map(|(op, a, b)| Rhs::Bin(op, Box::new(a), Box::new(b))),
-            1 => inner.prop_map(|e| Rhs::Neg(Box::new(e))),
+            1 => inner.clone().prop_map(|e| Rhs::Neg(Box::new(e))),
+            1 => (prop::sample::select(&["<", "<=", ">", ">=", "==", "!="][..]), inner.clone(), inner.clone())
+                .prop_map(|(op, a, b)| Rhs::Cmp(op, Box::new(a), Box::new(b))),
+            2 => (prop::sample::select(FUNCS), prop::collection::vec(inner, 3)).prop_map(|((f, n), mut args)| {
+                args.truncate(n);
+                Rhs::Call(f, args)
+            }),
         ]
     })
 }
 
 /// Statements.
 pub fn stmt() -> impl Strategy<Value = St> {
-    (0..ARRAYS.len(), prop::collection::vec(ix(), 0..4), prop::bool::weighted(0.85), rhs()).prop_map(|(array, lhs, assign, rhs)| St { array, lhs, assign, rhs })
+    (0..ARRAYS.len(), prop::collection::vec(ix(), 0..4), prop::sample::select(ASSIGN_OPS), rhs()).prop_map(|(array, lhs, op, rhs)| St { array, lhs, op, rhs })
 }
 
 /// Arrays defined so far, with their number of index positions.
@@ -172,6 +191,8 @@ fn render_rhs(r: &Rhs, defined: &Defined) -> String {
         Rhs::Random(lo, hi, f) => format!("RANDOM({lo}, {hi}, {})", if *f { "FLOAT" } else { "INT" }),
         Rhs::Bin(op, a, b) => format!("({} {op} {})", render_rhs(a, defined), render_rhs(b, defined)),
         Rhs::Neg(a) => format!("-{}", render_rhs(a, defined)),
+        Rhs::Cmp(op, a, b) => format!("({} {op} {})", render_rhs(a, defined), render_rhs(b, defined)),
+        Rhs::Call(f, args) => format!("{f}({})", args.iter().map(|a| render_rhs(a, defined)).collect::<Vec<_>>().join(", ")),
     }
 }
 
@@ -191,7 +212,7 @@ pub fn render(stmts: &[St]) -> String {
                 s.lhs.iter().map(|e| render_ix(e, &defined, true)).collect()
             }
         };
-        lines.push(format!("{name}[{}] {} {rhs}", lhs.join(","), if s.assign { "=" } else { "+=" }));
+        lines.push(format!("{name}[{}] {} {rhs}", lhs.join(","), s.op));
     }
     lines.join("\n")
 }

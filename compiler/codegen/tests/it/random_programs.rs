@@ -164,8 +164,19 @@ fn check_within(text: &str, seed: u64, max_work: i64) -> Result<Outcome, String>
     Ok(Outcome::Compared)
 }
 
+/// An op that turns a rounding difference in its operands into a large
+/// one: a floor (`// //^ %`), a comparison or `select` (a jump), and the
+/// functions whose derivative is unbounded or grows with the value (`exp
+/// log sqrt pow`). `abs`, `max`, `min` and `tanh` move a difference by at
+/// most its size.
 fn is_floor(k: &OpKind) -> bool {
-    matches!(k, OpKind::Binary(BinOp::FloorDiv | BinOp::CeilDiv | BinOp::Mod, ..))
+    use et_grammar::ast::Func;
+    matches!(
+        k,
+        OpKind::Binary(BinOp::FloorDiv | BinOp::CeilDiv | BinOp::Mod, ..)
+            | OpKind::Compare(..)
+            | OpKind::Call(Func::Exp | Func::Log | Func::Sqrt | Func::Pow | Func::Select, _)
+    )
 }
 
 /// Which FLOAT arrays' values depend on the order in which a summing
@@ -190,10 +201,12 @@ impl OrderSensitive {
             let mut changed = false;
             for s in &m.stmts {
                 let reads = |set: &[bool]| (0..n).any(|a| set[a] && s.reads(a));
-                let floors = s.ops.iter().any(|o| o.ty.dtype == ElemType::Float && is_floor(&o.kind));
+                // A comparison of FLOAT values is INT: an INT array can
+                // depend on a sum's order through it.
+                let floors = s.ops.iter().any(|o| (o.ty.dtype == ElemType::Float || matches!(o.kind, OpKind::Compare(..))) && is_floor(&o.kind));
                 let (sum, flo) = (reads(&summed), reads(&floored) || (floors && reads(&summed)));
-                for (set, now) in [(&mut summed, sum), (&mut floored, flo)] {
-                    if now && float(s.array) && !set[s.array] {
+                for (set, now, any_dtype) in [(&mut summed, sum, false), (&mut floored, flo, true)] {
+                    if now && (any_dtype || float(s.array)) && !set[s.array] {
                         set[s.array] = true;
                         changed = true;
                     }
