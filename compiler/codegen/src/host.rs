@@ -130,10 +130,7 @@ impl TargetLowering for HostLowering {
     /// (`split_range`), where a plain add is exact and far cheaper than an
     /// atomic read-modify-write (a compare-exchange loop for floats).
     fn write_kind(&self, kind: WriteKind) -> WriteKind {
-        match kind {
-            WriteKind::AtomicAccumulate => WriteKind::Accumulate,
-            k => k,
-        }
+        kind.non_atomic()
     }
 
     /// Asynchronous copies are made for the GPU only (`pipeline-copies`).

@@ -147,7 +147,7 @@ impl Exec<'_> {
         let kind = w.kind;
         match (&mut self.buffers[w.buf].data, x) {
             (Data::I32(d), Val::I(x)) => {
-                d[i] = match kind {
+                d[i] = match kind.non_atomic() {
                     WriteKind::Maximize => d[i].max(x),
                     WriteKind::Minimize => d[i].min(x),
                     _ if kind.adds() => d[i].wrapping_add(x),
@@ -219,7 +219,7 @@ impl Exec<'_> {
 /// A float cell after a write of `x` (`+=` in the cell's width, or
 /// `mathlib`'s max/min; a store replaces).
 fn combine_float(kind: WriteKind, cell: f64, x: f64) -> f64 {
-    match kind {
+    match kind.non_atomic() {
         WriteKind::Maximize => mathlib::scalar::max(cell, x),
         WriteKind::Minimize => mathlib::scalar::min(cell, x),
         _ if kind.adds() => cell + x,

@@ -101,7 +101,7 @@ fn coefficient(e: &IExpr, v: VarId) -> Option<i64> {
 /// The reordered body, or `None` when the kernel keeps its order.
 pub fn interchange(body: &[Node]) -> Option<Vec<Node>> {
     let (items, c) = flatten(body)?;
-    if c.write.kind == WriteKind::AtomicAccumulate {
+    if c.write.kind.is_atomic() {
         return None;
     }
     let loads_ok = |v: VarId| {

@@ -14,8 +14,9 @@
 //! mixed radix), the offset determines every atom. A candidate is then
 //! determined when it is an atom itself, or when both `v // c` and
 //! `v % c` are. Injective: candidates `parallel`, write unchanged.
-//! Otherwise: candidates `parallel` with `atomic_accumulate` (a `store` of
-//! a constant, as reset kernels do, races harmlessly and stays a store).
+//! Otherwise: candidates `parallel` with the write's atomic form
+//! (`atomic_accumulate`, `atomic_maximize`, `atomic_minimize`; a `store`
+//! of a constant, as reset kernels do, races harmlessly and stays a store).
 //!
 //! A dynamic kernel's strides are dim symbols (`((n * %row.0 + i) *
 //! %col.0) + j`): the same mixed radix then has polynomial coefficients
@@ -34,27 +35,20 @@ use crate::ir::loops::*;
 
 pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("parallelize runs on the loop level".into())) };
-    let (mut par, mut atomic, mut sequential) = (0, 0, 0);
+    let (mut par, mut atomic) = (0, 0);
     let ext = Extents::of(m);
     for k in &mut m.kernels {
         let r = parallelize_kernel(k, &ext);
         par += r.parallel_loops;
         atomic += r.atomic as usize;
-        sequential += r.sequential_combine as usize;
     }
-    let mut stats = format!("{par} parallel loops, {atomic} kernels with atomic writes");
-    if sequential > 0 {
-        stats += &format!(", {sequential} kernels left sequential (a `maximize`/`minimize` of cells several iterations reach: no atomic form yet)");
-    }
-    Ok(Some(stats))
+    Ok(Some(format!("{par} parallel loops, {atomic} kernels with atomic writes")))
 }
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Outcome {
     pub parallel_loops: usize,
     pub atomic: bool,
-    /// A max or min combine that is not injective: left sequential.
-    pub sequential_combine: bool,
 }
 
 /// What the walk down the spine collects.
@@ -111,15 +105,14 @@ pub fn parallelize_kernel(k: &mut Kernel, ext: &Extents) -> Outcome {
     let covers = |d: Option<Vec<VarId>>| d.is_some_and(|d| cands.iter().all(|v| d.contains(v) || sp.loops.iter().any(|l| l.0 == *v && single(l.1))));
     let injective = covers(determined(&write.offset, &sp)) || covers(determined_symbolic(&write.offset, &sp, ext));
     // Racing stores of one constant are harmless; other racing stores are
-    // not, and have no atomic form; nor has a max or min combine yet:
-    // leave such a kernel sequential.
+    // not, and have no atomic form: leave such a kernel sequential.
     let harmless_store = write.kind == WriteKind::Store && sp.write_value_const;
-    if !injective && write.kind != WriteKind::Accumulate && !harmless_store {
-        return Outcome { sequential_combine: matches!(write.kind, WriteKind::Maximize | WriteKind::Minimize), ..Outcome::default() };
+    if !injective && write.kind.atomic().is_none() && !harmless_store {
+        return Outcome::default();
     }
     let atomic = !injective && !harmless_store;
     mark(&mut k.body, &cands, atomic);
-    Outcome { parallel_loops: cands.len(), atomic, sequential_combine: false }
+    Outcome { parallel_loops: cands.len(), atomic }
 }
 
 fn collect(ns: &[Node], sp: &mut Spine, on_spine: bool) {
@@ -297,8 +290,8 @@ fn mark(ns: &mut [Node], cands: &[VarId], atomic: bool) {
             Node::Guard(g) => mark(&mut g.body, cands, atomic),
             Node::LoadIndex { .. } | Node::Sync | Node::Copies(_) => {}
             Node::Compute(c) => {
-                if atomic && c.write.kind == WriteKind::Accumulate {
-                    c.write.kind = WriteKind::AtomicAccumulate;
+                if let Some(a) = c.write.kind.atomic().filter(|_| atomic) {
+                    c.write.kind = a;
                 }
             }
         }
@@ -400,7 +393,7 @@ mod tests {
         // The dynamic matmul's write over three symbols.
         let m = crate::ir::loops::parse::parse_verified(include_str!("../../tests/Inputs/dynamic_matmul.etir")).unwrap();
         let mut mm = m.kernels[1].clone();
-        assert_eq!(parallelize_kernel(&mut mm, &Extents::of(&m)), Outcome { parallel_loops: 3, atomic: false, sequential_combine: false });
+        assert_eq!(parallelize_kernel(&mut mm, &Extents::of(&m)), Outcome { parallel_loops: 3, atomic: false });
         // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide (the
         // guard, never true, keeps the module in bounds).
         // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide.

@@ -109,8 +109,44 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
 
     /// `max(old, v)` / `min(old, v)` of a `maximize` / `minimize` write.
     pub(super) fn combine(&self, kind: WriteKind, dt: DType, old: BasicValueEnum<'ctx>, v: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
-        let f = if kind == WriteKind::Maximize { Func::Max } else { Func::Min };
+        let f = if kind.non_atomic() == WriteKind::Maximize { Func::Max } else { Func::Min };
         self.function(f, dt, &[(old, dt), (v, dt)])
+    }
+
+    /// An `atomic_maximize` / `atomic_minimize` of `v` into `*p`: `atom.max`
+    /// / `atom.min` on i32; on floats a compare-exchange loop around the
+    /// language's `max` (`mathlib`: NaN-propagating, +0 over -0, which no
+    /// hardware float atomic is), that stops without a write once the cell
+    /// already holds the result. Max is exact in any order, so every
+    /// interleaving of the threads leaves the same value.
+    pub(super) fn atomic_combine(&self, kind: WriteKind, dt: DType, p: PointerValue<'ctx>, v: BasicValueEnum<'ctx>) -> Result<(), CodegenError> {
+        if dt == DType::I32 {
+            let op = if kind == WriteKind::AtomicMaximize { AtomicRMWBinOp::Max } else { AtomicRMWBinOp::Min };
+            self.b.build_atomicrmw(op, p, v.into_int_value(), AtomicOrdering::Monotonic)?;
+            return Ok(());
+        }
+        let bits = if dt == DType::F32 { self.i32 } else { self.i64 };
+        let ft = self.ty(dt).into_float_type();
+        let entry = self.b.get_insert_block().ok_or_else(|| self.bug("an atomic combine outside a block"))?;
+        let (again, swap, done) = (self.block("combine.again"), self.block("combine.swap"), self.block("combine.done"));
+        let first = self.b.build_load(bits, p, "")?.into_int_value();
+        self.b.build_unconditional_branch(again)?;
+        self.b.position_at_end(again);
+        let old = self.b.build_phi(bits, "")?;
+        let old_bits = old.as_basic_value().into_int_value();
+        let old_f = self.b.build_bit_cast(old_bits, ft, "")?;
+        let new_f = self.combine(kind, dt, old_f, v)?;
+        let new_bits = self.b.build_bit_cast(new_f, bits, "")?.into_int_value();
+        let unchanged = self.b.build_int_compare(IntPredicate::EQ, new_bits, old_bits, "")?;
+        self.b.build_conditional_branch(unchanged, done, swap)?;
+        self.b.position_at_end(swap);
+        let pair = self.b.build_cmpxchg(p, old_bits, new_bits, AtomicOrdering::Monotonic, AtomicOrdering::Monotonic)?;
+        let seen = self.b.build_extract_value(pair, 0, "")?.into_int_value();
+        let stored = self.b.build_extract_value(pair, 1, "")?.into_int_value();
+        self.b.build_conditional_branch(stored, done, again)?;
+        old.add_incoming(&[(&first, entry), (&seen, swap)]);
+        self.b.position_at_end(done);
+        Ok(())
     }
 }
 

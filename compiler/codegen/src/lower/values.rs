@@ -76,6 +76,7 @@ impl<'ctx> KernelLowering<'_, 'ctx> {
                 let new = self.combine(w.kind, dt, old, val)?;
                 self.b.build_store(p, new)?;
             }
+            kind @ (WriteKind::AtomicMaximize | WriteKind::AtomicMinimize) => self.atomic_combine(kind, dt, p, val)?,
             WriteKind::CopyAsync => return Err(self.bug("`copy_async` reached the store path")),
             WriteKind::AtomicAccumulate => {
                 // Monotonic (relaxed) suffices: only the sum must be

@@ -14,7 +14,7 @@
 //! docs/codegen.md describes how the lowering uses each.
 
 use super::chain::{Chain, Step};
-use super::{BufId, For, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, Role, VOp, VarId, WriteKind};
+use super::{BufId, For, IBin, IExpr, Kernel, LoopKind, LoopModule, Node, Role, VOp, VarId};
 
 /// The kernel's parallel chain (`ir::loops::chain`) as one grid-stride
 /// loop: its iteration space is flattened into one linear id; the steps
@@ -86,7 +86,7 @@ pub fn split_range(k: &Kernel) -> Option<(i64, i64)> {
     let [Node::For(l)] = k.body.as_slice() else { return None };
     let (lo, hi) = (l.lo.as_const()?, l.hi.as_const()?);
     let mut atomic = false;
-    k.walk(&mut |n| atomic |= matches!(n, Node::Compute(c) if c.write.kind == WriteKind::AtomicAccumulate));
+    k.walk(&mut |n| atomic |= matches!(n, Node::Compute(c) if c.write.kind.is_atomic()));
     (l.kind == LoopKind::Parallel && !atomic).then_some((lo, hi))
 }
 

@@ -59,6 +59,8 @@ spelled!(WriteKind {
     CopyAsync => "copy_async",
     Maximize => "maximize",
     Minimize => "minimize",
+    AtomicMaximize => "atomic_maximize",
+    AtomicMinimize => "atomic_minimize",
 });
 
 // Comparisons (`CmpOp`) and functions (`Func`) are spelled as in the
@@ -95,7 +97,7 @@ impl Spelled for DType {
 /// `minimize` say how they combine in their word).
 pub fn write_operator(kind: WriteKind) -> &'static str {
     match kind {
-        WriteKind::Store | WriteKind::CopyAsync | WriteKind::Maximize | WriteKind::Minimize => "=",
+        WriteKind::Store | WriteKind::CopyAsync | WriteKind::Maximize | WriteKind::Minimize | WriteKind::AtomicMaximize | WriteKind::AtomicMinimize => "=",
         WriteKind::Accumulate | WriteKind::AtomicAccumulate => "+=",
     }
 }

@@ -490,6 +490,12 @@ pub enum WriteKind {
     Maximize,
     /// As `Maximize`, keeping the smaller (`min=`).
     Minimize,
+    /// `Maximize` where other threads may combine into the same cell (a
+    /// scatter `max=`): an atomic max on i32, a compare-exchange loop on
+    /// floats. Max is exact in any order, so the result is the same.
+    AtomicMaximize,
+    /// `Minimize` where other threads may combine into the same cell.
+    AtomicMinimize,
     /// `buf[offset] = value` where `buf` is shared and the value is the
     /// compute's only one, a load of a global buffer: on the GPU an
     /// asynchronous copy (`cp.async`) that lands when a `wait_copies` of
@@ -506,7 +512,34 @@ impl WriteKind {
     /// Does the write combine its value with what the cell holds (a sum,
     /// a max or a min) rather than replace it?
     pub fn combines(self) -> bool {
-        self.adds() || matches!(self, WriteKind::Maximize | WriteKind::Minimize)
+        self.adds() || matches!(self, WriteKind::Maximize | WriteKind::Minimize | WriteKind::AtomicMaximize | WriteKind::AtomicMinimize)
+    }
+
+    /// May other threads write the cell during the kernel?
+    pub fn is_atomic(self) -> bool {
+        matches!(self, WriteKind::AtomicAccumulate | WriteKind::AtomicMaximize | WriteKind::AtomicMinimize)
+    }
+
+    /// The atomic form of a combine (`parallelize`, when several threads
+    /// reach one cell); `None` for a write that has none.
+    pub fn atomic(self) -> Option<WriteKind> {
+        match self {
+            WriteKind::Accumulate | WriteKind::AtomicAccumulate => Some(WriteKind::AtomicAccumulate),
+            WriteKind::Maximize | WriteKind::AtomicMaximize => Some(WriteKind::AtomicMaximize),
+            WriteKind::Minimize | WriteKind::AtomicMinimize => Some(WriteKind::AtomicMinimize),
+            WriteKind::Store | WriteKind::CopyAsync => None,
+        }
+    }
+
+    /// The write one thread does alone (the host runs a kernel with
+    /// atomic writes on one thread).
+    pub fn non_atomic(self) -> WriteKind {
+        match self {
+            WriteKind::AtomicAccumulate => WriteKind::Accumulate,
+            WriteKind::AtomicMaximize => WriteKind::Maximize,
+            WriteKind::AtomicMinimize => WriteKind::Minimize,
+            k => k,
+        }
     }
 
     /// The write of a statement's main kernel for `op` (`=` and `+=` add).
@@ -524,10 +557,10 @@ impl WriteKind {
     /// maximum for a min.
     pub fn identity(self, dtype: DType) -> f64 {
         match (self, dtype.is_float()) {
-            (WriteKind::Maximize, true) => f64::NEG_INFINITY,
-            (WriteKind::Maximize, false) => i32::MIN as f64,
-            (WriteKind::Minimize, true) => f64::INFINITY,
-            (WriteKind::Minimize, false) => i32::MAX as f64,
+            (WriteKind::Maximize | WriteKind::AtomicMaximize, true) => f64::NEG_INFINITY,
+            (WriteKind::Maximize | WriteKind::AtomicMaximize, false) => i32::MIN as f64,
+            (WriteKind::Minimize | WriteKind::AtomicMinimize, true) => f64::INFINITY,
+            (WriteKind::Minimize | WriteKind::AtomicMinimize, false) => i32::MAX as f64,
             (_, true) => -0.0,
             (_, false) => 0.0,
         }
