@@ -38,6 +38,10 @@
 //! so INT reductions always split; FLOAT ones only under
 //! `--fp-contract fast` (the GPU default), which allows reassociation and
 //! does not keep the sign of a zero sum (docs/codegen.md#fp-contraction).
+//! A `maximize`/`minimize` (`max=`, `min=`) splits the same way under
+//! either policy: max is exact in any order. Its lanes start from the
+//! combine's identity (-inf for a max) and the combine kernel maximizes
+//! the lanes into the cell.
 //!
 //! Applies only when every load that depends on `r` has stride 1 in it
 //! (the coalescing this pass exists for), the kernel's single write is a
@@ -193,10 +197,11 @@ fn splittable(m: &LoopModule, k: &Kernel, policy: FpContract) -> Option<(Chain, 
     if cells == IExpr::c(0) || cells.uses_any_var() {
         return None;
     }
-    let KernelSum { sum: c, clear: None } = k.sum()? else { return None };
+    let KernelSum { sum: c, clear: None } = k.reduction()? else { return None };
     let w = &c.write;
     let buf = &m.buffers[w.buf];
-    if !policy.reorders_sums_of(buf.dtype) {
+    // A max or min is exact in any order; a float sum is not.
+    if w.kind.adds() && !policy.reorders_sums_of(buf.dtype) {
         return None;
     }
     let mut outside = false;
@@ -227,10 +232,11 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     if lanes < 1 {
         return None;
     }
-    let KernelSum { sum: c, .. } = k.sum()?;
+    let KernelSum { sum: c, .. } = k.reduction()?;
     let w = &c.write;
     let buf = &m.buffers[w.buf];
     let exact = !buf.dtype.is_float();
+    let kind = w.kind;
 
     // A warp of the partial kernel runs `g` consecutive cells' lanes
     // (threads `cell*L + lane`); one row of `P` holds its partial sums,
@@ -286,10 +292,12 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     let rest = chain.rest_mut(&mut partial.body);
     let tail = stride_by_lanes(rest, r, &lo, &hi, lane, lanes, groups);
     retarget_write(rest, pbuf, slot.clone());
-    // The lane's slot starts from the additive identity (-0.0 keeps the
-    // sign of an all-(-0.0) sum): the kernel does not rely on what `P`
-    // holds, and LLVM sums in a register instead of reading `P` first.
-    let zero = Value { op: VOp::Const(if exact { 0.0 } else { -0.0 }), dtype: buf.dtype };
+    // The lane's slot starts from the combine's identity (for a sum -0.0,
+    // which keeps the sign of an all-(-0.0) sum; -inf for a max): the
+    // kernel does not rely on what `P` holds, and LLVM combines in a
+    // register instead of reading `P` first.
+    let identity = if kind.adds() && exact { 0.0 } else { kind.identity(buf.dtype) };
+    let zero = Value { op: VOp::Const(identity), dtype: buf.dtype };
     let clear = Compute { values: vec![zero], write: Write { kind: WriteKind::Store, buf: pbuf, offset: slot.clone(), value: 0 } };
     let mut body = vec![Node::Compute(clear)];
     body.append(rest);
@@ -305,7 +313,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     let mut combine = k.clone();
     combine.vars.push(Var { name: k.unique_var_name("lane") });
     let load = Value { op: VOp::Load { buf: pbuf, offset: slot }, dtype: buf.dtype };
-    let add = Compute { values: vec![load], write: Write { kind: WriteKind::Accumulate, buf: w.buf, offset: w.offset.clone(), value: 0 } };
+    let add = Compute { values: vec![load], write: Write { kind, buf: w.buf, offset: w.offset.clone(), value: 0 } };
     let rest = chain.rest_mut(&mut combine.body);
     *rest = vec![Node::For(For { var: lane, lo: IExpr::c(0), hi: IExpr::c(lanes), kind: LoopKind::Reduce, body: vec![Node::Compute(add)] })];
     Some((partial, combine, partial_buf))
