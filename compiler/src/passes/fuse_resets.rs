@@ -111,6 +111,11 @@ fn fuse(reset: &Kernel, main: &Kernel) -> Option<Kernel> {
     // of one iteration that `drop-unused-loops` removed from the reset.
     // A dynamic kernel's chain loops have symbolic bounds: compared as written.
     let (rc, mc) = (Chain::of_dynamic(&reset.body), Chain::of_dynamic(&main.body));
+    // A block's `thread` nest must stay the whole of the chain's body (the
+    // block-tiled kernel clears its accumulators itself).
+    if mc.thread_nest(&main.body).is_some() {
+        return None;
+    }
     let extra = |v: VarId| mc.loops.iter().zip(&mc.bounds).any(|(l, b)| l.0 == v && l.2 == 1 && !b.1.is_symbolic()) && !rc.bound.contains(&v);
     let main_loops: Vec<_> = mc.loops.iter().zip(&mc.bounds).filter(|(l, _)| !extra(l.0)).map(|(l, b)| (*l, b.clone())).collect();
     let reset_loops: Vec<_> = rc.loops.iter().zip(&rc.bounds).map(|(l, b)| (*l, b.clone())).collect();

@@ -163,7 +163,7 @@ pub fn candidates(m: &LoopModule, k: &Kernel, policy: FpContract, gpu: &GpuTarge
     // not assumed long.
     let rest = chain.rest(&k.body);
     let trip = |l: &(VarId, IExpr, IExpr)| match (l.1.as_const(), l.2.as_const()) {
-        (Some(lo), Some(hi)) => hi - lo,
+        (Some(lo), Some(hi)) => hi.saturating_sub(lo),
         _ if is_window(rest, l.0, &chain.bound) => 0,
         _ => DYN_TRIP,
     };
@@ -232,6 +232,11 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     if lanes < 1 {
         return None;
     }
+    // The steps' arithmetic below is in i64: a trip near its range (hand-
+    // written IR; no program's buffers are that long) is left alone.
+    if let (Some(a), Some(b)) = (lo.as_const(), hi.as_const()) {
+        b.checked_sub(a).and_then(|t| t.checked_add(2 * lanes))?;
+    }
     let KernelSum { sum: c, .. } = k.reduction()?;
     let w = &c.write;
     let buf = &m.buffers[w.buf];
@@ -278,7 +283,7 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     // variables (LLVM unrolls 64 constant steps only by 8, 3.6 instructions
     // a term against 2).
     let long = match (lo.as_const(), hi.as_const()) {
-        (Some(a), Some(b)) => (b - a + lanes - 1) / lanes > DYN_GROUP,
+        (Some(a), Some(b)) => b.saturating_sub(a).saturating_add(lanes - 1) / lanes > DYN_GROUP,
         _ => true,
     };
     let groups = long.then(|| {

@@ -209,11 +209,16 @@ pub fn infer(p: &Program) -> Result<RankSystem, Vec<Diagnostic>> {
             b.facts.push(RangeFact { e: id, lo: r as i64, hi: r as i64, fact, soft: false });
         }
     }
-    for (ai, a) in m.arrays.iter().enumerate() {
-        for p in &a.positions {
-            b.term(&p.expr);
+    for a in &m.arrays {
+        for (k, p) in a.positions.iter().enumerate() {
+            let t = b.term(&p.expr);
+            // So is a position's stated rank (`?3` read back): the rank of
+            // its expression.
+            if let (Some(r), false) = (p.rank, matches!(t, Term::Scalar)) {
+                let fact = Fact { span: p.expr.span, label: format!("the module gives position {} of `{}` rank {r}", k + 1, a.name) };
+                b.equate(&t, &Term::Fixed(r), &fact);
+            }
         }
-        let _ = ai;
     }
     for st in &m.stmts {
         b.positions(st.array, &st.indices, st.span);

@@ -11,5 +11,6 @@ mod dynamic_examples;
 mod dynamic_ptx;
 mod emulator_examples;
 mod host_differential;
+mod ir_fuzz;
 mod ptx_examples;
 mod random_programs;

@@ -208,13 +208,29 @@ impl Verifier<'_> {
                 Some(s) if s.array != ai => {
                     self.err(format!("{what}: defining statement {} assigns another array", a.def_stmt));
                 }
-                Some(_) => {}
+                // The signature is the first mention's index expressions
+                // (docs/language.md s.3 rule 1), compared as printed.
+                Some(s) => {
+                    let sig: Vec<IndexSlot> = a.positions.iter().map(|p| IndexSlot::Expr(p.expr.clone())).collect();
+                    let (want, got) = (super::print::slots(m, &sig), super::print::slots(m, &s.indices));
+                    if want != got {
+                        self.err(format!("{what}: its defining statement {} writes `{}[{got}]`, not its signature `[{want}]`", a.def_stmt, a.name));
+                    }
+                }
             }
             for (k, p) in a.positions.iter().enumerate() {
                 let pw = format!("{what} position {}", k + 1);
                 self.expr(&pw, &p.expr, false);
                 self.at = Some(p.expr.span);
                 self.rank_dims(&pw, p.rank, &p.dims);
+                // A stated rank is the expression's (a scalar's is 1), where
+                // the eintups' ranks give it: `specialize` recomputes it.
+                if let (Some(r), Some(want)) = (p.rank, expr_rank(&p.expr, &|t| m.eintups.get(t).and_then(|e| e.rank))) {
+                    let want = want.unwrap_or(1);
+                    if r != want {
+                        self.err(format!("{pw}: rank {r} but its expression has rank {want}"));
+                    }
+                }
                 if let (Some(d), Some(all)) = (&p.dims, &all_dims) {
                     if self.errs.is_empty() {
                         match bound(&p.expr, all) {
@@ -271,6 +287,7 @@ impl Verifier<'_> {
         if self.array_id(&what, s.array) {
             self.slot_count(&what, s.array, s.indices.len());
         }
+        self.no_colon(&what, &s.indices);
         self.slots(&what, &s.indices, true);
         if s.result >= s.ops.len() {
             self.err(format!("{what}: result %{} is not one of its {} ops", s.result, s.ops.len()));
@@ -294,6 +311,7 @@ impl Verifier<'_> {
                     if self.array_id(&ow, *array) {
                         self.slot_count(&ow, *array, indices.len());
                     }
+                    self.no_colon(&ow, indices);
                     self.slots(&ow, indices, true);
                     vec![]
                 }
@@ -313,6 +331,14 @@ impl Verifier<'_> {
                     self.err(format!("{ow}: type {} but its operands make it {}", op.ty.dtype.text(), d.text()));
                 }
             }
+        }
+    }
+
+    /// A `:` belongs inside a slice (an index expression), never directly
+    /// in a read or a left-hand side (docs/language.md s.4, E0115/E0116).
+    fn no_colon(&mut self, what: &str, s: &[IndexSlot]) {
+        if let Some(IndexSlot::Colon(sp)) = s.iter().find(|x| matches!(x, IndexSlot::Colon(_))) {
+            self.errs.push(Violation { message: format!("{what}: a `:` outside a slice"), span: Some(*sp) });
         }
     }
 
@@ -352,6 +378,12 @@ impl Verifier<'_> {
             IndexKind::Slice { array, indices } => {
                 if self.array_id(what, *array) {
                     self.slot_count(what, *array, indices.len());
+                }
+                // Exactly one `:` (docs/language.md s.4); an array read
+                // inside an index without one is no slice.
+                let colons = indices.iter().filter(|s| matches!(s, IndexSlot::Colon(_))).count();
+                if colons != 1 {
+                    self.errs.push(Violation { message: format!("{what}: a slice has {colons} `:` slots, not exactly one"), span: Some(e.span) });
                 }
                 self.slots(what, indices, vars);
             }
@@ -493,6 +525,21 @@ fn dims_list_names(m: &Module, l: &DimsList) -> Vec<String> {
         .collect()
 }
 
+/// The rank of an index expression given the eintups' ranks: `Some(None)`
+/// for a scalar (a literal, `RANK(..)`, which broadcast), `Some(Some(r))`
+/// for a tuple, `None` when an eintup's rank is unknown or the expression
+/// holds a slice (its rank is data's).
+fn expr_rank(e: &IndexExpr, rank_of: &dyn Fn(EintupId) -> Option<usize>) -> Option<Option<usize>> {
+    Some(match &e.kind {
+        IndexKind::Var(t) => Some(rank_of(*t)?),
+        IndexKind::Lit(_) | IndexKind::Rank(_) => None,
+        IndexKind::Dims(l) => Some(l.rank(rank_of)?),
+        IndexKind::Flat(_) => Some(1),
+        IndexKind::Slice { .. } => return None,
+        IndexKind::Bin(_, a, b) => expr_rank(a, rank_of)?.or(expr_rank(b, rank_of)?),
+    })
+}
+
 fn keep_rank_dims(errs: &mut Vec<String>, what: &str, before: (Option<usize>, &Option<Vec<i64>>), after: (Option<usize>, &Option<Vec<i64>>)) {
     if let Some(r) = before.0 {
         match after.0 {
@@ -606,6 +653,26 @@ DIMS(coord) = RANK(loc)
         assert_eq!(verify(&s), Ok(()));
         // loc=[3,4] -> coord has dims [2] (= RANK(loc)).
         assert_eq!(s.eintups[s.eintup_by_name("coord").unwrap()].dims, Some(vec![2]));
+    }
+
+    #[test]
+    fn a_position_s_rank_is_its_expression_s() {
+        // Found by the IR fuzz target (codegen tests/it/ir_fuzz.rs): a
+        // rank-polymorphic module whose position states rank 3 for an
+        // eintup of rank 1 made `specialize` fail its own check (exit 70).
+        let mut m = ranked();
+        let (a, k, t) = m
+            .arrays
+            .iter()
+            .enumerate()
+            .find_map(|(a, arr)| arr.positions.iter().enumerate().find_map(|(k, p)| if let IndexKind::Var(t) = p.expr.kind { Some((a, k, t)) } else { None }))
+            .unwrap();
+        let r = 1;
+        m.eintups[t].rank = Some(r);
+        m.eintups[t].dims = None;
+        m.arrays[a].positions[k].rank = Some(r + 2);
+        m.arrays[a].positions[k].dims = None;
+        fails(&m, &format!("position {}: rank {} but its expression has rank {r}", k + 1, r + 2));
     }
 
     #[test]

@@ -16,6 +16,9 @@ use et_grammar::Diagnostic;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+/// The largest magnitude of a constant loop bound (2^48).
+pub const MAX_LOOP_BOUND: i64 = 1 << 48;
+
 mod blocks;
 pub use blocks::MAX_SHARED_BYTES;
 
@@ -278,6 +281,14 @@ impl Ck<'_> {
                 let what = format!("loop over `{}`", self.var_name(l.var));
                 self.expr(&l.lo, &format!("lower bound of {what}"))?;
                 self.expr(&l.hi, &format!("upper bound of {what}"))?;
+                // The passes compute trips, tiles and lane steps in i64:
+                // constant bounds stay within +-2^48 (no buffer is that
+                // long; docs/limits.md), so that arithmetic cannot overflow.
+                for b in [l.lo.as_const(), l.hi.as_const()].into_iter().flatten() {
+                    if b.unsigned_abs() > MAX_LOOP_BOUND as u64 {
+                        return Err(format!("{what}: bound {b} is beyond +-2^48"));
+                    }
+                }
                 if l.kind == LoopKind::Unroll {
                     match (l.lo.as_const(), l.hi.as_const()) {
                         (Some(lo), Some(hi)) if hi.saturating_sub(lo) <= MAX_UNROLL => {}
