@@ -125,7 +125,8 @@ pub fn run(unit: &mut Unit, opts: &BlockTilesOptions) -> Result<Option<String>, 
             m.kernels[ki] = k;
         }
     }
-    Ok(Some(if tiled.is_empty() { "0 kernels tiled".to_string() } else { format!("{} kernels tiled ({})", tiled.len(), tiled.join(", ")) }))
+    let left = m.max_min_left_alone();
+    Ok(Some(if tiled.is_empty() { format!("0 kernels tiled{left}") } else { format!("{} kernels tiled ({}){left}", tiled.len(), tiled.join(", ")) }))
 }
 
 /// The pieces of a kernel's rest `block-tiles` recognises.

@@ -103,7 +103,8 @@ pub fn run(unit: &mut Unit, opts: &CacheTilesOptions) -> Result<Option<String>, 
         }
         ki += 1;
     }
-    Ok(Some(if done.is_empty() { "0 kernels tiled".to_string() } else { format!("{} kernels tiled ({})", done.len(), done.join(", ")) }))
+    let left = m.max_min_left_alone();
+    Ok(Some(if done.is_empty() { format!("0 kernels tiled{left}") } else { format!("{} kernels tiled ({}){left}", done.len(), done.join(", ")) }))
 }
 
 /// The blocks a kernel got.

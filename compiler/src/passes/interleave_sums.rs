@@ -39,7 +39,8 @@ pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> 
             *k = t;
         }
     }
-    Ok(Some(if done.is_empty() { "0 kernels interleaved".to_string() } else { format!("{} kernels interleaved ({})", done.len(), done.join(", ")) }))
+    let left = m.max_min_left_alone();
+    Ok(Some(if done.is_empty() { format!("0 kernels interleaved{left}") } else { format!("{} kernels interleaved ({}){left}", done.len(), done.join(", ")) }))
 }
 
 /// The interleaved kernel and its factor, when `k` qualifies.

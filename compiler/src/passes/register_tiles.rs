@@ -199,7 +199,8 @@ pub fn run(unit: &mut Unit, opts: &RegisterTilesOptions) -> Result<Option<String
         }
     }
     // The threshold's rule for trips the build does not know (module doc).
-    let rule = if symbolic { format!("; symbolic trips count as {DYN_TRIP} along the tile, 1 elsewhere, their cells guarded") } else { String::new() };
+    let mut rule = if symbolic { format!("; symbolic trips count as {DYN_TRIP} along the tile, 1 elsewhere, their cells guarded") } else { String::new() };
+    rule += &m.max_min_left_alone();
     Ok(Some(if tiled.is_empty() { format!("0 kernels tiled{rule}") } else { format!("{} kernels tiled ({}){rule}", tiled.len(), tiled.join(", ")) }))
 }
 

@@ -40,6 +40,22 @@ pub struct KernelSum<'k> {
     pub clear: Option<&'k Compute>,
 }
 
+impl super::LoopModule {
+    /// What a pass that reshapes sums only says about the module's max and
+    /// min kernels, which it leaves alone (`""` when there are none): the
+    /// `--stats` suffix of `register-tiles`, `block-tiles`, `cache-tiles`
+    /// and `interleave-sums`.
+    pub fn max_min_left_alone(&self) -> String {
+        let n =
+            self.kernels.iter().filter(|k| k.computes().iter().any(|c| matches!(c.write.kind.non_atomic(), WriteKind::Maximize | WriteKind::Minimize))).count();
+        if n == 0 {
+            String::new()
+        } else {
+            format!("; left alone: {n} max/min kernels (this pass takes sums only)")
+        }
+    }
+}
+
 impl Kernel {
     /// The kernel's sum, when it has exactly that shape.
     pub fn sum(&self) -> Option<KernelSum<'_>> {
