@@ -12,6 +12,7 @@
 //! `ir`; `interp`, `check` and `tensor` sit beside them.
 
 pub mod arith;
+pub mod autodiff;
 pub mod check;
 pub mod driver;
 pub mod interp;

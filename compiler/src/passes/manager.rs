@@ -76,6 +76,16 @@ pub static PASSES: &[PassInfo] = &[
         run: run_with!(super::NoOptions, super::resolve::run),
     },
     PassInfo {
+        name: "differentiate",
+        summary: "the module becomes its adjoint: reverse-mode gradients of `of` with respect to `wrt`, scatters rewritten into gathers where the index map is invertible",
+        input: Level::Et,
+        output: Level::Et,
+        needs: &[],
+        refuses: &[],
+        provides: &[],
+        run: run_with!(super::differentiate::DifferentiateOptions, super::differentiate::run),
+    },
+    PassInfo {
         name: "infer-ranks",
         summary: "union-find of rank classes with the reason for every equation",
         input: Level::Et,

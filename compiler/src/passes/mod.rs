@@ -10,6 +10,7 @@
 pub mod arrange_threads;
 pub mod block_tiles;
 pub mod cache_tiles;
+pub mod differentiate;
 pub mod direct_stores;
 pub mod drop_unused_loops;
 pub mod fuse_kernels;

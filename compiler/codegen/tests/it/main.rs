@@ -10,6 +10,7 @@ mod codegen_ptx;
 mod dynamic_examples;
 mod dynamic_ptx;
 mod emulator_examples;
+mod gradients;
 mod host_differential;
 mod ir_fuzz;
 mod ptx_examples;

@@ -1,7 +1,7 @@
 //! `eintup`: run, check, build and inspect Einsum Tuple programs.
 
 use clap::{Parser, Subcommand};
-use eintup_tools::cli::{BuildArgs, CheckArgs, ExecArgs, RunArgs, ShapesArgs};
+use eintup_tools::cli::{BuildArgs, CheckArgs, ExecArgs, GradArgs, RunArgs, ShapesArgs};
 use eintup_tools::process::run_main_status;
 
 #[derive(Parser, Debug)]
@@ -23,6 +23,8 @@ enum Command {
     Build(BuildArgs),
     /// Run a PTX bundle on the GPU.
     Exec(ExecArgs),
+    /// Write the adjoint (reverse-mode gradient) of a program as a program.
+    Grad(GradArgs),
 }
 
 fn main() {
@@ -36,5 +38,6 @@ fn main() {
         Command::Check(a) => eintup_tools::cli::check::main(a),
         Command::Build(a) => done(eintup_tools::cli::build::main(a)),
         Command::Exec(a) => done(eintup_tools::cli::exec::main(a)),
+        Command::Grad(a) => done(eintup_tools::cli::grad::main(a)),
     })
 }

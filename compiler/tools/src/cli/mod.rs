@@ -14,6 +14,7 @@ pub use eintup_runtime::DeviceKind;
 pub mod build;
 pub mod check;
 pub mod exec;
+pub mod grad;
 pub mod run;
 pub mod shapes;
 
@@ -288,4 +289,23 @@ pub struct ExecArgs {
     pub out: Option<PathBuf>,
     #[arg(long = "max-work", value_name = "N|none", value_parser = max_work_parser, default_value_t = eintup::driver::DEFAULT_MAX_WORK, help = MAX_WORK_HELP)]
     pub max_work: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct GradArgs {
+    pub file: PathBuf,
+    /// The FLOAT inputs to differentiate with respect to (comma-separated,
+    /// repeatable).
+    #[arg(long, required = true, value_delimiter = ',', value_name = "NAME")]
+    pub wrt: Vec<String>,
+    /// The outputs to differentiate (default: the program's FLOAT results).
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub of: Vec<String>,
+    /// Write the adjoint program here instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "OUT.et")]
+    pub output: Option<PathBuf>,
+    /// Print to stderr how each adjoint statement writes its gradient
+    /// (gather, rewritten from a scatter, scatter) and why.
+    #[arg(long)]
+    pub stats: bool,
 }
