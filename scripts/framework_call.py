@@ -229,6 +229,63 @@ def write_outputs(fw, result, out_dir):
     return paths
 
 
+def call_gradient(fw, func, tf_func, args, kwargs, py_args, py_kwargs, gradient):
+    """`check --grad`: the vector-Jacobian product of the call. The array
+    arguments loaded from the paths in `gradient["wrt"]` are watched; the
+    call's results are weighed by the cotangents (`gradient["cotangents"]`,
+    one path or null per result: null leaves that result out) and the
+    gradient with respect to each watched argument is the result list, in
+    `wrt` order (zeros where the result does not depend on it)."""
+    if not isinstance(gradient, dict):
+        raise BridgeError(f"{func}: `gradient` must be an object")
+    wrt = gradient.get("wrt")
+    cotangents = gradient.get("cotangents")
+    if not isinstance(wrt, list) or not isinstance(cotangents, list):
+        raise BridgeError(f"{func}: `gradient` needs the lists `wrt` and `cotangents`")
+    wrt = [fw.inside(p, f"{func}: gradient source") for p in wrt]
+    # Where each source sits among the arguments: ("arg", i) or ("kw", key).
+    slots = []
+    for path in wrt:
+        found = [("arg", i) for i, a in enumerate(args) if is_array_at(fw, a, path, func)]
+        found += [("kw", k) for k, a in kwargs.items() if is_array_at(fw, a, path, func)]
+        if not found:
+            raise BridgeError(f"{func}: gradient source {path} is not an array argument of the call")
+        slots.append(found[0])
+    sources = [py_args[i] if kind == "arg" else py_kwargs[i] for kind, i in slots]
+    weights = []
+    for k, c in enumerate(cotangents):
+        weights.append(None if c is None else convert_arg(fw, {"kind": "array", "path": c}, f"{func}: cotangent {k}"))
+    kept = [k for k, w in enumerate(weights) if w is not None]
+
+    def vjp(*tensors):
+        srcs = tensors[:len(sources)]
+        call_args, call_kwargs = list(py_args), dict(py_kwargs)
+        for (kind, i), t in zip(slots, srcs):
+            if kind == "arg":
+                call_args[i] = t
+            else:
+                call_kwargs[i] = t
+        with fw.tf.GradientTape() as tape:
+            for t in srcs:
+                tape.watch(t)
+            result = tf_func(*call_args, **call_kwargs)
+        items = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(items) != len(weights):
+            raise BridgeError(f"{func}: {len(weights)} cotangents for {len(items)} results")
+        targets = [items[k] for k in kept]
+        ws = [fw.tf.cast(w, items[k].dtype) for k, w in zip(kept, tensors[len(sources):])]
+        grads = tape.gradient(targets, list(srcs), output_gradients=ws)
+        return [fw.tf.zeros_like(s) if g is None else fw.tf.convert_to_tensor(g) for s, g in zip(srcs, grads)]
+
+    # Traced as a graph: some eager gradient functions read op attributes
+    # that only graph ops have (Conv3D's data_format).
+    return fw.tf.function(vjp, autograph=False)(*sources, *[weights[k] for k in kept])
+
+
+def is_array_at(fw, arg, path, func):
+    return isinstance(arg, dict) and arg.get("kind") == "array" and fw.inside(arg.get("path"), func) == path
+
+
 def serve_call(fw, req):
     func = req.get("func")
     tf_func = resolve_function(fw, func)
@@ -247,8 +304,14 @@ def serve_call(fw, req):
         except Refused as e:
             raise BridgeError(f"{func}: refused: {e}")
         py_kwargs[key] = convert_arg(fw, a, f"{func}: argument `{key}`")
+    gradient = req.get("gradient")
     try:
-        result = tf_func(*py_args, **py_kwargs)
+        if gradient is None:
+            result = tf_func(*py_args, **py_kwargs)
+        else:
+            result = call_gradient(fw, func, tf_func, args, kwargs, py_args, py_kwargs, gradient)
+    except BridgeError:
+        raise
     except BaseException as e:  # also SystemExit and the like: one failed call, not a dead bridge
         if fw.over_memory(e):
             raise BridgeError(f"{func} exceeded the memory limit of {mib(fw.memory_limit)} beyond TensorFlow's own "

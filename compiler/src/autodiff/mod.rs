@@ -32,6 +32,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 pub struct Request {
     pub wrt: Vec<String>,
     pub of: Vec<String>,
+    /// Arrays held constant: no gradient flows through them (what a
+    /// framework call sees in a computed array it is passed, `check --grad`).
+    pub constant: Vec<String>,
 }
 
 /// How one adjoint statement writes its gradient.
@@ -65,6 +68,8 @@ pub struct Adjoint {
     pub contributions: Vec<Contribution>,
     /// The gradient outputs, in `--wrt` order.
     pub gradients: Vec<String>,
+    /// The cotangent inputs, in the order of the differentiated outputs.
+    pub cotangents: Vec<String>,
 }
 
 impl Adjoint {
@@ -142,10 +147,12 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
         Generator { m, fresh: &mut fresh, lines: Vec::new(), needed: HashSet::new(), contributions: Vec::new(), acc: HashMap::new(), domains: HashMap::new() };
     let wrt1: Vec<ArrayId> = wrt.iter().map(|&a| id(&m0.arrays[a].name)).collect();
     let of1: Vec<ArrayId> = of_last.iter().map(|n| id(n)).collect();
-    let active = gen.active(&wrt1, &of1);
+    let constant: Vec<ArrayId> = request_arrays(m0, &req.constant, "constant")?.iter().map(|&a| id(&v.last[a])).collect();
+    let active = gen.active(&wrt1, &of1, &constant);
 
     // Cotangents, then the accumulators.
     let mut gradients = Vec::new();
+    let mut cotangents = Vec::new();
     let mut declarations = Vec::new();
     for (&a, &y) in of.iter().zip(&of1) {
         let cot = (gen.fresh)(&format!("grad_{}", m0.arrays[a].name));
@@ -156,6 +163,7 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
             AssignOp::Assign,
             &Expr::Random(Box::new(Expr::Int(-1)), Box::new(Expr::Int(1)), ElemType::Float),
         ));
+        cotangents.push(cot.clone());
         if !active[y] {
             continue;
         }
@@ -219,7 +227,7 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
     // What the adjoint's reader sees; an error here is the differentiator's.
     let file = et_grammar::parse_file(&text).map_err(|d| internal(&text, d))?;
     let program = crate::sema::resolve::resolve(&file).map_err(|d| internal(&text, d))?;
-    Ok(Adjoint { source: text, program, contributions: gen.contributions, gradients })
+    Ok(Adjoint { source: text, program, contributions: gen.contributions, gradients, cotangents })
 }
 
 /// A constraint line as `.et` source.
@@ -329,7 +337,7 @@ impl<'a, F: FnMut(&str) -> String> Generator<'a, F> {
     /// FLOAT arrays that depend on a `wrt` array and that an `of` array
     /// depends on (each array is written by its first mention and at most
     /// one copy-then-write pair, so one pass each way sees every path).
-    fn active(&self, wrt: &[ArrayId], of: &[ArrayId]) -> Vec<bool> {
+    fn active(&self, wrt: &[ArrayId], of: &[ArrayId], constant: &[ArrayId]) -> Vec<bool> {
         let m = self.m;
         let float = |a: ArrayId| m.arrays[a].dtype == ElemType::Float;
         let value_reads =
@@ -337,7 +345,7 @@ impl<'a, F: FnMut(&str) -> String> Generator<'a, F> {
         let mut varied = vec![false; m.arrays.len()];
         wrt.iter().for_each(|&a| varied[a] = true);
         for s in &m.stmts {
-            if float(s.array) && value_reads(s).iter().any(|&b| varied[b]) {
+            if float(s.array) && !constant.contains(&s.array) && value_reads(s).iter().any(|&b| varied[b]) {
                 varied[s.array] = true;
             }
         }

@@ -100,6 +100,21 @@ pub struct Request {
     /// Where the bridge writes `result_K.npy`; created if missing. Must lie
     /// in the bridge's [`work_dir`](Bridge::work_dir), as must array paths.
     pub out_dir: PathBuf,
+    /// `check --grad`: ask for the call's vector-Jacobian product instead
+    /// of its results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gradient: Option<GradientRequest>,
+}
+
+/// The gradient of a call (docs/check.md, "Gradients"): the results
+/// become `d(sum_k cotangent_k * result_k)/d(wrt_j)`, one per `wrt` path.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GradientRequest {
+    /// Paths of array arguments of the call, watched by the tape.
+    pub wrt: Vec<PathBuf>,
+    /// One per result of the call: the `.npy` weighing it, or `None` to
+    /// leave it out (an INT result).
+    pub cotangents: Vec<Option<PathBuf>>,
 }
 
 /// Writes `kwargs` as a JSON object keeping source order, so a request reads
@@ -119,7 +134,8 @@ impl Request {
             CallArgValue::Array { path } => Some(path.as_path()),
             _ => None,
         });
-        std::iter::once(self.out_dir.as_path()).chain(arrays)
+        let gradient = self.gradient.iter().flat_map(|g| g.wrt.iter().map(PathBuf::as_path).chain(g.cotangents.iter().flatten().map(PathBuf::as_path)));
+        std::iter::once(self.out_dir.as_path()).chain(arrays).chain(gradient)
     }
 
     /// The request as one line of the protocol (no newline).
@@ -564,6 +580,7 @@ mod tests {
                 ("padding".into(), CallArgValue::Literal { value: Literal::Str("VALID".into()) }),
             ],
             out_dir: PathBuf::from("/t/out"),
+            gradient: None,
         };
         let expected = r#"{"func":"tf.nn.convolution","args":[],"kwargs":{"input":{"kind":"array","path":"/t/x.npy"},"filters":{"kind":"array","path":"/t/w.npy"},"strides":{"kind":"ints","value":[1,2]},"padding":{"kind":"literal","value":"VALID"}},"out_dir":"/t/out"}"#;
         // Exact text: kwargs must keep source order.
@@ -586,6 +603,7 @@ mod tests {
             ],
             kwargs: vec![],
             out_dir: PathBuf::from("o"),
+            gradient: None,
         };
         let expected = r#"{"func":"tf.f","args":[{"kind":"int","value":3},{"kind":"tensor","value":[2,0,5]},{"kind":"ints","value":[]},{"kind":"literal","value":-1},{"kind":"literal","value":1.5},{"kind":"literal","value":2.0},{"kind":"literal","value":true},{"kind":"literal","value":null}],"kwargs":{},"out_dir":"o"}"#;
         assert_eq!(req.to_json().unwrap(), expected);
@@ -598,6 +616,7 @@ mod tests {
             args: vec![],
             kwargs: vec![("x".into(), CallArgValue::Literal { value: Literal::Float(f64::NAN) })],
             out_dir: PathBuf::from("o"),
+            gradient: None,
         };
         assert!(matches!(req.to_json(), Err(BridgeError::Encode(m)) if m.contains("tf.f")));
     }
@@ -698,7 +717,7 @@ mod tests {
     }
 
     fn probe(bridge: &Bridge) -> Request {
-        Request { func: "tf.identity".into(), args: vec![], kwargs: vec![], out_dir: bridge.work_dir().join("0") }
+        Request { func: "tf.identity".into(), args: vec![], kwargs: vec![], out_dir: bridge.work_dir().join("0"), gradient: None }
     }
 
     #[test]

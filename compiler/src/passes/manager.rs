@@ -26,6 +26,10 @@ pub struct PassInfo {
     pub refuses: &'static [Fact],
     /// ... and the facts it makes true.
     pub provides: &'static [Fact],
+    /// et -> et passes: whether the pass keeps the program's meaning and
+    /// only refines its types (checked after it runs, `verify_refines`),
+    /// or makes another program of it (`differentiate`).
+    pub refines: bool,
     /// The pass, with its options (`name{key=value}`, [`super::spec`]):
     /// made by `run_with!`.
     pub run: PassRun,
@@ -73,6 +77,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::resolve::run),
     },
     PassInfo {
@@ -83,6 +88,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: false,
         run: run_with!(super::differentiate::DifferentiateOptions, super::differentiate::run),
     },
     PassInfo {
@@ -93,6 +99,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::infer_ranks::run),
     },
     PassInfo {
@@ -103,6 +110,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::specialize::SpecializeOptions, super::specialize::run),
     },
     PassInfo {
@@ -113,6 +121,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::plan_products::PlanProductsOptions, super::plan_products::run),
     },
     PassInfo {
@@ -123,6 +132,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::lower_to_loops::LowerToLoopsOptions, super::lower_to_loops::run),
     },
     PassInfo {
@@ -133,6 +143,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::simplify_index::run),
     },
     PassInfo {
@@ -143,6 +154,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::tighten_bounds::run),
     },
     PassInfo {
@@ -153,6 +165,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::drop_unused_loops::run),
     },
     PassInfo {
@@ -163,6 +176,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[Fact::Parallelized],
+        refines: true,
         run: run_with!(super::NoOptions, super::parallelize::run),
     },
     PassInfo {
@@ -173,6 +187,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::direct_stores::run),
     },
     PassInfo {
@@ -183,6 +198,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[],
+        refines: true,
         run: run_with!(super::split_reductions::SplitReductionsOptions, super::split_reductions::run),
     },
     PassInfo {
@@ -193,6 +209,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[Fact::ResetsFused],
+        refines: true,
         run: run_with!(super::NoOptions, super::fuse_resets::run),
     },
     PassInfo {
@@ -203,6 +220,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[Fact::LoopsShifted],
+        refines: true,
         run: run_with!(super::NoOptions, super::shift_loops::run),
     },
     PassInfo {
@@ -213,6 +231,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized, Fact::LoopsShifted],
         refuses: &[Fact::RegisterTiled, Fact::BlockTiled],
         provides: &[Fact::RegisterTiled],
+        refines: true,
         run: run_with!(super::register_tiles::RegisterTilesOptions, super::register_tiles::run),
     },
     PassInfo {
@@ -223,6 +242,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized, Fact::RegisterTiled],
         refuses: &[Fact::BlockTiled],
         provides: &[Fact::BlockTiled],
+        refines: true,
         run: run_with!(super::block_tiles::BlockTilesOptions, super::block_tiles::run),
     },
     PassInfo {
@@ -233,6 +253,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::BlockTiled],
         refuses: &[Fact::ThreadsArranged],
         provides: &[Fact::ThreadsArranged],
+        refines: true,
         run: run_with!(super::arrange_threads::ArrangeThreadsOptions, super::arrange_threads::run),
     },
     PassInfo {
@@ -243,6 +264,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::sink_broadcasts::SinkBroadcastsOptions, super::sink_broadcasts::run),
     },
     PassInfo {
@@ -253,6 +275,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::fuse_kernels::run),
     },
     PassInfo {
@@ -263,6 +286,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::widen_threads::WidenThreadsOptions, super::widen_threads::run),
     },
     PassInfo {
@@ -273,6 +297,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::BlockTiled],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::pipeline_copies::PipelineCopiesOptions, super::pipeline_copies::run),
     },
     PassInfo {
@@ -283,6 +308,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[Fact::BlockTiled],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::interleave_sums::run),
     },
     PassInfo {
@@ -293,6 +319,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized],
         refuses: &[Fact::BlockTiled],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::interchange::run),
     },
     PassInfo {
@@ -303,6 +330,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[Fact::Parallelized, Fact::RegisterTiled],
         refuses: &[Fact::BlockTiled],
         provides: &[],
+        refines: true,
         run: run_with!(super::cache_tiles::CacheTilesOptions, super::cache_tiles::run),
     },
     PassInfo {
@@ -313,6 +341,7 @@ pub static PASSES: &[PassInfo] = &[
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::NoOptions, super::share_buffers::run),
     },
 ];
@@ -579,7 +608,7 @@ impl PassManager {
             let _ = write!(err, "{}\n{}", dump_before_header(&s.label), print_ir(unit));
         }
         let before = match &unit.ir {
-            Ir::Et(prog) => Some(prog.module.clone()),
+            Ir::Et(prog) if p.refines => Some(prog.module.clone()),
             _ => None,
         };
         let t = Instant::now();
@@ -741,6 +770,7 @@ mod tests {
         needs: &[],
         refuses: &[],
         provides: &[],
+        refines: true,
         run: run_with!(super::super::NoOptions, break_module),
     };
 

@@ -196,8 +196,17 @@ pub fn parse_spec(text: &str) -> Result<PassSpec, String> {
     let Some(body) = text[open + 1..].strip_suffix('}') else {
         return Err(format!("`{text}`: the options of a pass end with `}}` and nothing follows them"));
     };
-    let mut options = Vec::new();
-    for item in split_options(body) {
+    let mut options: Vec<(String, String)> = Vec::new();
+    for (item, after_comma) in split_options(body) {
+        // A bare word right after a comma continues a list value:
+        // `differentiate{wrt=x,w of=y}` gives `wrt` the value `x,w`.
+        if !item.contains('=') && after_comma {
+            if let Some((_, v)) = options.last_mut() {
+                v.push(',');
+                v.push_str(&item);
+                continue;
+            }
+        }
         let Some((k, v)) = item.split_once('=') else {
             return Err(format!("`{text}`: option `{item}` is not of the form key=value"));
         };
@@ -207,19 +216,23 @@ pub fn parse_spec(text: &str) -> Result<PassSpec, String> {
 }
 
 /// The `key=value` items of a brace body: cut at blanks and commas outside
-/// brackets.
-fn split_options(body: &str) -> Vec<String> {
+/// brackets; each with whether a comma (and nothing but blanks) came
+/// right before it.
+fn split_options(body: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut depth = 0;
+    let mut comma = false;
     for ch in body.chars() {
         match ch {
             '[' | '{' => depth += 1,
             ']' | '}' => depth -= 1,
             c if depth == 0 && (c == ',' || c.is_whitespace()) => {
                 if !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
+                    out.push((std::mem::take(&mut cur), comma));
+                    comma = false;
                 }
+                comma |= c == ',';
                 continue;
             }
             _ => {}
@@ -227,7 +240,7 @@ fn split_options(body: &str) -> Vec<String> {
         cur.push(ch);
     }
     if !cur.is_empty() {
-        out.push(cur);
+        out.push((cur, comma));
     }
     out
 }

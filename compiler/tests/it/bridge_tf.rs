@@ -47,7 +47,7 @@ fn arr(p: &Path) -> CallArgValue {
 }
 
 fn request(func: &str, args: Vec<CallArgValue>, kwargs: Vec<(&str, CallArgValue)>, out: &Path) -> Request {
-    Request { func: func.into(), args, kwargs: kwargs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), out_dir: out.to_path_buf() }
+    Request { func: func.into(), args, kwargs: kwargs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), out_dir: out.to_path_buf(), gradient: None }
 }
 
 #[test]

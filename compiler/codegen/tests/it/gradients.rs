@@ -55,7 +55,7 @@ fn objective(src: &Source, binds: &[String], inputs: &BTreeMap<String, Tensor>, 
 /// returns the adjoint's contributions.
 fn check_gradient(src: &Source, wrt: &[String], seed: u64, backends: bool) -> eintup::autodiff::Adjoint {
     let prog = eintup::pipeline::resolved(src).unwrap();
-    let adjoint = differentiate(&prog, &Request { wrt: wrt.to_vec(), of: vec![] }).unwrap_or_else(|d| panic!("{}: {d:?}", src.name));
+    let adjoint = differentiate(&prog, &Request { wrt: wrt.to_vec(), of: vec![], constant: vec![] }).unwrap_or_else(|d| panic!("{}: {d:?}", src.name));
     let adj_src = Source::from_string(&format!("{} (adjoint)", src.name), &adjoint.source);
     let what = format!("{} seed {seed}", src.name);
     let (am, cfg) = eintup::pipeline::specialized_module(&adj_src, &[], seed).unwrap_or_else(|f| panic!("{what}: {f}\n{}", adjoint.source));
@@ -189,7 +189,7 @@ fn snapshot_self_reads_and_partial_overwrites() {
 /// inputs (every other input drawn); returns `grad_x`.
 fn gradient_at(text: &str, inputs: &[(&str, Vec<usize>, Vec<f64>)]) -> Vec<f64> {
     let prog = eintup::pipeline::resolved(&Source::from_string("t.et", text)).unwrap();
-    let adjoint = differentiate(&prog, &Request { wrt: vec!["x".into()], of: vec![] }).unwrap();
+    let adjoint = differentiate(&prog, &Request { wrt: vec!["x".into()], of: vec![], constant: vec![] }).unwrap();
     let src = Source::from_string("t.grad.et", &adjoint.source);
     let inputs: BTreeMap<String, Tensor> =
         inputs.iter().map(|(n, shape, v)| (n.to_string(), Tensor::new(shape.clone(), Data::F64(v.clone())).unwrap())).collect();

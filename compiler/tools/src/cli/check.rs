@@ -15,7 +15,7 @@
 
 use super::{Backend, CheckArgs};
 use crate::cli::shapes::{aligned, dims_text};
-use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, Literal as WireLiteral, Request};
+use eintup::check::bridge::{Bridge, BridgeError, BridgeLocation, CallArgValue, GradientRequest, Literal as WireLiteral, Request};
 use eintup::check::compare::Mismatch;
 use eintup::check::limits::CallLimits;
 use eintup::check::outcome::{judge, Row, Summary, Verdict};
@@ -128,8 +128,12 @@ fn check_file(args: &CheckArgs, file: &Path, json_file: Option<&Path>, bridge_sl
             bridge_slot.insert(b)
         }
     };
+    let grad = if args.grad { Some(GradCheck::new(&src, &prog, call)?) } else { None };
     let names: Vec<&str> = m.eintups.iter().map(|e| e.name.as_str()).collect();
-    let outputs: Vec<&str> = m.outputs.iter().map(|&a| m.arrays[a].name.as_str()).collect();
+    let outputs: Vec<&str> = match &grad {
+        Some(g) => g.gradients.iter().map(String::as_str).collect(),
+        None => m.outputs.iter().map(|&a| m.arrays[a].name.as_str()).collect(),
+    };
     // Rows stream: a long check shows what it has done so far, on a
     // terminal as a bar, elsewhere (CI logs, pipes) one line per row;
     // `--json` rows go to stdout as they finish.
@@ -137,7 +141,7 @@ fn check_file(args: &CheckArgs, file: &Path, json_file: Option<&Path>, bridge_sl
     let progress = Progress::new(configs.len(), args.quiet || args.json);
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
-        let row = check_one(&src, &prog, &space, dims, args, tol, bridge, k)?;
+        let row = check_one(&src, &prog, &space, dims, args, tol, bridge, k, grad.as_ref())?;
         if args.json {
             print_line(&with_file(json_row(k, &names, &outputs, &row), json_file).to_string());
         }
@@ -268,8 +272,9 @@ fn check_one(
     tol: Tolerance,
     bridge: &mut Bridge,
     row_index: usize,
+    grad: Option<&GradCheck>,
 ) -> Result<Row, Failure> {
-    let n_out = prog.module.outputs.len();
+    let n_out = grad.map_or(prog.module.outputs.len(), |g| g.gradients.len());
     let cfg = space.config(&dims);
     let module = match pipeline::specialized_to(src, prog, space.ranks, &cfg, args.float) {
         Ok(m) => m,
@@ -290,7 +295,17 @@ fn check_one(
     // was replaced.
     let dir = &bridge.work_dir().join(row_index.to_string());
     std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("cannot create {}: {e}", dir.display())))?;
-    let request = build_request(m, &arrays, dir)?;
+    let mut request = build_request(m, &arrays, dir)?;
+    // With --grad: the adjoint at this configuration and these inputs,
+    // and the call's gradient with the adjoint's cotangents.
+    let adjoint = match grad {
+        None => None,
+        Some(g) => match g.run(m, &arrays, args, dir, &mut request) {
+            Ok(a) => Some(a),
+            Err(f @ Failure::User(_)) => return Ok(Row::all(dims, n_out, Verdict::Skipped, format!("skipped: {}", first_line(&f.to_string())))),
+            Err(f) => return Err(f),
+        },
+    };
     let results = match bridge.call(&request) {
         Ok(r) => r,
         Err(BridgeError::Unavailable(why)) => return Err(Failure::Unavailable(why)),
@@ -307,16 +322,21 @@ fn check_one(
         let why = format!("framework error: the call returned {} result(s) but the outputs section names {n_out}", results.len());
         return Ok(Row::all(dims, n_out, Verdict::FrameworkError, why));
     }
+    // What is compared: the outputs, or with --grad the gradients.
+    let (cm, carrays, compared): (&Module, &[Tensor], Vec<usize>) = match &adjoint {
+        None => (m, &arrays, m.outputs.clone()),
+        Some((am, a)) => (am, a, grad.map(|g| g.gradients.iter().filter_map(|n| am.array_by_name(n)).collect()).unwrap_or_default()),
+    };
     let mut row = Row { dims, outputs: Vec::new(), problems: Vec::new() };
-    for (&out, path) in m.outputs.iter().zip(&results) {
-        let name = &m.arrays[out].name;
-        let report = judge(name, &arrays[out], path, tol);
+    for (&out, path) in compared.iter().zip(&results) {
+        let name = &cm.arrays[out].name;
+        let report = judge(name, &carrays[out], path, tol);
         row.problems.extend(report.reason.as_ref().map(|r| format!("output `{name}`: {r}")));
         row.outputs.push(report);
     }
     if let Some(keep) = &args.keep {
         if row.verdicts().contains(&Verdict::Mismatch) {
-            let kept = keep_row(keep, row_index, m, &arrays, &results, &row.dims)?;
+            let kept = keep_row(keep, row_index, cm, carrays, &compared, &results, &row.dims)?;
             row.problems.push(format!("arrays kept in {}", kept.display()));
         }
     }
@@ -328,7 +348,15 @@ fn check_one(
 /// `framework/NAME.npy` for each result of the call (named by the outputs
 /// section), and `config.json` (every eintup's dims). A file already there
 /// is replaced, never written through (a planted link stays untouched).
-fn keep_row(keep: &Path, k: usize, m: &Module, arrays: &[Tensor], results: &[std::path::PathBuf], dims: &[Vec<i64>]) -> Result<std::path::PathBuf, Failure> {
+fn keep_row(
+    keep: &Path,
+    k: usize,
+    m: &Module,
+    arrays: &[Tensor],
+    compared: &[usize],
+    results: &[std::path::PathBuf],
+    dims: &[Vec<i64>],
+) -> Result<std::path::PathBuf, Failure> {
     let dir = keep.join(format!("row-{k}"));
     let io = |what: &Path, e: std::io::Error| Failure::user(format!("eintup: error: --keep: cannot write {}: {e}", what.display()));
     for sub in ["eintup", "framework"] {
@@ -343,7 +371,7 @@ fn keep_row(keep: &Path, k: usize, m: &Module, arrays: &[Tensor], results: &[std
         fresh(&path)?;
         eintup::tensor::npy::write(&path, t).map_err(|e| Failure::user(format!("eintup: error: --keep: cannot write {}: {e}", path.display())))?;
     }
-    for (&out, from) in m.outputs.iter().zip(results) {
+    for (&out, from) in compared.iter().zip(results) {
         let path = dir.join("framework").join(format!("{}.npy", m.arrays[out].name));
         fresh(&path)?;
         std::fs::copy(from, &path).map_err(|e| io(&path, e))?;
@@ -353,6 +381,78 @@ fn keep_row(keep: &Path, k: usize, m: &Module, arrays: &[Tensor], results: &[std
     fresh(&path)?;
     std::fs::write(&path, serde_json::Value::Object(config).to_string() + "\n").map_err(|e| io(&path, e))?;
     Ok(dir)
+}
+
+/// `check --grad` of one file: the adjoint with respect to the call's
+/// FLOAT input arguments, the computed FLOAT arguments held constant (the
+/// framework sees them as given tensors), of the FLOAT outputs.
+struct GradCheck {
+    src: Source,
+    /// Forward names of the arrays differentiated with respect to.
+    wrt: Vec<String>,
+    /// The adjoint's gradient arrays, in `wrt` order.
+    gradients: Vec<String>,
+    /// Per output of the outputs section: the adjoint's cotangent input
+    /// (`None` for an INT output).
+    cotangents: Vec<Option<String>>,
+}
+
+impl GradCheck {
+    fn new(src: &Source, prog: &eintup::sema::Program, call: &FrameworkCall) -> Result<GradCheck, Failure> {
+        use eintup::ir::et::ElemType;
+        let m = &prog.module;
+        let mut wrt = Vec::new();
+        let mut constant = Vec::new();
+        for (_, arg) in &call.args {
+            if let CallArg::Array(a) = arg {
+                let arr = &m.arrays[*a];
+                if arr.dtype == ElemType::Float {
+                    (if arr.is_input { &mut wrt } else { &mut constant }).push(arr.name.clone());
+                }
+            }
+        }
+        if wrt.is_empty() {
+            return Err(src.failure(vec![Diagnostic::error("E0507", "check --grad: the call takes no FLOAT input array to differentiate with respect to")
+                .at(call.span, "no argument of this call is a FLOAT array defined by RANDOM")]));
+        }
+        let of: Vec<String> = m.outputs.iter().map(|&a| &m.arrays[a]).filter(|a| a.dtype == ElemType::Float).map(|a| a.name.clone()).collect();
+        if of.is_empty() {
+            return Err(src.failure(vec![Diagnostic::error("E0507", "check --grad: the outputs section names no FLOAT array to differentiate")
+                .at(call.span, "its results are compared with the outputs")]));
+        }
+        let request = eintup::autodiff::Request { wrt: wrt.clone(), of: of.clone(), constant };
+        let adjoint = eintup::autodiff::differentiate(prog, &request).map_err(|d| src.failure(d))?;
+        let mut cot = of.iter().zip(&adjoint.cotangents);
+        let cotangents = m.outputs.iter().map(|&a| if m.arrays[a].dtype == ElemType::Float { cot.next().map(|(_, c)| c.clone()) } else { None }).collect();
+        Ok(GradCheck { src: Source::from_string(&format!("{} (adjoint)", src.name), &adjoint.source), wrt, gradients: adjoint.gradients, cotangents })
+    }
+
+    /// Runs the adjoint at the configuration of `m` with its inputs, and
+    /// asks `request` for the gradient with the adjoint's cotangents.
+    fn run(&self, m: &Module, arrays: &[Tensor], args: &CheckArgs, dir: &Path, request: &mut Request) -> Result<(Module, Vec<Tensor>), Failure> {
+        let adj = pipeline::resolved(&self.src)?;
+        let binds: Vec<String> = m
+            .eintups
+            .iter()
+            .filter(|e| adj.module.eintup_by_name(&e.name).is_some())
+            .map(|e| format!("{}=[{}]", e.name, e.dims.as_deref().unwrap_or_default().iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")))
+            .collect();
+        let (am, _) = pipeline::specialized_for(&self.src, &binds, &[], args.seed, args.float)?;
+        let inputs = am.arrays.iter().filter(|a| a.is_input).filter_map(|a| Some((a.name.clone(), arrays[m.array_by_name(&a.name)?].clone()))).collect();
+        let opts = RunOptions { seed: args.seed, float: args.float, max_work: args.max_work, inputs };
+        let got = eintup_codegen::backend::execute(&self.src, &am, args.backend, &opts, args.backend.default_fp_contract())?;
+        let write = |name: &str| -> Result<std::path::PathBuf, Failure> {
+            let path = dir.join(format!("{name}.npy"));
+            let a = am.array_by_name(name).ok_or_else(|| Failure::Internal(format!("the adjoint lost `{name}`")))?;
+            eintup::tensor::npy::write(&path, &got[a]).map_err(|e| Failure::Internal(format!("writing {}: {e}", path.display())))?;
+            Ok(path)
+        };
+        let cotangents = self.cotangents.iter().map(|c| c.as_deref().map(write).transpose()).collect::<Result<_, _>>()?;
+        // build_request wrote each array argument as dir/NAME.npy.
+        let wrt = self.wrt.iter().map(|n| dir.join(format!("{n}.npy"))).collect();
+        request.gradient = Some(GradientRequest { wrt, cotangents });
+        Ok((am, got))
+    }
 }
 
 /// Evaluates the call section against one specialised module.
@@ -388,7 +488,7 @@ fn build_request(m: &Module, arrays: &[Tensor], dir: &Path) -> Result<Request, F
             None => args.push(value),
         }
     }
-    Ok(Request { func: call.func.clone(), args, kwargs, out_dir: dir.to_path_buf() })
+    Ok(Request { func: call.func.clone(), args, kwargs, out_dir: dir.to_path_buf(), gradient: None })
 }
 
 /// The `shapes` table plus a `Valid` column such as `[True, False]`, with

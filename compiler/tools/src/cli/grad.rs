@@ -9,7 +9,7 @@ use eintup::pipeline;
 pub fn main(args: GradArgs) -> Result<(), Failure> {
     let src = Source::load(&args.file)?;
     let prog = pipeline::resolved(&src)?;
-    let adjoint = differentiate(&prog, &Request { wrt: args.wrt, of: args.of }).map_err(|d| src.failure(d))?;
+    let adjoint = differentiate(&prog, &Request { wrt: args.wrt, of: args.of, constant: vec![] }).map_err(|d| src.failure(d))?;
     if args.stats {
         eprintln!("{}", adjoint.summary());
         for c in &adjoint.contributions {

@@ -165,6 +165,12 @@ pub struct CheckArgs {
     /// array, the framework's results, the configuration) for a closer look.
     #[arg(long = "keep", value_name = "DIR")]
     pub keep: Option<PathBuf>,
+    /// Compare gradients instead of results: the program's adjoint (as
+    /// `eintup grad` writes it) with respect to the call's FLOAT input
+    /// arguments, against `tf.GradientTape` over the call with the same
+    /// cotangents (docs/check.md#gradients).
+    #[arg(long)]
+    pub grad: bool,
 }
 
 #[derive(Args, Debug)]
