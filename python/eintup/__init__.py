@@ -111,9 +111,27 @@ class Kernel:
     or the arrays nothing reads after their last write) by name. Inputs
     left out are drawn by the program's own RANDOM statements."""
 
-    def __init__(self, inner: _eintup.Kernel, name: str) -> None:
+    def __init__(self, inner: _eintup.Kernel, name: str, adjoint: Optional["_Adjoint"] = None) -> None:
         self._inner = inner
         self.name = name
+        self._adjoint = adjoint
+
+    @property
+    def grad(self) -> list[str]:
+        """The inputs `vjp` gives gradients for (`compile(..., grad=...)`)."""
+        return [] if self._adjoint is None else list(self._adjoint.wrt)
+
+    def vjp(self, inputs: Mapping[str, Any], cotangents: Mapping[str, Any]) -> dict[str, Any]:
+        """The vector-Jacobian product: runs the compiled adjoint program
+        (`eintup grad`, docs/gradients.md) on the forward `inputs` and one
+        cotangent per differentiated output (`{"y": grad_y}`, each of that
+        output's shape), and returns the gradient of `sum(grad_y * y)` with
+        respect to each input named in `compile(..., grad=...)`, by that
+        input's name. Every input the forward call would take must be given
+        (a drawn one would differ from the forward call's)."""
+        if self._adjoint is None:
+            raise Error(f"{self.name}: compiled without grad=[...]; compile(..., grad=['x']) to get gradients")
+        return self._adjoint.vjp(inputs, cotangents)
 
     @property
     def target(self) -> str:
@@ -188,6 +206,8 @@ def compile(
     seed: int = 0,
     cache: bool = True,
     dynamic: bool = False,
+    grad: Optional[Sequence[str]] = None,
+    grad_of: Optional[Sequence[str]] = None,
 ) -> Kernel:
     """Compiles an `.et` program: a path to a `.et` file, or the program's
     text. `target`: `cpu` (host code), `cuda` (a CUDA GPU: each call runs
@@ -202,12 +222,55 @@ def compile(
     `dynamic` (`emu`, `cuda`): compile one bundle per rank combination
     (`eintup build --dynamic`) and bind it to each new set of shapes, with
     no compilation after the first call of those ranks (its kernels may
-    be slower than a build for one shape; docs/dynamic-shapes.md).
+    be slower than a build for one shape; docs/dynamic-shapes.md);
+    `grad`: FLOAT inputs to differentiate with respect to, and `grad_of`
+    the outputs (default: the program's FLOAT results): the adjoint program
+    is compiled alongside with the same settings, and `Kernel.vjp` runs it
+    (docs/gradients.md).
     Errors that need no shapes are raised here; the rest at the call."""
     text, name = _read(source)
     bind_args = [f"{k}=[{', '.join(str(d) for d in _bind_dims(k, v))}]" for k, v in (binds or {}).items()]
-    inner = _eintup.compile(text, name, target, float, bind_args, fp_contract, int(seed), cache_dir() if cache else None, _BUILD, bool(dynamic))
-    return Kernel(inner, name)
+
+    def build(text: str, name: str) -> _eintup.Kernel:
+        return _eintup.compile(text, name, target, float, bind_args, fp_contract, int(seed), cache_dir() if cache else None, _BUILD, bool(dynamic))
+
+    inner = build(text, name)
+    adjoint = None
+    if grad is not None:
+        wrt = [grad] if isinstance(grad, str) else list(grad)
+        of = [] if grad_of is None else ([grad_of] if isinstance(grad_of, str) else list(grad_of))
+        adj_text, gradients, cotangents, inputs = _eintup.grad(text, name, wrt, of)
+        adj_name = f"{name} (adjoint)"
+        adjoint = _Adjoint(build(adj_text, adj_name), adj_name, dict(zip(wrt, gradients)), dict(cotangents), inputs)
+    return Kernel(inner, name, adjoint)
+
+
+class _Adjoint:
+    """A kernel's compiled adjoint: which of its arrays are the gradients
+    (by forward input) and the cotangents (by forward output)."""
+
+    def __init__(self, inner: _eintup.Kernel, name: str, wrt: dict[str, str], cotangents: dict[str, str], inputs: list[str]) -> None:
+        self.kernel = Kernel(inner, name)
+        self.wrt = wrt
+        self.cotangents = cotangents
+        self.inputs = inputs
+
+    def vjp(self, inputs: Mapping[str, Any], cotangents: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(cotangents) - set(self.cotangents))
+        missing = sorted(set(self.cotangents) - set(cotangents))
+        if unknown or missing:
+            what = "; ".join(p for p in [unknown and f"not differentiated outputs: {', '.join(unknown)}", missing and f"missing: {', '.join(missing)}"] if p)
+            raise Error(f"{self.kernel.name}: vjp takes one cotangent per differentiated output ({', '.join(self.cotangents)}); {what}")
+        absent = [a for a in self.inputs if a not in inputs]
+        if absent:
+            raise Error(f"{self.kernel.name}: vjp needs every input of the forward call (a drawn one would not be the forward call's); missing: {', '.join(absent)}")
+        clash = sorted(set(inputs) & set(self.cotangents.values()))
+        if clash:
+            raise Error(f"{self.kernel.name}: `{clash[0]}` is a cotangent's name in the adjoint; pass it in `cotangents` by its output's name")
+        arrays = dict(inputs)
+        arrays.update({self.cotangents[y]: g for y, g in cotangents.items()})
+        out = self.kernel(**arrays)
+        return {x: out[g] for x, g in self.wrt.items()}
 
 
 class Bundle:

@@ -38,6 +38,7 @@ class Kernel:
         """Dynamic bundles built (`dynamic=True`)."""
 
 def read_source(path: str) -> str: ...
+def grad(text: str, name: str, wrt: list[str], of: list[str]) -> tuple[str, list[str], list[tuple[str, str]], list[str]]: ...
 def compile(
     text: str,
     name: str,

@@ -266,6 +266,30 @@ fn compile(
     })
 }
 
+/// The adjoint of program `text` (docs/gradients.md): its source, its
+/// gradient arrays (in `wrt` order), its cotangent inputs and the outputs
+/// they weigh (in order), and the forward program's inputs, as `eintup
+/// grad` writes it.
+#[pyfunction]
+#[pyo3(signature = (text, name, wrt, of))]
+#[allow(clippy::type_complexity)]
+fn grad(text: String, name: String, wrt: Vec<String>, of: Vec<String>) -> PyResult<(String, Vec<String>, Vec<(String, String)>, Vec<String>)> {
+    guarded(|| {
+        let src = Source { path: std::path::PathBuf::from(&name), name, text };
+        let prog = pipeline::resolved(&src).map_err(failure)?;
+        let request = eintup::autodiff::Request { wrt, of, constant: Vec::new() };
+        let adjoint = eintup::autodiff::differentiate(&prog, &request).map_err(|d| failure(src.failure(d)))?;
+        let m = &prog.module;
+        let outputs: Vec<String> = if request.of.is_empty() {
+            m.result_arrays().into_iter().filter(|&a| m.arrays[a].dtype == eintup::ir::et::ElemType::Float).map(|a| m.arrays[a].name.clone()).collect()
+        } else {
+            request.of.clone()
+        };
+        let inputs = m.arrays.iter().filter(|a| a.is_input).map(|a| a.name.clone()).collect();
+        Ok((adjoint.source, adjoint.gradients, outputs.into_iter().zip(adjoint.cotangents).collect(), inputs))
+    })
+}
+
 /// The text of the source file at `path`, read as the command-line tools
 /// read it (`Source::load`: a regular file of at most 64 MiB of UTF-8; a
 /// FIFO or a device is refused without reading), with their messages.
@@ -292,6 +316,7 @@ fn cache_dir() -> Option<std::path::PathBuf> {
 fn _eintup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(read_source, m)?)?;
+    m.add_function(wrap_pyfunction!(grad, m)?)?;
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;

@@ -93,6 +93,44 @@ def test_softmax_max_pool_and_layer_norm_on_numpy_arrays(target):
     np.testing.assert_allclose(ln, (f - mean) / np.sqrt(var + 0.001), rtol=1e-12)
 
 
+@pytest.mark.parametrize("target", ["cpu", "emu", "interp"])
+def test_vjp_of_a_convolution_and_a_softmax_matches_numpy(target):
+    """Kernel.vjp (issue #51) runs the compiled adjoint: a 1-D strided
+    convolution's gradients against NumPy's loops, a softmax's against its
+    closed form (g - sum(g * y)) * y."""
+    k = eintup.compile(EXAMPLES_DIR / "conv_valid.et", target=target, float="f64", binds={"stride": [2]}, grad=["x", "w"])
+    assert k.grad == ["x", "w"]
+    x, w = rand((2, 9, 3), np.float64, seed=1), rand((3, 3, 4), np.float64, seed=2)
+    y = k(x=x, w=w)["y"]
+    g = rand(y.shape, np.float64, seed=3) - 0.5
+    grads = k.vjp({"x": x, "w": w}, {"y": g})
+    gx, gw = np.zeros_like(x), np.zeros_like(w)
+    for o in range(y.shape[1]):
+        for f in range(w.shape[0]):
+            gx[:, 2 * o + f, :] += g[:, o, :] @ w[f].T
+            gw[f] += x[:, 2 * o + f, :].T @ g[:, o, :]
+    np.testing.assert_allclose(grads["x"], gx, rtol=1e-12)
+    np.testing.assert_allclose(grads["w"], gw, rtol=1e-12)
+    s = eintup.compile(EXAMPLES_DIR / "softmax.et", target=target, float="f64", grad="x")
+    z = (rand((3, 7), np.float64, seed=4) - 0.5) * 10
+    p = s(x=z)["y"]
+    gy = rand(p.shape, np.float64, seed=5)
+    np.testing.assert_allclose(s.vjp({"x": z}, {"y": gy})["x"], (gy - (gy * p).sum(axis=-1, keepdims=True)) * p, rtol=1e-10, atol=1e-15)
+
+
+def test_vjp_errors_are_eintup_errors():
+    with pytest.raises(eintup.Error, match="E0801.*INT array"):
+        eintup.compile(EXAMPLES_DIR / "gather_nd.et", grad=["idx"])
+    k = eintup.compile(EXAMPLES_DIR / "softmax.et", float="f64", grad=["x"])
+    z = rand((2, 4), np.float64)
+    with pytest.raises(eintup.Error, match="missing: y"):
+        k.vjp({"x": z}, {})
+    with pytest.raises(eintup.Error, match="missing: x"):
+        k.vjp({}, {"y": z})
+    with pytest.raises(eintup.Error, match="compiled without grad"):
+        eintup.compile(EXAMPLES_DIR / "softmax.et").vjp({"x": z}, {"y": z})
+
+
 def test_the_cache_compiles_once_per_shapes():
     k = eintup.compile(MATMUL, target="cpu")
     a, b = rand((2, 3)), rand((3, 4))

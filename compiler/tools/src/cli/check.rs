@@ -141,7 +141,7 @@ fn check_file(args: &CheckArgs, file: &Path, json_file: Option<&Path>, bridge_sl
     let progress = Progress::new(configs.len(), args.quiet || args.json);
     let mut rows = Vec::new();
     for (k, dims) in configs.into_iter().enumerate() {
-        let row = check_one(&src, &prog, &space, dims, args, tol, bridge, k, grad.as_ref())?;
+        let row = check_one(&src, &prog, &space, dims, args, Compared { tol, grad: grad.as_ref() }, bridge, k)?;
         if args.json {
             print_line(&with_file(json_row(k, &names, &outputs, &row), json_file).to_string());
         }
@@ -262,6 +262,14 @@ fn shortened(name: &str) -> String {
     }
 }
 
+/// What a row compares, and how closely: the outputs, or with `--grad`
+/// the gradients.
+#[derive(Clone, Copy)]
+struct Compared<'a> {
+    tol: Tolerance,
+    grad: Option<&'a GradCheck>,
+}
+
 /// Runs one configuration through the interpreter and the framework.
 fn check_one(
     src: &Source,
@@ -269,11 +277,11 @@ fn check_one(
     space: &Space,
     dims: Vec<Vec<i64>>,
     args: &CheckArgs,
-    tol: Tolerance,
+    compared: Compared<'_>,
     bridge: &mut Bridge,
     row_index: usize,
-    grad: Option<&GradCheck>,
 ) -> Result<Row, Failure> {
+    let Compared { tol, grad } = compared;
     let n_out = grad.map_or(prog.module.outputs.len(), |g| g.gradients.len());
     let cfg = space.config(&dims);
     let module = match pipeline::specialized_to(src, prog, space.ranks, &cfg, args.float) {
