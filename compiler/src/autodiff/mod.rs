@@ -119,9 +119,6 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
         if arr.dtype != ElemType::Float {
             return Err(vec![user("E0802", format!("cannot differentiate `{}`: it is an INT array", arr.name)).at(arr.span, "defined here")]);
         }
-        if wrt.contains(&a) {
-            return Err(vec![user("E0802", format!("`{}` is both differentiated and differentiated with respect to", arr.name)).at(arr.span, "defined here")]);
-        }
     }
 
     let mut names: HashSet<String> = m0.arrays.iter().map(|a| a.name.clone()).chain(m0.eintups.iter().map(|e| e.name.clone())).collect();
@@ -136,6 +133,11 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
     // The forward program with one array per write, resolved again.
     let v = versions::versioned(prog, &mut fresh).map_err(|d| vec![d])?;
     let of_last: Vec<String> = of.iter().map(|&a| v.last[a].clone()).collect();
+    // An input no statement writes again is the output itself.
+    if let Some(&a) = of.iter().find(|&&a| wrt.contains(&a) && v.last[a] == m0.arrays[a].name) {
+        let arr = &m0.arrays[a];
+        return Err(vec![user("E0802", format!("`{}` is both differentiated and differentiated with respect to", arr.name)).at(arr.span, "defined here")]);
+    }
     let constraints: Vec<String> = prog.constraints.iter().map(|c| constraint_source(m0, c)).collect();
     let forward_text = format!("{}\n\n{}\n\n{}\n", v.lines.join("\n"), of_last.join(", "), constraints.join("\n"));
     let forward_file = et_grammar::parse_file(&forward_text).map_err(|d| internal(&forward_text, d))?;
@@ -154,6 +156,12 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
     let mut gradients = Vec::new();
     let mut cotangents = Vec::new();
     let mut declarations = Vec::new();
+    for &x in &wrt1 {
+        let g = (gen.fresh)(&format!("grad_{}", m.arrays[x].name));
+        declarations.push(statement(m, &g, &signature_slots(m, x), AssignOp::Assign, &Expr::Float(0.0)));
+        gradients.push(g.clone());
+        gen.acc.insert(x, g);
+    }
     for (&a, &y) in of.iter().zip(&of1) {
         let cot = (gen.fresh)(&format!("grad_{}", m0.arrays[a].name));
         declarations.push(statement(
@@ -176,12 +184,6 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
         } else {
             gen.acc.insert(y, cot);
         }
-    }
-    for &x in &wrt1 {
-        let g = (gen.fresh)(&format!("grad_{}", m.arrays[x].name));
-        declarations.push(statement(m, &g, &signature_slots(m, x), AssignOp::Assign, &Expr::Float(0.0)));
-        gradients.push(g.clone());
-        gen.acc.insert(x, g);
     }
     for (a, &is_active) in active.iter().enumerate() {
         if is_active && !gen.acc.contains_key(&a) {

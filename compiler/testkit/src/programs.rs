@@ -256,3 +256,51 @@ pub fn program() -> impl Strategy<Value = String> {
         text
     })
 }
+
+/// Right-hand sides that are smooth where they are finite: reads,
+/// literals, `+ - * /`, negation, `exp` and `tanh` (no comparisons,
+/// floor divisions, kinks or draws). For gradients against finite
+/// differences (`compiler/codegen/tests/it/gradients.rs`).
+pub fn smooth_rhs() -> impl Strategy<Value = Rhs> {
+    let leaf = prop_oneof![
+        5 => (0..3usize, prop::collection::vec(ix(), 0..4)).prop_map(|(a, v)| Rhs::Read(a, v)),
+        1 => (-3i64..10).prop_map(Rhs::Int),
+        1 => Just(Rhs::Float),
+    ];
+    leaf.prop_recursive(2, 8, 2, |inner| {
+        prop_oneof![
+            4 => (prop::sample::select(&["+", "-", "*", "/"][..]), inner.clone(), inner.clone()).prop_map(|(op, a, b)| Rhs::Bin(op, Box::new(a), Box::new(b))),
+            1 => inner.clone().prop_map(|e| Rhs::Neg(Box::new(e))),
+            1 => (prop::sample::select(&["exp", "tanh"][..]), inner).prop_map(|(f, a)| Rhs::Call(f, vec![a])),
+        ]
+    })
+}
+
+/// Programs for gradients: one or two FLOAT inputs (`RANDOM(-2, 2,
+/// FLOAT)`), then one to three `=`/`+=` statements with [`smooth_rhs`]
+/// (which may write an input or an earlier array again), an optional
+/// output line and constraints.
+pub fn smooth_program() -> impl Strategy<Value = String> {
+    let input = (0..2usize, prop::collection::vec(ix(), 0..3)).prop_map(|(array, lhs)| St { array, lhs, op: "=", rhs: Rhs::Random(-2, 2, true) });
+    let body = (0..ARRAYS.len(), prop::collection::vec(ix(), 0..3), prop::sample::select(&["=", "=", "+="][..]), smooth_rhs())
+        .prop_map(|(array, lhs, op, rhs)| St { array, lhs, op, rhs });
+    (
+        prop::collection::vec(input, 1..3),
+        prop::collection::vec(body, 1..4),
+        prop::option::of(prop::sample::select(ARRAYS)),
+        prop::collection::vec(constraint(), 0..4),
+    )
+        .prop_map(|(inputs, body, out, c)| {
+            let stmts: Vec<St> = inputs.into_iter().chain(body).collect();
+            let mut text = render(&stmts);
+            let c: Vec<String> = c.into_iter().filter(|c| about_used_eintups(&text, c)).collect();
+            text.push_str("\n\n");
+            if let Some(o) = out {
+                text.push_str(o);
+                text.push_str("\n\n");
+            }
+            text.push_str(&c.join("\n"));
+            text.push('\n');
+            text
+        })
+}

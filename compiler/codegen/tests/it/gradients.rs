@@ -14,7 +14,7 @@
 use eintup::autodiff::{differentiate, Form, Request};
 use eintup::driver::Source;
 use eintup::interp::{self, RunOptions};
-use eintup::ir::et::{ElemType, Module};
+use eintup::ir::et::{ElemType, Module, OpKind};
 use eintup::tensor::{Data, Tensor};
 use eintup_codegen::backend::{execute, Backend};
 use eintup_codegen::FpContract;
@@ -226,4 +226,134 @@ fn ties_and_kinks_take_the_documented_subgradients() {
         &[("x", vec![2], vec![-1.0, 0.5]), ("grad_y", vec![2], vec![1.0, 1.0])],
     );
     assert_eq!(g, vec![2.0, 2.0]);
+}
+
+/// Whether the program is smooth where it runs: no comparisons, floor
+/// divisions, `%`, kinks (`abs max min select`, `max=`, `min=`) or `pow`,
+/// and `RANDOM` only in input statements (an adjoint that drops or adds
+/// statements draws other values for the others). Finite differences
+/// check such programs; the rules at kinks have their own test above.
+fn smooth(m: &Module) -> bool {
+    use et_grammar::ast::{AssignOp, BinOp, Func};
+    m.stmts.iter().enumerate().all(|(si, s)| {
+        matches!(s.op, AssignOp::Assign | AssignOp::AddAssign)
+            && s.ops.iter().all(|op| match &op.kind {
+                OpKind::Compare(..) | OpKind::Binary(BinOp::FloorDiv | BinOp::CeilDiv | BinOp::Mod, ..) => false,
+                OpKind::Call(f, _) => matches!(f, Func::Exp | Func::Log | Func::Sqrt | Func::Tanh),
+                OpKind::Random { .. } => m.defines_input(si),
+                _ => true,
+            })
+    })
+}
+
+/// `(fd(h), fd(h/2))`: central differences of `f` along the direction.
+fn differences(f: &dyn Fn(f64) -> f64, h: f64) -> (f64, f64) {
+    ((f(h) - f(-h)) / (2.0 * h), (f(h / 2.0) - f(-h / 2.0)) / h)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Case {
+    Checked,
+    FrontEnd,
+    NotSmooth,
+    NothingToDifferentiate,
+    Large,
+    NotFinite,
+    Refused,
+}
+
+/// One random program's gradient against finite differences, at the
+/// configuration `seed` chooses for the forward program (the adjoint is
+/// bound to its dims and run on its inputs).
+fn random_case(text: &str, seed: u64) -> Case {
+    let src = Source::from_string("p.et", text);
+    let Ok(prog) = eintup::pipeline::resolved(&src) else { return Case::FrontEnd };
+    let m0 = &prog.module;
+    if !smooth(m0) {
+        return Case::NotSmooth;
+    }
+    let wrt = float_inputs(m0);
+    let outputs: Vec<String> = m0.result_arrays().into_iter().filter(|&a| m0.arrays[a].dtype == ElemType::Float).map(|a| m0.arrays[a].name.clone()).collect();
+    if wrt.is_empty() || outputs.is_empty() {
+        return Case::NothingToDifferentiate;
+    }
+    let Ok((fm, cfg)) = eintup::pipeline::specialized_module(&src, &[], seed) else { return Case::FrontEnd };
+    if fm.largest_extent() > 2048 {
+        return Case::Large;
+    }
+    let adjoint = match differentiate(&prog, &Request { wrt: wrt.clone(), of: vec![], constant: vec![] }) {
+        Ok(a) => a,
+        Err(d) if d.iter().all(|d| d.code == "E0803" || d.code == "E0802") => return Case::Refused,
+        Err(d) => panic!("{text}\n{d:?}"),
+    };
+    let Ok(forward) = interp::run(&fm, &RunOptions { seed, ..RunOptions::default() }) else { return Case::FrontEnd };
+    let forward = named(&fm, forward);
+    let adj_src = Source::from_string("p.grad.et", &adjoint.source);
+    let binds: Vec<String> =
+        cfg.dims.iter().map(|(n, d)| format!("{n}={d:?}").replace(' ', "")).filter(|b| adjoint.source.contains(b.split('=').next().unwrap())).collect();
+    let adj_prog = eintup::pipeline::resolved(&adj_src).unwrap_or_else(|f| panic!("{text}\n{}\n{f}", adjoint.source));
+    let binds: Vec<String> = binds.into_iter().filter(|b| adj_prog.module.eintup_by_name(b.split('=').next().unwrap()).is_some()).collect();
+    let (am, _) = eintup::pipeline::specialized_for(&adj_src, &binds, &[], seed, eintup::ir::loops::FloatWidth::F64)
+        .unwrap_or_else(|f| panic!("{text}\n{}\n{binds:?}\n{f}", adjoint.source));
+    let inputs: BTreeMap<String, Tensor> = fm.arrays.iter().filter(|a| a.is_input).map(|a| (a.name.clone(), forward[&a.name].clone())).collect();
+    let got = named(
+        &am,
+        interp::run(&am, &RunOptions { seed, inputs: inputs.clone(), ..RunOptions::default() }).unwrap_or_else(|e| panic!("{text}\n{}\n{e:?}", adjoint.source)),
+    );
+    let cotangents: Vec<(String, Tensor)> = outputs.iter().zip(&adjoint.cotangents).map(|(y, c)| (y.clone(), got[c].clone())).collect();
+    let fbinds: Vec<String> = cfg.dims.iter().map(|(n, d)| format!("{n}={d:?}").replace(' ', "")).collect();
+    let dirs: Vec<Vec<f64>> = wrt.iter().enumerate().map(|(i, x)| direction(seed * 7 + i as u64, inputs[x].len())).collect();
+    let predicted: f64 =
+        wrt.iter().zip(&adjoint.gradients).zip(&dirs).map(|((_, g), v)| got[g].to_f64_vec().iter().zip(v).map(|(a, b)| a * b).sum::<f64>()).sum();
+    let scale: f64 = 1.0
+        + wrt
+            .iter()
+            .zip(&adjoint.gradients)
+            .zip(&dirs)
+            .map(|((_, g), v)| got[g].to_f64_vec().iter().zip(v).map(|(a, b)| (a * b).abs()).sum::<f64>())
+            .sum::<f64>();
+    if !predicted.is_finite() || !scale.is_finite() {
+        return Case::NotFinite;
+    }
+    let magnitude = inputs.values().flat_map(|t| t.to_f64_vec()).fold(1.0f64, |m, x| m.max(x.abs()));
+    let f = |t: f64| {
+        let mut shifted = inputs.clone();
+        for (x, v) in wrt.iter().zip(&dirs) {
+            let a = &inputs[x];
+            let data = a.to_f64_vec().iter().zip(v).map(|(p, d)| p + t * d).collect();
+            shifted.insert(x.clone(), Tensor::new(a.shape.clone(), Data::F64(data)).unwrap());
+        }
+        objective(&src, &fbinds, &shifted, &cotangents)
+    };
+    let (fd1, fd2) = differences(&f, 1e-4 * magnitude);
+    if !fd1.is_finite() || !fd2.is_finite() {
+        return Case::NotFinite;
+    }
+    // Richardson: fd(h/2) errs by about a third of fd(h) - fd(h/2).
+    let allowed = (fd1 - fd2).abs() + 1e-6 * scale;
+    assert!(
+        (fd2 - predicted).abs() <= allowed,
+        "{text}\nseed {seed}: finite differences give {fd2} (at twice the step {fd1}), the adjoint {predicted}\n{}",
+        adjoint.source
+    );
+    Case::Checked
+}
+
+#[test]
+fn random_programs_match_finite_differences() {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let cases = eintup_testkit::cases(1500);
+    let mut runner =
+        TestRunner::new_with_rng(Config { cases, failure_persistence: None, ..Config::default() }, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let tally = std::sync::Mutex::new(BTreeMap::<Case, usize>::new());
+    let result = runner.run(&(eintup_testkit::programs::smooth_program(), 0u64..4), |(text, seed)| {
+        let case = random_case(&text, seed);
+        *tally.lock().unwrap_or_else(|e| e.into_inner()).entry(case).or_default() += 1;
+        Ok(())
+    });
+    let tally = tally.into_inner().unwrap_or_else(|e| e.into_inner());
+    eprintln!("random program gradients: {tally:?}");
+    result.unwrap();
+    let checked = tally.get(&Case::Checked).copied().unwrap_or(0);
+    assert!(checked * 20 >= cases as usize, "only {checked} of {cases} programs were checked: {tally:?}");
 }
