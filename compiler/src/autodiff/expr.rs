@@ -111,6 +111,22 @@ impl Expr {
         }
     }
 
+    /// Calls `f` with the eintups of every `DIMS(..)[t]` and `RANK(..)`
+    /// list in the tree.
+    pub fn for_each_list(&self, f: &mut impl FnMut(Vec<EintupId>)) {
+        match self {
+            Expr::DimsAt(l, _) => f(l.eintups().collect()),
+            Expr::Rank(l) => f(l.clone()),
+            Expr::Random(a, b, _) | Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
+                a.for_each_list(f);
+                b.for_each_list(f);
+            }
+            Expr::Neg(a) => a.for_each_list(f),
+            Expr::Call(_, args) => args.iter().for_each(|a| a.for_each_list(f)),
+            Expr::Int(_) | Expr::Float(_) | Expr::Read(..) => {}
+        }
+    }
+
     fn strength(&self) -> u8 {
         match self {
             Expr::Cmp(..) => CMP,

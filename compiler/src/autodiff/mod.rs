@@ -145,8 +145,17 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
     let m = &p1.module;
     let id = |name: &str| m.array_by_name(name).expect("versions keep every array");
 
-    let mut gen =
-        Generator { m, fresh: &mut fresh, lines: Vec::new(), needed: HashSet::new(), contributions: Vec::new(), acc: HashMap::new(), domains: HashMap::new() };
+    let mut gen = Generator {
+        m,
+        fresh: &mut fresh,
+        lines: Vec::new(),
+        needed: HashSet::new(),
+        mentioned: BTreeSet::new(),
+        contributions: Vec::new(),
+        acc: HashMap::new(),
+        cotangent: HashMap::new(),
+        domains: HashMap::new(),
+    };
     let wrt1: Vec<ArrayId> = wrt.iter().map(|&a| id(&m0.arrays[a].name)).collect();
     let of1: Vec<ArrayId> = of_last.iter().map(|n| id(n)).collect();
     let constant: Vec<ArrayId> = request_arrays(m0, &req.constant, "constant")?.iter().map(|&a| id(&v.last[a])).collect();
@@ -177,10 +186,21 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
         }
         let written_again = m.stmts.iter().filter(|s| s.array == y).count() > 1;
         let read_later = m.stmts.iter().any(|s| s.reads(y));
-        if written_again || read_later {
+        if written_again {
+            // Its writes mask the accumulator, so it starts as a copy of
+            // the cotangent: exact, since an array written again has a
+            // distinct eintup at each position (`versions`).
             let acc = (gen.fresh)(&format!("grad_{}_total", m.arrays[y].name));
             declarations.push(statement(m, &acc, &signature_slots(m, y), AssignOp::Assign, &Expr::read(&cot, &signature_slots(m, y))));
             gen.acc.insert(y, acc);
+        } else if read_later {
+            // Later reads add into an accumulator of their own, and its
+            // gradient is the sum of both: a copy over a signature like
+            // `z[d //^ 2]` would add each cell once per eintup value.
+            let acc = (gen.fresh)(&format!("grad_{}_later", m.arrays[y].name));
+            declarations.push(statement(m, &acc, &signature_slots(m, y), AssignOp::Assign, &Expr::Float(0.0)));
+            gen.acc.insert(y, acc);
+            gen.cotangent.insert(y, cot);
         } else {
             gen.acc.insert(y, cot);
         }
@@ -200,13 +220,22 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
 
     // The forward statements the adjoint reads (and every input, so the
     // adjoint takes the forward program's inputs).
+    // A statement it does not need is kept too when it alone mentions an
+    // eintup: the constraints are about it, and the forward program's
+    // accesses are what bound its dims.
     let mut keep = vec![false; m.stmts.len()];
     let mut needed: HashSet<ArrayId> = gen.needed.iter().filter_map(|n| m.array_by_name(n)).collect();
-    for (si, s) in m.stmts.iter().enumerate().rev() {
-        if needed.contains(&s.array) || m.defines_input(si) {
-            keep[si] = true;
-            needed.extend(reads_of(s));
+    let mut mentioned = gen.mentioned.clone();
+    loop {
+        for (si, s) in m.stmts.iter().enumerate().rev() {
+            if !keep[si] && (needed.contains(&s.array) || m.defines_input(si)) {
+                keep[si] = true;
+                needed.extend(reads_of(s));
+                mentioned.extend(stmt_mentions(s));
+            }
         }
+        let Some(si) = (0..m.stmts.len()).find(|&si| !keep[si] && stmt_mentions(&m.stmts[si]).iter().any(|t| !mentioned.contains(t))) else { break };
+        needed.insert(m.stmts[si].array);
     }
     let mut text = String::new();
     for (si, s) in m.stmts.iter().enumerate() {
@@ -286,6 +315,33 @@ fn reads_of(s: &Stmt) -> Vec<ArrayId> {
     out
 }
 
+/// The eintups an index expression mentions: as variables and in
+/// `DIMS(..)` and `RANK(..)` lists.
+fn index_mentions(e: &IndexExpr, out: &mut BTreeSet<EintupId>) {
+    e.for_each(&mut |x| match &x.kind {
+        IndexKind::Var(t) => {
+            out.insert(*t);
+        }
+        IndexKind::Dims(l) => out.extend(l.eintups()),
+        IndexKind::Rank(l) => out.extend(l.iter().copied()),
+        _ => {}
+    });
+}
+
+/// The eintups statement `s` mentions anywhere.
+fn stmt_mentions(s: &Stmt) -> BTreeSet<EintupId> {
+    let mut out = BTreeSet::new();
+    s.for_each_index_expr(&mut |e| index_mentions(e, &mut out));
+    for op in &s.ops {
+        match &op.kind {
+            OpKind::DimsAt(l, _) => out.extend(l.eintups()),
+            OpKind::Rank(l) => out.extend(l.iter().copied()),
+            _ => {}
+        }
+    }
+    out
+}
+
 fn read_key(name: &str, m: &Module, slots: &[IndexSlot]) -> String {
     format!("{name}[{}]", print::slots(m, slots))
 }
@@ -328,9 +384,14 @@ struct Generator<'a, F: FnMut(&str) -> String> {
     lines: Vec<String>,
     /// Names of the arrays the adjoint statements read.
     needed: HashSet<String>,
+    /// The eintups the adjoint statements mention.
+    mentioned: BTreeSet<EintupId>,
     contributions: Vec<Contribution>,
     /// Each active array's gradient accumulator.
     acc: HashMap<ArrayId, String>,
+    /// An output read later: its cotangent, which its gradient adds to
+    /// the accumulator's.
+    cotangent: HashMap<ArrayId, String>,
     /// `domain_t` arrays declared for the gather rewrite.
     domains: HashMap<EintupId, String>,
 }
@@ -375,6 +436,11 @@ impl<'a, F: FnMut(&str) -> String> Generator<'a, F> {
         slots.iter().for_each(|s| s.for_each(&mut note));
         rhs.clone().for_each_index_mut(&mut |e| e.for_each(&mut note));
         self.needed.extend(slices);
+        let mut mentioned = BTreeSet::new();
+        slots.iter().for_each(|s| s.for_each(&mut |e| index_mentions(e, &mut mentioned)));
+        rhs.clone().for_each_index_mut(&mut |e| index_mentions(e, &mut mentioned));
+        rhs.for_each_list(&mut |l| mentioned.extend(l));
+        self.mentioned.extend(mentioned);
         self.lines.push(statement(m, name, slots, op, rhs));
     }
 
@@ -386,6 +452,16 @@ impl<'a, F: FnMut(&str) -> String> Generator<'a, F> {
             return Some(&m.arrays[a].positions);
         }
         self.acc.iter().find(|(_, n)| n.as_str() == name).map(|(&a, _)| m.arrays[a].positions.as_slice())
+    }
+
+    /// The gradient of array `a` at `slots`: its accumulator, plus its
+    /// cotangent where that is apart.
+    fn gradient(&self, a: ArrayId, slots: &[IndexSlot]) -> Expr {
+        let acc = Expr::read(&self.acc[&a], slots);
+        match self.cotangent.get(&a) {
+            Some(c) => Expr::bin(BinOp::Add, Expr::read(c, slots), acc),
+            None => acc,
+        }
     }
 
     /// `rhs` wrapped so that it runs exactly where the forward statement
@@ -450,7 +526,7 @@ impl<'a, F: FnMut(&str) -> String> Generator<'a, F> {
         // max=/min=: the instantiations that reached the kept value share
         // its gradient equally (ties split, as tf.reduce_max's).
         let weight = match s.op {
-            AssignOp::Assign | AssignOp::AddAssign => Expr::read(&g, &s.indices),
+            AssignOp::Assign | AssignOp::AddAssign => self.gradient(a, &s.indices),
             AssignOp::MaxAssign | AssignOp::MinAssign => {
                 let count = (self.fresh)(&format!("count_{a_name}"));
                 if !first {
@@ -458,7 +534,7 @@ impl<'a, F: FnMut(&str) -> String> Generator<'a, F> {
                 }
                 let hit = Expr::cmp(CmpOp::Eq, rhs.clone(), Expr::read(&a_name, &s.indices));
                 self.emit(&count, &s.indices, AssignOp::Assign, &hit);
-                Expr::select(hit, Expr::bin(BinOp::Div, Expr::read(&g, &s.indices), Expr::read(&count, &s.indices)), Expr::Float(0.0))
+                Expr::select(hit, Expr::bin(BinOp::Div, self.gradient(a, &s.indices), Expr::read(&count, &s.indices)), Expr::Float(0.0))
             }
         };
         // Reads of one cell (`x[e] * x[e]`) are one variable: one
