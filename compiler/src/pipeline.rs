@@ -187,16 +187,25 @@ pub struct GpuOptions {
     pub tuning: bool,
     pub choices: Vec<(String, String)>,
     pub options: Vec<(String, String)>,
+    /// `--deterministic`: no float atomics (`parallelize`).
+    pub deterministic: bool,
 }
 
 impl GpuOptions {
     /// For `sm`, with its tuning table and nothing forced.
     pub fn new(float: FloatWidth, fp_contract: FpContract, sm: u32) -> GpuOptions {
-        GpuOptions { float, fp_contract, gpu: GpuTarget::for_sm(sm), tuning: true, choices: Vec::new(), options: Vec::new() }
+        GpuOptions { float, fp_contract, gpu: GpuTarget::for_sm(sm), tuning: true, choices: Vec::new(), options: Vec::new(), deterministic: false }
     }
 
     fn driver(&self) -> DriverOptions {
-        DriverOptions { float: self.float, fp_contract: self.fp_contract, gpu: self.gpu, tuning: self.tuning, ..DriverOptions::default() }
+        DriverOptions {
+            float: self.float,
+            fp_contract: self.fp_contract,
+            gpu: self.gpu,
+            tuning: self.tuning,
+            deterministic: self.deterministic,
+            ..DriverOptions::default()
+        }
     }
 
     /// The GPU passes up to (not including) `stop` (all: `None`), each

@@ -177,7 +177,7 @@ pub static PASSES: &[PassInfo] = &[
         refuses: &[],
         provides: &[Fact::Parallelized],
         refines: true,
-        run: run_with!(super::NoOptions, super::parallelize::run),
+        run: run_with!(super::parallelize::ParallelizeOptions, super::parallelize::run),
     },
     PassInfo {
         name: "direct-stores",

@@ -159,6 +159,8 @@ pub struct DriverOptions {
     pub dynamic: bool,
     /// `--rank NAME=R`: ranks a dynamic build fixes.
     pub ranks: Vec<(String, usize)>,
+    /// `--deterministic`: no float atomics (`parallelize`).
+    pub deterministic: bool,
 }
 
 impl Default for DriverOptions {
@@ -174,6 +176,7 @@ impl Default for DriverOptions {
             tuning: true,
             dynamic: false,
             ranks: Vec::new(),
+            deterministic: false,
         }
     }
 }

@@ -28,27 +28,167 @@
 //! non-negative (`poly::Extents`): the convolution's stride
 //! `%ochan.0 * X` then has a sign and `o < X` gives `o <= X - 1`.
 
-use super::PassError;
-use super::{Ir, NoOptions, Unit};
+//!
+//! With `deterministic=true` (`--deterministic`) no float sum is atomic,
+//! so a float result does not depend on the order threads run in: a
+//! kernel that would add into a float buffer atomically instead moves the
+//! loops the written cell determines (a scatter's plain left-hand
+//! variables) outward over those it does not (the scattered ones, through
+//! index loads and guards, where their bounds allow), runs the moved
+//! loops in parallel and the rest in order inside each thread, and writes
+//! with a plain accumulate. INT sums stay atomic (integer addition is
+//! associative), as do max and min (any order gives the same value).
+
+use super::spec::{self, PassOptions};
+use super::{DriverOptions, Ir, PassError, Unit};
 use crate::ir::loops::poly::{Extents, Poly};
 use crate::ir::loops::*;
 
-pub fn run(unit: &mut Unit, _: &NoOptions) -> Result<Option<String>, PassError> {
+/// `deterministic=true|false`, as `--deterministic`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParallelizeOptions {
+    pub deterministic: bool,
+}
+
+impl PassOptions for ParallelizeOptions {
+    const KEYS: &'static [(&'static str, &'static str)] =
+        &[("deterministic", "true|false: no float atomics; a float scatter runs its scattered loops in order in each thread (as --deterministic)")];
+    fn from_driver(d: &DriverOptions) -> Self {
+        ParallelizeOptions { deterministic: d.deterministic }
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "deterministic" => self.deterministic = spec::parse_bool(value)?,
+            _ => return Err(format!("option `{key}` is not declared")),
+        }
+        Ok(())
+    }
+}
+
+pub fn run(unit: &mut Unit, opts: &ParallelizeOptions) -> Result<Option<String>, PassError> {
     let Ir::Loop(m) = &mut unit.ir else { return Err(PassError::Internal("parallelize runs on the loop level".into())) };
-    let (mut par, mut atomic) = (0, 0);
+    let (mut par, mut atomic, mut ordered) = (0, 0, 0);
     let ext = Extents::of(m);
+    let float: Vec<bool> = m.buffers.iter().map(|b| b.dtype.is_float()).collect();
     for k in &mut m.kernels {
-        let r = parallelize_kernel(k, &ext);
+        let ordered_sum = opts.deterministic && kernel_write(k).is_some_and(|w| w.kind == WriteKind::Accumulate && float.get(w.buf).copied().unwrap_or(false));
+        let r = if ordered_sum { parallelize_in_order(k, &ext) } else { parallelize_kernel(k, &ext) };
         par += r.parallel_loops;
         atomic += r.atomic as usize;
+        ordered += r.in_order as usize;
     }
-    Ok(Some(format!("{par} parallel loops, {atomic} kernels with atomic writes")))
+    let ordered = if opts.deterministic { format!(", {ordered} float scatters in order (deterministic)") } else { String::new() };
+    Ok(Some(format!("{par} parallel loops, {atomic} kernels with atomic writes{ordered}")))
 }
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Outcome {
     pub parallel_loops: usize,
     pub atomic: bool,
+    /// Deterministic mode: a write that would have been atomic runs its
+    /// undetermined loops in order instead.
+    pub in_order: bool,
+}
+
+/// The kernel's one write, if it has exactly one.
+fn kernel_write(k: &Kernel) -> Option<Write> {
+    let mut sp = Spine { ranges: vec![None; k.vars.len()], bounds: vec![None; k.vars.len()], ..Default::default() };
+    collect(&k.body, &mut sp, true);
+    sp.write.filter(|_| sp.computes == 1)
+}
+
+/// [`parallelize_kernel`] without float atomics: where the write is not
+/// injective in the candidates, the loops it determines move out and run
+/// in parallel, the others in order.
+fn parallelize_in_order(k: &mut Kernel, ext: &Extents) -> Outcome {
+    let before = k.clone();
+    let first = parallelize_kernel(k, ext);
+    if !first.atomic {
+        return first;
+    }
+    *k = before;
+    let mut sp = Spine { ranges: vec![None; k.vars.len()], bounds: vec![None; k.vars.len()], ..Default::default() };
+    collect(&k.body, &mut sp, true);
+    let Some(write) = sp.write.clone() else { return Outcome::default() };
+    let det = determined(&write.offset, &sp).or_else(|| determined_symbolic(&write.offset, &sp, ext)).unwrap_or_default();
+    hoist(&mut k.body, &det);
+    let mut sp = Spine { ranges: vec![None; k.vars.len()], bounds: vec![None; k.vars.len()], ..Default::default() };
+    collect(&k.body, &mut sp, true);
+    let single = |r: (i64, i64)| r.0 == r.1;
+    let cands: Vec<VarId> = sp.loops.iter().take_while(|l| det.contains(&l.0) || single(l.1)).map(|l| l.0).collect();
+    mark(&mut k.body, &cands, false);
+    Outcome { parallel_loops: cands.len(), atomic: false, in_order: true }
+}
+
+/// The index of the one node of `ns` that is not an index load (the
+/// spine goes on through it), if there is exactly one.
+fn spine_node(ns: &[Node]) -> Option<usize> {
+    let mut rest = ns.iter().enumerate().filter(|(_, n)| !matches!(n, Node::LoadIndex { .. }));
+    let (i, _) = rest.next()?;
+    rest.next().is_none().then_some(i)
+}
+
+/// Moves the spine loops in `det` out over the spine loops not in it
+/// (keeping each group's order), where the moved loop's bounds do not use
+/// what it moves over: the outer loop's variable and the indices loaded
+/// between them. Guards between them stay inside, around the same body.
+fn hoist(ns: &mut [Node], det: &[VarId]) {
+    let Some(i) = spine_node(ns) else { return };
+    match &mut ns[i] {
+        Node::Guard(g) => hoist(&mut g.body, det),
+        Node::For(l) => {
+            hoist(&mut l.body, det);
+            if !det.contains(&l.var) {
+                if let Some(swapped) = swap_with_next(l, det) {
+                    ns[i] = swapped;
+                    // The moved loop's body now holds `l`: go on below it.
+                    if let Node::For(outer) = &mut ns[i] {
+                        hoist(&mut outer.body, det);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `for o { loads; guard { for i in det { B } } }` as
+/// `for i { for o { loads; guard { B } } }`, when `i`'s bounds use
+/// neither `o` nor the loaded indices.
+fn swap_with_next(outer: &mut For, det: &[VarId]) -> Option<Node> {
+    let mut bound = vec![outer.var];
+    // Find the path to the next loop: through loads and guards.
+    fn find<'a>(ns: &'a mut Vec<Node>, bound: &mut Vec<VarId>) -> Option<(&'a mut Vec<Node>, usize)> {
+        for n in ns.iter() {
+            if let Node::LoadIndex { var, .. } = n {
+                bound.push(*var);
+            }
+        }
+        let i = spine_node(ns)?;
+        match &ns[i] {
+            Node::For(_) => Some((ns, i)),
+            Node::Guard(_) => {
+                let Node::Guard(g) = &mut ns[i] else { unreachable!("matched a guard") };
+                find(&mut g.body, bound)
+            }
+            _ => None,
+        }
+    }
+    let (holder, i) = find(&mut outer.body, &mut bound)?;
+    let Node::For(inner) = &holder[i] else { return None };
+    let mut uses = false;
+    inner.lo.for_each_var(&mut |v| uses |= bound.contains(&v));
+    inner.hi.for_each_var(&mut |v| uses |= bound.contains(&v));
+    if !det.contains(&inner.var) || uses {
+        return None;
+    }
+    let Node::For(inner) = holder.remove(i) else { unreachable!("checked above") };
+    let For { var, lo, hi, kind, body } = inner;
+    for (k, n) in body.into_iter().enumerate() {
+        holder.insert(i + k, n);
+    }
+    let outer_loop = std::mem::replace(outer, For { var: outer.var, lo: IExpr::c(0), hi: IExpr::c(0), kind: outer.kind, body: Vec::new() });
+    Some(Node::For(For { var, lo, hi, kind, body: vec![Node::For(outer_loop)] }))
 }
 
 /// What the walk down the spine collects.
@@ -112,7 +252,7 @@ pub fn parallelize_kernel(k: &mut Kernel, ext: &Extents) -> Outcome {
     }
     let atomic = !injective && !harmless_store;
     mark(&mut k.body, &cands, atomic);
-    Outcome { parallel_loops: cands.len(), atomic }
+    Outcome { parallel_loops: cands.len(), atomic, in_order: false }
 }
 
 fn collect(ns: &[Node], sp: &mut Spine, on_spine: bool) {
@@ -393,7 +533,7 @@ mod tests {
         // The dynamic matmul's write over three symbols.
         let m = crate::ir::loops::parse::parse_verified(include_str!("../../tests/Inputs/dynamic_matmul.etir")).unwrap();
         let mut mm = m.kernels[1].clone();
-        assert_eq!(parallelize_kernel(&mut mm, &Extents::of(&m)), Outcome { parallel_loops: 3, atomic: false });
+        assert_eq!(parallelize_kernel(&mut mm, &Extents::of(&m)), Outcome { parallel_loops: 3, atomic: false, in_order: false });
         // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide (the
         // guard, never true, keeps the module in bounds).
         // j may reach %c.0: cells (i, %c.0) and (i + 1, 0) collide.

@@ -101,14 +101,27 @@ fn check_gradient(src: &Source, wrt: &[String], seed: u64, backends: bool) -> ei
     adjoint
 }
 
-/// The PTX of the adjoint's bundle at configuration `seed`.
-fn adjoint_ptx(adjoint: &eintup::autodiff::Adjoint, seed: u64) -> String {
+/// The adjoint's bundle at configuration `seed` (`binds` fixed), in
+/// `float`, with or without `--deterministic`.
+fn adjoint_bundle(
+    adjoint: &eintup::autodiff::Adjoint,
+    binds: &[String],
+    seed: u64,
+    float: eintup::ir::loops::FloatWidth,
+    deterministic: bool,
+) -> (Module, eintup_runtime::Bundle) {
     let src = Source::from_string("adjoint.et", &adjoint.source);
-    let (m, cfg) = eintup::pipeline::specialized_module(&src, &[], seed).unwrap();
-    let (float, fp_contract) = (eintup::ir::loops::FloatWidth::F32, FpContract::Fast);
-    let lm = eintup::pipeline::lower_gpu(&src, &m, &eintup::pipeline::GpuOptions::new(float, fp_contract, eintup::ir::loops::target::DEFAULT_SM)).unwrap();
+    let (m, cfg) = eintup::pipeline::specialized_module(&src, binds, seed).unwrap();
+    let fp_contract = FpContract::Fast;
+    let opts = eintup::pipeline::GpuOptions { deterministic, ..eintup::pipeline::GpuOptions::new(float, fp_contract, eintup::ir::loops::target::DEFAULT_SM) };
+    let lm = eintup::pipeline::lower_gpu(&src, &m, &opts).unwrap();
     let bundle = eintup_codegen::bundle::build(&src, &m, &lm, &cfg, &eintup_codegen::bundle::BuildOptions { seed, float, sm: 80, fp_contract }).unwrap();
-    bundle.ptx().to_string()
+    (m, bundle)
+}
+
+/// The PTX of the adjoint's bundle at configuration `seed` (f32).
+fn adjoint_ptx(adjoint: &eintup::autodiff::Adjoint, seed: u64) -> String {
+    adjoint_bundle(adjoint, &[], seed, eintup::ir::loops::FloatWidth::F32, false).1.ptx().to_string()
 }
 
 #[test]
@@ -170,6 +183,36 @@ fn the_adjoint_of_gather_nd_is_a_scatter_add() {
     let adjoint = check_gradient(&src, &["src".to_string()], 0, true);
     assert!(adjoint.contributions.iter().any(|c| matches!(c.form, Form::Scatter(_))), "{:?}", adjoint.contributions);
     assert!(adjoint_ptx(&adjoint, 0).contains("atom.global.add"), "a scatter-add runs with atomics");
+}
+
+#[test]
+fn deterministic_scatters_have_no_float_atomics_and_sum_in_order() {
+    // Twelve updates into six cells of `src`: the indices collide.
+    let src = Source::load(&example("gather_nd.et")).unwrap();
+    let prog = eintup::pipeline::resolved(&src).unwrap();
+    let adjoint = differentiate(&prog, &Request { wrt: vec!["src".into()], of: vec![], constant: vec![] }).unwrap();
+    let binds: Vec<String> = ["batch=[2]", "loc=[3]", "w=[12]", "item=[3]"].iter().map(|s| s.to_string()).collect();
+    for float in [eintup::ir::loops::FloatWidth::F64, eintup::ir::loops::FloatWidth::F32] {
+        let (m, bundle) = adjoint_bundle(&adjoint, &binds, 1, float, true);
+        let ptx = bundle.ptx();
+        assert!(
+            !ptx.contains("atom.global.add.f") && !ptx.contains("red.global.add.f") && !ptx.contains("atom.global.cas"),
+            "{float:?}: float atomics in\n{ptx}"
+        );
+        // The kernel sums each cell in the interpreter's order: bit for bit
+        // its result, on every run.
+        let want = interp::run(&m, &RunOptions { seed: 1, float, ..RunOptions::default() }).unwrap();
+        let g = m.array_by_name("grad_src").unwrap();
+        for _ in 0..2 {
+            let (out, _) = eintup_runtime::Device::emulator().run_profiled(&bundle, &BTreeMap::new()).unwrap();
+            assert_eq!(out["grad_src"].data, want[g].data, "{float:?}");
+        }
+        let idx = want[m.array_by_name("idx").unwrap()].to_f64_vec();
+        let mut seen = std::collections::HashSet::new();
+        assert!(idx.chunks(1).any(|c| !seen.insert(c[0] as i64)), "the drawn indices collide");
+    }
+    // Without the mode the same kernel adds atomically.
+    assert!(adjoint_bundle(&adjoint, &binds, 1, eintup::ir::loops::FloatWidth::F64, false).1.ptx().contains("atom.global.add.f64"));
 }
 
 #[test]

@@ -21,7 +21,8 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
     super::run::print_warnings(&src, &config.warnings);
     let (planned, warnings) = eintup::pipeline::planned(&src, &module, args.float, args.fp_contract)?;
     super::run::print_warnings(&src, &warnings);
-    let lm = eintup::pipeline::lower_gpu(&src, &planned, &eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm))?;
+    let gpu = eintup::pipeline::GpuOptions { deterministic: args.deterministic, ..eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm) };
+    let lm = eintup::pipeline::lower_gpu(&src, &planned, &gpu)?;
     let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
     let generated = format!("{} generated on the device", count(b.manifest().generate.len(), "input", "inputs"));
     write(&b, &args, sm, &generated)
@@ -63,7 +64,7 @@ fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Fail
         dims[d] = v;
     }
     check_bundle_size(&lm, &dims)?;
-    let opts = eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm);
+    let opts = eintup::pipeline::GpuOptions { deterministic: args.deterministic, ..eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm) };
     let lm = eintup::pipeline::optimize_gpu(src, lm, &opts)?;
     let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| e.into_failure("PTX emission"))?;
     let b = bundle::bind_dynamic(&lm, &ptx, &info.ptx_version, sm, &dims)?;
@@ -102,7 +103,7 @@ fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure>
         .map(|r| eintup::passes::spec::parse_rank(r).map_err(|e| Failure::user(format!("eintup: error: --rank {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
     let (prog, sym) = eintup::pipeline::symbolic_for(src, &args.bind, &ranks)?;
-    let opts = eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm);
+    let opts = eintup::pipeline::GpuOptions { deterministic: args.deterministic, ..eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm) };
     let lowered = eintup::variants::lower_gpu_dynamic(src, &prog, &opts)?;
     let b = bundle::build_dynamic(src, &prog, &sym, &lowered, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
     let symbolic: Vec<&str> = prog.module.eintups.iter().enumerate().filter(|(e, _)| sym.dims.is_symbolic(*e)).map(|(_, t)| t.name.as_str()).collect();

@@ -16,7 +16,7 @@ pub fn main(args: GradArgs) -> Result<(), Failure> {
             let form = match &c.form {
                 Form::Gather => "gather".to_string(),
                 Form::Rewritten(eqs) => format!("gather, rewritten from a scatter ({eqs})"),
-                Form::Scatter(why) => format!("scatter-add, atomics on the GPU ({why})"),
+                Form::Scatter(why) => format!("scatter-add, atomics on the GPU unless built --deterministic ({why})"),
             };
             eprintln!("  {} from {}: {form}", c.target, c.read);
         }

@@ -248,6 +248,12 @@ pub struct BuildArgs {
     /// With --dynamic: fix an eintup's rank, NAME=R. Repeatable.
     #[arg(long = "rank", value_name = "NAME=R", requires = "dynamic")]
     pub rank: Vec<String>,
+    /// No float atomics: a float scatter (a `+=` through an index array,
+    /// as a gather's gradient) runs its scattered loops in order inside
+    /// each thread, so its sums do not depend on thread timing
+    /// (docs/gradients.md#scatters-and-gathers).
+    #[arg(long)]
+    pub deterministic: bool,
 }
 
 /// `--fp-contract off|fast` (the codegen crate's `FpContract`).
