@@ -108,7 +108,7 @@ fn check_gradient_at(src: &Source, wrt: &[String], binds: &[String], seed: u64, 
     }
     // With no element to move (a zero-sized input), there is no
     // difference to take (the objective may be a NaN of empty maxima).
-    if wrt.iter().all(|x| inputs[x].len() == 0) {
+    if wrt.iter().all(|x| inputs[x].is_empty()) {
         return Some(adjoint);
     }
     let fd = (objective(src, &forward_binds, &plus, &cotangents) - objective(src, &forward_binds, &minus, &cotangents)) / (2.0 * H);
