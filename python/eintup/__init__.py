@@ -115,6 +115,16 @@ class Kernel:
         self._inner = inner
         self.name = name
         self._adjoint = adjoint
+        # The program's text and `compile`'s options: what pickling keeps.
+        self._recipe: Optional[tuple[str, str, dict[str, Any]]] = None
+
+    def __reduce__(self) -> Any:
+        """A kernel pickles as its program's text and `compile`'s options;
+        unpickling compiles it again (from the disk cache where it is
+        there), so it crosses to `spawn` workers and other processes."""
+        if self._recipe is None:
+            raise TypeError(f"{self!r} cannot be pickled: only kernels made by eintup.compile can")
+        return (_compile_text, self._recipe)
 
     @property
     def grad(self) -> list[str]:
@@ -229,6 +239,19 @@ def compile(
     (docs/gradients.md).
     Errors that need no shapes are raised here; the rest at the call."""
     text, name = _read(source)
+    options = dict(target=target, float=float, binds=binds, fp_contract=fp_contract, seed=seed, cache=cache, dynamic=dynamic, grad=grad, grad_of=grad_of)
+    return _compile_text(text, name, options)
+
+
+def _compile_text(text: str, name: str, options: dict[str, Any]) -> Kernel:
+    """`compile` of a program's text: what a pickled kernel is rebuilt from."""
+    target, float, binds, fp_contract, seed, cache, dynamic, grad, grad_of = (
+        options[k] for k in ("target", "float", "binds", "fp_contract", "seed", "cache", "dynamic", "grad", "grad_of"))
+    _check_text(text, name)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise Error(f"seed={seed!r}: expected an integer in [0, 2**64)")
+    if binds is not None and not isinstance(binds, Mapping):
+        raise Error(f"binds={binds!r}: expected a mapping from eintup names to dims, such as {{'batch': [2]}}")
     bind_args = [f"{k}=[{', '.join(str(d) for d in _bind_dims(k, v))}]" for k, v in (binds or {}).items()]
 
     def build(text: str, name: str) -> _eintup.Kernel:
@@ -242,7 +265,20 @@ def compile(
         adj_text, gradients, cotangents, inputs = _eintup.grad(text, name, wrt, of)
         adj_name = f"{name} (adjoint)"
         adjoint = _Adjoint(build(adj_text, adj_name), adj_name, dict(zip(wrt, gradients)), dict(cotangents), inputs)
-    return Kernel(inner, name, adjoint)
+    kernel = Kernel(inner, name, adjoint)
+    kernel._recipe = (text, name, dict(options))
+    return kernel
+
+
+def _check_text(text: str, name: str) -> None:
+    """A program's text must be Unicode the compiler can read: a lone
+    surrogate (from a `surrogateescape` decode) is an error, located."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        line = text.count("\n", 0, e.start) + 1
+        col = e.start - (text.rfind("\n", 0, e.start) + 1) + 1
+        raise Error(f"{name}:{line}:{col}: error: the source holds a lone surrogate (U+{ord(text[e.start]):04X}), which is no Unicode character") from None
 
 
 class _Adjoint:

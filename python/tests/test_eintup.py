@@ -1,6 +1,7 @@
 """The Python package `eintup` (docs/python.md): results against NumPy and
 the reference interpreter, the compiled-code cache, `out=`, DLPack, and
 every error path raising `eintup.Error` with the CLI's message."""
+import os
 import pathlib
 
 import numpy as np
@@ -129,6 +130,34 @@ def test_vjp_errors_are_eintup_errors():
         k.vjp({}, {"y": z})
     with pytest.raises(eintup.Error, match="compiled without grad"):
         eintup.compile(EXAMPLES_DIR / "softmax.et").vjp({"x": z}, {"y": z})
+
+
+def test_kernels_pickle_by_source_and_options_and_run_in_a_fresh_process():
+    import pickle
+    import subprocess
+    import sys
+    k = eintup.compile(MATMUL, target="cpu", float="f64", seed=3)
+    a, b = rand((2, 3), np.float64), rand((3, 4), np.float64)
+    k2 = pickle.loads(pickle.dumps(k))
+    np.testing.assert_array_equal(k2(a=a, b=b)["c"], k(a=a, b=b)["c"])
+    assert (k2.target, k2.name) == (k.target, k.name)
+    # A fresh interpreter, as a `spawn` worker is: the kernel and the
+    # arrays arrive pickled, the result goes back pickled.
+    code = "import pickle, sys; k, a, b = pickle.load(sys.stdin.buffer); sys.stdout.buffer.write(pickle.dumps(k(a=a, b=b)['c']))"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps((k, a, b)), capture_output=True, env=env, check=True).stdout
+    np.testing.assert_allclose(pickle.loads(out), a @ b, rtol=1e-12)
+    g = pickle.loads(pickle.dumps(eintup.compile(EXAMPLES_DIR / "softmax.et", float="f64", grad=["x"])))
+    assert g.grad == ["x"]
+
+
+def test_bad_compile_arguments_are_eintup_errors():
+    with pytest.raises(eintup.Error, match="seed=-1"):
+        eintup.compile(MATMUL, seed=-1)
+    with pytest.raises(eintup.Error, match="binds=.*expected a mapping"):
+        eintup.compile(MATMUL, binds=["batch"])
+    with pytest.raises(eintup.Error, match="<string>:2:3: error: the source holds a lone surrogate"):
+        eintup.compile("x[i] = RANDOM(0, 1, FLOAT)\ny[\udc80] = x[i]\n")
 
 
 def test_the_cache_compiles_once_per_shapes():
