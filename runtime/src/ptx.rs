@@ -507,6 +507,7 @@ impl<'t, 'a> Parser<'t, 'a> {
             self.expect('{')?;
             let mut stmts = Vec::new();
             self.body(&mut stmts, 0)?;
+            registers_by_name(&mut stmts);
             Some(stmts)
         };
         Ok(Function { name, line, is_entry, params, tuning, body })
@@ -898,7 +899,9 @@ fn scope_registers(block: &mut [Statement], k: u32) {
     };
     fn operand(o: &mut Operand, rename: &dyn Fn(&mut String)) {
         match o {
-            Operand::Reg(r) => rename(r),
+            // A register's name need not start with `%` (`.reg .b16 tmp;`,
+            // as LLVM writes a block's scratch register).
+            Operand::Reg(r) | Operand::Symbol { name: r, offset: 0 } => rename(r),
             Operand::Address { base: Some(b), .. } => rename(b),
             Operand::Vector(v) => v.iter_mut().for_each(|x| operand(x, rename)),
             Operand::Not(x) => operand(x, rename),
@@ -915,6 +918,45 @@ fn scope_registers(block: &mut [Statement], k: u32) {
                 rename(g);
             }
             i.operands.iter_mut().for_each(|o| operand(o, &rename));
+        }
+    }
+}
+
+/// A name a `.reg` declaration of the function makes (after
+/// `scope_registers`) is a register wherever it is an operand, `%` or not:
+/// the PTX ISA lets an identifier name a register (`.reg .b16 tmp;`, which
+/// LLVM's NVPTX back end declares in a block to split a 32-bit register:
+/// `mov.b32 {tmp, %rs16}, %r20;`).
+fn registers_by_name(body: &mut [Statement]) {
+    let regs: Vec<(String, Option<u32>)> = body
+        .iter()
+        .filter_map(|st| match st {
+            Statement::Var(v) if v.space == ".reg" && !v.name.starts_with('%') => Some((v.name.clone(), v.range)),
+            _ => None,
+        })
+        .collect();
+    if regs.is_empty() {
+        return;
+    }
+    let is_reg = |name: &str| {
+        regs.iter().any(|(base, range)| match range {
+            None => name == base,
+            Some(n) => name
+                .strip_prefix(base.as_str())
+                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) && rest.parse::<u32>().is_ok_and(|i| i < *n)),
+        })
+    };
+    fn operand(o: &mut Operand, is_reg: &dyn Fn(&str) -> bool) {
+        match o {
+            Operand::Symbol { name, offset: 0 } if is_reg(name) => *o = Operand::Reg(std::mem::take(name)),
+            Operand::Vector(v) => v.iter_mut().for_each(|x| operand(x, is_reg)),
+            Operand::Not(x) => operand(x, is_reg),
+            _ => {}
+        }
+    }
+    for st in body.iter_mut() {
+        if let Statement::Instruction(i) = st {
+            i.operands.iter_mut().for_each(|o| operand(o, &is_reg));
         }
     }
 }

@@ -23,6 +23,38 @@ fn llvm_style_module() {
 }
 
 #[test]
+fn registers_may_be_named_without_a_percent_sign() {
+    // LLVM's NVPTX back end splits a 32-bit register into halves through
+    // a block's scratch register named `tmp` (issue #54 item 2), in every
+    // block that needs one; a function-level register may be named so too.
+    let m = parse(
+        ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n.reg .b16 %rs<20>;\n.reg .b32 %r<21>;\n.reg .b32 acc;\n\
+         {\n.reg .b16 tmp;\nmov.b32 {tmp, %rs16}, %r20;\n}\n{\n.reg .b16 tmp;\nmov.b32 {%rs1, tmp}, %r20;\nmov.b16 %rs2, tmp;\n}\nmov.b32 acc, %r20;\nmov.b32 %r1, acc;\n}\n",
+    )
+    .unwrap();
+    let ops: Vec<String> = m.functions[0]
+        .body
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter_map(|s| match s {
+            Statement::Instruction(i) => Some(i.operands.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>().join(" ")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "Vector([Reg(\"tmp#1#\"), Reg(\"%rs16\")]) Reg(\"%r20\")",
+            "Vector([Reg(\"%rs1\"), Reg(\"tmp#2#\")]) Reg(\"%r20\")",
+            "Reg(\"%rs2\") Reg(\"tmp#2#\")",
+            "Reg(\"acc\") Reg(\"%r20\")",
+            "Reg(\"%r1\") Reg(\"acc\")",
+        ]
+    );
+}
+
+#[test]
 fn registers_of_nested_blocks_are_scoped() {
     // Two blocks declare `%lhs` (as LLVM does around 64-bit rotates);
     // the inner one also shadows the function's `%rd1` and a range.

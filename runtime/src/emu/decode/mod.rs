@@ -776,6 +776,15 @@ mod tests {
     }
 
     #[test]
+    fn a_register_named_without_a_percent_sign_decodes() {
+        // LLVM's split of a 32-bit register into halves (issue #54 item 2):
+        // before the fix, "the destination `tmp` is not a register".
+        let k = kernel("{\n.reg .b16 tmp;\nmov.b32 {tmp, %rs1}, %r1;\n}\n{\n.reg .b16 tmp;\nmov.b32 {%rs2, tmp}, %r2;\nmov.b16 %rs3, tmp;\n}").unwrap();
+        assert_eq!(k.code.len(), 4, "three moves and ret");
+        assert_eq!(k.regs, 4 + 8 + 8 + 4 + 4 + 2, "the two `tmp`s are two registers");
+    }
+
+    #[test]
     fn registers_and_immediates() {
         assert_eq!(
             op("add.s32 %r1, %r2, -1;"),
