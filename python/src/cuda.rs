@@ -11,10 +11,9 @@
 //! used them is seen finished (`Program::finished_runs`, an event query:
 //! nothing waits), or until a `synchronize`.
 
-use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use eintup::tensor::{DType, Tensor};
 use eintup_runtime::manifest::Role;
@@ -148,38 +147,38 @@ pub fn ordinal_of(args: &[(String, Arg)], out: Option<&Bound<'_, PyDict>>) -> Py
 pub struct CudaProgram {
     // Field order is drop order: the program (which waits for its work)
     // before the caller's tensors it may still use.
-    program: RefCell<Program<'static>>,
+    program: Mutex<Program<'static>>,
     /// Each call's imported tensors, with the run that may use them.
-    held: RefCell<Vec<(u64, Vec<Imported>)>>,
+    held: Mutex<Vec<(u64, Vec<Imported>)>>,
     pub ordinal: usize,
     device: &'static Device,
     /// Inputs the last call uploaded from the host: a later call that
     /// leaves one out gets the program's generated values again.
-    written: RefCell<BTreeSet<String>>,
+    written: Mutex<BTreeSet<String>>,
     /// The stream the program enqueues on (0: not chosen yet).
-    stream: Cell<u64>,
+    stream: AtomicU64,
 }
 
 impl CudaProgram {
     pub fn new(program: Program<'static>, ordinal: usize, device: &'static Device) -> CudaProgram {
-        CudaProgram { program: RefCell::new(program), held: RefCell::default(), ordinal, device, written: RefCell::default(), stream: Cell::new(0) }
+        CudaProgram { program: Mutex::new(program), held: Mutex::default(), ordinal, device, written: Mutex::default(), stream: AtomicU64::new(0) }
     }
 
     pub fn manifest_inputs(&self) -> Vec<(String, DType, Vec<usize>, bool)> {
-        let p = self.program.borrow();
+        let p = crate::lock(&self.program);
         let m = p.manifest();
         m.inputs().map(|b| (b.name.clone(), b.dtype, b.shape.clone(), m.generator(&b.name).is_some())).collect()
     }
 
     /// The output buffers: `(name, dtype, shape)`.
     pub fn manifest_outputs(&self) -> Vec<(String, DType, Vec<usize>)> {
-        let p = self.program.borrow();
+        let p = crate::lock(&self.program);
         p.manifest().buffers.iter().filter(|b| b.role == Role::Output).map(|b| (b.name.clone(), b.dtype, b.shape.clone())).collect()
     }
 
     /// [`Program::rebind`]: the same dynamic bundle at other dims.
     pub fn rebind(&self, bundle: &eintup_runtime::Bundle) -> eintup_runtime::Result<()> {
-        let mut p = self.program.try_borrow_mut().map_err(|_| eintup_runtime::Error::InvalidArgument("the program is running".into()))?;
+        let mut p = self.program.try_lock().map_err(|_| eintup_runtime::Error::InvalidArgument("the program is running".into()))?;
         p.rebind(bundle)
     }
 
@@ -187,14 +186,14 @@ impl CudaProgram {
     /// then lets the caller's tensors of the last call go: no launch uses
     /// them before the next call binds its own in their place.
     pub fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        let mut p = self.program.try_borrow_mut().map_err(|_| Error::new_err("the program is running"))?;
+        let mut p = crate::lock_detached(py, &self.program);
         let p = SameThread(&mut *p);
         py.detach(move || {
             let p = p;
             p.0.synchronize()
         })
         .map_err(|e| Error::new_err(format!("CUDA: {e}")))?;
-        self.held.borrow_mut().clear();
+        crate::lock(&self.held).clear();
         Ok(())
     }
 
@@ -204,7 +203,7 @@ impl CudaProgram {
     /// number of arrays copied (host inputs uploaded, results that are not
     /// output buffers). `what` names the program in messages.
     pub fn call<'py>(
-        self: &Rc<Self>,
+        self: &Arc<Self>,
         py: Python<'py>,
         what: &str,
         args: Vec<(String, Arg)>,
@@ -214,8 +213,8 @@ impl CudaProgram {
     ) -> PyResult<(Bound<'py, PyDict>, u64)> {
         let mut fresh: Vec<Imported> = Vec::new();
         let r = self.bind_and_run(py, what, args, results, out, stream, &mut fresh);
-        let mut held = self.held.borrow_mut();
-        if let Ok(mut p) = self.program.try_borrow_mut() {
+        let mut held = crate::lock(&self.held);
+        if let Ok(mut p) = self.program.try_lock() {
             // Earlier calls' tensors were rebound or unbound by this one:
             // they go once their run has finished. An error of the query
             // (a kernel fault) keeps them; the next call or `synchronize`
@@ -235,7 +234,7 @@ impl CudaProgram {
 
     #[allow(clippy::too_many_arguments)]
     fn bind_and_run<'py>(
-        self: &Rc<Self>,
+        self: &Arc<Self>,
         py: Python<'py>,
         what: &str,
         args: Vec<(String, Arg)>,
@@ -277,7 +276,8 @@ impl CudaProgram {
                 outs.insert(name, (v, i));
             }
         }
-        let mut p = self.program.try_borrow_mut().map_err(|_| Error::new_err("the program is already running"))?;
+        // Calls of one program take turns; a call waits without the GIL.
+        let mut p = crate::lock_detached(py, &self.program);
         let rt = |e: eintup_runtime::Error| match e {
             eintup_runtime::Error::Input { .. } => ShapeError::new_err(format!("{what}: {e}")),
             e => Error::new_err(format!("{what}: {e}")),
@@ -318,15 +318,15 @@ impl CudaProgram {
             )));
         }
         // Everything is checked: now the device.
-        if self.stream.get() != stream {
+        if self.stream.load(Ordering::Relaxed) != stream {
             // SAFETY: the stream is the caller's (docs: it must be a live
             // stream of this device's context while work is enqueued on
             // it) or the legacy default stream, which always is.
             unsafe { p.use_stream(stream as usize as *mut std::ffi::c_void) }.map_err(rt)?;
-            self.stream.set(stream);
+            self.stream.store(stream, Ordering::Relaxed);
         }
         let mut copies = 0u64;
-        let mut written = self.written.borrow_mut();
+        let mut written = crate::lock(&self.written);
         for b in m.inputs() {
             match given.remove(&b.name) {
                 Some(Arg::Cuda(i)) => {
@@ -415,7 +415,7 @@ pub struct CudaArray {
     ordinal: usize,
     /// The program whose call produced it (waited for before a consumer on
     /// another stream reads it); None for `_testing_cuda_array`'s.
-    program: Option<Rc<CudaProgram>>,
+    program: Option<Arc<CudaProgram>>,
     /// The stream the producing call ran on.
     stream: u64,
 }

@@ -120,6 +120,14 @@ enum Owner {
     Versioned(*mut DLManagedTensorVersioned),
 }
 
+// SAFETY: the pointer is only passed to the producer's deleter, once,
+// when the owner drops; the package drops its imported arrays with the
+// GIL held (in a call, in `synchronize`, or when the kernel or array
+// holding them is collected), on whichever thread that is, as a producer
+// whose deleter needs the interpreter expects (DLPack lets a consumer
+// release a tensor from any thread).
+unsafe impl Send for Owner {}
+
 impl Drop for Owner {
     fn drop(&mut self) {
         // SAFETY: the pointer came out of a capsule this package consumed

@@ -13,10 +13,12 @@
 //!   arrays in place, on the caller's stream.
 //! - `interp`: the specialised module, run by the reference interpreter.
 
-use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::lock;
 
 use eintup::driver::{Failure, Source};
 use eintup::interp::RunOptions;
@@ -79,10 +81,11 @@ struct Compiled {
     code: Code,
     /// Inputs the program draws itself (for callers that leave them out),
     /// drawn once.
-    generated: OnceCell<Vec<Tensor>>,
+    generated: OnceLock<Vec<Tensor>>,
     /// The host program's own buffers (temporaries), zeroed before each
-    /// run; `u64`s, so every element is aligned.
-    scratch: RefCell<Vec<Scratch>>,
+    /// run; `u64`s, so every element is aligned. A call that finds them in
+    /// use by another thread's call makes its own.
+    scratch: Mutex<Vec<Scratch>>,
 }
 
 /// One buffer of [`Compiled::scratch`]: its memory, and whether it must
@@ -96,8 +99,8 @@ struct Scratch {
 enum Code {
     Host { prog: HostProgram },
     // Boxed: an emulator program is four times the other variants.
-    Emu { program: Box<RefCell<Program<'static>>> },
-    Cuda { program: Rc<CudaProgram> },
+    Emu { program: Box<Mutex<Program<'static>>> },
+    Cuda { program: Arc<CudaProgram> },
     Interp,
 }
 
@@ -108,11 +111,12 @@ const BUNDLE_DIR: &str = "bundle";
 /// `cpu`: the program as a shared library.
 const LIBRARY_FILE: &str = eintup_codegen::host_cache::LIBRARY_FILE;
 
-/// A compiled `.et` program, callable on arrays (`eintup.Kernel` wraps it).
-/// Not `Send`: a loaded runtime program holds device handles; Python
-/// calls it on the thread that made it (PyO3 checks), so plain cells hold
-/// its state.
-#[pyclass(unsendable)]
+/// A compiled `.et` program, callable on arrays (`eintup.Kernel` wraps it),
+/// from any thread: its caches are behind locks taken briefly, calls run
+/// without the GIL, and a compiled entry used by two calls at once gives
+/// the second its own scratch buffers (`emu`: calls of one entry take
+/// turns on its program, waiting without the GIL).
+#[pyclass]
 pub struct Kernel {
     pub src: Source,
     /// The program's module before specialisation: what a call's array
@@ -127,19 +131,19 @@ pub struct Kernel {
     /// keys its entries with the compiler version.
     pub disk: Option<(DiskCache, String)>,
     /// By CUDA device ordinal (0 off `cuda`) and key.
-    cache: RefCell<BTreeMap<(usize, Key), Rc<Compiled>>>,
+    cache: Mutex<BTreeMap<(usize, Key), Arc<Compiled>>>,
     /// (hits, misses) of `cache`, and of the disk cache.
-    counts: Cell<(u64, u64)>,
-    disk_counts: Cell<(u64, u64)>,
+    counts: Mutex<(u64, u64)>,
+    disk_counts: Mutex<(u64, u64)>,
     /// Arrays the last call copied.
-    copies: Cell<u64>,
+    copies: AtomicU64,
     /// `emu`/`cuda` with `dynamic=True`: one dynamic bundle per rank
     /// combination (and GPU), bound to each new set of shapes instead of
     /// compiled again (docs/dynamic-shapes.md).
     pub dynamic: bool,
     /// By (compute capability, every eintup's rank).
     /// Each with its loop module, which counts a call's work at its dims.
-    dynamic_bundles: RefCell<BTreeMap<(u32, Vec<usize>), Rc<(eintup_runtime::Bundle, LoopModule)>>>,
+    dynamic_bundles: Mutex<BTreeMap<(u32, Vec<usize>), Arc<(eintup_runtime::Bundle, LoopModule)>>>,
 }
 
 impl Kernel {
@@ -164,12 +168,12 @@ impl Kernel {
             binds,
             seed,
             disk,
-            cache: RefCell::default(),
-            counts: Cell::default(),
-            disk_counts: Cell::default(),
-            copies: Cell::default(),
+            cache: Mutex::default(),
+            counts: Mutex::default(),
+            disk_counts: Mutex::default(),
+            copies: AtomicU64::new(0),
             dynamic,
-            dynamic_bundles: RefCell::default(),
+            dynamic_bundles: Mutex::default(),
         }
     }
 
@@ -187,15 +191,15 @@ impl Kernel {
         }
         let ranks: Vec<usize> = config.dims.iter().map(|(_, d)| d.len()).collect();
         let key = (sm, ranks);
-        let cached = self.dynamic_bundles.borrow().get(&key).cloned();
+        let cached = lock(&self.dynamic_bundles).get(&key).cloned();
         let b = match cached {
             Some(b) => b,
             None => {
                 let rank_args: Vec<(String, usize)> = config.dims.iter().map(|(n, d)| (n.clone(), d.len())).collect();
                 let (prog, sym) = pipeline::symbolic_for(&self.src, &self.binds, &rank_args)?;
                 let lowered = eintup::variants::lower_gpu_dynamic(&self.src, &prog, &gpu)?;
-                let b = Rc::new((eintup_codegen::bundle::build_dynamic(&self.src, &prog, &sym, &lowered, &opts)?, lowered.module));
-                self.dynamic_bundles.borrow_mut().insert(key, b.clone());
+                let b = Arc::new((eintup_codegen::bundle::build_dynamic(&self.src, &prog, &sym, &lowered, &opts)?, lowered.module));
+                lock(&self.dynamic_bundles).insert(key, b.clone());
                 b
             }
         };
@@ -270,13 +274,13 @@ impl Kernel {
             Target::Emu => {
                 let b = self.gpu_bundle(&module, &config, eintup::ir::loops::target::DEFAULT_SM)?;
                 let program = emulator().load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
-                (Code::Emu { program: Box::new(RefCell::new(program)) }, Some(CacheFiles::Bundle(Box::new(b))))
+                (Code::Emu { program: Box::new(Mutex::new(program)) }, Some(CacheFiles::Bundle(Box::new(b))))
             }
             Target::Cuda => {
                 let (ordinal, dev) = dev.ok_or_else(|| Failure::Internal("a cuda kernel compiled without a device".into()))?;
                 let b = self.gpu_bundle(&module, &config, eintup_codegen::gpu::device_sm(dev))?;
                 let program = dev.load(&b).map_err(eintup_codegen::gpu::runtime_failure)?;
-                (Code::Cuda { program: Rc::new(CudaProgram::new(program, ordinal, dev)) }, Some(CacheFiles::Bundle(Box::new(b))))
+                (Code::Cuda { program: Arc::new(CudaProgram::new(program, ordinal, dev)) }, Some(CacheFiles::Bundle(Box::new(b))))
             }
         };
         Ok((Compiled::new(module, false, code), files))
@@ -324,12 +328,12 @@ impl Kernel {
             }
             Target::Emu => {
                 let b = eintup_runtime::Bundle::open(dir.join(BUNDLE_DIR)).ok()?;
-                Code::Emu { program: Box::new(RefCell::new(emulator().load(&b).ok()?)) }
+                Code::Emu { program: Box::new(Mutex::new(emulator().load(&b).ok()?)) }
             }
             Target::Cuda => {
                 let (ordinal, d) = dev?;
                 let b = eintup_runtime::Bundle::open(dir.join(BUNDLE_DIR)).ok()?;
-                Code::Cuda { program: Rc::new(CudaProgram::new(d.load(&b).ok()?, ordinal, d)) }
+                Code::Cuda { program: Arc::new(CudaProgram::new(d.load(&b).ok()?, ordinal, d)) }
             }
             Target::Interp => return None,
         };
@@ -338,27 +342,25 @@ impl Kernel {
 
     /// `key`'s compiled program: from memory, from disk, or compiled now
     /// (and stored on disk, best effort).
-    fn lookup(&self, key: &Key, dev: Option<(usize, &'static Device)>) -> Result<Rc<Compiled>, Failure> {
-        let (hits, misses) = self.counts.get();
+    fn lookup(&self, key: &Key, dev: Option<(usize, &'static Device)>) -> Result<Arc<Compiled>, Failure> {
         let ckey = (dev.map_or(0, |(o, _)| o), key.clone());
-        if let Some(c) = self.cache.borrow().get(&ckey).cloned() {
-            self.counts.set((hits + 1, misses));
+        if let Some(c) = lock(&self.cache).get(&ckey).cloned() {
+            lock(&self.counts).0 += 1;
             return Ok(c);
         }
         let disk = self.disk.as_ref().filter(|_| self.target != Target::Interp);
         let dkey = disk.map(|(_, build)| self.disk_key(build, key, dev));
         let found = disk.zip(dkey.as_ref()).and_then(|((cache, _), k)| cache.load(k, |dir| self.load_entry(dir, dev)));
-        let (dh, dm) = self.disk_counts.get();
         let c = match found {
             Some(c) => {
-                self.disk_counts.set((dh + 1, dm));
+                lock(&self.disk_counts).0 += 1;
                 c
             }
             None => {
                 let store = disk.map(|(cache, _)| cache).zip(dkey.as_deref());
                 let (c, files) = self.compile_for(key, dev, store)?;
                 if store.is_some() {
-                    self.disk_counts.set((dh, dm + 1));
+                    lock(&self.disk_counts).1 += 1;
                 }
                 if let (Some((cache, k)), Some(files)) = (store, files) {
                     // Best effort: a failed write costs a later process a compile.
@@ -367,9 +369,11 @@ impl Kernel {
                 c
             }
         };
-        let c = Rc::new(c);
-        self.counts.set((hits, misses + 1));
-        self.cache.borrow_mut().insert(ckey, c.clone());
+        // Two threads may have compiled the same entry at once: the first
+        // one stored is kept, so every call shares it.
+        let mut cache = lock(&self.cache);
+        let c = cache.entry(ckey).or_insert_with(|| Arc::new(c)).clone();
+        lock(&self.counts).1 += 1;
         Ok(c)
     }
 
@@ -417,7 +421,7 @@ impl Kernel {
                 // The inputs as every backend sees them (supplied, or drawn
                 // by the interpreter's generator, as `run --backend emu`).
                 let init = eintup::interp::initial_arrays(m, &opts).map_err(|e| e.into_failure(&self.src))?;
-                let mut p = program.try_borrow_mut().map_err(|_| Failure::Internal("the kernel is already running".into()))?;
+                let mut p = lock(program);
                 let run = |p: &mut Program<'static>| -> eintup_runtime::Result<Vec<Tensor>> {
                     for (a, t) in m.arrays.iter().zip(&init).filter(|(a, _)| a.is_input) {
                         p.write(&a.name, t)?;
@@ -500,7 +504,14 @@ impl Kernel {
                 inplace.push(r.view.range());
             }
         }
-        let mut scratch = c.scratch.try_borrow_mut().map_err(|_| Error::new_err("the kernel is already running"))?;
+        // The entry's scratch, or this call's own while another call of
+        // the entry (on another thread) holds it.
+        let mut shared = c.scratch.try_lock().ok();
+        let mut own = Vec::new();
+        let scratch: &mut Vec<Scratch> = match &mut shared {
+            Some(g) => g,
+            None => &mut own,
+        };
         if scratch.is_empty() {
             let unread = lm.initial_contents_unread();
             *scratch = lm
@@ -596,7 +607,7 @@ impl Kernel {
         let Code::Cuda { program } = &c.code else { return Err(Error::new_err("internal error (please report): a cuda kernel's entry is not a CUDA program")) };
         let specs: Vec<ResultSpec> = result_specs(&c.module, self.float)?.into_iter().map(|(_, s)| s).collect();
         let (dict, copies) = program.call(py, &self.src.name, args, &specs, out, stream)?;
-        self.copies.set(copies);
+        self.copies.store(copies, Ordering::Relaxed);
         Ok(dict)
     }
 }
@@ -640,7 +651,7 @@ fn tensor_mut(t: &mut Tensor) -> BufferRef<'_> {
 
 impl Compiled {
     fn new(module: Module, from_disk: bool, code: Code) -> Compiled {
-        Compiled { module, from_disk, code, generated: OnceCell::new(), scratch: RefCell::default() }
+        Compiled { module, from_disk, code, generated: OnceLock::new(), scratch: Mutex::default() }
     }
 }
 
@@ -736,7 +747,7 @@ impl Kernel {
                     (args.len() + results.len()) as u64
                 }
             };
-            self.copies.set(copies);
+            self.copies.store(copies, Ordering::Relaxed);
             let dict = PyDict::new(py);
             for (id, obj, _, _) in results {
                 dict.set_item(&c.module.arrays[id].name, obj)?;
@@ -748,7 +759,8 @@ impl Kernel {
     /// Waits for the work this kernel enqueued on CUDA devices (a no-op on
     /// other targets, whose calls finish before they return).
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        for c in self.cache.borrow().values() {
+        let entries: Vec<Arc<Compiled>> = lock(&self.cache).values().cloned().collect();
+        for c in entries {
             if let Code::Cuda { program } = &c.code {
                 program.synchronize(py)?;
             }
@@ -758,20 +770,20 @@ impl Kernel {
 
     /// `(hits, misses, entries)` of the in-memory compiled-code cache.
     fn cache_info(&self) -> (u64, u64, usize) {
-        let (h, m) = self.counts.get();
-        (h, m, self.cache.borrow().len())
+        let (h, m) = *lock(&self.counts);
+        (h, m, lock(&self.cache).len())
     }
 
     /// `(hits, misses)` of the on-disk cache (compilations this kernel
     /// found on disk, and those it compiled and stored).
     fn disk_cache_info(&self) -> (u64, u64) {
-        self.disk_counts.get()
+        *lock(&self.disk_counts)
     }
 
     /// Dynamic bundles built (`dynamic=True`): one per rank combination
     /// and GPU the calls needed.
     fn dynamic_builds(&self) -> usize {
-        self.dynamic_bundles.borrow().len()
+        lock(&self.dynamic_bundles).len()
     }
 
     /// Arrays the last call copied: on `cpu`, inputs and `out=` arrays that
@@ -779,7 +791,7 @@ impl Kernel {
     /// all are CUDA arrays); on `emu` and `interp`, every array.
     #[getter]
     fn last_copies(&self) -> u64 {
-        self.copies.get()
+        self.copies.load(Ordering::Relaxed)
     }
 
     /// Where the kernel runs: `cpu`, `cuda`, `emu` or `interp`.

@@ -17,7 +17,7 @@ mod errors;
 mod kernel;
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use eintup::driver::Source;
 use eintup::ir::loops::{FloatWidth, FpContract};
@@ -67,14 +67,33 @@ impl Bundle {
     }
 }
 
-/// Programs and the buffers they run on are not `Send` (device handles,
-/// raw pointers into the caller's arrays), so they cannot cross into
-/// `Python::detach` by themselves. The closure runs on this same thread
-/// while the GIL is released, and nothing else touches them then: kernels
-/// and bundles are `unsendable` and their cells are borrowed for the call.
+/// What a call hands to `Python::detach` that is not `Send` (raw
+/// pointers into the caller's arrays, a bundle's program borrowed for the
+/// call): the closure runs on this same thread while the GIL is released,
+/// and nothing else touches those values then (the arrays are the call's,
+/// a kernel's programs are behind its locks, bundles are `unsendable`).
 pub(crate) struct SameThread<T>(pub T);
 // SAFETY: see above: the value never leaves the calling thread.
 unsafe impl<T> Send for SameThread<T> {}
+
+/// `m` locked. A call that panicked while holding it was reported
+/// (`errors::guarded`); what it guards (a cache, a program) stays usable.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `m` locked by a thread that holds the GIL: it waits with the GIL
+/// released, so the holder (which may need the GIL to finish its call)
+/// is never kept waiting on this thread.
+pub(crate) fn lock_detached<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+    loop {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(TryLockError::WouldBlock) => py.detach(|| std::thread::sleep(std::time::Duration::from_micros(20))),
+        }
+    }
+}
 
 enum Loaded {
     Emu {
@@ -84,7 +103,7 @@ enum Loaded {
         /// bundle's generated values again, not the last call's array.
         written: Vec<String>,
     },
-    Cuda(Rc<cuda::CudaProgram>),
+    Cuda(Arc<cuda::CudaProgram>),
 }
 
 #[pymethods]
@@ -214,7 +233,7 @@ fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<
             Some(n) => {
                 let dev = cuda::device(n)?;
                 let program = dev.load(&b).map_err(|e| runtime_error(&path, e))?;
-                Loaded::Cuda(Rc::new(cuda::CudaProgram::new(program, n, dev)))
+                Loaded::Cuda(Arc::new(cuda::CudaProgram::new(program, n, dev)))
             }
         };
         Ok(Bundle { path, on, dynamic, given })

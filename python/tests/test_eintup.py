@@ -132,6 +132,45 @@ def test_vjp_errors_are_eintup_errors():
         eintup.compile(EXAMPLES_DIR / "softmax.et").vjp({"x": z}, {"y": z})
 
 
+@pytest.mark.parametrize("target,calls", [("cpu", 1000), ("emu", 100), ("interp", 100)])
+def test_one_kernel_called_from_eight_threads_at_once(target, calls):
+    """Kernels are callable from any thread (issue #52 item 1): eight
+    threads share one kernel, with shapes that hit and miss its cache, and
+    every result is right; an error in a thread is an eintup.Error."""
+    import concurrent.futures
+    k = eintup.compile(MATMUL, target=target, float="f64")
+
+    def work(i):
+        rng = np.random.default_rng(i)
+        for j in range(calls):
+            n = 2 + (i + j) % 3
+            a, b = rng.random((n, 3)), rng.random((3, 4))
+            np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-12)
+        with pytest.raises(eintup.ShapeError):
+            k(a=rng.random((2, 3)), b=rng.random((4, 4)))
+        return i
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        assert sorted(ex.map(work, range(8))) == list(range(8))
+    hits, misses, entries = k.cache_info()
+    assert entries == 3 and hits + misses >= 8 * calls
+
+
+def test_a_kernel_made_on_one_thread_runs_and_dies_on_another():
+    import threading
+    box = {}
+    t = threading.Thread(target=lambda: box.update(k=eintup.compile(MATMUL, float="f64")))
+    t.start()
+    t.join()
+    a, b = rand((2, 3), np.float64), rand((3, 4), np.float64)
+    np.testing.assert_allclose(box["k"](a=a, b=b)["c"], a @ b, rtol=1e-12)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(c=box.pop("k")(a=a, b=b)["c"]))
+    t.start()
+    t.join()
+    np.testing.assert_allclose(out["c"], a @ b, rtol=1e-12)
+
+
 def test_kernels_pickle_by_source_and_options_and_run_in_a_fresh_process():
     import pickle
     import subprocess

@@ -302,6 +302,15 @@ impl DeviceMemory for CudaMem {
 /// the context current on the calling thread).
 struct Guarded<'a>(crate::program::Loaded<CudaRun<'a>>);
 
+// SAFETY: what keeps it from being `Send` are the driver's handles
+// (module, functions, stream, device memory), which belong to the
+// device's context, not to a thread: every driver call this type makes
+// first binds that context to the calling thread (`bound`, under
+// `guarded`), and it is used by one thread at a time (`&mut self`). So a
+// loaded program may move to another thread and run there (the Python
+// package calls its kernels from any thread).
+unsafe impl Send for Guarded<'_> {}
+
 impl crate::program::Resident for Guarded<'_> {
     fn upload(&mut self, i: usize, name: &str, host: &[u8]) -> Result<()> {
         self.bound("uploading an input", |l| l.upload(i, name, host))

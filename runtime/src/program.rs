@@ -40,7 +40,7 @@ pub struct Program<'d> {
     /// A digest of the loaded module's PTX: [`Program::rebind`] takes only
     /// a bundle with the same kernels.
     ptx: u64,
-    imp: Box<dyn Resident + 'd>,
+    imp: Box<dyn Resident + Send + 'd>,
     /// Per buffer: an input the caller wrote, or one generated since.
     filled: Vec<bool>,
     /// Per buffer: zero-initialised, and possibly not zero any more (an
@@ -64,7 +64,8 @@ pub struct Program<'d> {
 
 /// The backend-independent operations a program needs, over one loaded
 /// bundle ([`Loaded`]); a trait object so that [`Program`] has no type
-/// parameter for its device.
+/// parameter for its device. Held as `dyn Resident + Send`: a program may
+/// move to another thread (it is used by one at a time).
 pub(crate) trait Resident {
     fn upload(&mut self, i: usize, name: &str, host: &[u8]) -> Result<()>;
     fn generate(&mut self, i: usize) -> Result<()>;
@@ -157,7 +158,7 @@ fn ptx_digest(ptx: &str) -> u64 {
 }
 
 impl<'d> Program<'d> {
-    pub(crate) fn new(bundle: &Bundle, imp: Box<dyn Resident + 'd>) -> Program<'d> {
+    pub(crate) fn new(bundle: &Bundle, imp: Box<dyn Resident + Send + 'd>) -> Program<'d> {
         let manifest = bundle.manifest().clone();
         let n = manifest.buffers.len();
         Program {
