@@ -409,7 +409,7 @@ impl CudaProgram {
 /// the order of the stream the call ran on. It exports itself through
 /// DLPack (`torch.from_dlpack(r)`, `cupy.from_dlpack(r)`) without a copy;
 /// the memory lives until this object and every consumer's tensor are gone.
-#[pyclass(unsendable, module = "eintup._eintup")]
+#[pyclass(module = "eintup._eintup")]
 pub struct CudaArray {
     buffer: DeviceBuffer,
     ordinal: usize,

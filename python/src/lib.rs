@@ -33,31 +33,37 @@ use kernel::{Kernel, Target};
 
 /// An ahead-of-time bundle (`eintup build`) loaded once, on the emulator
 /// or a CUDA device: called with its input buffers, it returns its output
-/// buffers.
-#[pyclass(unsendable)]
+/// buffers. Callable from any thread; calls take turns on its program
+/// (a waiting call waits with the GIL released).
+#[pyclass]
 struct Bundle {
     path: String,
+    state: Mutex<BundleState>,
+    /// Symbol values the caller's `binds` give (eintups no input gives).
+    given: BTreeMap<String, i64>,
+}
+
+/// What a bundle's calls change.
+struct BundleState {
     on: Loaded,
     /// A dynamic bundle (format 2) as opened, and the input shapes the
     /// loaded program is bound to: a call with other shapes re-binds it
     /// (`Bundle::bind_given`) and the loaded program to the bound bundle.
     dynamic: Option<(eintup_runtime::Bundle, BTreeMap<String, Vec<usize>>)>,
-    /// Symbol values the caller's `binds` give (eintups no input gives).
-    given: BTreeMap<String, i64>,
 }
 
 impl Bundle {
     /// For a dynamic bundle, the program bound to these input shapes
     /// (re-bound, `Program::rebind`, when they differ from the last
     /// call's); nothing to do for a static one.
-    fn bind_to(&mut self, shapes: BTreeMap<String, Vec<usize>>) -> PyResult<()> {
-        let Some((source, bound)) = &mut self.dynamic else { return Ok(()) };
+    fn bind_to(&self, st: &mut BundleState, shapes: BTreeMap<String, Vec<usize>>) -> PyResult<()> {
+        let Some((source, bound)) = &mut st.dynamic else { return Ok(()) };
         if *bound == shapes {
             return Ok(());
         }
         let (b, _) = source.bind_given(&shapes, &self.given).map_err(|e| runtime_error(&self.path, e))?;
         // The loaded module stays: no second decode or driver JIT per shape.
-        match &mut self.on {
+        match &mut st.on {
             Loaded::Emu { program, .. } => program.rebind(&b),
             Loaded::Cuda(p) => p.rebind(&b),
         }
@@ -71,7 +77,7 @@ impl Bundle {
 /// pointers into the caller's arrays, a bundle's program borrowed for the
 /// call): the closure runs on this same thread while the GIL is released,
 /// and nothing else touches those values then (the arrays are the call's,
-/// a kernel's programs are behind its locks, bundles are `unsendable`).
+/// kernels' and bundles' programs are behind their locks).
 pub(crate) struct SameThread<T>(pub T);
 // SAFETY: see above: the value never leaves the calling thread.
 unsafe impl<T> Send for SameThread<T> {}
@@ -115,18 +121,20 @@ impl Bundle {
     /// (`cuda::stream_of`), and results are `CudaArray`s.
     #[pyo3(signature = (arrays, out=None, stream=None))]
     fn call<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         arrays: &Bound<'py, PyDict>,
         out: Option<&Bound<'py, PyDict>>,
         stream: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
-            if matches!(self.on, Loaded::Cuda(_)) {
+            let mut st = lock_detached(py, &self.state);
+            let st = &mut *st;
+            if matches!(st.on, Loaded::Cuda(_)) {
                 let stream = cuda::stream_of(stream)?;
                 let args = cuda::arguments(arrays, stream)?;
-                self.bind_to(args.iter().map(|(n, a)| (n.clone(), a.shape().to_vec())).collect())?;
-                let Loaded::Cuda(p) = &self.on else { unreachable!("a CUDA bundle re-binds on CUDA") };
+                self.bind_to(st, args.iter().map(|(n, a)| (n.clone(), a.shape().to_vec())).collect())?;
+                let Loaded::Cuda(p) = &st.on else { unreachable!("a CUDA bundle re-binds on CUDA") };
                 let specs: Vec<ResultSpec> = p.manifest_outputs().into_iter().map(|(name, dtype, shape)| ResultSpec { name, dtype, shape }).collect();
                 return p.call(py, &self.path, args, &specs, out, stream).map(|(d, _)| d);
             }
@@ -139,8 +147,8 @@ impl Bundle {
                 let what = format!("array `{name}`");
                 given.insert(name, View::get(&v, &what, false)?.to_tensor(&what)?);
             }
-            self.bind_to(given.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect())?;
-            let Loaded::Emu { program, written } = &mut self.on else { unreachable!("an emulator bundle re-binds on the emulator") };
+            self.bind_to(st, given.iter().map(|(n, t)| (n.clone(), t.shape.clone())).collect())?;
+            let Loaded::Emu { program, written } = &mut st.on else { unreachable!("an emulator bundle re-binds on the emulator") };
             let m = program.manifest();
             if let Some(b) = m.inputs().find(|b| m.generator(&b.name).is_none() && !given.contains_key(&b.name)) {
                 return Err(ShapeError::new_err(format!(
@@ -179,8 +187,8 @@ impl Bundle {
     }
 
     /// The input buffers: `[(name, dtype, shape, generated)]`.
-    fn inputs(&self) -> Vec<(String, &'static str, Vec<usize>, bool)> {
-        match &self.on {
+    fn inputs(&self, py: Python<'_>) -> Vec<(String, &'static str, Vec<usize>, bool)> {
+        match &lock_detached(py, &self.state).on {
             Loaded::Emu { program, .. } => {
                 let m = program.manifest();
                 m.inputs().map(|b| (b.name.clone(), dtype_name(b.dtype), b.shape.clone(), m.generator(&b.name).is_some())).collect()
@@ -192,16 +200,17 @@ impl Bundle {
     /// Waits for the work enqueued on a CUDA device (a no-op on the
     /// emulator, whose runs finish before they return).
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        match &self.on {
-            Loaded::Cuda(p) => p.synchronize(py),
-            Loaded::Emu { .. } => Ok(()),
-        }
+        let program = match &lock_detached(py, &self.state).on {
+            Loaded::Cuda(p) => p.clone(),
+            Loaded::Emu { .. } => return Ok(()),
+        };
+        program.synchronize(py)
     }
 
     /// `emu` or `cuda:N`.
     #[getter]
-    fn device(&self) -> String {
-        match &self.on {
+    fn device(&self, py: Python<'_>) -> String {
+        match &lock_detached(py, &self.state).on {
             Loaded::Cuda(p) => format!("cuda:{}", p.ordinal),
             Loaded::Emu { .. } => "emu".into(),
         }
@@ -236,7 +245,7 @@ fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<
                 Loaded::Cuda(Arc::new(cuda::CudaProgram::new(program, n, dev)))
             }
         };
-        Ok(Bundle { path, on, dynamic, given })
+        Ok(Bundle { path, state: Mutex::new(BundleState { on, dynamic }), given })
     })
 }
 
