@@ -218,6 +218,7 @@ def compile(
     dynamic: bool = False,
     grad: Optional[Sequence[str]] = None,
     grad_of: Optional[Sequence[str]] = None,
+    deterministic: bool = False,
 ) -> Kernel:
     """Compiles an `.et` program: a path to a `.et` file, or the program's
     text. `target`: `cpu` (host code), `cuda` (a CUDA GPU: each call runs
@@ -236,17 +237,20 @@ def compile(
     `grad`: FLOAT inputs to differentiate with respect to, and `grad_of`
     the outputs (default: the program's FLOAT results): the adjoint program
     is compiled alongside with the same settings, and `Kernel.vjp` runs it
-    (docs/gradients.md).
+    (docs/gradients.md); `deterministic` (`emu`, `cuda`): no float
+    atomics, so a scatter's float sums (a gather's gradient) are the same
+    on every run (`eintup build --deterministic`).
     Errors that need no shapes are raised here; the rest at the call."""
     text, name = _read(source)
-    options = dict(target=target, float=float, binds=binds, fp_contract=fp_contract, seed=seed, cache=cache, dynamic=dynamic, grad=grad, grad_of=grad_of)
+    options = dict(target=target, float=float, binds=binds, fp_contract=fp_contract, seed=seed, cache=cache, dynamic=dynamic, grad=grad, grad_of=grad_of,
+                   deterministic=deterministic)
     return _compile_text(text, name, options)
 
 
 def _compile_text(text: str, name: str, options: dict[str, Any]) -> Kernel:
     """`compile` of a program's text: what a pickled kernel is rebuilt from."""
-    target, float, binds, fp_contract, seed, cache, dynamic, grad, grad_of = (
-        options[k] for k in ("target", "float", "binds", "fp_contract", "seed", "cache", "dynamic", "grad", "grad_of"))
+    target, float, binds, fp_contract, seed, cache, dynamic, grad, grad_of, deterministic = (
+        options[k] for k in ("target", "float", "binds", "fp_contract", "seed", "cache", "dynamic", "grad", "grad_of", "deterministic"))
     _check_text(text, name)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise Error(f"seed={seed!r}: expected an integer in [0, 2**64)")
@@ -255,7 +259,8 @@ def _compile_text(text: str, name: str, options: dict[str, Any]) -> Kernel:
     bind_args = [f"{k}=[{', '.join(str(d) for d in _bind_dims(k, v))}]" for k, v in (binds or {}).items()]
 
     def build(text: str, name: str) -> _eintup.Kernel:
-        return _eintup.compile(text, name, target, float, bind_args, fp_contract, int(seed), cache_dir() if cache else None, _BUILD, bool(dynamic))
+        return _eintup.compile(text, name, target, float, bind_args, fp_contract, int(seed), cache_dir() if cache else None, _BUILD, bool(dynamic),
+                               bool(deterministic))
 
     inner = build(text, name)
     adjoint = None

@@ -50,10 +50,12 @@ def compile(
     cache_dir: Optional[str],
     build: str,
     dynamic: bool,
+    deterministic: bool,
 ) -> Kernel:
     """Parses and checks `text`; `cache_dir` None disables the disk cache;
     `build` identifies the extension build in cache keys; `dynamic`: one
-    GPU bundle per rank combination, bound to each call's shapes."""
+    GPU bundle per rank combination, bound to each call's shapes;
+    `deterministic`: GPU bundles without float atomics."""
 
 class Bundle:
     """An ahead-of-time bundle loaded on the emulator or a CUDA device."""

@@ -69,6 +69,14 @@ impl Target {
     }
 }
 
+/// How a kernel's GPU bundles are built (`compile`'s `dynamic=` and
+/// `deterministic=`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GpuBuild {
+    pub dynamic: bool,
+    pub deterministic: bool,
+}
+
 /// What one call's arrays look like, sorted by name: the cache key.
 type Key = Vec<(String, &'static str, Vec<usize>)>;
 
@@ -141,6 +149,9 @@ pub struct Kernel {
     /// combination (and GPU), bound to each new set of shapes instead of
     /// compiled again (docs/dynamic-shapes.md).
     pub dynamic: bool,
+    /// `deterministic=True`: GPU bundles without float atomics
+    /// (`parallelize{deterministic}`, docs/passes.md).
+    pub deterministic: bool,
     /// By (compute capability, every eintup's rank).
     /// Each with its loop module, which counts a call's work at its dims.
     dynamic_bundles: Mutex<BTreeMap<(u32, Vec<usize>), Arc<(eintup_runtime::Bundle, LoopModule)>>>,
@@ -157,7 +168,7 @@ impl Kernel {
         binds: Vec<String>,
         seed: u64,
         disk: Option<(DiskCache, String)>,
-        dynamic: bool,
+        gpu: GpuBuild,
     ) -> Kernel {
         Kernel {
             src,
@@ -172,7 +183,8 @@ impl Kernel {
             counts: Mutex::default(),
             disk_counts: Mutex::default(),
             copies: AtomicU64::new(0),
-            dynamic,
+            dynamic: gpu.dynamic,
+            deterministic: gpu.deterministic,
             dynamic_bundles: Mutex::default(),
         }
     }
@@ -182,7 +194,7 @@ impl Kernel {
     /// bundle (built once) bound to them.
     fn gpu_bundle(&self, module: &Module, config: &eintup::sema::Config, sm: u32) -> Result<eintup_runtime::Bundle, Failure> {
         let opts = BuildOptions { seed: self.seed, float: self.float, sm, fp_contract: self.fp_contract };
-        let gpu = GpuOptions::new(self.float, self.fp_contract, sm);
+        let gpu = GpuOptions { deterministic: self.deterministic, ..GpuOptions::new(self.float, self.fp_contract, sm) };
         if !self.dynamic {
             let (planned, _) = pipeline::planned(&self.src, module, self.float, self.fp_contract)?;
             let lm = pipeline::lower_gpu(&self.src, &planned, &gpu)?;
@@ -292,11 +304,12 @@ impl Kernel {
         // A CUDA bundle is built for its device's compute capability.
         let sm = dev.map_or(String::new(), |(_, d)| format!(" sm_{}", eintup_codegen::gpu::device_sm(d)));
         format!(
-            "eintup {} build {build}\ncpu {}\ntarget {}{sm}{}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
+            "eintup {} build {build}\ncpu {}\ntarget {}{sm}{}{}\nfloat {:?}\nfp_contract {}\nseed {}\nbinds {:?}\ninputs {key:?}\nsource\n{}",
             env!("CARGO_PKG_VERSION"),
             eintup_codegen::hostlib::native_cpu_id(),
             self.target.name(),
             if self.dynamic { " dynamic" } else { "" },
+            if self.deterministic { " deterministic" } else { "" },
             self.float,
             self.fp_contract.name(),
             self.seed,

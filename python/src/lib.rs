@@ -254,7 +254,7 @@ fn load(path: String, device: &str, binds: Vec<(String, Vec<i64>)>) -> PyResult<
 /// the on-disk cache (None: disabled); `build`: the extension build's
 /// identity, part of every cache key.
 #[pyfunction]
-#[pyo3(signature = (text, name, target, float, binds, fp_contract, seed, cache_dir, build, dynamic))]
+#[pyo3(signature = (text, name, target, float, binds, fp_contract, seed, cache_dir, build, dynamic, deterministic))]
 #[allow(clippy::too_many_arguments)]
 fn compile(
     text: String,
@@ -267,6 +267,7 @@ fn compile(
     cache_dir: Option<std::path::PathBuf>,
     build: String,
     dynamic: bool,
+    deterministic: bool,
 ) -> PyResult<Kernel> {
     guarded(|| {
         let target = Target::parse(target)?;
@@ -290,7 +291,7 @@ fn compile(
         let (prog, ranks) = pipeline::ranked(&src).map_err(failure)?;
         pipeline::check_binds(&src, &prog, &ranks, &binds).map_err(failure)?;
         let disk = cache_dir.map(|d| eintup_codegen::disk_cache::DiskCache::new(d).map(|c| (c, build))).transpose().map_err(Error::new_err)?;
-        Ok(Kernel::new(src, prog.module, target, float, fp_contract, binds, seed, disk, dynamic))
+        Ok(Kernel::new(src, prog.module, target, float, fp_contract, binds, seed, disk, kernel::GpuBuild { dynamic, deterministic }))
     })
 }
 

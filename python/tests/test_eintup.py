@@ -119,6 +119,26 @@ def test_vjp_of_a_convolution_and_a_softmax_matches_numpy(target):
     np.testing.assert_allclose(s.vjp({"x": z}, {"y": gy})["x"], (gy - (gy * p).sum(axis=-1, keepdims=True)) * p, rtol=1e-10, atol=1e-15)
 
 
+def test_deterministic_gpu_gradients_sum_as_the_interpreter(tmp_path, monkeypatch):
+    """`deterministic=True` (issue #51): gather_nd's gradient, a scatter
+    with colliding indices, compiled without float atomics, equals the
+    interpreter's bit for bit; its compiled code is a cache entry of its
+    own (the key says `deterministic`)."""
+    monkeypatch.setenv("EINTUP_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+    src = rng.random((2, 3, 4)) * 10
+    idx = rng.integers(0, 3, (2, 40, 1)).astype(np.int32)
+    binds = {"batch": [2], "loc": [3], "w": [40], "item": [4]}
+    g = rng.random((2, 40, 4))
+    want = eintup.compile(EXAMPLES_DIR / "gather_nd.et", target="interp", float="f64", binds=binds, grad=["src"]).vjp({"src": src, "idx": idx}, {"dst": g})["src"]
+    plain = eintup.compile(EXAMPLES_DIR / "gather_nd.et", target="emu", float="f64", binds=binds, grad="src")
+    plain.vjp({"src": src, "idx": idx}, {"dst": g})
+    det = eintup.compile(EXAMPLES_DIR / "gather_nd.et", target="emu", float="f64", binds=binds, grad="src", deterministic=True)
+    for _ in range(2):
+        np.testing.assert_array_equal(det.vjp({"src": src, "idx": idx}, {"dst": g})["src"], want)
+    assert det._adjoint.kernel.disk_cache_info() == (0, 1), "a deterministic build is not the atomic one's entry"
+
+
 def test_vjp_errors_are_eintup_errors():
     with pytest.raises(eintup.Error, match="E0801.*INT array"):
         eintup.compile(EXAMPLES_DIR / "gather_nd.et", grad=["idx"])
