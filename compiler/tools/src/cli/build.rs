@@ -4,38 +4,82 @@
 use super::BuildArgs;
 use eintup::driver::{count, Failure, Source};
 use eintup_codegen::bundle::{self, BuildOptions};
+use std::path::{Path, PathBuf};
 
 pub fn main(args: BuildArgs) -> Result<(), Failure> {
     let sm = parse_target("eintup", &args.target)?.sm;
     let src = Source::load(&args.file)?;
     if eintup::ir::text::kind_of(&src.text) == eintup::ir::text::TextKind::LoopIr {
+        if !args.grad.is_empty() {
+            return Err(Failure::user(
+                "eintup: error: --grad differentiates a program; a loop module has none (differentiate its program and build that)".to_string(),
+            ));
+        }
         return build_loop_module(&args, &src, sm);
     }
     if !args.dim.is_empty() {
         return Err(Failure::user("eintup: error: --dim gives the dims of a loop module's symbols; a program's dims are --bind's".to_string()));
     }
+    // The adjoint first: a `--grad` name that cannot be differentiated
+    // fails before any bundle is written.
+    let adjoint = match args.grad.is_empty() {
+        true => None,
+        false => {
+            let prog = eintup::pipeline::resolved(&src)?;
+            let request = eintup::autodiff::Request { wrt: args.grad.clone(), of: Vec::new(), constant: Vec::new() };
+            let a = eintup::autodiff::differentiate(&prog, &request).map_err(|d| src.failure(d))?;
+            Some(Source::from_string(&format!("{} (adjoint)", src.name), &a.source))
+        }
+    };
+    let grad_out = grad_path(&args.output);
     if args.dynamic {
-        return build_dynamic(&args, &src, sm);
+        build_dynamic(&args, &src, sm, &args.bind, &args.output)?;
+        return adjoint.map_or(Ok(()), |a| build_dynamic(&args, &a, sm, &args.bind, &grad_out));
     }
-    let (module, config) = eintup::pipeline::specialized_for(&src, &args.bind, &[], args.seed, args.float)?;
-    super::run::print_warnings(&src, &config.warnings);
-    let (planned, warnings) = eintup::pipeline::planned(&src, &module, args.float, args.fp_contract)?;
-    super::run::print_warnings(&src, &warnings);
-    let gpu = eintup::pipeline::GpuOptions { deterministic: args.deterministic, ..eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm) };
-    let lm = eintup::pipeline::lower_gpu(&src, &planned, &gpu)?;
-    let b = bundle::build(&src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
-    let generated = format!("{} generated on the device", count(b.manifest().generate.len(), "input", "inputs"));
-    write(&b, &args, sm, &generated)
+    let config = build_static(&args, &src, sm, &args.bind, &args.output)?;
+    let Some(adjoint) = adjoint else { return Ok(()) };
+    // The adjoint at the forward bundle's dims, so the two take the same
+    // arrays (an eintup the adjoint no longer mentions is left out).
+    let prog = eintup::pipeline::resolved(&adjoint)?;
+    let binds: Vec<String> = config
+        .dims
+        .iter()
+        .filter(|(n, _)| prog.module.eintup_by_name(n).is_some())
+        .map(|(n, d)| format!("{n}=[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")))
+        .collect();
+    build_static(&args, &adjoint, sm, &binds, &grad_out).map(|_| ())
 }
 
-/// Writes bundle `b` where `-o` says and reports it: kernels, launches,
+/// `OUT.etb` -> `OUT.grad.etb`: where `--grad` writes the adjoint's bundle.
+fn grad_path(out: &Path) -> PathBuf {
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = out.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    out.with_file_name(format!("{stem}.grad{ext}"))
+}
+
+/// One configuration of `src` (chosen with `binds`) into a bundle at
+/// `output`; returns the configuration.
+fn build_static(args: &BuildArgs, src: &Source, sm: u32, binds: &[String], output: &Path) -> Result<eintup::sema::Config, Failure> {
+    let (module, config) = eintup::pipeline::specialized_for(src, binds, &[], args.seed, args.float)?;
+    super::run::print_warnings(src, &config.warnings);
+    let (planned, warnings) = eintup::pipeline::planned(src, &module, args.float, args.fp_contract)?;
+    super::run::print_warnings(src, &warnings);
+    let gpu = eintup::pipeline::GpuOptions { deterministic: args.deterministic, ..eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm) };
+    let lm = eintup::pipeline::lower_gpu(src, &planned, &gpu)?;
+    let b = bundle::build(src, &module, &lm, &config, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
+    let generated = format!("{} generated on the device", count(b.manifest().generate.len(), "input", "inputs"));
+    write(&b, output, sm, &generated)?;
+    Ok(config)
+}
+
+/// Writes bundle `b` to `output` and reports it: kernels, launches,
 /// `what` (how its inputs or shapes come), target and PTX version.
-fn write(b: &eintup_runtime::Bundle, args: &BuildArgs, sm: u32, what: &str) -> Result<(), Failure> {
-    b.write(&args.output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", args.output.display())))?;
+fn write(b: &eintup_runtime::Bundle, output: &Path, sm: u32, what: &str) -> Result<(), Failure> {
+    b.write(output).map_err(|e| Failure::user(format!("eintup: error: cannot write bundle {}: {e}", output.display())))?;
     let m = b.manifest();
     eprintln!(
         "wrote {} ({}, {}, {what}, sm_{sm}, PTX {})",
-        args.output.display(),
+        output.display(),
         count(m.kernels.len(), "kernel", "kernels"),
         count(m.steps.len(), "launch", "launches"),
         m.target.ptx_version
@@ -69,7 +113,7 @@ fn build_loop_module(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Fail
     let (ptx, info) = eintup_codegen::emit_ptx(&lm, args.seed, sm, args.fp_contract).map_err(|e| e.into_failure("PTX emission"))?;
     let b = bundle::bind_dynamic(&lm, &ptx, &info.ptx_version, sm, &dims)?;
     let what = if lm.is_dynamic() { count(lm.dims.len(), "dim symbol", "dim symbols") } else { "static".to_string() };
-    write(&b, args, sm, &what)
+    write(&b, &args.output, sm, &what)
 }
 
 /// The module is the user's: buffers beyond what a bundle holds (4 GiB in
@@ -96,13 +140,13 @@ fn check_bundle_size(lm: &eintup::ir::loops::LoopModule, dims: &[i64]) -> Result
 
 /// `build --dynamic`: ranks fixed, dims of unbound eintups symbolic, one
 /// bundle whose inputs are the caller's (docs/dynamic-shapes.md).
-fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure> {
+fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32, binds: &[String], output: &Path) -> Result<(), Failure> {
     let ranks = args
         .rank
         .iter()
         .map(|r| eintup::passes::spec::parse_rank(r).map_err(|e| Failure::user(format!("eintup: error: --rank {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
-    let (prog, sym) = eintup::pipeline::symbolic_for(src, &args.bind, &ranks)?;
+    let (prog, sym) = eintup::pipeline::symbolic_for(src, binds, &ranks)?;
     let opts = eintup::pipeline::GpuOptions { deterministic: args.deterministic, ..eintup::pipeline::GpuOptions::new(args.float, args.fp_contract, sm) };
     let lowered = eintup::variants::lower_gpu_dynamic(src, &prog, &opts)?;
     let b = bundle::build_dynamic(src, &prog, &sym, &lowered, &BuildOptions { seed: args.seed, float: args.float, sm, fp_contract: args.fp_contract })?;
@@ -116,7 +160,7 @@ fn build_dynamic(args: &BuildArgs, src: &Source, sm: u32) -> Result<(), Failure>
         let names: Vec<&str> = lowered.variants.iter().map(|v| v.kernel.name.as_str()).collect();
         what += &format!("; {} ({})", count(names.len(), "run-time variant", "run-time variants"), names.join(" "));
     }
-    write(&b, args, sm, &what)
+    write(&b, output, sm, &what)
 }
 
 /// `--target sm_80`: the GPU target, read by the one parser of target

@@ -248,6 +248,11 @@ pub struct BuildArgs {
     /// With --dynamic: fix an eintup's rank, NAME=R. Repeatable.
     #[arg(long = "rank", value_name = "NAME=R", requires = "dynamic")]
     pub rank: Vec<String>,
+    /// Also build the adjoint with respect to these FLOAT inputs
+    /// (`eintup grad`, docs/gradients.md) into OUT.grad.etb, at the same
+    /// configuration.
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub grad: Vec<String>,
     /// No float atomics: a float scatter (a `+=` through an index array,
     /// as a gather's gradient) runs its scattered loops in order inside
     /// each thread, so its sums do not depend on thread timing
