@@ -282,10 +282,13 @@ pub fn apply(m: &LoopModule, k: &Kernel, policy: FpContract, choice: &SplitChoic
     // unrolled groups plus a last loop (`stride_by_lanes`), over three more
     // variables (LLVM unrolls 64 constant steps only by 8, 3.6 instructions
     // a term against 2).
+    // The groups copy `r`'s body (unrolled steps, and the last loop): a
+    // body that binds variables itself (an inner loop, an index load) would
+    // bind them twice, so it keeps one strided loop.
     let long = match (lo.as_const(), hi.as_const()) {
         (Some(a), Some(b)) => b.saturating_sub(a).saturating_add(lanes - 1) / lanes > DYN_GROUP,
         _ => true,
-    };
+    } && !loop_body(chain.rest(&k.body), r).is_some_and(binds_variables);
     let groups = long.then(|| {
         let base = k.vars[r].name.clone();
         let mut var = |suffix: &str| {
@@ -511,6 +514,25 @@ fn stride_by_lanes(nodes: &mut Vec<Node>, r: VarId, lo: &IExpr, hi: &IExpr, lane
         }
     }
     inserted
+}
+
+/// The body of the loop over `r` in `nodes`.
+fn loop_body(nodes: &[Node], r: VarId) -> Option<&[Node]> {
+    nodes.iter().find_map(|n| match n {
+        Node::For(f) if f.var == r => Some(f.body.as_slice()),
+        Node::For(f) => loop_body(&f.body, r),
+        Node::Guard(g) => loop_body(&g.body, r),
+        _ => None,
+    })
+}
+
+/// Does `nodes` bind a variable (a loop, an index load)?
+fn binds_variables(nodes: &[Node]) -> bool {
+    nodes.iter().any(|n| match n {
+        Node::For(_) | Node::LoadIndex { .. } => true,
+        Node::Guard(g) => binds_variables(&g.body),
+        _ => false,
+    })
 }
 
 /// Points the (single) write of `nodes` at `buf[offset]`.
