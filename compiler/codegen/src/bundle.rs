@@ -236,6 +236,16 @@ pub fn build_dynamic(
     man.source = manifest::SourceInfo { name: src.name.clone(), text: src.text.clone() };
     man.config.seed = o.seed;
     man.config.fp_contract = Some(o.fp_contract.name().to_string());
+    if man.dynamic.is_none() {
+        // No dim symbols are left (every eintup bound, or all of rank 0):
+        // a static bundle, which records its configuration as `build` does
+        // (what `exec` re-specialises the program to).
+        for (e, t) in m.eintups.iter().enumerate() {
+            let dims: Option<Vec<i64>> = sym.dims.eintups[e].iter().map(|x| x.as_const()).collect();
+            let dims = dims.ok_or_else(|| Failure::Internal(format!("eintup `{}` has symbolic dims in a bundle without dim symbols", t.name)))?;
+            man.config.eintups.insert(t.name.clone(), dims);
+        }
+    }
     if let Some(d) = &mut man.dynamic {
         d.checks = checks;
         // Every eintup but the derived ones (the program's equations give
