@@ -133,6 +133,8 @@ impl Manifest {
     pub fn derive_dims(&self, inputs: &BTreeMap<String, Vec<usize>>, given: &BTreeMap<String, i64>) -> Result<BTreeMap<String, i64>> {
         let Some(d) = &self.dynamic else { return Ok(BTreeMap::new()) };
         let mut dims: BTreeMap<String, i64> = given.clone();
+        // Where each symbol's value came from, for messages.
+        let mut from: BTreeMap<String, String> = given.iter().map(|(s, v)| (s.clone(), format!("is given as {v}"))).collect();
         for r in &d.derive {
             let Some(shape) = inputs.get(&r.input) else { continue };
             let rank = self.buffer(&r.input).map_or(0, |b| b.shape.len());
@@ -147,7 +149,33 @@ impl Manifest {
                         reason: format!("axis {} is {v}, but dim `{}` is {old} (from an earlier input or a given value)", r.axis, r.sym),
                     });
                 }
-                _ => {}
+                Some(_) => {}
+                None => {
+                    from.insert(r.sym.clone(), format!("`{}` gives as {v} (its dim {})", r.input, r.axis));
+                }
+            }
+        }
+        // An input's axis that is a dim another input (or a given value)
+        // fixed must agree with it: said as the eintup it is and where its
+        // value came from, as `run --input` says it.
+        for (name, shape) in inputs {
+            let Some(exprs) = d.shapes.get(name).filter(|e| e.len() == shape.len()) else { continue };
+            for (axis, (e, &got)) in exprs.iter().zip(shape).enumerate() {
+                // A bare symbol, `%k.0`.
+                let sym = e.strip_prefix('%').unwrap_or(e);
+                let Some(&want) = dims.get(sym) else { continue };
+                if i64::try_from(got).is_ok_and(|g| g == want) {
+                    continue;
+                }
+                let what = d
+                    .eintups
+                    .iter()
+                    .find_map(|(t, comps)| {
+                        comps.iter().position(|c| c == e).map(|i| if comps.len() == 1 { format!("`{t}`") } else { format!("component {i} of `{t}`") })
+                    })
+                    .unwrap_or_else(|| format!("dim `{sym}`"));
+                let source = from.get(sym).cloned().unwrap_or_else(|| format!("is {want}"));
+                return Err(Error::Input { name: name.clone(), reason: format!("dim {axis} is {got}, but it is {what}, which {source}") });
             }
         }
         if let Some(s) = d.symbols.iter().find(|s| !dims.contains_key(*s)) {
