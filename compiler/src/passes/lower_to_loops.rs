@@ -244,10 +244,36 @@ impl<'m> StmtLowering<'m> {
             })?;
             return Ok(static_shape(&d));
         }
-        symbolic::position_dims(a, &self.ext.eintups).map_err(|err| match err {
-            symbolic::PositionError::NotSymbolic(sp) => PassError::User(vec![symbolic::not_symbolic(sp)]),
-            symbolic::PositionError::Static(err) => internal(format!("bounds of a FLAT argument: {err:?}")),
-        })
+        match symbolic::position_dims(a, &self.ext.eintups) {
+            Ok(d) => Ok(d),
+            // A slice inside: its range attribute bounds it, whatever row
+            // it reads, as a static build evaluates it; so here too where
+            // every dim that bound depends on is static.
+            Err(err) => match self.flat_dims_by_ranges(a)? {
+                Some(d) => Ok(d),
+                None => Err(PassError::User(vec![symbolic::not_symbolic(match err {
+                    symbolic::PositionError::NotSymbolic(sp) => sp,
+                    symbolic::PositionError::Static(_) => a.span,
+                })])),
+            },
+        }
+    }
+
+    /// The dims of `FLAT` argument `a` by the static rule over its slices'
+    /// ranges, when every dim they depend on is static; `None` otherwise.
+    fn flat_dims_by_ranges(&self, a: &IndexExpr) -> Result<Option<Vec<IExpr>>, PassError> {
+        let consts: Vec<Option<Vec<i64>>> = self.ext.eintups.iter().map(|d| d.iter().map(IExpr::as_const).collect()).collect();
+        let mut sliced = false;
+        a.for_each(&mut |x| sliced |= matches!(x.kind, IndexKind::Slice { .. }));
+        if !sliced || dims::flat_arg_eintups(self.m, a).iter().any(|&t| consts.get(t).is_none_or(Option::is_none)) {
+            return Ok(None);
+        }
+        let consts: Vec<Vec<i64>> = consts.into_iter().map(Option::unwrap_or_default).collect();
+        let d = dims::flat_arg_dims_with(self.m, &consts, a).map_err(|err| match err {
+            dims::FlatDimsError::User(d) => PassError::User(vec![d]),
+            dims::FlatDimsError::Internal(s) => internal(s),
+        })?;
+        Ok(Some(static_shape(&d)))
     }
 
     fn read_buf(&self, a: ArrayId) -> BufId {

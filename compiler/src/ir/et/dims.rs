@@ -493,7 +493,14 @@ fn first_overflow(e: &IndexExpr, dims: &[Vec<i64>], slices: SliceRanges, flat: S
 fn attr_ranges(m: &Module, dims: &[Vec<i64>], array: ArrayId) -> Option<Vec<(i64, i64)>> {
     let arr = &m.arrays[array];
     let Attr::Range { lo, hi } = arr.attrs.first()?;
-    let len = arr.positions.last().and_then(|p| p.dims.as_ref()).and_then(|d| d.first()).copied().unwrap_or(0).max(0) as usize;
+    // The last position's extent: as specialised, or (a dynamic module's
+    // positions carry none) from its expression at `dims`.
+    let last = arr.positions.last()?;
+    let len = match &last.dims {
+        Some(d) => d.first().copied(),
+        None => bound(&last.expr, dims).ok().and_then(|d| d.first().copied()),
+    };
+    let len = len.unwrap_or(0).max(0) as usize;
     let at = |b: &Bound, k: usize| match b {
         Bound::Int(i) => *i,
         Bound::DimsAt(l) => l.value(|t| dims.get(t).cloned()).and_then(|v| v.get(k).copied()).unwrap_or(0),
@@ -507,6 +514,44 @@ fn attr_ranges(m: &Module, dims: &[Vec<i64>], array: ArrayId) -> Option<Vec<(i64
 pub fn declared_ranges(m: &Module, array: ArrayId) -> Option<Vec<(i64, i64)>> {
     let dims: Vec<Vec<i64>> = m.eintups.iter().map(|t| t.dims.clone().unwrap_or_default()).collect();
     attr_ranges(m, &dims, array)
+}
+
+/// Every eintup the dims of `FLAT` argument `e` depend on: those it
+/// mentions outside slices, and for each slice, those of the sliced
+/// array's last position and of its range attribute's bounds (a slice's
+/// values are bounded by its range, whatever row it reads).
+pub fn flat_arg_eintups(m: &Module, e: &IndexExpr) -> Vec<EintupId> {
+    fn walk(m: &Module, e: &IndexExpr, out: &mut Vec<EintupId>) {
+        match &e.kind {
+            IndexKind::Var(t) => out.push(*t),
+            IndexKind::Lit(_) => {}
+            IndexKind::Dims(l) => out.extend(l.eintups()),
+            IndexKind::Rank(l) => out.extend(l.iter().copied()),
+            IndexKind::Flat(v) => v.iter().for_each(|x| walk(m, x, out)),
+            IndexKind::Bin(_, x, y) => {
+                walk(m, x, out);
+                walk(m, y, out);
+            }
+            IndexKind::Slice { array, .. } => {
+                let arr = &m.arrays[*array];
+                if let Some(p) = arr.positions.last() {
+                    walk(m, &p.expr, out);
+                }
+                for Attr::Range { lo, hi } in &arr.attrs {
+                    for b in [lo, hi] {
+                        if let Bound::DimsAt(l) = b {
+                            out.extend(l.eintups());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(m, e, &mut out);
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Why the dims of a `FLAT` argument could not be computed.
