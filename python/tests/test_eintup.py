@@ -325,10 +325,9 @@ def test_usage_errors_name_the_fix():
     np.testing.assert_allclose(k(a=a, b=b)["c"], a @ b, rtol=1e-5)
 
 
-def test_load_rebinds_a_dynamic_bundle_to_each_call_s_shapes(tmp_path):
-    """A dynamic bundle (a loop module with dim symbols, `eintup build
-    M.etir`; docs/bundle.md#dynamic-bundles) loaded once runs at the dims
-    each call's arrays give, equal to NumPy; contradicting arrays raise."""
+def _dynamic_matmul_bundle(tmp_path):
+    """The dynamic matmul bundle of a loop module with dim symbols, built by
+    `eintup build M.etir` (the test skips without the built CLI)."""
     import subprocess
 
     eintup_bin = ROOT / "target" / "debug" / "eintup"
@@ -337,7 +336,14 @@ def test_load_rebinds_a_dynamic_bundle_to_each_call_s_shapes(tmp_path):
     b = tmp_path / "dyn.etb"
     module = ROOT / "compiler" / "tests" / "Inputs" / "dynamic_matmul.etir"
     subprocess.run([str(eintup_bin), "build", str(module), "-o", str(b)], check=True, capture_output=True)
-    bk = eintup.load(b)
+    return b
+
+
+def test_load_rebinds_a_dynamic_bundle_to_each_call_s_shapes(tmp_path):
+    """A dynamic bundle (a loop module with dim symbols, `eintup build
+    M.etir`; docs/bundle.md#dynamic-bundles) loaded once runs at the dims
+    each call's arrays give, equal to NumPy; contradicting arrays raise."""
+    bk = eintup.load(_dynamic_matmul_bundle(tmp_path))
     rng = np.random.default_rng(5)
     for (n, r, k, c) in [(2, 3, 4, 5), (1, 33, 17, 65), (3, 0, 4, 5), (2, 3, 4, 5)]:
         a = rng.integers(-9, 9, (n, r, k)).astype(np.int32)
@@ -351,15 +357,8 @@ def test_a_dynamic_bundle_called_from_four_threads_at_once(tmp_path):
     """Bundles are callable from any thread (issue #52 item 1): calls take
     turns on the loaded program, each re-binding it to its shapes."""
     import concurrent.futures
-    import subprocess
 
-    eintup_bin = ROOT / "target" / "debug" / "eintup"
-    if not eintup_bin.exists():
-        pytest.skip("target/debug/eintup is not built")
-    b = tmp_path / "dyn.etb"
-    module = ROOT / "compiler" / "tests" / "Inputs" / "dynamic_matmul.etir"
-    subprocess.run([str(eintup_bin), "build", str(module), "-o", str(b)], check=True, capture_output=True)
-    bk = eintup.load(b)
+    bk = eintup.load(_dynamic_matmul_bundle(tmp_path))
 
     def work(i):
         rng = np.random.default_rng(i)

@@ -92,7 +92,26 @@ impl Expr {
     }
 
     /// Calls `f` on every index expression of the tree (reads' slots and
-    /// the index of `DIMS(..)[t]`), mutably.
+    /// the index of `DIMS(..)[t]`).
+    pub fn for_each_index(&self, f: &mut impl FnMut(&IndexExpr)) {
+        match self {
+            Expr::Read(_, slots) => slots.iter().for_each(|s| {
+                if let IndexSlot::Expr(e) = s {
+                    f(e)
+                }
+            }),
+            Expr::DimsAt(_, t) => f(t),
+            Expr::Random(a, b, _) | Expr::Bin(_, a, b) | Expr::Cmp(_, a, b) => {
+                a.for_each_index(f);
+                b.for_each_index(f);
+            }
+            Expr::Neg(a) => a.for_each_index(f),
+            Expr::Call(_, args) => args.iter().for_each(|a| a.for_each_index(f)),
+            Expr::Int(_) | Expr::Float(_) | Expr::Rank(_) => {}
+        }
+    }
+
+    /// [`Expr::for_each_index`], mutably.
     pub fn for_each_index_mut(&mut self, f: &mut impl FnMut(&mut IndexExpr)) {
         match self {
             Expr::Read(_, slots) => slots.iter_mut().for_each(|s| {

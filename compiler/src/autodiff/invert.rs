@@ -42,7 +42,7 @@ pub fn to_gather<'a>(st: &mut Scatter<'a>, signature: impl Fn(&str) -> Option<&'
     let m = st.m;
     let sig = &m.arrays[st.target].positions;
     let mut used = Vec::new();
-    st.rhs.clone().for_each_index_mut(&mut |e| e.for_each(&mut |x| collect_var(x, &mut used)));
+    st.rhs.for_each_index(&mut |e| e.for_each(&mut |x| collect_var(x, &mut used)));
     for s in &st.slots {
         s.for_each(&mut |x| collect_var(x, &mut used));
     }

@@ -73,6 +73,16 @@ pub struct Adjoint {
 }
 
 impl Adjoint {
+    /// The `--bind`s that put the adjoint at a configuration of the forward
+    /// program (its eintups' `dims`), so that both take the same arrays; an
+    /// eintup the adjoint does not mention is left out.
+    pub fn binds_at<'a>(&self, dims: impl IntoIterator<Item = (&'a str, &'a [i64])>) -> Vec<String> {
+        dims.into_iter()
+            .filter(|(n, _)| self.program.module.eintup_by_name(n).is_some())
+            .map(|(n, d)| format!("{n}=[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")))
+            .collect()
+    }
+
     /// One line per contribution, for `--stats`.
     pub fn summary(&self) -> String {
         let count = |f: fn(&Form) -> bool| self.contributions.iter().filter(|c| f(&c.form)).count();
@@ -143,7 +153,9 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
     let forward_file = et_grammar::parse_file(&forward_text).map_err(|d| internal(&forward_text, d))?;
     let p1 = crate::sema::resolve::resolve(&forward_file).map_err(|d| internal(&forward_text, d))?;
     let m = &p1.module;
-    let id = |name: &str| m.array_by_name(name).expect("versions keep every array");
+    let id = |name: &str| {
+        m.array_by_name(name).ok_or_else(|| internal(&forward_text, vec![Diagnostic::error("E0899", format!("the versioned program lost `{name}`"))]))
+    };
 
     let mut gen = Generator {
         m,
@@ -156,9 +168,9 @@ pub fn differentiate(prog: &Program, req: &Request) -> Result<Adjoint, Vec<Diagn
         cotangent: HashMap::new(),
         domains: HashMap::new(),
     };
-    let wrt1: Vec<ArrayId> = wrt.iter().map(|&a| id(&m0.arrays[a].name)).collect();
-    let of1: Vec<ArrayId> = of_last.iter().map(|n| id(n)).collect();
-    let constant: Vec<ArrayId> = request_arrays(m0, &req.constant, "constant")?.iter().map(|&a| id(&v.last[a])).collect();
+    let wrt1: Vec<ArrayId> = wrt.iter().map(|&a| id(&m0.arrays[a].name)).collect::<Result<_, _>>()?;
+    let of1: Vec<ArrayId> = of_last.iter().map(|n| id(n)).collect::<Result<_, _>>()?;
+    let constant: Vec<ArrayId> = request_arrays(m0, &req.constant, "constant")?.iter().map(|&a| id(&v.last[a])).collect::<Result<_, _>>()?;
     let active = gen.active(&wrt1, &of1, &constant);
 
     // Cotangents, then the accumulators.
@@ -357,7 +369,7 @@ fn vars_of_slots(slots: &[IndexSlot], out: &mut BTreeSet<EintupId>) {
 }
 
 fn vars_of_expr(e: &Expr, out: &mut BTreeSet<EintupId>) {
-    e.clone().for_each_index_mut(&mut |x: &mut IndexExpr| {
+    e.for_each_index(&mut |x: &IndexExpr| {
         x.for_each(&mut |y| {
             if let IndexKind::Var(t) = y.kind {
                 out.insert(t);
@@ -434,11 +446,11 @@ impl<'a, F: FnMut(&str) -> String> Generator<'a, F> {
             }
         };
         slots.iter().for_each(|s| s.for_each(&mut note));
-        rhs.clone().for_each_index_mut(&mut |e| e.for_each(&mut note));
+        rhs.for_each_index(&mut |e| e.for_each(&mut note));
         self.needed.extend(slices);
         let mut mentioned = BTreeSet::new();
         slots.iter().for_each(|s| s.for_each(&mut |e| index_mentions(e, &mut mentioned)));
-        rhs.clone().for_each_index_mut(&mut |e| index_mentions(e, &mut mentioned));
+        rhs.for_each_index(&mut |e| index_mentions(e, &mut mentioned));
         rhs.for_each_list(&mut |l| mentioned.extend(l));
         self.mentioned.extend(mentioned);
         self.lines.push(statement(m, name, slots, op, rhs));

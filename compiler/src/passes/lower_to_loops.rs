@@ -203,6 +203,14 @@ fn mul(a: IExpr, c: IExpr) -> IExpr {
     }
 }
 
+/// Why a `FLAT` argument's dims could not be computed, as the pass says it.
+fn flat_dims_error(err: dims::FlatDimsError) -> PassError {
+    match err {
+        dims::FlatDimsError::User(d) => PassError::User(vec![d]),
+        dims::FlatDimsError::Internal(s) => internal(s),
+    }
+}
+
 fn internal(msg: impl Into<String>) -> PassError {
     PassError::Internal(msg.into())
 }
@@ -238,11 +246,7 @@ impl<'m> StmtLowering<'m> {
     /// The dims of a `FLAT` argument: its own range (docs/language.md s.4).
     fn flat_dims(&self, a: &IndexExpr) -> Result<Vec<IExpr>, PassError> {
         if let Some(st) = &self.ext.statics {
-            let d = dims::flat_arg_dims_with(self.m, st, a).map_err(|err| match err {
-                dims::FlatDimsError::User(d) => PassError::User(vec![d]),
-                dims::FlatDimsError::Internal(s) => internal(s),
-            })?;
-            return Ok(static_shape(&d));
+            return Ok(static_shape(&dims::flat_arg_dims_with(self.m, st, a).map_err(flat_dims_error)?));
         }
         match symbolic::position_dims(a, &self.ext.eintups) {
             Ok(d) => Ok(d),
@@ -269,11 +273,7 @@ impl<'m> StmtLowering<'m> {
             return Ok(None);
         }
         let consts: Vec<Vec<i64>> = consts.into_iter().map(Option::unwrap_or_default).collect();
-        let d = dims::flat_arg_dims_with(self.m, &consts, a).map_err(|err| match err {
-            dims::FlatDimsError::User(d) => PassError::User(vec![d]),
-            dims::FlatDimsError::Internal(s) => internal(s),
-        })?;
-        Ok(Some(static_shape(&d)))
+        Ok(Some(static_shape(&dims::flat_arg_dims_with(self.m, &consts, a).map_err(flat_dims_error)?)))
     }
 
     fn read_buf(&self, a: ArrayId) -> BufId {

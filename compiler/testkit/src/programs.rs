@@ -240,21 +240,28 @@ fn about_used_eintups(stmts: &str, constraint: &str) -> bool {
 /// Whole programs: statements, an optional output line, constraints.
 pub fn program() -> impl Strategy<Value = String> {
     (prop::collection::vec(stmt(), 1..5), prop::option::of(prop::sample::select(ARRAYS)), prop::collection::vec(constraint(), 0..6)).prop_map(|(s, out, c)| {
-        let mut text = render(&s);
         // Constraints about eintups no statement mentions are E0124
         // (see `about_used_eintups`); most programs keep only the others
         // so that they reach the backends, one in eight keeps them all.
-        let keep_all = text.len().is_multiple_of(8);
-        let c: Vec<String> = c.into_iter().filter(|c| keep_all || about_used_eintups(&text, c)).collect();
-        text.push_str("\n\n");
-        if let Some(o) = out {
-            text.push_str(o);
-            text.push_str("\n\n");
-        }
-        text.push_str(&c.join("\n"));
-        text.push('\n');
-        text
+        assemble(&s, out, c, |text| text.len().is_multiple_of(8))
     })
+}
+
+/// The program text of statements `stmts`, an optional output line, and
+/// the constraints `c`: all of them where `keep_all` says so of the
+/// rendered statements, else those about eintups the statements use.
+fn assemble(stmts: &[St], out: Option<&str>, c: Vec<String>, keep_all: impl Fn(&str) -> bool) -> String {
+    let mut text = render(stmts);
+    let keep_all = keep_all(&text);
+    let c: Vec<String> = c.into_iter().filter(|c| keep_all || about_used_eintups(&text, c)).collect();
+    text.push_str("\n\n");
+    if let Some(o) = out {
+        text.push_str(o);
+        text.push_str("\n\n");
+    }
+    text.push_str(&c.join("\n"));
+    text.push('\n');
+    text
 }
 
 /// Right-hand sides that are smooth where they are finite: reads,
@@ -292,15 +299,6 @@ pub fn smooth_program() -> impl Strategy<Value = String> {
     )
         .prop_map(|(inputs, body, out, c)| {
             let stmts: Vec<St> = inputs.into_iter().chain(body).collect();
-            let mut text = render(&stmts);
-            let c: Vec<String> = c.into_iter().filter(|c| about_used_eintups(&text, c)).collect();
-            text.push_str("\n\n");
-            if let Some(o) = out {
-                text.push_str(o);
-                text.push_str("\n\n");
-            }
-            text.push_str(&c.join("\n"));
-            text.push('\n');
-            text
+            assemble(&stmts, out, c, |_| false)
         })
 }

@@ -28,26 +28,20 @@ pub fn main(args: BuildArgs) -> Result<(), Failure> {
             let prog = eintup::pipeline::resolved(&src)?;
             let request = eintup::autodiff::Request { wrt: args.grad.clone(), of: Vec::new(), constant: Vec::new() };
             let a = eintup::autodiff::differentiate(&prog, &request).map_err(|d| src.failure(d))?;
-            Some(Source::from_string(&format!("{} (adjoint)", src.name), &a.source))
+            let adj_src = Source::from_string(&format!("{} (adjoint)", src.name), &a.source);
+            Some((a, adj_src))
         }
     };
     let grad_out = grad_path(&args.output);
     if args.dynamic {
         build_dynamic(&args, &src, sm, &args.bind, &args.output)?;
-        return adjoint.map_or(Ok(()), |a| build_dynamic(&args, &a, sm, &args.bind, &grad_out));
+        return adjoint.map_or(Ok(()), |(_, a)| build_dynamic(&args, &a, sm, &args.bind, &grad_out));
     }
     let config = build_static(&args, &src, sm, &args.bind, &args.output)?;
-    let Some(adjoint) = adjoint else { return Ok(()) };
-    // The adjoint at the forward bundle's dims, so the two take the same
-    // arrays (an eintup the adjoint no longer mentions is left out).
-    let prog = eintup::pipeline::resolved(&adjoint)?;
-    let binds: Vec<String> = config
-        .dims
-        .iter()
-        .filter(|(n, _)| prog.module.eintup_by_name(n).is_some())
-        .map(|(n, d)| format!("{n}=[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")))
-        .collect();
-    build_static(&args, &adjoint, sm, &binds, &grad_out).map(|_| ())
+    let Some((adjoint, adj_src)) = adjoint else { return Ok(()) };
+    // The adjoint at the forward bundle's dims, so the two take the same arrays.
+    let binds = adjoint.binds_at(config.dims.iter().map(|(n, d)| (n.as_str(), d.as_slice())));
+    build_static(&args, &adj_src, sm, &binds, &grad_out).map(|_| ())
 }
 
 /// `OUT.etb` -> `OUT.grad.etb`: where `--grad` writes the adjoint's bundle.

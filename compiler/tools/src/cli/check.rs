@@ -396,6 +396,7 @@ fn keep_row(
 /// framework sees them as given tensors), of the FLOAT outputs.
 struct GradCheck {
     src: Source,
+    adjoint: eintup::autodiff::Adjoint,
     /// Forward names of the arrays differentiated with respect to.
     wrt: Vec<String>,
     /// The adjoint's gradient arrays, in `wrt` order.
@@ -432,19 +433,14 @@ impl GradCheck {
         let adjoint = eintup::autodiff::differentiate(prog, &request).map_err(|d| src.failure(d))?;
         let mut cot = of.iter().zip(&adjoint.cotangents);
         let cotangents = m.outputs.iter().map(|&a| if m.arrays[a].dtype == ElemType::Float { cot.next().map(|(_, c)| c.clone()) } else { None }).collect();
-        Ok(GradCheck { src: Source::from_string(&format!("{} (adjoint)", src.name), &adjoint.source), wrt, gradients: adjoint.gradients, cotangents })
+        let src = Source::from_string(&format!("{} (adjoint)", src.name), &adjoint.source);
+        Ok(GradCheck { src, wrt, gradients: adjoint.gradients.clone(), cotangents, adjoint })
     }
 
     /// Runs the adjoint at the configuration of `m` with its inputs, and
     /// asks `request` for the gradient with the adjoint's cotangents.
     fn run(&self, m: &Module, arrays: &[Tensor], args: &CheckArgs, dir: &Path, request: &mut Request) -> Result<(Module, Vec<Tensor>), Failure> {
-        let adj = pipeline::resolved(&self.src)?;
-        let binds: Vec<String> = m
-            .eintups
-            .iter()
-            .filter(|e| adj.module.eintup_by_name(&e.name).is_some())
-            .map(|e| format!("{}=[{}]", e.name, e.dims.as_deref().unwrap_or_default().iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")))
-            .collect();
+        let binds = self.adjoint.binds_at(m.eintups.iter().map(|e| (e.name.as_str(), e.dims.as_deref().unwrap_or_default())));
         let (am, _) = pipeline::specialized_for(&self.src, &binds, &[], args.seed, args.float)?;
         let inputs = am.arrays.iter().filter(|a| a.is_input).filter_map(|a| Some((a.name.clone(), arrays[m.array_by_name(&a.name)?].clone()))).collect();
         let opts = RunOptions { seed: args.seed, float: args.float, max_work: args.max_work, inputs };
